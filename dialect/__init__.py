@@ -1,0 +1,223 @@
+"""The `prim` dialect: loaded from its IRDL definition into an MLIR context, plus the semantic verifier.
+
+IRDL checks operand/attribute kinds when a module is parsed; shape rules (which IRDL cannot express)
+are checked by `verify`, which reports the first violation as `file:line:col: error: 'prim.op' op ...`.
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import irdl
+
+from openprim.errors import OpenPrimError
+
+from . import ops as _ops
+from .ops import OPS, ShapeError
+
+IRDL_PATH = Path(__file__).with_name("prim.irdl.mlir")
+_ATTR_BASE = {"i64": "#builtin.integer", "f64": "#builtin.float", "str": "#builtin.string",
+              "i64s": "#builtin.dense_array", "f64s": "#builtin.dense_array"}
+DTYPE_OF = {"f32": ir.F32Type, "f16": ir.F16Type, "bf16": ir.BF16Type}
+
+
+def generate_irdl() -> str:
+    """The IRDL text of the dialect, derived from `ops.OPS` (checked in as prim.irdl.mlir)."""
+    lines = ["// The `prim` dialect. Generated from dialect/ops.py by `python -m openprim.dialect`; do not edit.",
+             "// Load it with `mlir-opt --irdl-file=prim.irdl.mlir` or `mlir::irdl::loadDialects`.",
+             "irdl.dialect @prim {"]
+    for spec in OPS.values():
+        lines.append(f"  // {spec.doc}" if spec.doc else "  //")
+        lines.append(f"  irdl.operation @{spec.name} {{")
+        operands = []
+        for i, (name, kind) in enumerate(spec.operands):
+            lines.append(f'    %t{i} = irdl.base "!builtin.tensor"')
+            operands.append(f"{name}: {'' if kind == 'single' else kind + ' '}%t{i}")
+        if operands:
+            lines.append(f"    irdl.operands({', '.join(operands)})")
+        attrs = []
+        for i, (name, kind) in enumerate(spec.attributes.items()):
+            if kind == "elements":  # dense or dense_resource: irdl.any_of of bases crashes IRDL 22; checked in verify
+                lines.append(f"    %a{i} = irdl.any")
+            else:
+                lines.append(f'    %a{i} = irdl.base "{_ATTR_BASE[kind]}"')
+            attrs.append(f'"{name}" = %a{i}')
+        if attrs:
+            lines.append(f"    irdl.attributes {{{', '.join(attrs)}}}")
+        lines += ['    %res = irdl.base "!builtin.tensor"', "    irdl.results(result: %res)", "  }"]
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def load(ctx: ir.Context) -> None:
+    """Register `prim` in ctx (idempotent)."""
+    if "prim" in getattr(ctx, "_openprim_loaded", ()):
+        return
+    with ctx:
+        irdl.load_dialects(ir.Module.parse(IRDL_PATH.read_text()))
+    ctx._openprim_loaded = ("prim",)
+
+
+def new_context() -> ir.Context:
+    ctx = ir.Context()
+    load(ctx)
+    return ctx
+
+
+# ---------------------------------------------------------------------------- attributes <-> Python
+def attr_value(attr: ir.Attribute, kind: str):
+    if kind == "i64":
+        return ir.IntegerAttr(attr).value
+    if kind == "f64":
+        return ir.FloatAttr(attr).value
+    if kind == "str":
+        return ir.StringAttr(attr).value
+    if kind == "i64s":
+        return list(ir.DenseI64ArrayAttr(attr))
+    if kind == "f64s":
+        return list(ir.DenseF64ArrayAttr(attr))
+    return attr
+
+
+def make_attr(value, kind: str) -> ir.Attribute:
+    if kind == "i64":
+        return ir.IntegerAttr.get(ir.IntegerType.get_signless(64), int(value))
+    if kind == "f64":
+        return ir.FloatAttr.get_f64(float(value))
+    if kind == "str":
+        return ir.StringAttr.get(value)
+    if kind == "i64s":
+        return ir.DenseI64ArrayAttr.get([int(v) for v in value])
+    if kind == "f64s":
+        return ir.DenseF64ArrayAttr.get([float(v) for v in value])
+    return value
+
+
+def op_attrs(op) -> dict:
+    """The prim attributes of op as Python values (by the op's spec)."""
+    spec = OPS[op.name[5:]]
+    return {k: attr_value(op.attributes[k], kind) for k, kind in spec.attributes.items() if k in op.attributes}
+
+
+def dtype_name(t: ir.Type) -> str:
+    for name, cls in DTYPE_OF.items():
+        if isinstance(t, cls):
+            return name
+    return str(t)
+
+
+def tensor_type(shape, dtype: str) -> ir.RankedTensorType:
+    return ir.RankedTensorType.get(list(shape), DTYPE_OF[dtype].get())
+
+
+def shape_of(value) -> tuple:
+    return tuple(ir.RankedTensorType(value.type).shape)
+
+
+def operand_groups(op) -> list:
+    """Operands per spec entry: a Value, or None for an absent optional operand."""
+    spec = OPS[op.name[5:]]
+    operands = list(op.operands)
+    if "operandSegmentSizes" not in op.attributes:
+        return operands
+    groups, i = [], 0
+    for n in ir.DenseI32ArrayAttr(op.attributes["operandSegmentSizes"]):
+        groups.append(operands[i] if n else None)
+        i += n
+    return groups[:len(spec.operands)]
+
+
+# ---------------------------------------------------------------------------- diagnostics
+def where(loc: ir.Location) -> str:
+    """`file:line:col` of a location (the first file location inside fused/name/callsite ones)."""
+    text = str(loc)
+    m = re.search(r'"([^"]*)":(\d+):(\d+)', text)
+    if m:
+        return f"{m.group(1)}:{m.group(2)}:{m.group(3)}"
+    m = re.search(r'loc\("([^"]*)"', text)
+    return m.group(1) if m else "<unknown>"
+
+
+def op_error(op, msg: str) -> OpenPrimError:
+    return OpenPrimError(f"{where(op.location)}: error: '{op.name}' op {msg}")
+
+
+def _check_op(op) -> None:
+    name = op.name[5:]
+    spec = OPS[name]
+    result = op.results[0]
+    if not isinstance(result.type, ir.RankedTensorType):
+        raise op_error(op, f"result must be a ranked tensor, got {result.type}")
+    groups = operand_groups(op)
+    values = [v for v in groups if v is not None]
+    for v in values:
+        if not isinstance(v.type, ir.RankedTensorType):
+            raise op_error(op, f"operands must be ranked tensors, got {v.type}")
+    dtypes = {dtype_name(ir.RankedTensorType(v.type).element_type) for v in values + [result]}
+    if not dtypes <= set(_ops.DTYPES) or len(dtypes) != 1:
+        raise op_error(op, f"operands and result must share one element type out of {_ops.DTYPES}, "
+                           f"got {', '.join(sorted(dtypes))}")
+    missing = [k for k in spec.attributes if k not in op.attributes]
+    if missing:
+        raise op_error(op, f"requires attribute '{missing[0]}'")
+    want_shape = shape_of(result)
+    if name == "constant":
+        value = op.attributes["value"]
+        if not (isinstance(value, ir.DenseElementsAttr) or isinstance(value, ir.DenseResourceElementsAttr)):
+            raise op_error(op, f"value must be a dense or dense_resource elements attribute, got {value}")
+        if value.type != result.type:
+            raise op_error(op, f"value type {value.type} differs from result type {result.type}")
+        return
+    if name == "reshape":
+        if _ops.numel(shape_of(values[0])) != _ops.numel(want_shape):
+            raise op_error(op, f"cannot reshape {_ops._fmt(shape_of(values[0]))} to {_ops._fmt(want_shape)}: "
+                               "element counts differ")
+        return
+    shapes = [None if v is None else shape_of(v) for v in groups]
+    try:
+        inferred = _ops.infer(name, shapes, op_attrs(op))
+    except ShapeError as e:
+        raise op_error(op, str(e)) from None
+    if tuple(inferred) != want_shape:
+        raise op_error(op, f"result shape {_ops._fmt(want_shape)} does not match the inferred "
+                           f"{_ops._fmt(inferred)}")
+
+
+def verify(module: ir.Module | ir.Operation) -> None:
+    """MLIR's verifier, then prim's shape rules; raises OpenPrimError naming the op and the reason."""
+    root = module.operation
+    try:
+        root.verify()
+    except ir.MLIRError as e:
+        raise OpenPrimError(format_mlir_error(e)) from None
+
+    prim_ops = []
+
+    def visit(op):
+        if op.name.startswith("prim."):
+            prim_ops.append(op)
+        return ir.WalkResult.ADVANCE
+
+    root.walk(visit)
+    for op in prim_ops:
+        _check_op(op)
+
+
+def format_mlir_error(e: ir.MLIRError) -> str:
+    if e.error_diagnostics:
+        d = e.error_diagnostics[0]
+        return f"{where(d.location)}: error: {d.message}"
+    return str(e).splitlines()[0]
+
+
+def to_numpy(attr: ir.Attribute) -> np.ndarray:
+    """The data of a dense constant; bf16 comes back as its uint16 bit pattern."""
+    dense = ir.DenseElementsAttr(attr)
+    t = ir.RankedTensorType(dense.type)
+    if isinstance(t.element_type, ir.BF16Type):
+        if dense.is_splat:
+            raise OpenPrimError("bf16 splat constants are not supported; pass the full array")
+        return np.frombuffer(bytes(memoryview(dense)), np.uint16).reshape(t.shape)  # pragma: no cover
+    return np.array(dense)

@@ -1,0 +1,274 @@
+"""The `prim` op set: one table that the IRDL file, the verifier and the frontend all derive from.
+
+Each op lists its operands (single or optional), its attributes (every attribute is required; the
+frontend fills defaults) and a shape rule.  `infer(op_name, shapes, attrs)` returns the result shape or
+raises `ShapeError` whose message names the reason; callers prefix the op and the location.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+DTYPES = ("f32", "f16", "bf16")
+LAYOUTS = ("NCHW", "NHWC")
+FILTER_LAYOUTS = ("KCRS", "KRSC")
+# Activations a conv/matmul epilogue (and the standalone ops) implement; value = number of parameters.
+ACTIVATIONS = {"none": 0, "relu": 0, "leaky_relu": 1, "clamp": 2, "sigmoid": 0, "tanh": 0,
+               "gelu": 0, "gelu_tanh": 0, "silu": 0, "elu": 1}
+
+
+class ShapeError(ValueError):
+    """A shape or attribute that an op does not accept."""
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    operands: tuple = ()          # (name, "single" | "optional")
+    attributes: dict = field(default_factory=dict)  # name -> "i64" | "f64" | "str" | "i64s" | "f64s" | "elements"
+    doc: str = ""
+
+
+def _spec(name, operands=(), attributes=None, doc=""):
+    ops = tuple((o, "single") if isinstance(o, str) else o for o in operands)
+    return OpSpec(name, ops, attributes or {}, doc)
+
+
+EPILOGUE = {"activation": "str", "activation_params": "f64s"}
+UNARY_ATTRS = {"relu": {}, "leaky_relu": {"alpha": "f64"}, "clamp": {"min": "f64", "max": "f64"},
+               "sigmoid": {}, "tanh": {}, "gelu": {"approximate": "str"}, "silu": {}, "elu": {"alpha": "f64"}}
+BINARY = ("add", "sub", "mul", "div")
+
+OPS: dict[str, OpSpec] = {s.name: s for s in [
+    _spec("constant", (), {"value": "elements"}, doc="a weight or constant tensor"),
+    _spec("conv2d", ("input", "filter", ("bias", "optional"), ("residual", "optional")),
+          {"strides": "i64s", "padding": "i64s", "dilations": "i64s", "groups": "i64", "layout": "str",
+           "filter_layout": "str", **EPILOGUE},
+          doc="y = act(conv(x, w) + bias + residual); padding = [top, left, bottom, right]"),
+    _spec("matmul", ("lhs", "rhs", ("bias", "optional"), ("residual", "optional")),
+          {"transpose_rhs": "i64", **EPILOGUE},
+          doc="y = act(lhs @ rhs(^T) + bias + residual); rhs is [K,N] ([N,K] transposed) or batched like lhs"),
+    _spec("batch_norm", ("input", "scale", "shift", "mean", "variance"), {"epsilon": "f64", "layout": "str"}),
+    _spec("layer_norm", ("input", ("scale", "optional"), ("shift", "optional")),
+          {"epsilon": "f64", "normalized_ndim": "i64"}),
+    _spec("group_norm", ("input", "scale", "shift"), {"groups": "i64", "epsilon": "f64", "layout": "str"}),
+    *[_spec(n, ("input",), a) for n, a in UNARY_ATTRS.items()],
+    *[_spec(n, ("lhs", "rhs")) for n in BINARY],
+    _spec("max_pool2d", ("input",), {"kernel": "i64s", "strides": "i64s", "padding": "i64s",
+                                     "dilations": "i64s", "ceil_mode": "i64", "layout": "str"}),
+    _spec("avg_pool2d", ("input",), {"kernel": "i64s", "strides": "i64s", "padding": "i64s",
+                                     "ceil_mode": "i64", "count_include_pad": "i64", "layout": "str"}),
+    _spec("global_avg_pool", ("input",), {"layout": "str"}),
+    _spec("softmax", ("input",), {"axis": "i64"}),
+    _spec("log_softmax", ("input",), {"axis": "i64"}),
+    _spec("reshape", ("input",), doc="the result type carries the new shape"),
+    _spec("transpose", ("input",), {"perm": "i64s"}),
+    # Binary: IRDL 22 binds one type to a variadic operand group, so concat of n inputs is a chain.
+    _spec("concat", ("lhs", "rhs"), {"axis": "i64"}),
+    _spec("pad", ("input",), {"pads": "i64s", "value": "f64"}, doc="pads = [begin..., end...]"),
+]}
+ELEMENTWISE = frozenset(UNARY_ATTRS) | frozenset(BINARY)
+
+
+def _need(cond, msg):
+    if not cond:
+        raise ShapeError(msg)
+
+
+def _fmt(shape):
+    return "x".join(map(str, shape)) if shape else "scalar"
+
+
+def broadcast(a, b):
+    """numpy broadcasting of two shapes."""
+    out = []
+    for i in range(max(len(a), len(b))):
+        x = a[len(a) - 1 - i] if i < len(a) else 1
+        y = b[len(b) - 1 - i] if i < len(b) else 1
+        _need(x == y or x == 1 or y == 1, f"shapes {_fmt(a)} and {_fmt(b)} do not broadcast")
+        out.append(max(x, y))
+    return tuple(reversed(out))
+
+
+def _pair(attrs, key, n, positive=True):
+    v = tuple(attrs[key])
+    _need(len(v) == n, f"'{key}' needs {n} values, got {len(v)}")
+    _need(all(x > 0 for x in v) if positive else all(x >= 0 for x in v),
+          f"'{key}' must be {'positive' if positive else 'non-negative'}, got {list(v)}")
+    return v
+
+
+def _layout(attrs, rank4):
+    lay = attrs["layout"]
+    _need(lay in LAYOUTS, f"layout must be one of {LAYOUTS}, got '{lay}'")
+    _need(len(rank4) == 4, f"expects a 4-d {lay} input, got {_fmt(rank4)}")
+    n, c, h, w = (rank4[0], rank4[1], rank4[2], rank4[3]) if lay == "NCHW" else \
+        (rank4[0], rank4[3], rank4[1], rank4[2])
+    return n, c, h, w
+
+
+def _nchw_out(lay, n, c, h, w):
+    return (n, c, h, w) if lay == "NCHW" else (n, h, w, c)
+
+
+def window_out(size, k, s, p0, p1, d=1, ceil=False):
+    """Output length of a sliding window (PyTorch rules, incl. ceil_mode's last-window clip)."""
+    span = size + p0 + p1 - d * (k - 1) - 1
+    _need(span >= 0, f"window {k} (dilation {d}) is larger than the padded input {size + p0 + p1}")
+    out = (-(-span // s) if ceil else span // s) + 1
+    if ceil and (out - 1) * s >= size + p0:
+        out -= 1
+    return out
+
+
+def _check_activation(attrs):
+    act = attrs["activation"]
+    _need(act in ACTIVATIONS, f"unknown activation '{act}'; expected one of {sorted(ACTIVATIONS)}")
+    _need(len(attrs["activation_params"]) == ACTIVATIONS[act],
+          f"activation '{act}' takes {ACTIVATIONS[act]} parameters, got {len(attrs['activation_params'])}")
+
+
+def _conv2d(shapes, attrs):
+    x, w = shapes[0], shapes[1]
+    n, c, h, wd = _layout(attrs, x)
+    fl = attrs["filter_layout"]
+    _need(fl in FILTER_LAYOUTS, f"filter_layout must be one of {FILTER_LAYOUTS}, got '{fl}'")
+    _need(len(w) == 4, f"expects a 4-d {fl} filter, got {_fmt(w)}")
+    k, cg, r, s = (w[0], w[1], w[2], w[3]) if fl == "KCRS" else (w[0], w[3], w[1], w[2])
+    g = attrs["groups"]
+    _need(g >= 1 and c % g == 0 and k % g == 0,
+          f"groups={g} must divide input channels {c} and output channels {k}")
+    _need(cg * g == c, f"filter has {cg} channels per group but input has {c} channels in {g} groups")
+    sh, sw = _pair(attrs, "strides", 2)
+    dh, dw = _pair(attrs, "dilations", 2)
+    pt, pl, pb, pr = _pair(attrs, "padding", 4, positive=False)
+    oh, ow = window_out(h, r, sh, pt, pb, dh), window_out(wd, s, sw, pl, pr, dw)
+    out = _nchw_out(attrs["layout"], n, k, oh, ow)
+    _epilogue(shapes[2], shapes[3], attrs, out, k)
+    return out
+
+
+def _epilogue(bias, residual, attrs, out, channels):
+    _check_activation(attrs)
+    _need(bias is None or tuple(bias) == (channels,), f"bias must have shape {channels}, got {_fmt(bias or ())}")
+    _need(residual is None or tuple(residual) == tuple(out),
+          f"residual must have the output shape {_fmt(out)}, got {_fmt(residual or ())}")
+
+
+def _matmul(shapes, attrs):
+    a, b = shapes[0], shapes[1]
+    _need(len(a) >= 2 and len(b) >= 2, f"operands must have rank >= 2, got {_fmt(a)} and {_fmt(b)}")
+    kb, nb = (b[-1], b[-2]) if attrs["transpose_rhs"] else (b[-2], b[-1])
+    _need(a[-1] == kb, f"contraction sizes differ: {_fmt(a)} @ {_fmt(b)}"
+          + (" (rhs transposed)" if attrs["transpose_rhs"] else ""))
+    _need(len(b) == 2 or tuple(b[:-2]) == tuple(a[:-2]),
+          f"batched rhs {_fmt(b)} must have the batch dims of lhs {_fmt(a)}")
+    out = tuple(a[:-1]) + (nb,)
+    _epilogue(shapes[2], shapes[3], attrs, out, nb)
+    return out
+
+
+def _channel_vec(shapes, c, names):
+    for shp, nm in zip(shapes, names):
+        _need(tuple(shp) == (c,), f"{nm} must have shape {c}, got {_fmt(shp)}")
+
+
+def _batch_norm(shapes, attrs):
+    n, c, h, w = _layout(attrs, shapes[0])
+    _channel_vec(shapes[1:], c, ("scale", "shift", "mean", "variance"))
+    _need(attrs["epsilon"] >= 0, "epsilon must be non-negative")
+    return tuple(shapes[0])
+
+
+def _layer_norm(shapes, attrs):
+    x, k = shapes[0], attrs["normalized_ndim"]
+    _need(1 <= k <= len(x), f"normalized_ndim={k} must be in [1, {len(x)}] for input {_fmt(x)}")
+    for shp in filter(None, shapes[1:]):
+        _need(tuple(shp) == tuple(x[-k:]), f"scale/shift must have shape {_fmt(x[-k:])}, got {_fmt(shp)}")
+    return tuple(x)
+
+
+def _group_norm(shapes, attrs):
+    n, c, h, w = _layout(attrs, shapes[0])
+    g = attrs["groups"]
+    _need(g >= 1 and c % g == 0, f"groups={g} must divide the {c} channels")
+    _channel_vec(shapes[1:], c, ("scale", "shift"))
+    return tuple(shapes[0])
+
+
+def _pool(shapes, attrs):
+    n, c, h, w = _layout(attrs, shapes[0])
+    kh, kw = _pair(attrs, "kernel", 2)
+    sh, sw = _pair(attrs, "strides", 2)
+    dh, dw = _pair(attrs, "dilations", 2) if "dilations" in attrs else (1, 1)
+    pt, pl, pb, pr = _pair(attrs, "padding", 4, positive=False)
+    _need(max(pt, pb) <= kh // 2 and max(pl, pr) <= kw // 2,
+          f"padding {[pt, pl, pb, pr]} must be at most half the kernel {[kh, kw]}")
+    ceil = bool(attrs["ceil_mode"])
+    return _nchw_out(attrs["layout"], n, c, window_out(h, kh, sh, pt, pb, dh, ceil),
+                     window_out(w, kw, sw, pl, pr, dw, ceil))
+
+
+def _axis(attrs, rank, key="axis"):
+    a = attrs[key]
+    _need(-rank <= a < rank, f"{key}={a} is out of range for rank {rank}")
+    return a % rank
+
+
+def _transpose(shapes, attrs):
+    x, perm = shapes[0], list(attrs["perm"])
+    _need(sorted(perm) == list(range(len(x))), f"perm {perm} is not a permutation of {len(x)} dims")
+    return tuple(x[p] for p in perm)
+
+
+def _concat(shapes, attrs):
+    ax = _axis(attrs, len(shapes[0]))
+    for shp in shapes[1:]:
+        _need(len(shp) == len(shapes[0]) and all(a == b for i, (a, b) in enumerate(zip(shp, shapes[0])) if i != ax),
+              f"inputs {', '.join(_fmt(s) for s in shapes)} differ outside axis {ax}")
+    out = list(shapes[0])
+    out[ax] = sum(s[ax] for s in shapes)
+    return tuple(out)
+
+
+def _pad(shapes, attrs):
+    x, pads = shapes[0], list(attrs["pads"])
+    _need(len(pads) == 2 * len(x), f"pads needs {2 * len(x)} values for rank {len(x)}, got {len(pads)}")
+    _need(all(p >= 0 for p in pads), f"pads must be non-negative, got {pads}")
+    return tuple(d + pads[i] + pads[i + len(x)] for i, d in enumerate(x))
+
+
+def _unary(shapes, attrs):
+    if "approximate" in attrs:
+        _need(attrs["approximate"] in ("none", "tanh"), f"approximate must be 'none' or 'tanh', got '{attrs['approximate']}'")
+    return tuple(shapes[0])
+
+
+def _global_pool(shapes, attrs):
+    n, c, h, w = _layout(attrs, shapes[0])
+    return _nchw_out(attrs["layout"], n, c, 1, 1)
+
+
+def _softmax(shapes, attrs):
+    _axis(attrs, len(shapes[0]))
+    return tuple(shapes[0])
+
+
+_RULES = {
+    "conv2d": _conv2d, "matmul": _matmul, "batch_norm": _batch_norm, "layer_norm": _layer_norm,
+    "group_norm": _group_norm, "max_pool2d": _pool, "avg_pool2d": _pool, "global_avg_pool": _global_pool,
+    "softmax": _softmax, "log_softmax": _softmax, "transpose": _transpose, "concat": _concat, "pad": _pad,
+    **{n: _unary for n in UNARY_ATTRS},
+    **{n: (lambda shapes, attrs: broadcast(shapes[0], shapes[1])) for n in BINARY},
+}
+
+
+def infer(name: str, shapes, attrs) -> tuple:
+    """Result shape of op `name` (without the 'prim.' prefix) or ShapeError.
+
+    `shapes` follows the op's operand list, None for an absent optional operand."""
+    return _RULES[name](shapes, attrs)
+
+
+def numel(shape) -> int:
+    return math.prod(shape)

@@ -1,0 +1,271 @@
+// The `prim` dialect. Generated from dialect/ops.py by `python -m openprim.dialect`; do not edit.
+// Load it with `mlir-opt --irdl-file=prim.irdl.mlir` or `mlir::irdl::loadDialects`.
+irdl.dialect @prim {
+  // a weight or constant tensor
+  irdl.operation @constant {
+    %a0 = irdl.any
+    irdl.attributes {"value" = %a0}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // y = act(conv(x, w) + bias + residual); padding = [top, left, bottom, right]
+  irdl.operation @conv2d {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    %t2 = irdl.base "!builtin.tensor"
+    %t3 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0, filter: %t1, bias: optional %t2, residual: optional %t3)
+    %a0 = irdl.base "#builtin.dense_array"
+    %a1 = irdl.base "#builtin.dense_array"
+    %a2 = irdl.base "#builtin.dense_array"
+    %a3 = irdl.base "#builtin.integer"
+    %a4 = irdl.base "#builtin.string"
+    %a5 = irdl.base "#builtin.string"
+    %a6 = irdl.base "#builtin.string"
+    %a7 = irdl.base "#builtin.dense_array"
+    irdl.attributes {"strides" = %a0, "padding" = %a1, "dilations" = %a2, "groups" = %a3, "layout" = %a4, "filter_layout" = %a5, "activation" = %a6, "activation_params" = %a7}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // y = act(lhs @ rhs(^T) + bias + residual); rhs is [K,N] ([N,K] transposed) or batched like lhs
+  irdl.operation @matmul {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    %t2 = irdl.base "!builtin.tensor"
+    %t3 = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %t0, rhs: %t1, bias: optional %t2, residual: optional %t3)
+    %a0 = irdl.base "#builtin.integer"
+    %a1 = irdl.base "#builtin.string"
+    %a2 = irdl.base "#builtin.dense_array"
+    irdl.attributes {"transpose_rhs" = %a0, "activation" = %a1, "activation_params" = %a2}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @batch_norm {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    %t2 = irdl.base "!builtin.tensor"
+    %t3 = irdl.base "!builtin.tensor"
+    %t4 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0, scale: %t1, shift: %t2, mean: %t3, variance: %t4)
+    %a0 = irdl.base "#builtin.float"
+    %a1 = irdl.base "#builtin.string"
+    irdl.attributes {"epsilon" = %a0, "layout" = %a1}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @layer_norm {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    %t2 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0, scale: optional %t1, shift: optional %t2)
+    %a0 = irdl.base "#builtin.float"
+    %a1 = irdl.base "#builtin.integer"
+    irdl.attributes {"epsilon" = %a0, "normalized_ndim" = %a1}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @group_norm {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    %t2 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0, scale: %t1, shift: %t2)
+    %a0 = irdl.base "#builtin.integer"
+    %a1 = irdl.base "#builtin.float"
+    %a2 = irdl.base "#builtin.string"
+    irdl.attributes {"groups" = %a0, "epsilon" = %a1, "layout" = %a2}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @relu {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @leaky_relu {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %a0 = irdl.base "#builtin.float"
+    irdl.attributes {"alpha" = %a0}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @clamp {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %a0 = irdl.base "#builtin.float"
+    %a1 = irdl.base "#builtin.float"
+    irdl.attributes {"min" = %a0, "max" = %a1}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @sigmoid {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @tanh {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @gelu {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %a0 = irdl.base "#builtin.string"
+    irdl.attributes {"approximate" = %a0}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @silu {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @elu {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %a0 = irdl.base "#builtin.float"
+    irdl.attributes {"alpha" = %a0}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @add {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %t0, rhs: %t1)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @sub {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %t0, rhs: %t1)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @mul {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %t0, rhs: %t1)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @div {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %t0, rhs: %t1)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @max_pool2d {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %a0 = irdl.base "#builtin.dense_array"
+    %a1 = irdl.base "#builtin.dense_array"
+    %a2 = irdl.base "#builtin.dense_array"
+    %a3 = irdl.base "#builtin.dense_array"
+    %a4 = irdl.base "#builtin.integer"
+    %a5 = irdl.base "#builtin.string"
+    irdl.attributes {"kernel" = %a0, "strides" = %a1, "padding" = %a2, "dilations" = %a3, "ceil_mode" = %a4, "layout" = %a5}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @avg_pool2d {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %a0 = irdl.base "#builtin.dense_array"
+    %a1 = irdl.base "#builtin.dense_array"
+    %a2 = irdl.base "#builtin.dense_array"
+    %a3 = irdl.base "#builtin.integer"
+    %a4 = irdl.base "#builtin.integer"
+    %a5 = irdl.base "#builtin.string"
+    irdl.attributes {"kernel" = %a0, "strides" = %a1, "padding" = %a2, "ceil_mode" = %a3, "count_include_pad" = %a4, "layout" = %a5}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @global_avg_pool {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %a0 = irdl.base "#builtin.string"
+    irdl.attributes {"layout" = %a0}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @softmax {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %a0 = irdl.base "#builtin.integer"
+    irdl.attributes {"axis" = %a0}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @log_softmax {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %a0 = irdl.base "#builtin.integer"
+    irdl.attributes {"axis" = %a0}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // the result type carries the new shape
+  irdl.operation @reshape {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @transpose {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %a0 = irdl.base "#builtin.dense_array"
+    irdl.attributes {"perm" = %a0}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @concat {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %t0, rhs: %t1)
+    %a0 = irdl.base "#builtin.integer"
+    irdl.attributes {"axis" = %a0}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // pads = [begin..., end...]
+  irdl.operation @pad {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %a0 = irdl.base "#builtin.dense_array"
+    %a1 = irdl.base "#builtin.float"
+    irdl.attributes {"pads" = %a0, "value" = %a1}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+}

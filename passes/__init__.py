@@ -1,0 +1,79 @@
+"""OpenPrim's passes: Python passes over `prim` (one per file, named like the file) mixed with upstream ones.
+
+A pipeline string is `name{opt=value ...},name,...`, as with mlir-opt. Names in `PASSES` are ours;
+any other name is handed to MLIR's own pass parser, so upstream passes mix in freely.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+
+from mlir import ir, passmanager
+
+from openprim import dialect
+from openprim.errors import OpenPrimError
+
+from . import prim_fuse, prim_lower, prim_pipeline, prim_select, prim_tile
+
+PASSES = {m.NAME: m for m in (prim_fuse, prim_select, prim_tile, prim_lower, prim_pipeline)}
+
+
+def split_pipeline(text: str) -> list[tuple[str, str]]:
+    """'a{x=1},b' -> [('a', 'x=1'), ('b', '')] (commas inside braces kept)."""
+    out, depth, cur = [], 0, ""
+    for ch in text.strip() + ",":
+        if ch == "," and depth == 0:
+            if cur.strip():
+                m = re.fullmatch(r"\s*([\w\-.]+)\s*(?:\{(.*)\})?\s*", cur, re.S)
+                if not m:
+                    raise OpenPrimError(f"malformed pass pipeline element '{cur.strip()}'")
+                out.append((m.group(1), m.group(2) or ""))
+            cur = ""
+            continue
+        depth += ch == "{"
+        depth -= ch == "}"
+        cur += ch
+    return out
+
+
+def parse_options(cls, text: str):
+    """'a=1 b=x' into the pass's option dataclass (types from the field defaults)."""
+    fields = {f.name.replace("_", "-"): f for f in dataclasses.fields(cls)}
+    values = {}
+    for item in text.split():
+        key, _, val = item.partition("=")
+        if key not in fields:
+            raise OpenPrimError(f"unknown option '{key}' for pass '{cls.NAME}'; options: {', '.join(fields) or 'none'}")
+        f = fields[key]
+        kind = type(f.default)
+        values[f.name] = (val.lower() in ("1", "true", "")) if kind is bool else kind(val)
+    return cls(**values)
+
+
+def build(pipeline: str, print_ir_after_all: bool = False) -> passmanager.PassManager:
+    """A PassManager for the pipeline, in the current context."""
+    pm = passmanager.PassManager("builtin.module")
+    for name, opts in split_pipeline(pipeline):
+        if name in PASSES:
+            options = parse_options(PASSES[name].Options, opts)
+            pm.add(lambda op, _p, o=options: o.run(op), name)
+        else:
+            try:
+                pm.add(f"{name}{{{opts}}}" if opts else name)
+            except ValueError as e:
+                raise OpenPrimError(f"unknown pass or bad options '{name}': {str(e).splitlines()[0]}") from None
+    if print_ir_after_all:
+        pm.enable_ir_printing(print_after_all=True, print_module_scope=True, large_elements_limit=16)
+    return pm
+
+
+def run(module: ir.Module, pipeline: str, print_ir_after_all: bool = False) -> ir.Module:
+    """Verify the module (MLIR + prim shape rules), then run the pipeline on it in place."""
+    with module.context:
+        dialect.verify(module)
+        pm = build(pipeline, print_ir_after_all)
+        try:
+            pm.run(module.operation)
+        except ir.MLIRError as e:
+            raise OpenPrimError(dialect.format_mlir_error(e)) from None
+    return module

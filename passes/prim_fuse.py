@@ -1,0 +1,12 @@
+from dataclasses import dataclass
+NAME = "prim-fuse"
+
+
+@dataclass
+class Options:
+    NAME = NAME
+    target: str = "cpu"
+    solver: str = ""
+
+    def run(self, module_op):
+        pass

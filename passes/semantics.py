@@ -1,0 +1,613 @@
+"""Reference semantics of every `prim` op, written as linalg/tensor/arith/math IR text.
+
+A kernel is a list of prim ops (one op, or a fused elementwise chain) with external inputs and one
+result. `KernelText` emits it as a destination-passing function over memrefs:
+
+    func.func @k(%in0: memref<..>, ..., %out: memref<..>) {
+      %t0 = bufferization.to_tensor %in0 restrict ...      // inputs as tensors
+      ... linalg on tensors ...                             // one emitter per op, below
+      bufferization.materialize_in_destination %r in restrict writable %out
+    }
+
+so every kernel has the same C ABI after bufferization (one pointer per buffer, output last).
+f16/bf16 are computed in f32 (reductions accumulate in f32) and rounded once at the end.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from openprim.dialect.ops import window_out
+
+MLIR_DTYPE = {"f32": "f32", "f16": "f16", "bf16": "bf16"}
+
+
+def ttype(shape, dtype) -> str:
+    return f"tensor<{''.join(f'{d}x' for d in shape)}{dtype}>"
+
+
+def mtype(shape, dtype) -> str:
+    return f"memref<{''.join(f'{d}x' for d in shape)}{dtype}>"
+
+
+def amap(ndim: int, exprs) -> str:
+    dims = ", ".join(f"d{i}" for i in range(ndim))
+    return f"affine_map<({dims}) -> ({', '.join(exprs)})>"
+
+
+def flit(v: float) -> str:
+    """An f32 literal that MLIR parses exactly (hex for non-finite)."""
+    if math.isinf(v):
+        return "0x7F800000" if v > 0 else "0xFF800000"
+    return repr(float(np.float32(v)))
+
+
+class V:
+    """An SSA tensor value in the kernel being built: name, shape, element type."""
+
+    def __init__(self, name, shape, dtype):
+        self.name, self.shape, self.dtype = name, tuple(shape), dtype
+
+    @property
+    def type(self):
+        return ttype(self.shape, self.dtype)
+
+
+class KernelText:
+    """Accumulates the body of one kernel function."""
+
+    def __init__(self):
+        self.lines: list[str] = []
+        self.n = 0
+
+    def fresh(self, hint="v"):
+        self.n += 1
+        return f"%{hint}{self.n}"
+
+    def emit(self, line):
+        self.lines.append("    " + line)
+
+    # ----------------------------------------------------------------- tensor helpers
+    def empty(self, shape, dtype) -> V:
+        n = self.fresh("e")
+        self.emit(f"{n} = tensor.empty() : {ttype(shape, dtype)}")
+        return V(n, shape, dtype)
+
+    def filled(self, shape, dtype, value: float) -> V:
+        e = self.empty(shape, dtype)
+        c, n = self.fresh("c"), self.fresh("f")
+        self.emit(f"{c} = arith.constant {flit(value)} : {dtype}")
+        self.emit(f"{n} = linalg.fill ins({c} : {dtype}) outs({e.name} : {e.type}) -> {e.type}")
+        return V(n, shape, dtype)
+
+    def generic(self, ins: list, maps: list, out: V, out_map: str, iterators: list, body, ndim=None) -> V:
+        """linalg.generic; body(args: list[str], kt) -> str (the yielded scalar), args = block arguments."""
+        args = [self.fresh("a") for _ in ins] + [self.fresh("o")]
+        n = self.fresh("g")
+        its = ", ".join(f'"{i}"' for i in iterators)
+        all_maps = ", ".join(maps + [out_map])
+        ins_txt = f"ins({', '.join(v.name for v in ins)} : {', '.join(v.type for v in ins)}) " if ins else ""
+        self.emit(f"{n} = linalg.generic {{indexing_maps = [{all_maps}], iterator_types = [{its}]}} "
+                  f"{ins_txt}outs({out.name} : {out.type}) {{")
+        self.emit(f"^bb0({', '.join(f'{a}: {v.dtype}' for a, v in zip(args, ins + [out]))}):")
+        res = body(args, self)
+        self.emit(f"  linalg.yield {res} : {out.dtype}")
+        self.emit(f"}} -> {out.type}")
+        return V(n, out.shape, out.dtype)
+
+    def scalar(self, op: str, *operands, ty="f32", attrs="") -> str:
+        n = self.fresh("s")
+        self.emit(f"  {n} = {op} {', '.join(operands)}{attrs} : {ty}")
+        return n
+
+    def const(self, v: float, ty="f32") -> str:
+        n = self.fresh("k")
+        self.emit(f"  {n} = arith.constant {flit(v)} : {ty}")
+        return n
+
+    def to_f32(self, a: str, dtype: str) -> str:
+        if dtype == "f32":
+            return a
+        n = self.fresh("x")
+        self.emit(f"  {n} = arith.extf {a} : {dtype} to f32")
+        return n
+
+    def from_f32(self, a: str, dtype: str) -> str:
+        if dtype == "f32":
+            return a
+        n = self.fresh("t")
+        self.emit(f"  {n} = arith.truncf {a} : f32 to {dtype}")
+        return n
+
+    def pad(self, x: V, low, high, value: float) -> V:
+        if not any(low) and not any(high):
+            return x
+        shape = [d + lo + hi for d, lo, hi in zip(x.shape, low, high)]
+        n, c = self.fresh("p"), self.fresh("c")
+        self.emit(f"{c} = arith.constant {flit(value)} : {x.dtype}")
+        self.emit(f"{n} = tensor.pad {x.name} low[{', '.join(map(str, low))}] high[{', '.join(map(str, high))}] {{")
+        self.emit(f"^bb0({', '.join(f'%i{i}: index' for i in range(len(shape)))}):")
+        self.emit(f"  tensor.yield {c} : {x.dtype}")
+        self.emit(f"}} : {x.type} to {ttype(shape, x.dtype)}")
+        return V(n, shape, x.dtype)
+
+    def reshape(self, x: V, shape) -> V:
+        """Any reshape of a contiguous tensor: collapse to 1-d, expand to the target."""
+        shape = tuple(shape)
+        if shape == x.shape:
+            return x
+        flat = x
+        if len(x.shape) != 1:
+            n = self.fresh("r")
+            groups = f"[[{', '.join(map(str, range(len(x.shape))))}]]" if x.shape else "[]"
+            self.emit(f"{n} = tensor.collapse_shape {x.name} {groups} : {x.type} into {ttype((math.prod(x.shape),), x.dtype)}")
+            flat = V(n, (math.prod(x.shape),), x.dtype)
+        if len(shape) == 1:
+            return flat
+        n = self.fresh("r")
+        groups = f"[[{', '.join(map(str, range(len(shape))))}]]" if shape else "[]"
+        out = ", ".join(map(str, shape))
+        self.emit(f"{n} = tensor.expand_shape {flat.name} {groups} output_shape [{out}] : {flat.type} into {ttype(shape, x.dtype)}")
+        return V(n, shape, x.dtype)
+
+    def constant_tensor(self, data: np.ndarray) -> V:
+        n = self.fresh("cst")
+        vals = ", ".join(flit(v) for v in data.ravel())
+        self.emit(f"{n} = arith.constant dense<[{vals}]> : tensor<{data.size}xf32>")
+        return self.reshape(V(n, (data.size,), "f32"), data.shape) if data.ndim != 1 else V(n, data.shape, "f32")
+
+    def text(self, name: str, inputs: list, output: tuple, attrs: str = "") -> str:
+        """The function text; inputs = [(shape, dtype)], output = (shape, dtype)."""
+        params = [f"%in{i}: {mtype(s, d)}" for i, (s, d) in enumerate(inputs)] + [f"%out: {mtype(*output)}"]
+        return "\n".join([f"func.func @{name}({', '.join(params)}){attrs} {{", *self.lines, "    return", "}"])
+
+
+# -------------------------------------------------------------------------- scalar activation bodies
+def activation(kt: KernelText, name: str, params, x: str) -> str:
+    """act(x) on an f32 scalar inside a generic body."""
+    if name == "none":
+        return x
+    if name == "relu":
+        return kt.scalar("arith.maximumf", x, kt.const(0.0))
+    if name == "leaky_relu":
+        pos = _cmp(kt, "ogt", x, kt.const(0.0))
+        return _select(kt, pos, x, kt.scalar("arith.mulf", x, kt.const(params[0])))
+    if name == "clamp":
+        lo = kt.scalar("arith.maximumf", x, kt.const(params[0]))
+        return kt.scalar("arith.minimumf", lo, kt.const(params[1]))
+    if name == "sigmoid":
+        return _sigmoid(kt, x)
+    if name == "tanh":
+        return kt.scalar("math.tanh", x)
+    if name == "gelu":  # 0.5 x (1 + erf(x / sqrt 2))
+        e = kt.scalar("math.erf", kt.scalar("arith.mulf", x, kt.const(1 / math.sqrt(2))))
+        return kt.scalar("arith.mulf", kt.scalar("arith.mulf", x, kt.const(0.5)),
+                         kt.scalar("arith.addf", e, kt.const(1.0)))
+    if name == "gelu_tanh":  # 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+        x3 = kt.scalar("arith.mulf", kt.scalar("arith.mulf", x, x), x)
+        inner = kt.scalar("arith.addf", x, kt.scalar("arith.mulf", x3, kt.const(0.044715)))
+        t = kt.scalar("math.tanh", kt.scalar("arith.mulf", inner, kt.const(math.sqrt(2 / math.pi))))
+        return kt.scalar("arith.mulf", kt.scalar("arith.mulf", x, kt.const(0.5)),
+                         kt.scalar("arith.addf", t, kt.const(1.0)))
+    if name == "silu":
+        return kt.scalar("arith.mulf", x, _sigmoid(kt, x))
+    if name == "elu":
+        pos = _cmp(kt, "ogt", x, kt.const(0.0))
+        em1 = kt.scalar("math.expm1", x)
+        return _select(kt, pos, x, kt.scalar("arith.mulf", em1, kt.const(params[0])))
+    raise ValueError(f"unknown activation {name}")
+
+
+def _cmp(kt, pred, a, b):
+    n = kt.fresh("b")
+    kt.emit(f"  {n} = arith.cmpf {pred}, {a}, {b} : f32")
+    return n
+
+
+def _select(kt, cond, a, b):
+    n = kt.fresh("s")
+    kt.emit(f"  {n} = arith.select {cond}, {a}, {b} : f32")
+    return n
+
+
+def _sigmoid(kt, x):
+    neg = kt.scalar("arith.negf", x)
+    den = kt.scalar("arith.addf", kt.scalar("math.exp", neg), kt.const(1.0))
+    return kt.scalar("arith.divf", kt.const(1.0), den)
+
+
+# Standalone elementwise ops -> (activation name, params)
+def unary_activation(op: str, attrs: dict):
+    if op == "leaky_relu":
+        return "leaky_relu", [attrs["alpha"]]
+    if op == "elu":
+        return "elu", [attrs["alpha"]]
+    if op == "clamp":
+        return "clamp", [attrs["min"], attrs["max"]]
+    if op == "gelu":
+        return ("gelu_tanh" if attrs["approximate"] == "tanh" else "gelu"), []
+    return op, []
+
+
+
+# -------------------------------------------------------------------------- op emitters
+def _broadcast_operand(kt: KernelText, x: V, out_shape) -> tuple[V, str]:
+    """x aligned to out_shape by numpy rules: (x with broadcast unit dims collapsed away, its map)."""
+    R, r = len(out_shape), len(x.shape)
+    kept = [i for i in range(r) if not (x.shape[i] == 1 and out_shape[R - r + i] != 1)]
+    if len(kept) != r:
+        groups, pending = [], []   # each kept dim with the dropped unit dims before it
+        for i in range(r):
+            pending.append(i)
+            if i in kept:
+                groups.append(pending)
+                pending = []
+        if pending and groups:
+            groups[-1] += pending
+        shape = [x.shape[i] for i in kept]
+        n = kt.fresh("b")
+        reassoc = "[" + ", ".join("[" + ", ".join(map(str, g)) + "]" for g in groups) + "]"
+        kt.emit(f"{n} = tensor.collapse_shape {x.name} {reassoc} : {x.type} into {ttype(shape, x.dtype)}")
+        x = V(n, shape, x.dtype)
+    return x, amap(R, [f"d{R - r + i}" for i in kept])
+
+
+def elementwise(kt: KernelText, inputs: list, out_shape, dtype, fn) -> V:
+    """out[i] = fn(inputs[i] as f32...) with numpy broadcasting; fn(kt, args) -> f32 scalar."""
+    ins, maps = zip(*[_broadcast_operand(kt, x, out_shape) for x in inputs])
+    R = len(out_shape)
+
+    def body(args, kt):
+        xs = [kt.to_f32(a, v.dtype) for a, v in zip(args, ins)]
+        return kt.from_f32(fn(kt, xs), dtype)
+
+    return kt.generic(list(ins), list(maps), kt.empty(out_shape, dtype), amap(R, [f"d{i}" for i in range(R)]),
+                      ["parallel"] * R, body)
+
+
+BINARY_OP = {"add": "arith.addf", "sub": "arith.subf", "mul": "arith.mulf", "div": "arith.divf"}
+
+
+def emit_binary(kt, op, operands, attrs, shape, dtype):
+    return elementwise(kt, operands, shape, dtype, lambda kt, xs: kt.scalar(BINARY_OP[op], *xs))
+
+
+def emit_unary(kt, op, operands, attrs, shape, dtype):
+    act, params = unary_activation(op, attrs)
+    return elementwise(kt, operands, shape, dtype, lambda kt, xs: activation(kt, act, params, xs[0]))
+
+
+def epilogue(kt, acc: V, bias, residual, channel_dim: int, attrs, dtype) -> V:
+    """act(acc + bias[channel] + residual), rounded to dtype: the fused tail of conv/matmul."""
+    R = len(acc.shape)
+    ins, maps = [acc], [amap(R, [f"d{i}" for i in range(R)])]
+    if bias is not None:
+        ins.append(bias)
+        maps.append(amap(R, [f"d{channel_dim}"]))
+    if residual is not None:
+        ins.append(residual)
+        maps.append(maps[0])
+    act, params = attrs["activation"], attrs["activation_params"]
+    if len(ins) == 1 and act == "none" and dtype == acc.dtype:
+        return acc
+
+    def body(args, kt):
+        y = args[0]
+        for a, v in zip(args[1:len(ins)], ins[1:]):
+            y = kt.scalar("arith.addf", y, kt.to_f32(a, v.dtype))
+        return kt.from_f32(activation(kt, act, params, y), dtype)
+
+    return kt.generic(ins, maps, kt.empty(acc.shape, dtype), maps[0], ["parallel"] * R, body)
+
+
+def mac_body(in_dtypes):
+    """acc += a * b in f32."""
+    def body(args, kt):
+        a, b = (kt.to_f32(x, d) for x, d in zip(args[:2], in_dtypes))
+        return kt.scalar("arith.addf", args[2], kt.scalar("arith.mulf", a, b))
+    return body
+
+
+def emit_conv2d(kt, op, operands, attrs, shape, dtype):
+    """Grouped, strided, dilated, padded direct convolution as one generic over explicit group dims."""
+    x, w, bias, residual = operands
+    nchw = attrs["layout"] == "NCHW"
+    G = attrs["groups"]
+    (sh, sw), (dh, dw) = attrs["strides"], attrs["dilations"]
+    pt, pl, pb, pr = attrs["padding"]
+    if nchw:
+        N, C, H, W = x.shape
+        x = kt.pad(x, [0, 0, pt, pl], [0, 0, pb, pr], 0.0)
+        x = kt.reshape(x, (N, G, C // G) + x.shape[2:])
+    else:
+        N, H, W, C = x.shape
+        x = kt.pad(x, [0, pt, pl, 0], [0, pb, pr, 0], 0.0)
+        x = kt.reshape(x, x.shape[:3] + (G, C // G))
+    if attrs["filter_layout"] == "KCRS":
+        K, Cg, R, S = w.shape
+        w = kt.reshape(w, (G, K // G, Cg, R, S))
+        wmap = ["d1", "d2", "d5", "d6", "d7"]
+    else:
+        K, R, S, Cg = w.shape
+        w = kt.reshape(w, (G, K // G, R, S, Cg))
+        wmap = ["d1", "d2", "d6", "d7", "d5"]
+    Kg = K // G
+    # loops: d0=n d1=g d2=kg d3=oh d4=ow | d5=c d6=r d7=s
+    ih, iw = f"d3 * {sh} + d6 * {dh}", f"d4 * {sw} + d7 * {dw}"
+    if nchw:
+        OH, OW = shape[2], shape[3]
+        xmap, omap, oshape = ["d0", "d1", "d5", ih, iw], ["d0", "d1", "d2", "d3", "d4"], (N, G, Kg, OH, OW)
+    else:
+        OH, OW = shape[1], shape[2]
+        xmap, omap, oshape = ["d0", ih, iw, "d1", "d5"], ["d0", "d3", "d4", "d1", "d2"], (N, OH, OW, G, Kg)
+    acc = kt.generic([x, w], [amap(8, xmap), amap(8, wmap)], kt.filled(oshape, "f32", 0.0), amap(8, omap),
+                     ["parallel"] * 5 + ["reduction"] * 3, mac_body([x.dtype, w.dtype]))
+    acc = kt.reshape(acc, shape)
+    return epilogue(kt, acc, bias, residual, 1 if nchw else 3, attrs, dtype)
+
+
+def emit_matmul(kt, op, operands, attrs, shape, dtype):
+    a, b, bias, residual = operands
+    B = len(a.shape) - 2
+    L = B + 3  # loops: batch..., m, n | k
+    m, n, k = f"d{B}", f"d{B + 1}", f"d{B + 2}"
+    batch = [f"d{i}" for i in range(B)]
+    amap_ = amap(L, batch + [m, k])
+    bdims = [n, k] if attrs["transpose_rhs"] else [k, n]
+    bmap = amap(L, (batch if len(b.shape) > 2 else []) + bdims)
+    acc = kt.generic([a, b], [amap_, bmap], kt.filled(shape, "f32", 0.0), amap(L, batch + [m, n]),
+                     ["parallel"] * (B + 2) + ["reduction"], mac_body([a.dtype, b.dtype]))
+    return epilogue(kt, acc, bias, residual, len(shape) - 1, attrs, dtype)
+
+
+def _channel_map(rank, layout):
+    return amap(rank, ["d1" if layout == "NCHW" else f"d{rank - 1}"])
+
+
+def emit_batch_norm(kt, op, operands, attrs, shape, dtype):
+    x, scale, shift, mean, var = operands
+    R, eps = len(shape), attrs["epsilon"]
+    cm = _channel_map(R, attrs["layout"])
+    ident = amap(R, [f"d{i}" for i in range(R)])
+
+    def body(args, kt):
+        xv, s, b, mu, v = (kt.to_f32(a, dtype) for a in args[:5])
+        inv = kt.scalar("math.rsqrt", kt.scalar("arith.addf", v, kt.const(eps)))
+        y = kt.scalar("arith.mulf", kt.scalar("arith.subf", xv, mu), kt.scalar("arith.mulf", inv, s))
+        return kt.from_f32(kt.scalar("arith.addf", y, b), dtype)
+
+    return kt.generic([x, scale, shift, mean, var], [ident, cm, cm, cm, cm], kt.empty(shape, dtype), ident,
+                      ["parallel"] * R, body)
+
+
+def _moments(kt, x: V, keep: list, count: int):
+    """mean and 1/sqrt(var + eps)-ready variance over the dims not in `keep` (f32 tensors of shape keep)."""
+    R = len(x.shape)
+    red = [d for d in range(R) if d not in keep]
+    its = ["reduction" if d in red else "parallel" for d in range(R)]
+    ident = amap(R, [f"d{i}" for i in range(R)])
+    kmap = amap(R, [f"d{d}" for d in keep])
+    kshape = [x.shape[d] for d in keep]
+
+    def sum_body(args, kt):
+        return kt.scalar("arith.addf", args[1], kt.to_f32(args[0], x.dtype))
+
+    total = kt.generic([x], [ident], kt.filled(kshape, "f32", 0.0), kmap, its, sum_body)
+
+    def sq_body(args, kt):
+        d = kt.scalar("arith.subf", kt.to_f32(args[0], x.dtype), kt.scalar("arith.mulf", args[1], kt.const(1 / count)))
+        return kt.scalar("arith.addf", args[2], kt.scalar("arith.mulf", d, d))
+
+    sq = kt.generic([x, total], [ident, kmap], kt.filled(kshape, "f32", 0.0), kmap, its, sq_body)
+    return total, sq, kmap
+
+
+def _normalize(kt, x, total, sq, kmap, count, eps, affine: list, dtype):
+    """(x - mean) * rsqrt(var + eps) [* scale + shift], affine = [(V, map), ...] for scale then shift."""
+    R = len(x.shape)
+    ident = amap(R, [f"d{i}" for i in range(R)])
+    ins = [x, total, sq] + [v for v, _ in affine]
+    maps = [ident, kmap, kmap] + [m for _, m in affine]
+
+    def body(args, kt):
+        mean = kt.scalar("arith.mulf", args[1], kt.const(1 / count))
+        var = kt.scalar("arith.mulf", args[2], kt.const(1 / count))
+        inv = kt.scalar("math.rsqrt", kt.scalar("arith.addf", var, kt.const(eps)))
+        y = kt.scalar("arith.mulf", kt.scalar("arith.subf", kt.to_f32(args[0], x.dtype), mean), inv)
+        if len(affine) >= 1:
+            y = kt.scalar("arith.mulf", y, kt.to_f32(args[3], affine[0][0].dtype))
+        if len(affine) == 2:
+            y = kt.scalar("arith.addf", y, kt.to_f32(args[4], affine[1][0].dtype))
+        return kt.from_f32(y, dtype)
+
+    return kt.generic(ins, maps, kt.empty(x.shape, dtype), ident, ["parallel"] * R, body)
+
+
+def emit_layer_norm(kt, op, operands, attrs, shape, dtype):
+    x, scale, shift = operands
+    k = attrs["normalized_ndim"]
+    rows, D = math.prod(shape[:-k]), math.prod(shape[-k:])
+    x2 = kt.reshape(x, (rows, D))
+    total, sq, kmap = _moments(kt, x2, [0], D)
+    affine = [(kt.reshape(v, (D,)), amap(2, ["d1"])) for v in (scale, shift) if v is not None]
+    if scale is None and shift is not None:  # shift only: add it with a unit scale
+        affine = [(kt.filled((D,), dtype, 1.0), amap(2, ["d1"]))] + affine
+    y = _normalize(kt, x2, total, sq, kmap, D, attrs["epsilon"], affine, dtype)
+    return kt.reshape(y, shape)
+
+
+def emit_group_norm(kt, op, operands, attrs, shape, dtype):
+    x, scale, shift = operands
+    G = attrs["groups"]
+    if attrs["layout"] == "NCHW":
+        N, C, H, W = shape
+        x4 = kt.reshape(x, (N, G, C // G, H * W))
+        keep, cmap = [0, 1], ["d1", "d2"]
+    else:
+        N, H, W, C = shape
+        x4 = kt.reshape(x, (N, H * W, G, C // G))
+        keep, cmap = [0, 2], ["d2", "d3"]
+    count = (C // G) * H * W
+    total, sq, kmap = _moments(kt, x4, keep, count)
+    affine = [(kt.reshape(v, (G, C // G)), amap(4, cmap)) for v in (scale, shift)]
+    return kt.reshape(_normalize(kt, x4, total, sq, kmap, count, attrs["epsilon"], affine, dtype), shape)
+
+
+def _pool_geometry(x: V, attrs, shape):
+    nchw = attrs["layout"] == "NCHW"
+    H, W = (x.shape[2], x.shape[3]) if nchw else (x.shape[1], x.shape[2])
+    OH, OW = (shape[2], shape[3]) if nchw else (shape[1], shape[2])
+    return nchw, H, W, OH, OW
+
+
+def _pool(kt, x: V, attrs, shape, init: float, pad_value: float, combine: str):
+    """Window reduction with `combine` over a padded input (padding grown to cover ceil_mode windows)."""
+    nchw, H, W, OH, OW = _pool_geometry(x, attrs, shape)
+    (kh, kw), (sh, sw) = attrs["kernel"], attrs["strides"]
+    dh, dw = attrs.get("dilations", (1, 1))
+    pt, pl, pb, pr = attrs["padding"]
+    pb = max(pb, (OH - 1) * sh + dh * (kh - 1) + 1 - H - pt)
+    pr = max(pr, (OW - 1) * sw + dw * (kw - 1) + 1 - W - pl)
+    low, high = ([0, 0, pt, pl], [0, 0, pb, pr]) if nchw else ([0, pt, pl, 0], [0, pb, pr, 0])
+    xp = kt.pad(x, low, high, pad_value)
+    win = kt.empty((kh, kw), "f32")
+    ih, iw = f"d2 * {sh} + d4 * {dh}", f"d3 * {sw} + d5 * {dw}"
+    # loops: d0=n d1=c d2=oh d3=ow | d4=r d5=s
+    xmap = ["d0", "d1", ih, iw] if nchw else ["d0", ih, iw, "d1"]
+    omap = ["d0", "d1", "d2", "d3"] if nchw else ["d0", "d2", "d3", "d1"]
+
+    def body(args, kt):
+        return kt.scalar(combine, args[2], kt.to_f32(args[0], x.dtype))
+
+    return kt.generic([xp, win], [amap(6, xmap), amap(6, ["d4", "d5"])], kt.filled(shape, "f32", init),
+                      amap(6, omap), ["parallel"] * 4 + ["reduction"] * 2, body)
+
+
+def emit_max_pool2d(kt, op, operands, attrs, shape, dtype):
+    acc = _pool(kt, operands[0], attrs, shape, -math.inf, -math.inf, "arith.maximumf")
+    return elementwise(kt, [acc], shape, dtype, lambda kt, xs: xs[0])
+
+
+def avg_pool_divisors(H, W, OH, OW, attrs) -> np.ndarray:
+    """PyTorch's avg_pool2d divisor per output position (count_include_pad and ceil_mode rules)."""
+    (kh, kw), (sh, sw) = attrs["kernel"], attrs["strides"]
+    pt, pl, pb, pr = attrs["padding"]
+
+    def counts(size, out, k, s, p0, p1):
+        c = []
+        for o in range(out):
+            start = o * s - p0
+            end = min(start + k, size + p1)
+            if attrs["count_include_pad"]:
+                c.append(end - start)
+            else:
+                c.append(min(end, size) - max(start, 0))
+        return np.array(c, np.float64)
+
+    return np.outer(counts(H, OH, kh, sh, pt, pb), counts(W, OW, kw, sw, pl, pr))
+
+
+def emit_avg_pool2d(kt, op, operands, attrs, shape, dtype):
+    x = operands[0]
+    nchw, H, W, OH, OW = _pool_geometry(x, attrs, shape)
+    acc = _pool(kt, x, attrs, shape, 0.0, 0.0, "arith.addf")
+    inv = kt.constant_tensor((1.0 / avg_pool_divisors(H, W, OH, OW, attrs)).astype(np.float32))
+    dmap = amap(4, ["d2", "d3"] if nchw else ["d1", "d2"])
+    ident = amap(4, ["d0", "d1", "d2", "d3"])
+
+    def body(args, kt):
+        return kt.from_f32(kt.scalar("arith.mulf", args[0], args[1]), dtype)
+
+    return kt.generic([acc, inv], [ident, dmap], kt.empty(shape, dtype), ident, ["parallel"] * 4, body)
+
+
+def emit_global_avg_pool(kt, op, operands, attrs, shape, dtype):
+    x = operands[0]
+    nchw = attrs["layout"] == "NCHW"
+    N, C = shape[0], (shape[1] if nchw else shape[3])
+    HW = x.shape[2] * x.shape[3] if nchw else x.shape[1] * x.shape[2]
+    x3 = kt.reshape(x, (N, C, HW) if nchw else (N, HW, C))
+    keep = [0, 1] if nchw else [0, 2]
+    its = ["parallel", "parallel", "reduction"] if nchw else ["parallel", "reduction", "parallel"]
+    kmap = amap(3, [f"d{d}" for d in keep])
+
+    def sum_body(args, kt):
+        return kt.scalar("arith.addf", args[1], kt.to_f32(args[0], x.dtype))
+
+    total = kt.generic([x3], [amap(3, ["d0", "d1", "d2"])], kt.filled((N, C), "f32", 0.0), kmap, its, sum_body)
+    mean = elementwise(kt, [total], (N, C), dtype, lambda kt, xs: kt.scalar("arith.mulf", xs[0], kt.const(1 / HW)))
+    return kt.reshape(mean, shape)
+
+
+def emit_softmax(kt, op, operands, attrs, shape, dtype):
+    """Numerically stable (log-)softmax: max, sum of exp(x - max), then normalize."""
+    x = operands[0]
+    R = len(shape)
+    ax = attrs["axis"] % R
+    ident = amap(R, [f"d{i}" for i in range(R)])
+    rmap = amap(R, [f"d{i}" for i in range(R) if i != ax])
+    rshape = [d for i, d in enumerate(shape) if i != ax]
+    its = ["reduction" if i == ax else "parallel" for i in range(R)]
+    mx = kt.generic([x], [ident], kt.filled(rshape, "f32", -math.inf), rmap, its,
+                    lambda a, kt: kt.scalar("arith.maximumf", a[1], kt.to_f32(a[0], x.dtype)))
+
+    def sum_body(a, kt):
+        e = kt.scalar("math.exp", kt.scalar("arith.subf", kt.to_f32(a[0], x.dtype), a[1]))
+        return kt.scalar("arith.addf", a[2], e)
+
+    total = kt.generic([x, mx], [ident, rmap], kt.filled(rshape, "f32", 0.0), rmap, its, sum_body)
+    log = op == "log_softmax"
+
+    def out_body(a, kt):
+        d = kt.scalar("arith.subf", kt.to_f32(a[0], x.dtype), a[1])
+        y = kt.scalar("arith.subf", d, kt.scalar("math.log", a[2])) if log else \
+            kt.scalar("arith.divf", kt.scalar("math.exp", d), a[2])
+        return kt.from_f32(y, dtype)
+
+    return kt.generic([x, mx, total], [ident, rmap, rmap], kt.empty(shape, dtype), ident, ["parallel"] * R, out_body)
+
+
+def emit_transpose(kt, op, operands, attrs, shape, dtype):
+    x = operands[0]
+    n = kt.fresh("tr")
+    init = kt.empty(shape, dtype)
+    kt.emit(f"{n} = linalg.transpose ins({x.name} : {x.type}) outs({init.name} : {init.type}) "
+            f"permutation = [{', '.join(map(str, attrs['perm']))}]")
+    return V(n, shape, dtype)
+
+
+def emit_concat(kt, op, operands, attrs, shape, dtype):
+    xs = operands
+    ax = attrs["axis"] % len(shape)
+    acc = kt.empty(shape, dtype)
+    off = 0
+    for x in xs:
+        n = kt.fresh("cat")
+        offs = [off if i == ax else 0 for i in range(len(shape))]
+        kt.emit(f"{n} = tensor.insert_slice {x.name} into {acc.name}[{', '.join(map(str, offs))}] "
+                f"[{', '.join(map(str, x.shape))}] [{', '.join(['1'] * len(shape))}] : {x.type} into {acc.type}")
+        acc = V(n, shape, dtype)
+        off += x.shape[ax]
+    return acc
+
+
+def emit_pad(kt, op, operands, attrs, shape, dtype):
+    x, pads = operands[0], attrs["pads"]
+    R = len(shape)
+    return kt.pad(x, pads[:R], pads[R:], attrs["value"])
+
+
+def emit_reshape(kt, op, operands, attrs, shape, dtype):
+    return kt.reshape(operands[0], shape)
+
+
+EMITTERS = {
+    "conv2d": emit_conv2d, "matmul": emit_matmul, "batch_norm": emit_batch_norm,
+    "layer_norm": emit_layer_norm, "group_norm": emit_group_norm, "max_pool2d": emit_max_pool2d,
+    "avg_pool2d": emit_avg_pool2d, "global_avg_pool": emit_global_avg_pool, "softmax": emit_softmax,
+    "log_softmax": emit_softmax, "transpose": emit_transpose, "concat": emit_concat, "pad": emit_pad,
+    "reshape": emit_reshape,
+    **{n: emit_binary for n in BINARY_OP},
+    **{n: emit_unary for n in ("relu", "leaky_relu", "clamp", "sigmoid", "tanh", "gelu", "silu", "elu")},
+}

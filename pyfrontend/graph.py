@@ -1,0 +1,245 @@
+"""A graph builder that reads like PyTorch's functional API and emits a `prim` module.
+
+Shapes are inferred as each op is added (with the same rules the dialect verifier uses), so a wrong
+shape fails at the line of the user's model that made it, naming the op and the shapes.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from openprim.dialect import ops as spec
+from openprim.errors import OpenPrimError
+from openprim.runtime.dtypes import to_storage
+
+_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _user_location():
+    """(file, line) of the first stack frame outside openprim: the user's model code."""
+    f = sys._getframe(1)
+    while f is not None:
+        fn = os.path.abspath(f.f_code.co_filename)
+        if not fn.startswith(_PKG_DIR) or os.sep + "examples" + os.sep in fn:
+            return fn, f.f_lineno
+        f = f.f_back
+    return "<graph>", 0
+
+
+@dataclass(eq=False)
+class Tensor:
+    """A value in a Graph: its shape and dtype are known when it is created."""
+    graph: "Graph"
+    shape: tuple
+    dtype: str
+    name: str = ""
+
+    def __add__(self, o): return self.graph.add(self, o)
+    def __radd__(self, o): return self.graph.add(o, self)
+    def __sub__(self, o): return self.graph.sub(self, o)
+    def __rsub__(self, o): return self.graph.sub(o, self)
+    def __mul__(self, o): return self.graph.mul(self, o)
+    def __rmul__(self, o): return self.graph.mul(o, self)
+    def __truediv__(self, o): return self.graph.div(self, o)
+    def __rtruediv__(self, o): return self.graph.div(o, self)
+    def __matmul__(self, o): return self.graph.matmul(self, o)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+
+@dataclass(eq=False)
+class Node:
+    op: str                      # prim op name without prefix
+    operands: list               # per spec entry: Tensor, or None for an absent optional
+    attrs: dict
+    result: Tensor
+    loc: tuple = ("<graph>", 0)
+    value: np.ndarray | None = None   # for constants
+
+
+def _pair(v, n=2):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v,) * n
+
+
+def _padding4(p):
+    """int | (ph, pw) | (top, left, bottom, right) -> [top, left, bottom, right]."""
+    p = _pair(p)
+    if len(p) == 2:
+        return [p[0], p[1], p[0], p[1]]
+    if len(p) == 4:
+        return list(p)
+    raise OpenPrimError(f"padding must be an int, 2 or 4 values, got {p}")
+
+
+@dataclass
+class Graph:
+    """Build a network op by op; `openprim.compile(graph)` turns it into a callable."""
+    name: str = "main"
+    layout: str = "NCHW"
+    dtype: str = "f32"
+    nodes: list = field(default_factory=list)
+    inputs: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+
+    # ------------------------------------------------------------------ leaves
+    def input(self, name: str, shape, dtype: str | None = None) -> Tensor:
+        dtype = dtype or self.dtype
+        self._check_dtype(dtype, f"input '{name}'")
+        t = Tensor(self, tuple(int(s) for s in shape), dtype, name)
+        self.inputs.append(t)
+        return t
+
+    def param(self, name: str, value, dtype: str | None = None) -> Tensor:
+        """A weight: `value` is a numpy array (any float dtype; stored in `dtype`, default the graph's)."""
+        value = np.asarray(value)
+        if value.dtype.kind not in "fiu":
+            raise OpenPrimError(f"param '{name}': expected a numeric array, got dtype {value.dtype}")
+        dtype = dtype or self.dtype
+        self._check_dtype(dtype, f"param '{name}'")
+        t = Tensor(self, tuple(value.shape), dtype, name)
+        self.nodes.append(Node("constant", [], {}, t, _user_location(), to_storage(value, dtype)))
+        return t
+
+    constant = param
+
+    def output(self, *tensors: Tensor) -> None:
+        for t in tensors:
+            self._own(t, "output")
+        self.outputs.extend(tensors)
+
+    # ------------------------------------------------------------------ plumbing
+    def _check_dtype(self, dtype, what):
+        if dtype not in spec.DTYPES:
+            raise OpenPrimError(f"{what}: dtype must be one of {spec.DTYPES}, got '{dtype}'")
+
+    def _own(self, t, what):
+        if not isinstance(t, Tensor) or t.graph is not self:
+            raise OpenPrimError(f"{what}: expected a Tensor of this graph, got {type(t).__name__}")
+
+    def _scalar(self, v, like: Tensor) -> Tensor:
+        if isinstance(v, Tensor):
+            return v
+        return self.param(f"scalar{len(self.nodes)}", np.array(v, np.float32), like.dtype)
+
+    def _emit(self, op: str, operands: list, attrs: dict, shape=None) -> Tensor:
+        loc = _user_location()
+        flat = [t for t in operands if t is not None]
+        for t in flat:
+            self._own(t, f"prim.{op}")
+        dtypes = {t.dtype for t in flat}
+        if len(dtypes) > 1:
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: prim.{op}: operands mix dtypes {sorted(dtypes)}")
+        if shape is None:
+            shapes = [None if t is None else t.shape for t in operands]
+            try:
+                shape = spec.infer(op, shapes, attrs)
+            except spec.ShapeError as e:
+                given = ", ".join("x".join(map(str, t.shape)) for t in flat)
+                raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: prim.{op} (operands {given}): {e}") from None
+        t = Tensor(self, tuple(shape), flat[0].dtype, f"%{len(self.nodes)}")
+        self.nodes.append(Node(op, operands, attrs, t, loc))
+        return t
+
+    def _filter_layout(self, layout):
+        return "KCRS" if layout == "NCHW" else "KRSC"
+
+    # ------------------------------------------------------------------ ops
+    def conv2d(self, x, w, bias=None, stride=1, padding=0, dilation=1, groups=1, layout=None,
+               filter_layout=None, activation="none", activation_params=()):
+        layout = layout or self.layout
+        return self._emit("conv2d", [x, w, bias, None], {
+            "strides": list(_pair(stride)), "padding": _padding4(padding), "dilations": list(_pair(dilation)),
+            "groups": groups, "layout": layout, "filter_layout": filter_layout or self._filter_layout(layout),
+            "activation": activation, "activation_params": list(activation_params)})
+
+    def matmul(self, a, b, bias=None, transpose_rhs=False, activation="none", activation_params=()):
+        return self._emit("matmul", [a, b, bias, None], {"transpose_rhs": int(transpose_rhs),
+                                                          "activation": activation,
+                                                          "activation_params": list(activation_params)})
+
+    def linear(self, x, w, bias=None):
+        """x @ w.T + bias with w of shape [out_features, in_features], as torch.nn.functional.linear."""
+        return self.matmul(x, w, bias, transpose_rhs=True)
+
+    def batch_norm(self, x, scale, shift, mean, variance, eps=1e-5, layout=None):
+        return self._emit("batch_norm", [x, scale, shift, mean, variance],
+                          {"epsilon": eps, "layout": layout or self.layout})
+
+    def layer_norm(self, x, scale=None, shift=None, eps=1e-5, normalized_ndim=1):
+        return self._emit("layer_norm", [x, scale, shift], {"epsilon": eps, "normalized_ndim": normalized_ndim})
+
+    def group_norm(self, x, groups, scale, shift, eps=1e-5, layout=None):
+        return self._emit("group_norm", [x, scale, shift],
+                          {"groups": groups, "epsilon": eps, "layout": layout or self.layout})
+
+    def relu(self, x): return self._emit("relu", [x], {})
+    def sigmoid(self, x): return self._emit("sigmoid", [x], {})
+    def tanh(self, x): return self._emit("tanh", [x], {})
+    def silu(self, x): return self._emit("silu", [x], {})
+    def leaky_relu(self, x, alpha=0.01): return self._emit("leaky_relu", [x], {"alpha": alpha})
+    def elu(self, x, alpha=1.0): return self._emit("elu", [x], {"alpha": alpha})
+    def clamp(self, x, min, max): return self._emit("clamp", [x], {"min": min, "max": max})
+    def relu6(self, x): return self.clamp(x, 0.0, 6.0)
+    def gelu(self, x, approximate="none"): return self._emit("gelu", [x], {"approximate": approximate})
+
+    def add(self, a, b): return self._binary("add", a, b)
+    def sub(self, a, b): return self._binary("sub", a, b)
+    def mul(self, a, b): return self._binary("mul", a, b)
+    def div(self, a, b): return self._binary("div", a, b)
+
+    def _binary(self, op, a, b):
+        like = a if isinstance(a, Tensor) else b
+        return self._emit(op, [self._scalar(a, like), self._scalar(b, like)], {})
+
+    def max_pool2d(self, x, kernel, stride=None, padding=0, dilation=1, ceil_mode=False, layout=None):
+        return self._emit("max_pool2d", [x], {
+            "kernel": list(_pair(kernel)), "strides": list(_pair(stride or kernel)), "padding": _padding4(padding),
+            "dilations": list(_pair(dilation)), "ceil_mode": int(ceil_mode), "layout": layout or self.layout})
+
+    def avg_pool2d(self, x, kernel, stride=None, padding=0, ceil_mode=False, count_include_pad=True, layout=None):
+        return self._emit("avg_pool2d", [x], {
+            "kernel": list(_pair(kernel)), "strides": list(_pair(stride or kernel)), "padding": _padding4(padding),
+            "ceil_mode": int(ceil_mode), "count_include_pad": int(count_include_pad),
+            "layout": layout or self.layout})
+
+    def global_avg_pool(self, x, layout=None):
+        return self._emit("global_avg_pool", [x], {"layout": layout or self.layout})
+
+    def softmax(self, x, axis=-1): return self._emit("softmax", [x], {"axis": axis})
+    def log_softmax(self, x, axis=-1): return self._emit("log_softmax", [x], {"axis": axis})
+
+    def reshape(self, x, shape):
+        self._own(x, "prim.reshape")
+        shape = list(shape)
+        if shape.count(-1) > 1:
+            raise OpenPrimError(f"prim.reshape: at most one -1 in {shape}")
+        if -1 in shape:
+            known = int(np.prod([s for s in shape if s != -1]))
+            shape[shape.index(-1)] = spec.numel(x.shape) // max(known, 1)
+        if spec.numel(shape) != spec.numel(x.shape):
+            loc = _user_location()
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: prim.reshape: cannot reshape "
+                                f"{spec._fmt(x.shape)} to {spec._fmt(shape)}")
+        return self._emit("reshape", [x], {}, shape=tuple(shape))
+
+    def flatten(self, x, start_dim=1):
+        return self.reshape(x, tuple(x.shape[:start_dim]) + (-1,))
+
+    def transpose(self, x, perm): return self._emit("transpose", [x], {"perm": list(perm)})
+    def concat(self, xs, axis=0):
+        """Concatenate along axis (a chain of binary prim.concat ops)."""
+        xs = list(xs)
+        if not xs:
+            raise OpenPrimError("prim.concat: needs at least one input")
+        out = xs[0]
+        for x in xs[1:]:
+            out = self._emit("concat", [out, x], {"axis": axis})
+        return out
+
+    def pad(self, x, pads, value=0.0):
+        return self._emit("pad", [x], {"pads": list(pads), "value": value})
