@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlir import ir, passmanager
+from mlir.dialects import linalg
 
 from openprim.errors import OpenPrimError
 
@@ -26,6 +27,7 @@ BUFFERIZE = (
     "buffer-deallocation-pipeline",
 )
 CPU_TO_LLVM = (
+    "{copies}",
     "convert-linalg-to-loops",
     "fold-memref-alias-ops",
     "convert-vector-to-scf{full-unroll=true}",
@@ -42,16 +44,32 @@ CPU_TO_LLVM = (
     "convert-arith-to-llvm",
     "convert-index-to-llvm",
     "convert-cf-to-llvm",
-    "convert-openmp-to-llvm",
-    "convert-func-to-llvm{use-bare-ptr-memref-call-conv=1}",
+    "convert-func-to-llvm{use-bare-ptr-memref-call-conv=true}",
+    "convert-openmp-to-llvm",  # after func: it would convert signatures without the bare-pointer option
     "reconcile-unrealized-casts",
 )
 
 
-def cpu_pipeline(threads: bool) -> str:
-    steps = [s.replace("{omp}", "convert-scf-to-openmp" if threads else "canonicalize")
-             for s in BUFFERIZE + CPU_TO_LLVM]
-    return "builtin.module(builtin.module(" + ",".join(steps) + "))"
+def copies_to_linalg(op, _pass=None):
+    """memref.copy -> linalg.copy, so strided copies become loops instead of calls to MLIR's
+    runtime library (memrefCopy), which neither the JIT nor a standalone .so has."""
+    copies = []
+    op.walk(lambda o: (copies.append(o) if o.name == "memref.copy" else None, ir.WalkResult.ADVANCE)[1])
+    for c in copies:
+        with ir.InsertionPoint(c), c.location:
+            linalg.copy(c.operands[0], outs=[c.operands[1]])
+        c.erase()
+
+
+def cpu_pipeline(threads: bool) -> passmanager.PassManager:
+    pm = passmanager.PassManager("builtin.module")
+    for step in BUFFERIZE + CPU_TO_LLVM:
+        step = step.replace("{omp}", "convert-scf-to-openmp" if threads else "canonicalize")
+        if step == "{copies}":
+            pm.add(copies_to_linalg, "memref-copy-to-linalg")
+        else:
+            pm.add(step)
+    return pm
 
 
 @dataclass
@@ -67,6 +85,5 @@ class Options:
         km = kernels_module(module_op, self.target)
         if "prim.lowered" in km.attributes:
             return
-        pm = passmanager.PassManager.parse(cpu_pipeline(self.threads))
-        pm.run(module_op)
+        cpu_pipeline(self.threads).run(km)
         km.attributes["prim.lowered"] = ir.UnitAttr.get()

@@ -1,0 +1,115 @@
+"""From a lowered module to a launch plan: what runs in which order on which buffers.
+
+After prim-lower, a graph function is a list of `prim.constant`s, `prim.reshape`s (views, no
+kernel) and calls of kernel declarations. `build_plan` turns it into the runtime's JSON-able plan and
+a weights blob; `assign_offsets` is the static memory plan: each intermediate gets a byte range of
+one arena, shared with any value whose lifetime does not overlap (greedy first-fit, biggest first).
+"""
+from __future__ import annotations
+
+import numpy as np
+from mlir import ir
+
+from openprim import __version__, dialect
+from openprim.errors import OpenPrimError
+from openprim.passes.kernels import graph_functions
+from openprim.runtime.dtypes import ITEMSIZE
+from openprim.runtime.executor import ALIGN
+
+PLAN_VERSION = 1
+
+
+def _round(n):
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def assign_offsets(sizes: list[int], lifetimes: list[tuple[int, int]]) -> tuple[list[int], int]:
+    """Offsets so that values alive at the same time never overlap; returns (offsets, arena bytes)."""
+    order = sorted(range(len(sizes)), key=lambda i: -sizes[i])
+    placed, offsets = [], [0] * len(sizes)
+    for i in order:
+        lo, hi = lifetimes[i]
+        busy = sorted((offsets[j], offsets[j] + sizes[j]) for j in placed
+                      if not (lifetimes[j][1] < lo or hi < lifetimes[j][0]))
+        off = 0
+        for b0, b1 in busy:
+            if off + sizes[i] <= b0:
+                break
+            off = max(off, _round(b1))
+        offsets[i] = off
+        placed.append(i)
+    return offsets, max((offsets[i] + sizes[i] for i in range(len(sizes))), default=0)
+
+
+def build_plan(module: ir.Module, target: str, entry: str | None = None) -> tuple[dict, bytes]:
+    fns = graph_functions(module.operation)
+    if entry:
+        fns = [f for f in fns if ir.StringAttr(f.attributes["sym_name"]).value == entry]
+    if len(fns) != 1:
+        raise OpenPrimError(f"expected exactly one graph function, found {len(fns)}")
+    fn = fns[0]
+    block = fn.regions[0].blocks[0]
+    ids, values, steps, weights = {}, [], [], []
+    roots = []  # per value: the value whose storage it shares (itself, or a reshape's source)
+
+    def new_value(v, storage, root=None):
+        t = v.type
+        ids[v] = len(values)
+        values.append({"shape": list(t.shape), "dtype": dialect.dtype_name(t.element_type), "storage": storage})
+        roots.append(ids[v] if root is None else roots[root])
+        return ids[v]
+
+    names = ([ir.StringAttr(a).value for a in fn.attributes["prim.input_names"]]
+             if "prim.input_names" in fn.attributes else [f"arg{i}" for i in range(len(block.arguments))])
+    inputs = [{"name": n, "value": new_value(a, "arena")} for n, a in zip(names, block.arguments)]
+    weight_off = 0
+    blobs = []
+    for op in [o.operation for o in block.operations]:
+        if op.name == "prim.constant":
+            i = new_value(op.result, "weight")
+            data = dialect.to_numpy(op.attributes["value"])
+            values[i]["offset"] = weight_off
+            blobs.append((weight_off, np.ascontiguousarray(data).tobytes()))
+            weight_off = _round(weight_off + data.nbytes)
+        elif op.name == "prim.reshape":
+            src = ids[op.operands[0]]
+            new_value(op.result, values[src]["storage"], src)
+        elif op.name == "func.call":
+            args = [ids[a] for a in op.operands]
+            out = new_value(op.result, "arena")
+            steps.append({"kernel": ir.FlatSymbolRefAttr(op.attributes["callee"]).value, "args": args + [out]})
+        elif op.name == "func.return":
+            outputs = [ids[a] for a in op.operands]
+        else:
+            raise OpenPrimError(f"{dialect.where(op.location)}: error: '{op.name}' was not lowered to a kernel")
+    # Lifetimes of arena roots, in step indices: inputs from -1, outputs to the end.
+    n = len(steps)
+    life = {}
+    for i, s in enumerate(steps):
+        for a in s["args"]:
+            r = roots[a]
+            lo, hi = life.get(r, (i, i))
+            life[r] = (min(lo, i), max(hi, i))
+    for spec in inputs:
+        r = roots[spec["value"]]
+        life[r] = (-1, life.get(r, (-1, -1))[1])
+    for o in outputs:
+        r = roots[o]
+        life[r] = (life.get(r, (n, n))[0], n)
+    arena_roots = [r for r in life if values[r]["storage"] == "arena"]
+    sizes = [_round(int(np.prod(values[r]["shape"])) * ITEMSIZE[values[r]["dtype"]]) for r in arena_roots]
+    offsets, arena = assign_offsets(sizes, [life[r] for r in arena_roots])
+    where = dict(zip(arena_roots, offsets))
+    for i, v in enumerate(values):
+        if v["storage"] == "arena":
+            v["offset"] = where.get(roots[i], 0)
+        elif roots[i] != i:
+            v["offset"] = values[roots[i]]["offset"]
+    blob = bytearray(weight_off)
+    for off, data in blobs:
+        blob[off:off + len(data)] = data
+    plan = {"format": "openprim-plan", "version": PLAN_VERSION, "compiler": f"openprim {__version__}",
+            "target": target, "values": values, "inputs": inputs, "outputs": outputs, "steps": steps,
+            "arena_bytes": arena, "weights_bytes": weight_off,
+            "naive_bytes": sum(sizes)}
+    return plan, bytes(blob)

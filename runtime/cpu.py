@@ -1,0 +1,46 @@
+"""The CPU driver: the host CPU's name, the OpenMP runtime the kernels call, loading a kernels .so."""
+from __future__ import annotations
+
+import ctypes
+import functools
+import glob
+import os
+import sys
+
+
+@functools.lru_cache(None)
+def host_cpu() -> str:
+    """LLVM's name for this CPU, for AOT code generation (llc -mcpu)."""
+    try:
+        import llvmlite.binding as llb  # optional
+        return llb.get_host_cpu_name()
+    except ImportError:
+        return "native"
+
+
+@functools.lru_cache(None)
+def openmp_library() -> str | None:
+    """libiomp5/libomp (the __kmpc_* runtime MLIR's OpenMP lowering calls), or None."""
+    roots = [sys.prefix, os.path.dirname(os.path.dirname(sys.executable))]
+    for root in roots:
+        for name in ("libiomp5.so", "libomp.so", "libomp.so.5"):
+            hits = glob.glob(os.path.join(root, "lib", name))
+            if hits:
+                return hits[0]
+    return None
+
+
+def shared_libs() -> list[str]:
+    lib = openmp_library()
+    return [lib] if lib else []
+
+
+def link_flags() -> list[str]:
+    lib = openmp_library()
+    return ([lib, f"-Wl,-rpath,{os.path.dirname(lib)}"] if lib else []) + ["-lm"]
+
+
+def load_library(path: str):
+    """dlopen the kernels; returns (library, name -> address)."""
+    lib = ctypes.CDLL(path)
+    return lib, lambda name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value

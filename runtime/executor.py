@@ -1,0 +1,98 @@
+"""Run a compiled plan: one arena of intermediates, weights, and kernel calls in order.
+
+The plan (a JSON-able dict, see openprim/plan.py) names for each value where it lives: the arena at a
+byte offset (intermediates share it by liveness) or the weights blob. Every step calls one kernel with
+one pointer per argument, output last. This file is the same for every driver: a driver only turns a
+kernel name into a callable and owns the memory the pointers point to.
+"""
+from __future__ import annotations
+
+import ctypes
+import time
+
+import numpy as np
+
+from openprim.errors import OpenPrimError
+
+from .dtypes import STORAGE, from_storage, to_storage
+
+ALIGN = 64
+
+
+def aligned_bytes(n: int) -> np.ndarray:
+    """A zeroed uint8 buffer of n bytes whose data pointer is 64-byte aligned."""
+    raw = np.zeros(n + ALIGN, np.uint8)
+    off = (-raw.ctypes.data) % ALIGN
+    return raw[off:off + n]
+
+
+class CpuExecutable:
+    """A compiled network on the CPU: call it with numpy arrays, get numpy arrays back."""
+
+    def __init__(self, plan: dict, kernel_address, weights: bytes | np.ndarray, keepalive=None, packed=False):
+        """kernel_address(name) -> address of `void name(T *arg0, ...)`; with packed=True, of MLIR's
+        JIT wrapper `void _mlir_name(void **args)` (args[i] points at the i-th pointer)."""
+        self.plan = plan
+        self._keepalive = keepalive
+        self.packed = packed  # the JIT engine or the loaded library: kernels live as long as we do
+        self.arena = aligned_bytes(plan["arena_bytes"])
+        self.weights = aligned_bytes(plan["weights_bytes"])
+        if plan["weights_bytes"]:
+            self.weights[:] = np.frombuffer(weights, np.uint8, plan["weights_bytes"])
+        self.views = [self._view(v) for v in plan["values"]]
+        self.steps = []
+        fns = {}
+        for step in plan["steps"]:
+            name = step["kernel"]
+            ptrs = [ctypes.c_void_p(self.views[a].ctypes.data) for a in step["args"]]
+            if name not in fns:
+                address = kernel_address(name)
+                if not address:
+                    raise OpenPrimError(f"kernel '{name}' is missing from the compiled kernels")
+                proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * (1 if packed else len(ptrs))))
+                fns[name] = proto(address)
+            if packed:
+                ptrs = [(ctypes.c_void_p * len(ptrs))(*[ctypes.addressof(p) for p in ptrs]), ptrs]
+            self.steps.append((fns[name], ptrs))
+
+    def _view(self, v):
+        dtype = STORAGE[v["dtype"]]
+        count = int(np.prod(v["shape"], dtype=np.int64))
+        base = self.arena if v["storage"] == "arena" else self.weights
+        return np.frombuffer(base, dtype, count, v["offset"]).reshape(v["shape"])
+
+    @property
+    def input_names(self):
+        return [i["name"] for i in self.plan["inputs"]]
+
+    def __call__(self, *args, **kwargs):
+        ins = self.plan["inputs"]
+        if kwargs:
+            args = list(args) + [kwargs.pop(i["name"]) for i in ins[len(args):] if i["name"] in kwargs]
+            if kwargs:
+                raise OpenPrimError(f"unknown input(s) {sorted(kwargs)}; inputs are {self.input_names}")
+        if len(args) != len(ins):
+            raise OpenPrimError(f"expected {len(ins)} input(s) {self.input_names}, got {len(args)}")
+        for spec, a in zip(ins, args):
+            v = self.plan["values"][spec["value"]]
+            a = np.asarray(a)
+            if tuple(a.shape) != tuple(v["shape"]):
+                raise OpenPrimError(f"input '{spec['name']}' must have shape {tuple(v['shape'])}, got {a.shape}")
+            self.views[spec["value"]][...] = to_storage(a, v["dtype"])
+        self.run_steps()
+        outs = [from_storage(self.views[o].copy(), self.plan["values"][o]["dtype"]) for o in self.plan["outputs"]]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def run_steps(self):
+        for fn, ptrs in self.steps:
+            fn(*ptrs[:1] if self.packed else ptrs)
+
+    def time_steps(self, repeat: int = 10) -> list[float]:
+        """Seconds per kernel step (median of `repeat` runs), for profiling."""
+        times = np.zeros((repeat, len(self.steps)))
+        for r in range(repeat):
+            for i, (fn, ptrs) in enumerate(self.steps):
+                t0 = time.perf_counter()
+                fn(*ptrs[:1] if self.packed else ptrs)
+                times[r, i] = time.perf_counter() - t0
+        return list(np.median(times, axis=0))
