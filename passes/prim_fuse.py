@@ -1,12 +1,228 @@
+"""prim-fuse: fewer, bigger kernels.
+
+Three rewrites over each graph function, in program order:
+  1. batch_norm(conv2d(x, W, b)) with constant W, b and BN parameters -> conv2d(x, W', b'):
+       s = scale / sqrt(var + eps);  W'[k] = W[k] * s[k];  b' = (b - mean) * s + shift
+  2. conv2d/matmul epilogues, cuDNN's ConvBiasActivation with z: y = act(conv(x) + bias + z)
+       add(conv, c)  with c a per-channel constant -> bias
+       add(conv, z)  with z of the output shape      -> residual
+       act(conv)     for an elementwise activation   -> activation
+     each only while the conv/matmul result has no other use.
+  3. chains of elementwise ops (each intermediate used once) -> a private function marked `prim.fused`,
+     called from the graph; prim-tile/prim-lower turn it into one kernel (one loop nest).
+"""
+from __future__ import annotations
+
 from dataclasses import dataclass
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import func
+
+from openprim import dialect
+from openprim.dialect.ops import ELEMENTWISE, OPS
+
+from .kernels import body, graph_functions
+from .semantics import unary_activation
+
 NAME = "prim-fuse"
+ACTIVATION_OPS = ("relu", "leaky_relu", "clamp", "sigmoid", "tanh", "gelu", "silu", "elu")
+
+
+def _single_use(v: ir.Value) -> bool:
+    return len(list(v.uses)) == 1
+
+
+def _producer(v: ir.Value, name: str | None = None):
+    """The operation defining v (None for a block argument), if it is named `name` when given."""
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        return None
+    owner = getattr(owner, "operation", owner)
+    return owner if name is None or owner.name == name else None
+
+
+def _constant(v: ir.Value):
+    """numpy data of v if it is a prim.constant (not bf16 bit patterns), else None."""
+    owner = _producer(v, "prim.constant")
+    if owner is None:
+        return None
+    if isinstance(v.type.element_type, ir.BF16Type):
+        return None
+    return dialect.to_numpy(owner.attributes["value"]).astype(np.float64)
+
+
+def _new_constant(data: np.ndarray, like: ir.Value, loc) -> ir.Value:
+    t = like.type
+    dtype = dialect.dtype_name(t.element_type)
+    np_dtype = {"f32": np.float32, "f16": np.float16}[dtype]
+    shape = list(data.shape)
+    attr = ir.DenseElementsAttr.get(np.ascontiguousarray(data.astype(np_dtype)), type=t.element_type, shape=shape)
+    op = ir.Operation.create("prim.constant", results=[ir.RankedTensorType.get(shape, t.element_type)],
+                             attributes={"value": attr}, loc=loc)
+    return op.result
+
+
+def _rebuild(op: ir.Operation, operands: list, attrs: dict, loc) -> ir.Operation:
+    """A copy of conv2d/matmul `op` with new (input, filter, bias, residual) and updated attributes."""
+    spec = OPS[op.name[5:]]
+    new_attrs = {k: op.attributes[k] for k in op.attributes}
+    for k, v in attrs.items():
+        new_attrs[k] = dialect.make_attr(v, spec.attributes[k])
+    new_attrs["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([v is not None for v in operands])
+    return ir.Operation.create(op.name, results=[op.result.type], operands=[v for v in operands if v is not None],
+                               attributes=new_attrs, loc=loc)
+
+
+def _channel_axis(op) -> int:
+    if op.name == "prim.matmul":
+        return len(op.result.type.shape) - 1
+    return 1 if dialect.op_attrs(op)["layout"] == "NCHW" else 3
+
+
+def _per_channel(c: np.ndarray, out_shape, axis) -> np.ndarray | None:
+    """c as a [K] vector if it broadcasts against out_shape along `axis` only, else None."""
+    K = out_shape[axis]
+    full = [1] * len(out_shape)
+    full[axis] = K
+    aligned = (1,) * (len(out_shape) - c.ndim) + tuple(c.shape)
+    if len(aligned) != len(out_shape) or any(d not in (1, f) for d, f in zip(aligned, full)):
+        return None
+    return np.broadcast_to(c.reshape(aligned), full).reshape(K)
+
+
+def _fold_batch_norm(bn: ir.Operation) -> bool:
+    conv = _producer(bn.operands[0], "prim.conv2d")
+    if conv is None or not _single_use(bn.operands[0]):
+        return False
+    ca, ba = dialect.op_attrs(conv), dialect.op_attrs(bn)
+    x, w, bias, residual = dialect.operand_groups(conv)
+    if ca["activation"] != "none" or residual is not None or ca["layout"] != ba["layout"]:
+        return False
+    scale, shift, mean, var = (_constant(v) for v in bn.operands[1:])
+    wd = _constant(w)
+    bd = _constant(bias) if bias is not None else np.zeros(w.type.shape[0])
+    if any(a is None for a in (scale, shift, mean, var, wd, bd)):
+        return False
+    s = scale / np.sqrt(var + ba["epsilon"])
+    with ir.InsertionPoint(bn), bn.location:
+        new_w = _new_constant(wd * s.reshape(-1, 1, 1, 1), w, bn.location)
+        new_b = _new_constant((bd - mean) * s + shift, bn.operands[1], bn.location)
+        fused = _rebuild(conv, [x, new_w, new_b, None], {}, conv.location)
+    bn.result.replace_all_uses_with(fused.result)
+    bn.erase()
+    conv.erase()
+    return True
+
+
+def _fuse_epilogue(op: ir.Operation) -> bool:
+    """Fold `op` (an add or an activation) into the conv2d/matmul producing its operand."""
+    for i, v in enumerate(op.operands):
+        prod = _producer(v)
+        if prod is None or prod.name not in ("prim.conv2d", "prim.matmul") or not _single_use(v):
+            continue
+        attrs = dialect.op_attrs(prod)
+        x, w, bias, residual = dialect.operand_groups(prod)
+        if attrs["activation"] != "none":
+            continue
+        if op.name == "prim.add":
+            other = op.operands[1 - i]
+            if tuple(other.type.shape) == tuple(prod.result.type.shape) and residual is None and \
+                    tuple(op.result.type.shape) == tuple(prod.result.type.shape):
+                new = ([x, w, bias, other], {})
+            else:
+                c = _constant(other)
+                axis = _channel_axis(prod)
+                vec = None if c is None or bias is not None else _per_channel(c, prod.result.type.shape, axis)
+                if vec is None or tuple(op.result.type.shape) != tuple(prod.result.type.shape):
+                    continue
+                with ir.InsertionPoint(op), op.location:
+                    new_bias = _new_constant(vec, other, op.location)
+                new = ([x, w, new_bias, residual], {})
+        else:
+            act, params = unary_activation(op.name[5:], dialect.op_attrs(op))
+            new = ([x, w, bias, residual], {"activation": act, "activation_params": params})
+        with ir.InsertionPoint(op):
+            fused = _rebuild(prod, new[0], new[1], prod.location)
+        op.result.replace_all_uses_with(fused.result)
+        op.erase()
+        prod.erase()
+        return True
+    return False
+
+
+def _elementwise_groups(fn) -> list[list[ir.Operation]]:
+    """Maximal trees of elementwise ops whose inner results each have exactly one use, inside the tree."""
+    group_of = {}
+    groups = []
+    for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
+        if op.name[5:] not in ELEMENTWISE and op.name != "prim.batch_norm":
+            continue
+        g = [op]
+        for v in op.operands:
+            prod = _producer(v)
+            if prod is not None and prod in group_of and _single_use(v):
+                pg = group_of[prod]
+                if groups[pg] is not None and prod == groups[pg][-1]:
+                    g = groups[pg] + g
+                    groups[pg] = None
+        idx = len(groups)
+        groups.append(g)
+        for o in g:
+            group_of[o] = idx
+    return [g for g in groups if g is not None and len(g) > 1]
+
+
+def _outline(fn, group: list, index: int) -> None:
+    """Move `group` (in program order; its last op is the only one used outside) into @fused_<index>."""
+    inside = {o.result for o in group}
+    inputs = []
+    for o in group:
+        for v in o.operands:
+            if v not in inside and v not in inputs:
+                inputs.append(v)
+    last = group[-1]
+    name = f"fused_{index}"
+    with ir.InsertionPoint(fn), ir.Location.unknown():
+        f = func.FuncOp(name, ([v.type for v in inputs], [last.result.type]), visibility="private")
+        f.attributes["prim.fused"] = ir.UnitAttr.get()
+        blk = f.add_entry_block()
+    with ir.InsertionPoint(last), last.location:
+        call = func.CallOp([last.result.type], ir.FlatSymbolRefAttr.get(name), inputs)
+    call.operation.move_after(last)  # after the whole group: every input dominates it
+    last.result.replace_all_uses_with(call.result)
+    for o in group:
+        blk.append(o)
+        for v, a in zip(inputs, blk.arguments):
+            o.replace_uses_of_with(v, a)
+    with ir.InsertionPoint(blk), last.location:
+        func.ReturnOp([last.result])
 
 
 @dataclass
 class Options:
     NAME = NAME
-    target: str = "cpu"
-    solver: str = ""
+    fold_batch_norm: bool = True
+    epilogues: bool = True
+    elementwise: bool = True
 
     def run(self, module_op):
-        pass
+        with module_op.context:
+            count = sum(1 for op in body(module_op).operations
+                        if op.operation.name == "func.func" and "prim.fused" in op.attributes)
+            for fn in graph_functions(module_op):
+                changed = True
+                while changed:  # each rewrite erases ops: restart the scan after one
+                    changed = False
+                    for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
+                        if self.fold_batch_norm and op.name == "prim.batch_norm" and _fold_batch_norm(op):
+                            changed = True
+                            break
+                        if self.epilogues and (op.name == "prim.add" or op.name[5:] in ACTIVATION_OPS) \
+                                and _fuse_epilogue(op):
+                            changed = True
+                            break
+                if self.elementwise:
+                    for group in _elementwise_groups(fn):
+                        _outline(fn, group, count)
+                        count += 1
