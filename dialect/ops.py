@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 DTYPES = ("f32", "f16", "bf16")
 LAYOUTS = ("NCHW", "NHWC")
-FILTER_LAYOUTS = ("KCRS", "KRSC")
+FILTER_LAYOUTS = ("KCRS", "KRSC", "RSCK")
 # Activations a conv/matmul epilogue (and the standalone ops) implement; value = number of parameters.
 ACTIVATIONS = {"none": 0, "relu": 0, "leaky_relu": 1, "clamp": 2, "sigmoid": 0, "tanh": 0,
                "gelu": 0, "gelu_tanh": 0, "silu": 0, "elu": 1}
@@ -134,7 +134,8 @@ def _conv2d(shapes, attrs):
     fl = attrs["filter_layout"]
     _need(fl in FILTER_LAYOUTS, f"filter_layout must be one of {FILTER_LAYOUTS}, got '{fl}'")
     _need(len(w) == 4, f"expects a 4-d {fl} filter, got {_fmt(w)}")
-    k, cg, r, s = (w[0], w[1], w[2], w[3]) if fl == "KCRS" else (w[0], w[3], w[1], w[2])
+    k, cg, r, s = {"KCRS": (w[0], w[1], w[2], w[3]), "KRSC": (w[0], w[3], w[1], w[2]),
+                   "RSCK": (w[3], w[2], w[0], w[1])}[fl]
     g = attrs["groups"]
     _need(g >= 1 and c % g == 0 and k % g == 0,
           f"groups={g} must divide input channels {c} and output channels {k}")

@@ -55,8 +55,11 @@ def build(pipeline: str, print_ir_after_all: bool = False) -> passmanager.PassMa
     pm = passmanager.PassManager("builtin.module")
     for name, opts in split_pipeline(pipeline):
         if name in PASSES:
-            options = parse_options(PASSES[name].Options, opts)
-            pm.add(lambda op, _p, o=options: o.run(op), name)
+            for entry in parse_options(PASSES[name].Options, opts).entries():
+                if isinstance(entry, str):
+                    pm.add(entry)
+                else:
+                    pm.add(lambda op, _p, fn=entry[1]: fn(op), entry[0])
         else:
             try:
                 pm.add(f"{name}{{{opts}}}" if opts else name)

@@ -18,7 +18,7 @@ from mlir.dialects import func
 
 from openprim import dialect
 
-from .semantics import EMITTERS, KernelText, V, mtype
+from .semantics import EMITTERS, KernelText, V, emit_fused, mtype
 
 KERNELS = "kernels"
 NOT_KERNELS = ("prim.constant", "prim.reshape")
@@ -60,25 +60,38 @@ def _value_v(v: ir.Value, name: str) -> V:
     return V(name, t.shape, dialect.dtype_name(t.element_type))
 
 
-def kernel_text(name: str, ops: list, inputs: list, result: ir.Value, attrs: str = "") -> str:
-    """The kernel function for prim `ops` reading `inputs` and producing `result`."""
+def _emitter(op):
+    """The op's chosen solver's build (prim-select), else its reference semantics."""
+    if "prim.solver" in op.attributes:
+        from .solvers import SOLVERS
+        solver = SOLVERS[ir.StringAttr(op.attributes["prim.solver"]).value]
+        params = {a.name: ir.IntegerAttr(a.attr).value for a in ir.DictAttr(op.attributes["prim.params"])} \
+            if "prim.params" in op.attributes else {}
+        return lambda kt, name, operands, attrs, shape, dtype: solver.build(kt, operands, attrs, shape, dtype, params)
+    return EMITTERS[op.name[5:]]
+
+
+def kernel_text(name: str, ops: list, inputs: list, result: ir.Value) -> tuple[str, KernelText]:
+    """The kernel function for prim `ops` reading `inputs` and producing `result` (and its builder)."""
     kt = KernelText()
     env = {}
     for i, v in enumerate(inputs):
         vv = _value_v(v, f"%t{i}")
         kt.emit(f"%t{i} = bufferization.to_tensor %in{i} restrict : {mtype(vv.shape, vv.dtype)} to {vv.type}")
         env[v] = vv
-    for op in ops:
-        groups = dialect.operand_groups(op)
-        operands = [None if g is None else env[g] for g in groups]
-        shape = tuple(op.result.type.shape)
-        dtype = dialect.dtype_name(op.result.type.element_type)
-        env[op.result] = EMITTERS[op.name[5:]](kt, op.name[5:], operands, dialect.op_attrs(op), shape, dtype)
-    r = env[result]
+    shape = tuple(result.type.shape)
+    dtype = dialect.dtype_name(result.type.element_type)
+    if len(ops) > 1:  # a prim-fuse'd elementwise chain: one loop nest
+        chain = [(op.name[5:], dialect.op_attrs(op), list(op.operands), op.result) for op in ops]
+        r = emit_fused(kt, chain, env, shape, dtype)
+    else:
+        op = ops[0]
+        operands = [None if g is None else env[g] for g in dialect.operand_groups(op)]
+        r = _emitter(op)(kt, op.name[5:], operands, dialect.op_attrs(op), shape, dtype)
     kt.emit(f"bufferization.materialize_in_destination {r.name} in restrict writable %out : "
             f"({r.type}, {mtype(r.shape, r.dtype)}) -> ()")
     ins = [(_value_v(v, "").shape, _value_v(v, "").dtype) for v in inputs]
-    return kt.text(name, ins, (r.shape, r.dtype), attrs)
+    return kt.text(name, ins, (r.shape, r.dtype)), kt
 
 
 def kernel_units(module):
@@ -97,39 +110,39 @@ def kernel_units(module):
 def outline(module: ir.Operation, target: str, schedule=None) -> None:
     """Replace every compute op / fused call of the graph functions by a call to a kernel.
 
-    schedule(kernel_func_op, prim_ops) rewrites the fresh kernel in place (tiling, vectorization)."""
+    schedule(kernel_text, kernel_builder, prim_ops) -> a module holding the kernel, tiled and vectorized;
+    without it the kernel is parsed as is (reference loop nests)."""
     ctx = module.context
     km = kernels_module(module, target)
     seen: dict[str, str] = {}
     fused_used = {}
     count = len(km.regions[0].blocks[0].operations)
     with ctx, ir.Location.unknown():
-        for anchor, body, inputs in kernel_units(module):  # lazily: inputs read after earlier rewrites
-            if isinstance(body, list):
-                ops, result = body, anchor.result
+        for anchor, unit, inputs in kernel_units(module):  # lazily: inputs read after earlier rewrites
+            if isinstance(unit, list):
+                ops, result = unit, anchor.result
             else:  # a prim-fuse'd function: its body ops, with its arguments as the kernel inputs
-                fused_used[ir.StringAttr(body.attributes['sym_name']).value] = body
-                blk = body.regions[0].blocks[0]
+                fused_used[ir.StringAttr(unit.attributes['sym_name']).value] = unit
+                blk = unit.regions[0].blocks[0]
                 ops = [o.operation for o in blk.operations if o.operation.name != "func.return"]
                 inputs = list(blk.arguments)
                 result = list(blk.operations)[-1].operands[0]
             kind = ops[0].name[5:] if len(ops) == 1 else "fused_elementwise"
-            solver = ops[0].attributes["prim.solver"].value if "prim.solver" in ops[0].attributes else ""
-            key_text = kernel_text("KERNEL", ops, inputs, result)
+            solver = ir.StringAttr(ops[0].attributes["prim.solver"]).value if "prim.solver" in ops[0].attributes else ""
+            key_text, kt = kernel_text("KERNEL", ops, inputs, result)
             key = key_text + solver + (str(ops[0].attributes["prim.params"]) if "prim.params" in ops[0].attributes else "")
             name = seen.get(key)
             if name is None:
                 name = f"{kind}_{count}"
                 count += 1
                 seen[key] = name
-                kmod = ir.Module.parse(key_text.replace("@KERNEL", f"@{name}", 1))
-                kfn = kmod.body.operations[0]
+                text = key_text.replace("@KERNEL", f"@{name}", 1)
+                kmod = schedule(text, kt, ops) if schedule else ir.Module.parse(text)
+                kfn = next(o.operation for o in kmod.body.operations if o.operation.name == "func.func")
                 kfn.attributes["prim.op"] = ir.StringAttr.get(kind)
                 if solver:
                     kfn.attributes["prim.solver"] = ir.StringAttr.get(solver)
-                if schedule is not None:
-                    schedule(kfn, ops)
-                km.regions[0].blocks[0].append(kfn)
+                body(km).append(kfn)  # moves it out of kmod, which must stay alive until here
                 fn = anchor.parent
                 while fn.operation.name != "func.func":
                     fn = fn.parent

@@ -156,7 +156,7 @@ def _elementwise_groups(fn) -> list[list[ir.Operation]]:
     group_of = {}
     groups = []
     for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
-        if op.name[5:] not in ELEMENTWISE and op.name != "prim.batch_norm":
+        if op.name[5:] not in ELEMENTWISE:
             continue
         g = [op]
         for v in op.operands:
@@ -205,6 +205,9 @@ class Options:
     fold_batch_norm: bool = True
     epilogues: bool = True
     elementwise: bool = True
+
+    def entries(self):
+        return [(NAME, self.run)]
 
     def run(self, module_op):
         with module_op.context:

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from mlir import ir, passmanager
+from mlir import ir
 from mlir.dialects import linalg
 
 from openprim.errors import OpenPrimError
 
-from .kernels import kernels_module, outline
+from .kernels import outline
 
 NAME = "prim-lower"
 
 BUFFERIZE = (
-    "linalg-fuse-elementwise-ops",
+    "func.func(canonicalize,cse)",
     "eliminate-empty-tensors",
     "empty-tensor-to-alloc-tensor",
     "one-shot-bufferize{bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map}",
@@ -32,20 +32,21 @@ CPU_TO_LLVM = (
     "fold-memref-alias-ops",
     "convert-vector-to-scf{full-unroll=true}",
     "lower-affine",
-    "scf-forall-to-parallel",
+    "func.func(scf-forall-to-parallel)",
     "{omp}",
-    "convert-scf-to-cf",
     "expand-strided-metadata",
     "lower-affine",
+    "finalize-memref-to-llvm",  # before scf-to-cf: the OpenMP regions' alloca_scope must stay one block
+    "convert-scf-to-cf",
     "convert-vector-to-llvm{enable-x86vector=true}",
     "convert-math-to-llvm",
     "convert-math-to-libm",
-    "finalize-memref-to-llvm",
     "convert-arith-to-llvm",
     "convert-index-to-llvm",
     "convert-cf-to-llvm",
     "convert-func-to-llvm{use-bare-ptr-memref-call-conv=true}",
     "convert-openmp-to-llvm",  # after func: it would convert signatures without the bare-pointer option
+    "convert-ub-to-llvm",
     "reconcile-unrealized-casts",
 )
 
@@ -61,29 +62,20 @@ def copies_to_linalg(op, _pass=None):
         c.erase()
 
 
-def cpu_pipeline(threads: bool) -> passmanager.PassManager:
-    pm = passmanager.PassManager("builtin.module")
-    for step in BUFFERIZE + CPU_TO_LLVM:
-        step = step.replace("{omp}", "convert-scf-to-openmp" if threads else "canonicalize")
-        if step == "{copies}":
-            pm.add(copies_to_linalg, "memref-copy-to-linalg")
-        else:
-            pm.add(step)
-    return pm
-
-
 @dataclass
 class Options:
     NAME = NAME
     target: str = "cpu"
     threads: bool = True
 
-    def run(self, module_op):
+    def entries(self):
+        """Pass-manager entries: Python passes on the whole module, upstream pipelines nested in the
+        kernels module (a pass may not run its own pass manager on a nested op)."""
         if self.target != "cpu":
             raise OpenPrimError(f"prim-lower: unknown target '{self.target}' (this build supports: cpu)")
-        outline(module_op, self.target)
-        km = kernels_module(module_op, self.target)
-        if "prim.lowered" in km.attributes:
-            return
-        cpu_pipeline(self.threads).run(km)
-        km.attributes["prim.lowered"] = ir.UnitAttr.get()
+        omp = "convert-scf-to-openmp" if self.threads else "func.func(scf-forall-to-for)"
+        nested = lambda steps: "builtin.module(" + ",".join(steps).replace("{omp}", omp) + ")"  # noqa: E731
+        i = CPU_TO_LLVM.index("{copies}")
+        return [(f"{NAME}-outline", lambda op: outline(op, self.target)),
+                nested(BUFFERIZE), ("memref-copy-to-linalg", copies_to_linalg),
+                nested(CPU_TO_LLVM[i + 1:])]

@@ -11,11 +11,10 @@ class Options:
     NAME = NAME
     target: str = "cpu"
     solver: str = ""          # force one solver for every convolution (else $OPENPRIM_SOLVER, else heuristic)
-    threads: int = 0          # CPU threads in kernels; 0 = all cores
+    threads: int = 0          # 1: single-threaded kernels; 0: all cores (OpenMP)
 
-    def run(self, module_op):
+    def entries(self):
         from . import prim_fuse, prim_lower, prim_select, prim_tile
-        prim_fuse.Options().run(module_op)
-        prim_select.Options(target=self.target, solver=self.solver).run(module_op)
-        prim_tile.Options(target=self.target).run(module_op)
-        prim_lower.Options(target=self.target).run(module_op)
+        return (prim_fuse.Options().entries() + prim_select.Options(target=self.target, solver=self.solver).entries()
+                + prim_tile.Options(target=self.target).entries()
+                + prim_lower.Options(target=self.target, threads=self.threads != 1).entries())

@@ -31,6 +31,17 @@ def mtype(shape, dtype) -> str:
     return f"memref<{''.join(f'{d}x' for d in shape)}{dtype}>"
 
 
+def _loop_ranges(operands: list, maps: list, ndim: int) -> list[int]:
+    """Static loop ranges of a generic: each loop dim read off an operand where it indexes alone."""
+    ranges = [1] * ndim
+    for v, m in zip(operands, maps):
+        for pos, expr in enumerate(m.split("-> (")[1].rstrip(")>").split(", ")):
+            expr = expr.strip()
+            if expr.startswith("d") and expr[1:].isdigit():
+                ranges[int(expr[1:])] = v.shape[pos]
+    return ranges
+
+
 def amap(ndim: int, exprs) -> str:
     dims = ", ".join(f"d{i}" for i in range(ndim))
     return f"affine_map<({dims}) -> ({', '.join(exprs)})>"
@@ -60,6 +71,14 @@ class KernelText:
     def __init__(self):
         self.lines: list[str] = []
         self.n = 0
+        self.aux: list[list[int]] = []   # iteration domain of each op tagged `prim.aux = i`
+
+    def tag(self, role: str | None, domain) -> str:
+        """The discardable attribute that names an op's role for the schedule (see schedules.py)."""
+        if role:
+            return f'prim.role = "{role}"'
+        self.aux.append([int(d) for d in domain])
+        return f"prim.aux = {len(self.aux) - 1}"
 
     def fresh(self, hint="v"):
         self.n += 1
@@ -74,21 +93,22 @@ class KernelText:
         self.emit(f"{n} = tensor.empty() : {ttype(shape, dtype)}")
         return V(n, shape, dtype)
 
-    def filled(self, shape, dtype, value: float) -> V:
+    def filled(self, shape, dtype, value: float, role: str | None = None) -> V:
         e = self.empty(shape, dtype)
         c, n = self.fresh("c"), self.fresh("f")
         self.emit(f"{c} = arith.constant {flit(value)} : {dtype}")
-        self.emit(f"{n} = linalg.fill ins({c} : {dtype}) outs({e.name} : {e.type}) -> {e.type}")
+        self.emit(f"{n} = linalg.fill {{{self.tag(role, shape)}}} ins({c} : {dtype}) outs({e.name} : {e.type}) -> {e.type}")
         return V(n, shape, dtype)
 
-    def generic(self, ins: list, maps: list, out: V, out_map: str, iterators: list, body, ndim=None) -> V:
+    def generic(self, ins: list, maps: list, out: V, out_map: str, iterators: list, body, role=None) -> V:
         """linalg.generic; body(args: list[str], kt) -> str (the yielded scalar), args = block arguments."""
         args = [self.fresh("a") for _ in ins] + [self.fresh("o")]
         n = self.fresh("g")
         its = ", ".join(f'"{i}"' for i in iterators)
         all_maps = ", ".join(maps + [out_map])
         ins_txt = f"ins({', '.join(v.name for v in ins)} : {', '.join(v.type for v in ins)}) " if ins else ""
-        self.emit(f"{n} = linalg.generic {{indexing_maps = [{all_maps}], iterator_types = [{its}]}} "
+        tag = self.tag(role, _loop_ranges(ins + [out], maps + [out_map], len(iterators)))
+        self.emit(f"{n} = linalg.generic {{indexing_maps = [{all_maps}], iterator_types = [{its}], {tag}}} "
                   f"{ins_txt}outs({out.name} : {out.type}) {{")
         self.emit(f"^bb0({', '.join(f'{a}: {v.dtype}' for a, v in zip(args, ins + [out]))}):")
         res = body(args, self)
@@ -121,15 +141,15 @@ class KernelText:
         return n
 
     def pad(self, x: V, low, high, value: float) -> V:
+        """x inside a `value`-filled tensor. A fill plus insert_slice rather than tensor.pad: the
+        insert_slice stops producer fusion, so a tiled consumer reads a materialized padded input."""
         if not any(low) and not any(high):
             return x
         shape = [d + lo + hi for d, lo, hi in zip(x.shape, low, high)]
-        n, c = self.fresh("p"), self.fresh("c")
-        self.emit(f"{c} = arith.constant {flit(value)} : {x.dtype}")
-        self.emit(f"{n} = tensor.pad {x.name} low[{', '.join(map(str, low))}] high[{', '.join(map(str, high))}] {{")
-        self.emit(f"^bb0({', '.join(f'%i{i}: index' for i in range(len(shape)))}):")
-        self.emit(f"  tensor.yield {c} : {x.dtype}")
-        self.emit(f"}} : {x.type} to {ttype(shape, x.dtype)}")
+        f = self.filled(shape, x.dtype, value)
+        n = self.fresh("p")
+        self.emit(f"{n} = tensor.insert_slice {x.name} into {f.name}[{', '.join(map(str, low))}] "
+                  f"[{', '.join(map(str, x.shape))}] [{', '.join(['1'] * len(shape))}] : {x.type} into {f.type}")
         return V(n, shape, x.dtype)
 
     def reshape(self, x: V, shape) -> V:
@@ -269,17 +289,14 @@ def elementwise(kt: KernelText, inputs: list, out_shape, dtype, fn) -> V:
 BINARY_OP = {"add": "arith.addf", "sub": "arith.subf", "mul": "arith.mulf", "div": "arith.divf"}
 
 
-def emit_binary(kt, op, operands, attrs, shape, dtype):
-    return elementwise(kt, operands, shape, dtype, lambda kt, xs: kt.scalar(BINARY_OP[op], *xs))
+def emit_elementwise(kt, op, operands, attrs, shape, dtype):
+    return elementwise(kt, operands, shape, dtype, lambda kt, xs: scalar_op(kt, op, attrs, xs))
 
 
-def emit_unary(kt, op, operands, attrs, shape, dtype):
-    act, params = unary_activation(op, attrs)
-    return elementwise(kt, operands, shape, dtype, lambda kt, xs: activation(kt, act, params, xs[0]))
+def epilogue(kt, acc: V, bias, residual, channel_dim: int, attrs, dtype, always=False) -> V:
+    """act(acc + bias[channel] + residual), rounded to dtype: the fused tail of conv/matmul.
 
-
-def epilogue(kt, acc: V, bias, residual, channel_dim: int, attrs, dtype) -> V:
-    """act(acc + bias[channel] + residual), rounded to dtype: the fused tail of conv/matmul."""
+    always=True (solver kernels): emitted even when it is a plain copy, as the schedule's anchor."""
     R = len(acc.shape)
     ins, maps = [acc], [amap(R, [f"d{i}" for i in range(R)])]
     if bias is not None:
@@ -289,7 +306,7 @@ def epilogue(kt, acc: V, bias, residual, channel_dim: int, attrs, dtype) -> V:
         ins.append(residual)
         maps.append(maps[0])
     act, params = attrs["activation"], attrs["activation_params"]
-    if len(ins) == 1 and act == "none" and dtype == acc.dtype:
+    if len(ins) == 1 and act == "none" and dtype == acc.dtype and not always:
         return acc
 
     def body(args, kt):
@@ -298,7 +315,8 @@ def epilogue(kt, acc: V, bias, residual, channel_dim: int, attrs, dtype) -> V:
             y = kt.scalar("arith.addf", y, kt.to_f32(a, v.dtype))
         return kt.from_f32(activation(kt, act, params, y), dtype)
 
-    return kt.generic(ins, maps, kt.empty(acc.shape, dtype), maps[0], ["parallel"] * R, body)
+    return kt.generic(ins, maps, kt.empty(acc.shape, dtype), maps[0], ["parallel"] * R, body,
+                      role="epilogue" if always else None)
 
 
 def mac_body(in_dtypes):
@@ -328,10 +346,14 @@ def emit_conv2d(kt, op, operands, attrs, shape, dtype):
         K, Cg, R, S = w.shape
         w = kt.reshape(w, (G, K // G, Cg, R, S))
         wmap = ["d1", "d2", "d5", "d6", "d7"]
-    else:
+    elif attrs["filter_layout"] == "KRSC":
         K, R, S, Cg = w.shape
         w = kt.reshape(w, (G, K // G, R, S, Cg))
         wmap = ["d1", "d2", "d6", "d7", "d5"]
+    else:  # RSCK
+        R, S, Cg, K = w.shape
+        w = kt.reshape(w, (R, S, Cg, G, K // G))
+        wmap = ["d6", "d7", "d5", "d1", "d2"]
     Kg = K // G
     # loops: d0=n d1=g d2=kg d3=oh d4=ow | d5=c d6=r d7=s
     ih, iw = f"d3 * {sh} + d6 * {dh}", f"d4 * {sw} + d7 * {dw}"
@@ -569,12 +591,12 @@ def emit_softmax(kt, op, operands, attrs, shape, dtype):
 
 
 def emit_transpose(kt, op, operands, attrs, shape, dtype):
-    x = operands[0]
-    n = kt.fresh("tr")
-    init = kt.empty(shape, dtype)
-    kt.emit(f"{n} = linalg.transpose ins({x.name} : {x.type}) outs({init.name} : {init.type}) "
-            f"permutation = [{', '.join(map(str, attrs['perm']))}]")
-    return V(n, shape, dtype)
+    """out[d0, d1, ...] = x[...] with x's dim perm[i] indexed by out's dim i."""
+    x, perm = operands[0], list(attrs["perm"])
+    R = len(shape)
+    xmap = amap(R, [f"d{perm.index(j)}" for j in range(R)])
+    return kt.generic([x], [xmap], kt.empty(shape, dtype), amap(R, [f"d{i}" for i in range(R)]),
+                      ["parallel"] * R, lambda a, kt: a[0])
 
 
 def emit_concat(kt, op, operands, attrs, shape, dtype):
@@ -608,6 +630,33 @@ EMITTERS = {
     "avg_pool2d": emit_avg_pool2d, "global_avg_pool": emit_global_avg_pool, "softmax": emit_softmax,
     "log_softmax": emit_softmax, "transpose": emit_transpose, "concat": emit_concat, "pad": emit_pad,
     "reshape": emit_reshape,
-    **{n: emit_binary for n in BINARY_OP},
-    **{n: emit_unary for n in ("relu", "leaky_relu", "clamp", "sigmoid", "tanh", "gelu", "silu", "elu")},
+    **{n: emit_elementwise for n in ("add", "sub", "mul", "div", "relu", "leaky_relu", "clamp", "sigmoid", "tanh",
+                                     "gelu", "silu", "elu")},
 }
+
+
+def scalar_op(kt: KernelText, op: str, attrs: dict, xs: list) -> str:
+    """One elementwise prim op on f32 scalars."""
+    if op in BINARY_OP:
+        return kt.scalar(BINARY_OP[op], *xs)
+    act, params = unary_activation(op, attrs)
+    return activation(kt, act, params, xs[0])
+
+
+def emit_fused(kt: KernelText, ops: list, env: dict, shape, dtype) -> V:
+    """A chain of elementwise ops as ONE generic over the result shape: every external input is read
+    once per output element (broadcast), every intermediate lives in a register.
+    ops = [(name, attrs, operand keys, result key)]; env maps the external keys to tensors."""
+    ext = [k for _, _, keys, _ in ops for k in keys if k in env]
+    ext = list(dict.fromkeys(ext))
+    ins, maps = zip(*[_broadcast_operand(kt, env[k], shape) for k in ext])
+    R = len(shape)
+
+    def body(args, kt):
+        val = {k: kt.to_f32(a, v.dtype) for k, a, v in zip(ext, args, ins)}
+        for name, attrs, keys, res in ops:
+            val[res] = scalar_op(kt, name, attrs, [val[k] for k in keys])
+        return kt.from_f32(val[ops[-1][3]], dtype)
+
+    return kt.generic(list(ins), list(maps), kt.empty(shape, dtype), amap(R, [f"d{i}" for i in range(R)]),
+                      ["parallel"] * R, body)

@@ -1,0 +1,117 @@
+"""Transform-dialect schedules: how a kernel's linalg ops become tiled, vectorized, threaded loops.
+
+A kernel's ops carry roles (set by semantics.KernelText): `prim.role = "epilogue" | "acc"` for the
+main loop nest of a solver (its last op and the accumulator fill; the convolution or matmul sits in
+between), and `prim.aux = i` for every other structured op (padding, im2col, transposes, elementwise).
+
+  main nest  1. scf.forall over output rows (or columns) for the threads, producers fused in
+             2. register tile (one row, WT columns, FT filters / MT x NT), producers fused again
+             3. reduction loops (kh, kw, CT input channels / KT), conv2d decomposed to conv1d
+  aux ops    tiled to one row of the innermost dimension
+  all        vectorized; the accumulator hoisted out of the reduction loops; contractions lowered
+             to outer products and then to FMAs, in separate pattern sets (one big set is slow)
+"""
+from __future__ import annotations
+
+ANY = "!transform.any_op"
+
+
+def _tiles(domain: list[int]) -> list[int]:
+    """Vector-friendly tile of an aux op: 1 on outer dims, the innermost dim whole up to 64 lanes."""
+    inner = domain[-1] if domain else 1
+    t = inner if inner <= 64 else max(d for d in range(1, 65) if inner % d == 0)
+    return [1] * (len(domain) - 1) + [t]
+
+
+def aux_tiling(domains: list[list[int]]) -> str:
+    lines = []
+    for i, dom in enumerate(domains):
+        if len(dom) <= 1:
+            continue
+        sizes = _tiles(dom)
+        nloops = sum(1 for s in sizes if s)
+        lines += [f'  %aux{i} = transform.structured.match attributes{{prim.aux = {i}}} in %root : ({ANY}) -> {ANY}',
+                  f'  %aux{i}_t, %aux{i}_l:{nloops} = transform.structured.tile_using_for %aux{i} tile_sizes {sizes}'
+                  f' : ({ANY}) -> ({ANY}{f", {ANY}" * nloops})']
+    return "\n".join(lines)
+
+
+def _fuse_main(par: list[int], reg: list[int]) -> str:
+    nreg = sum(1 for s in reg if s)
+    return f"""
+  %epi = transform.structured.match attributes{{prim.role = "epilogue"}} in %root : ({ANY}) -> {ANY}
+  %e1, %forall = transform.structured.fuse %epi tile_sizes {par} {{apply_cleanup, use_forall}} : ({ANY}) -> ({ANY}, {ANY})
+  %e2, %regl:{nreg} = transform.structured.fuse %e1 tile_sizes {reg} {{apply_cleanup}} : ({ANY}) -> ({ANY}{f", {ANY}" * nreg})
+  %f0 = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}
+  transform.apply_patterns to %f0 {{
+    transform.apply_patterns.canonicalization
+  }} : {ANY}
+  transform.apply_cse to %f0 : {ANY}"""
+
+
+def _vectorize() -> str:
+    return f"""
+  %f = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}
+  transform.apply_patterns to %f {{
+    transform.apply_patterns.canonicalization
+  }} : {ANY}
+  %fv = transform.structured.vectorize_children_and_apply_patterns %f : ({ANY}) -> {ANY}
+  transform.apply_patterns to %fv {{
+    transform.apply_patterns.canonicalization
+    transform.apply_patterns.tensor.fold_tensor_subset_ops_into_vector_transfers
+  }} : {ANY}
+  transform.apply_cse to %fv : {ANY}
+  %loops = transform.structured.match ops{{["scf.for"]}} in %fv : ({ANY}) -> {ANY}
+  transform.foreach %loops : {ANY} {{
+  ^bb0(%lp: {ANY}):
+    transform.loop.hoist_loop_invariant_subsets %lp : {ANY}
+  }}
+  transform.apply_patterns to %fv {{
+    transform.apply_patterns.vector.cast_away_vector_leading_one_dim
+    transform.apply_patterns.canonicalization
+  }} : {ANY}
+  transform.apply_patterns to %fv {{
+    transform.apply_patterns.vector.lower_contraction lowering_strategy = "outerproduct"
+    transform.apply_patterns.vector.transfer_permutation_patterns
+  }} : {ANY}
+  transform.apply_patterns to %fv {{
+    transform.apply_patterns.vector.lower_outerproduct
+  }} : {ANY}
+  transform.apply_patterns to %fv {{
+    transform.apply_patterns.vector.lower_multi_reduction lowering_strategy = "innerreduction"
+  }} : {ANY}
+  transform.apply_patterns to %fv {{
+    transform.apply_patterns.vector.lower_broadcast
+    transform.apply_patterns.vector.lower_transpose
+    transform.apply_patterns.vector.lower_shape_cast
+  }} : {ANY}
+  transform.apply_patterns to %fv {{
+    transform.apply_patterns.canonicalization
+  }} : {ANY}
+  transform.apply_cse to %fv : {ANY}"""
+
+
+def conv_direct(par_oh: int, par_f: int, wt: int, ft: int, ct: int) -> str:
+    return _fuse_main([0, par_oh, 0, par_f], [1, 1, wt, ft]) + f"""
+  %conv = transform.structured.match ops{{["linalg.conv_2d_nhwc_hwcf"]}} in %root : ({ANY}) -> {ANY}
+  %c2, %rl:3 = transform.structured.tile_using_for %conv tile_sizes [0, 0, 0, 0, 1, 1, {ct}] : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})
+  %c1d = transform.structured.decompose %c2 : ({ANY}) -> {ANY}"""
+
+
+def conv_depthwise(par_oh: int, wt: int, ct: int) -> str:
+    return _fuse_main([0, par_oh, 0, 0], [1, 1, wt, ct]) + f"""
+  %conv = transform.structured.match ops{{["linalg.depthwise_conv_2d_nhwc_hwc"]}} in %root : ({ANY}) -> {ANY}
+  %c2, %rl:2 = transform.structured.tile_using_for %conv tile_sizes [0, 0, 0, 0, 1, 1] : ({ANY}) -> ({ANY}, {ANY}, {ANY})
+  %c1d = transform.structured.decompose %c2 : ({ANY}) -> {ANY}"""
+
+
+def gemm(par: tuple[int, int], mt: int, nt: int, kt: int) -> str:
+    return _fuse_main(list(par), [mt, nt]) + f"""
+  %mm = transform.structured.match ops{{["linalg.matmul"]}} in %root : ({ANY}) -> {ANY}
+  %m2, %rl = transform.structured.tile_using_for %mm tile_sizes [0, 0, {kt}] : ({ANY}) -> ({ANY}, {ANY})"""
+
+
+def script(main: str | None, aux_domains: list[list[int]]) -> str:
+    """The whole named sequence for one kernel: aux tiling, the solver's main nest, vectorization."""
+    return "\n".join(["transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {",
+                      aux_tiling(aux_domains), main or "", _vectorize(), "  transform.yield", "}"])

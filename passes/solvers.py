@@ -1,0 +1,409 @@
+"""The solver registry, in the spirit of MIOpen: every way we know to compute a convolution or a GEMM.
+
+A solver answers four questions about a problem:
+  is_applicable(problem, target) -> None, or the reason it does not apply
+  cost(problem, target)          -> predicted seconds (a roofline estimate, used to rank solvers)
+  tunables(problem)              -> {parameter: candidate values}; default_params(problem) picks one
+  build(kt, operands, ...)       -> the kernel body (linalg on tensors), and schedule(params) -> the
+                                    transform script that tiles and vectorizes it (transform dialect)
+
+Fast CPU solvers work on NHWC activations and RSCK filters (prim-select re-lays out constant filters at
+compile time and wraps NCHW convolutions in transposes that cancel between layers).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from . import schedules
+from .semantics import KernelText, V, amap, emit_conv2d, emit_matmul, epilogue
+
+# Roofline of this kind of machine (2 AVX-512 cores): used only to rank solvers, never to time them.
+PEAK_GFLOPS = {"cpu": 100.0}
+BANDWIDTH_GBS = {"cpu": 10.0}
+
+
+@dataclass(frozen=True)
+class ConvProblem:
+    n: int
+    c: int
+    h: int
+    w: int
+    k: int
+    r: int
+    s: int
+    oh: int
+    ow: int
+    strides: tuple
+    padding: tuple
+    dilations: tuple
+    groups: int
+    layout: str
+    filter_layout: str
+    dtype: str
+    epilogue: str
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.n * self.oh * self.ow * self.k * (self.c // self.groups) * self.r * self.s
+
+    @property
+    def depthwise(self) -> bool:
+        return self.groups == self.c == self.k and self.groups > 1
+
+    def descriptor(self) -> str:
+        """A readable key of the whole problem, like MIOpen's problem descriptors."""
+        pad = "x".join(map(str, self.padding))
+        return (f"conv2d-{self.n}x{self.c}x{self.h}x{self.w}-k{self.k}-{self.r}x{self.s}"
+                f"-s{self.strides[0]}x{self.strides[1]}-p{pad}-d{self.dilations[0]}x{self.dilations[1]}"
+                f"-g{self.groups}-{self.layout}-{self.filter_layout}-{self.dtype}-{self.epilogue}")
+
+
+@dataclass(frozen=True)
+class GemmProblem:
+    batch: int
+    m: int
+    n: int
+    k: int
+    transpose_rhs: bool
+    batched_rhs: bool
+    dtype: str
+    epilogue: str
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.batch * self.m * self.n * self.k
+
+    def descriptor(self) -> str:
+        return (f"gemm-b{self.batch}-m{self.m}-n{self.n}-k{self.k}-{'nt' if self.transpose_rhs else 'nn'}"
+                f"{'-batched' if self.batched_rhs else ''}-{self.dtype}-{self.epilogue}")
+
+
+def roofline(flops, nbytes, target, efficiency=1.0):
+    return max(flops / (PEAK_GFLOPS[target] * 1e9 * efficiency), nbytes / (BANDWIDTH_GBS[target] * 1e9))
+
+
+class Solver:
+    name = ""
+    op = "conv2d"
+    efficiency = 1.0        # fraction of peak its schedule reaches (measured on the ResNet layers)
+
+    def is_applicable(self, p, target) -> str | None:
+        return None
+
+    def cost(self, p, target) -> float:
+        nbytes = 4 * (p.n * p.h * p.w * p.c + p.k * p.c * p.r * p.s + p.n * p.oh * p.ow * p.k) \
+            if self.op == "conv2d" else 4 * p.batch * (p.m * p.k + p.k * p.n + p.m * p.n)
+        return roofline(p.flops, nbytes, target, self.efficiency)
+
+    def tunables(self, p) -> dict:
+        return {}
+
+    def default_params(self, p) -> dict:
+        return {}
+
+    def filter_layout(self) -> str | None:
+        """The filter layout build() expects (prim-select converts constant filters), or None for any."""
+        return None
+
+    def schedule(self, p, params) -> str | None:
+        return None
+
+
+def _largest_divisor(n, limit):
+    return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
+
+
+def _pad_nhwc(kt: KernelText, x: V, attrs) -> V:
+    pt, pl, pb, pr = attrs["padding"]
+    return kt.pad(x, [0, pt, pl, 0], [0, pb, pr, 0], 0.0)
+
+
+def _nhwc_epilogue(kt, acc, operands, attrs, dtype):
+    _, _, bias, residual = operands
+    return epilogue(kt, acc, bias, residual, 3, attrs, dtype, always=True)
+
+
+class ConvDirect(Solver):
+    """Direct convolution, NHWC x RSCK: register tiles of (1 row, WT columns, FT filters), the filter
+    window and input channels as reduction loops (kh, kw, CT), decomposed to 1-d convolutions and
+    vectorized into FMAs; threads share output rows."""
+    name = "conv_direct"
+    efficiency = 0.9
+
+    def is_applicable(self, p, target):
+        if p.layout != "NHWC":
+            return "needs NHWC activations (prim-select wraps NCHW in transposes)"
+        if p.groups != 1:
+            return f"grouped convolution (groups={p.groups})"
+        return None
+
+    def filter_layout(self):
+        return "RSCK"
+
+    def tunables(self, p):
+        return {"wt": [4, 7, 8, 14], "ft": [16, 32, 64], "ct": [1, 3, 8, 16]}
+
+    def default_params(self, p):
+        ft = 32 if p.k % 32 == 0 else (16 if p.k % 16 == 0 else p.k)
+        wt = next((w for w in (8, 7, 14, 4) if p.ow % w == 0), _largest_divisor(p.ow, 8))
+        ct = next((c for c in (8, 3, 16, 4, 2) if p.c % c == 0), 1)
+        return {"wt": wt, "ft": ft, "ct": ct}
+
+    def build(self, kt, operands, attrs, shape, dtype, params):
+        x, w = operands[0], operands[1]
+        xp = _pad_nhwc(kt, x, attrs)
+        acc = kt.filled(shape, "f32", 0.0)
+        n = kt.fresh("conv")
+        s, d = attrs["strides"], attrs["dilations"]
+        kt.emit(f"{n} = linalg.conv_2d_nhwc_hwcf {{dilations = dense<[{d[0]}, {d[1]}]> : tensor<2xi64>, "
+                f"strides = dense<[{s[0]}, {s[1]}]> : tensor<2xi64>}} ins({xp.name}, {w.name} : {xp.type}, {w.type}) "
+                f"outs({acc.name} : {acc.type}) -> {acc.type}")
+        return _nhwc_epilogue(kt, V(n, shape, "f32"), operands, attrs, dtype)
+
+    def schedule(self, p, params):
+        par = _largest_divisor(p.oh, max(1, p.oh // 2))
+        return schedules.conv_direct(par, 0, params["wt"], params["ft"], params["ct"])
+
+
+class Conv1x1Gemm(Solver):
+    """A 1x1, stride-1, unpadded convolution is a GEMM: [N*H*W, C] x [C, K]."""
+    name = "conv_1x1_gemm"
+    efficiency = 0.9
+
+    def is_applicable(self, p, target):
+        if p.layout != "NHWC":
+            return "needs NHWC activations"
+        if (p.r, p.s) != (1, 1) or tuple(p.strides) != (1, 1) or any(p.padding):
+            return "not a 1x1, stride-1, unpadded convolution"
+        if p.groups != 1:
+            return f"grouped convolution (groups={p.groups})"
+        return None
+
+    def filter_layout(self):
+        return "RSCK"
+
+    def tunables(self, p):
+        return GEMM.tunables(self._gemm(p))
+
+    def default_params(self, p):
+        return GEMM.default_params(self._gemm(p))
+
+    @staticmethod
+    def _gemm(p):
+        return GemmProblem(1, p.n * p.oh * p.ow, p.k, p.c, False, False, p.dtype, p.epilogue)
+
+    def build(self, kt, operands, attrs, shape, dtype, params):
+        x, w = operands[0], operands[1]
+        N, H, W, C = x.shape
+        a = kt.reshape(x, (N * H * W, C))
+        b = kt.reshape(w, (C, shape[3]))
+        acc = _matmul(kt, a, b)
+        return _gemm_epilogue_4d(kt, acc, operands, attrs, shape, dtype)
+
+    def schedule(self, p, params):
+        return GEMM.schedule(self._gemm(p), params)
+
+
+class ConvIm2colGemm(Solver):
+    """im2col + GEMM: copy every filter window into a row of [N*OH*OW, R*S*C], then one GEMM with
+    the [R*S*C, K] filter. Costs an extra buffer of R*S times the input; wins for small C (the stem)."""
+    name = "conv_im2col_gemm"
+    efficiency = 0.8
+
+    def is_applicable(self, p, target):
+        if p.layout != "NHWC":
+            return "needs NHWC activations"
+        if p.groups != 1:
+            return f"grouped convolution (groups={p.groups})"
+        return None
+
+    def filter_layout(self):
+        return "RSCK"
+
+    def cost(self, p, target):
+        col = 4 * p.n * p.oh * p.ow * p.r * p.s * p.c
+        return super().cost(p, target) + 2 * col / (BANDWIDTH_GBS[target] * 1e9)
+
+    @staticmethod
+    def _gemm(p):
+        return GemmProblem(1, p.n * p.oh * p.ow, p.k, p.r * p.s * p.c, False, False, p.dtype, p.epilogue)
+
+    def tunables(self, p):
+        return GEMM.tunables(self._gemm(p))
+
+    def default_params(self, p):
+        return GEMM.default_params(self._gemm(p))
+
+    def build(self, kt, operands, attrs, shape, dtype, params):
+        x, w = operands[0], operands[1]
+        xp = _pad_nhwc(kt, x, attrs)
+        N, OH, OW, K = shape
+        R, S, C, _ = w.shape
+        (sh, sw), (dh, dw) = attrs["strides"], attrs["dilations"]
+        # col[n, oh, ow, r, s, c] = x[n, oh*sh + r*dh, ow*sw + s*dw, c]
+        col = kt.generic([xp], [amap(6, ["d0", f"d1 * {sh} + d3 * {dh}", f"d2 * {sw} + d4 * {dw}", "d5"])],
+                         kt.empty((N, OH, OW, R, S, C), x.dtype), amap(6, [f"d{i}" for i in range(6)]),
+                         ["parallel"] * 6, lambda a, kt: a[0])
+        acc = _matmul(kt, kt.reshape(col, (N * OH * OW, R * S * C)), kt.reshape(w, (R * S * C, K)))
+        return _gemm_epilogue_4d(kt, acc, operands, attrs, shape, dtype)
+
+    def schedule(self, p, params):
+        return GEMM.schedule(self._gemm(p), params)
+
+
+class ConvDepthwise(Solver):
+    """Depthwise (groups = C = K) direct convolution, vectorized along channels (NHWC)."""
+    name = "conv_depthwise"
+    efficiency = 0.3
+
+    def is_applicable(self, p, target):
+        if not p.depthwise:
+            return "not depthwise (needs groups = C = K)"
+        if p.layout != "NHWC":
+            return "needs NHWC activations"
+        return None
+
+    def filter_layout(self):
+        return "RSCK"
+
+    def tunables(self, p):
+        return {"wt": [1, 2, 4, 7, 8], "ct": [8, 16, 32, 64]}
+
+    def default_params(self, p):
+        ct = next((c for c in (32, 16, 8) if p.c % c == 0), p.c)
+        wt = next((w for w in (4, 7, 2) if p.ow % w == 0), 1)
+        return {"wt": wt, "ct": ct}
+
+    def build(self, kt, operands, attrs, shape, dtype, params):
+        x, w = operands[0], operands[1]
+        xp = _pad_nhwc(kt, x, attrs)
+        R, S, _, C = w.shape
+        w3 = kt.reshape(w, (R, S, C))
+        acc = kt.filled(shape, "f32", 0.0)
+        n = kt.fresh("dw")
+        s, d = attrs["strides"], attrs["dilations"]
+        kt.emit(f"{n} = linalg.depthwise_conv_2d_nhwc_hwc {{dilations = dense<[{d[0]}, {d[1]}]> : tensor<2xi64>, "
+                f"strides = dense<[{s[0]}, {s[1]}]> : tensor<2xi64>}} ins({xp.name}, {w3.name} : {xp.type}, {w3.type}) "
+                f"outs({acc.name} : {acc.type}) -> {acc.type}")
+        return _nhwc_epilogue(kt, V(n, shape, "f32"), operands, attrs, dtype)
+
+    def schedule(self, p, params):
+        par = _largest_divisor(p.oh, max(1, p.oh // 2))
+        return schedules.conv_depthwise(par, params["wt"], params["ct"])
+
+
+class ConvReference(Solver):
+    """Any convolution (every layout, groups, dilation): the reference loop nest, tiled to rows and
+    vectorized where the vectorizer can. The fallback when no fast solver applies."""
+    name = "conv_reference"
+    efficiency = 0.02
+
+    def build(self, kt, operands, attrs, shape, dtype, params):
+        return emit_conv2d(kt, "conv2d", operands, attrs, shape, dtype)
+
+
+class Gemm(Solver):
+    """GEMM [M,K] x [K,N] (+ batch): threads over M (or N when M is small), register tiles MT x NT
+    with a K loop of KT, vectorized along N into outer-product FMAs."""
+    name = "gemm"
+    op = "matmul"
+    efficiency = 0.9
+
+    def is_applicable(self, p, target):
+        if p.batched_rhs or p.transpose_rhs:
+            return "needs a 2-d, non-transposed rhs (prim-select transposes constant weights)"
+        return None
+
+    def tunables(self, p):
+        return {"mt": [1, 4, 7, 8, 14, 16], "nt": [16, 32, 64], "kt": [1, 8, 16]}
+
+    def default_params(self, p):
+        nt = 32 if p.n % 32 == 0 else (16 if p.n % 16 == 0 else (8 if p.n % 8 == 0 else 1))
+        mt = next((m for m in (8, 7, 14, 4, 2) if p.m % m == 0), 1)
+        kt = next((k for k in (8, 16, 4, 3, 2) if p.k % k == 0), 1)
+        return {"mt": mt, "nt": nt, "kt": kt}
+
+    def build(self, kt, operands, attrs, shape, dtype, params):
+        a, b, bias, residual = operands
+        m = math.prod(a.shape[:-1])
+        acc = _matmul(kt, kt.reshape(a, (m, a.shape[-1])), b)
+        if residual is not None:
+            residual = kt.reshape(residual, acc.shape)
+        return kt.reshape(epilogue(kt, acc, bias, residual, 1, attrs, dtype, always=True), shape)
+
+    def schedule(self, p, params):
+        if p.m >= 2 * params["mt"]:
+            par = (_largest_divisor(p.m // params["mt"], max(1, p.m // params["mt"] // 2)) * params["mt"], 0)
+        else:
+            par = (0, _largest_divisor(p.n // max(params["nt"], 1), max(1, p.n // max(params["nt"], 1) // 2))
+                   * params["nt"])
+        return schedules.gemm(par, params["mt"], params["nt"], params["kt"])
+
+
+class GemmReference(Solver):
+    """Any matmul (batched, transposed rhs): the reference loop nest, tiled and vectorized like aux ops."""
+    name = "gemm_reference"
+    op = "matmul"
+    efficiency = 0.05
+
+    def build(self, kt, operands, attrs, shape, dtype, params):
+        return emit_matmul(kt, "matmul", operands, attrs, shape, dtype)
+
+
+def _matmul(kt: KernelText, a: V, b: V) -> V:
+    """linalg.matmul into a zeroed f32 accumulator (f16/bf16 inputs are widened by the op)."""
+    acc = kt.filled((a.shape[0], b.shape[1]), "f32", 0.0)
+    n = kt.fresh("mm")
+    kt.emit(f"{n} = linalg.matmul ins({a.name}, {b.name} : {a.type}, {b.type}) outs({acc.name} : {acc.type}) -> {acc.type}")
+    return V(n, acc.shape, "f32")
+
+
+def _gemm_epilogue_4d(kt, acc: V, operands, attrs, shape, dtype):
+    """Epilogue on the [M, K] GEMM result (residual flattened alike), then back to NHWC."""
+    _, _, bias, residual = operands
+    if residual is not None:
+        residual = kt.reshape(residual, acc.shape)
+    out = epilogue(kt, acc, bias, residual, 1, attrs, dtype, always=True)
+    return kt.reshape(out, shape)
+
+
+GEMM = Gemm()
+SOLVERS = {s.name: s for s in (ConvDirect(), Conv1x1Gemm(), ConvIm2colGemm(), ConvDepthwise(), ConvReference(),
+                               GEMM, GemmReference())}
+
+
+def applicable(problem, op: str, target: str) -> list[tuple["Solver", str | None]]:
+    """Every solver for `op` with None (applicable) or the reason it is not."""
+    return [(s, s.is_applicable(problem, target)) for s in SOLVERS.values() if s.op == op]
+
+
+def _epilogue_name(attrs, bias, residual) -> str:
+    parts = (["bias"] if bias is not None else []) + (["residual"] if residual is not None else []) + \
+        ([attrs["activation"]] if attrs["activation"] != "none" else [])
+    return "+".join(parts) or "none"
+
+
+def problem_of(op):
+    """The ConvProblem / GemmProblem of a prim.conv2d / prim.matmul operation."""
+    from openprim import dialect
+    attrs = dialect.op_attrs(op)
+    a, b, bias, residual = dialect.operand_groups(op)
+    dtype = dialect.dtype_name(op.result.type.element_type)
+    epi = _epilogue_name(attrs, bias, residual)
+    out = tuple(op.result.type.shape)
+    if op.name == "prim.matmul":
+        lhs, rhs = tuple(a.type.shape), tuple(b.type.shape)
+        t = bool(attrs["transpose_rhs"])
+        n = rhs[-2] if t else rhs[-1]
+        if len(rhs) == 2:
+            return GemmProblem(1, math.prod(lhs[:-1]), n, lhs[-1], t, False, dtype, epi)
+        return GemmProblem(math.prod(lhs[:-2]), lhs[-2], n, lhs[-1], t, True, dtype, epi)
+    x, w = tuple(a.type.shape), tuple(b.type.shape)
+    nchw = attrs["layout"] == "NCHW"
+    n, c, h, wd = (x[0], x[1], x[2], x[3]) if nchw else (x[0], x[3], x[1], x[2])
+    oh, ow = (out[2], out[3]) if nchw else (out[1], out[2])
+    fl = attrs["filter_layout"]
+    k, r, s = {"KCRS": (w[0], w[2], w[3]), "KRSC": (w[0], w[1], w[2]), "RSCK": (w[3], w[0], w[1])}[fl]
+    return ConvProblem(n, c, h, wd, k, r, s, oh, ow, tuple(attrs["strides"]), tuple(attrs["padding"]),
+                       tuple(attrs["dilations"]), attrs["groups"], attrs["layout"], fl, dtype, epi)
