@@ -13,6 +13,7 @@ from mlir import ir
 from mlir.dialects import irdl
 
 from openprim.errors import OpenPrimError
+from openprim.runtime.dtypes import to_storage
 
 from . import ops as _ops
 from .ops import OPS, ShapeError
@@ -216,8 +217,14 @@ def to_numpy(attr: ir.Attribute) -> np.ndarray:
     """The data of a dense constant; bf16 comes back as its uint16 bit pattern."""
     dense = ir.DenseElementsAttr(attr)
     t = ir.RankedTensorType(dense.type)
-    if isinstance(t.element_type, ir.BF16Type):
+    if isinstance(t.element_type, ir.BF16Type):  # no buffer protocol for bf16: read the printed form
         if dense.is_splat:
-            raise OpenPrimError("bf16 splat constants are not supported; pass the full array")
-        return np.frombuffer(bytes(memoryview(dense)), np.uint16).reshape(t.shape)  # pragma: no cover
+            return to_storage(np.full(t.shape, dense.get_splat_value().value, np.float32), "bf16")
+        text = str(dense)
+        hexdata = re.search(r'dense<"0x([0-9A-Fa-f]*)">', text)
+        if hexdata:
+            return np.frombuffer(bytes.fromhex(hexdata.group(1)), np.uint16).reshape(t.shape).copy()
+        body = text[text.index("<") + 1:text.rindex(">")]
+        values = [float(v) for v in re.findall(r"[-+0-9.eEinfa]+|0x[0-9A-Fa-f]+", body.split(":")[0]) if v not in "+-"]
+        return to_storage(np.array(values, np.float32).reshape(t.shape), "bf16")
     return np.array(dense)

@@ -58,7 +58,7 @@ def lower(source, target: str = "cpu", solver: str = "", pipeline: str | None = 
 def kernels_ir(module: ir.Module) -> ir.Module:
     """The lowered kernels as a standalone LLVM-dialect module."""
     km = kernels_module(module.operation, "cpu", create=False)
-    if km is None or any(op.operation.name != "llvm.func" for op in body(km).operations):
+    if km is None or any(op.operation.name == "func.func" for op in body(km).operations):
         raise OpenPrimError("the module has no lowered kernels: run prim-lower (or prim-pipeline) first")
     return ir.Module.parse(str(km), context=module.context)
 

@@ -38,9 +38,9 @@ CPU_TO_LLVM = (
     "lower-affine",
     "finalize-memref-to-llvm",  # before scf-to-cf: the OpenMP regions' alloca_scope must stay one block
     "convert-scf-to-cf",
-    "convert-vector-to-llvm{enable-x86vector=true}",
     "convert-math-to-llvm",
-    "convert-math-to-libm",
+    "convert-math-to-libm",  # erf etc.: scalar libm calls, so before the vector ops are lowered
+    "convert-vector-to-llvm{enable-x86vector=true}",
     "convert-arith-to-llvm",
     "convert-index-to-llvm",
     "convert-cf-to-llvm",

@@ -98,8 +98,8 @@ def conv_direct(par_oh: int, par_f: int, wt: int, ft: int, ct: int) -> str:
   %c1d = transform.structured.decompose %c2 : ({ANY}) -> {ANY}"""
 
 
-def conv_depthwise(par_oh: int, wt: int, ct: int) -> str:
-    return _fuse_main([0, par_oh, 0, 0], [1, 1, wt, ct]) + f"""
+def conv_depthwise(par: tuple[int, int], wt: int, ct: int) -> str:
+    return _fuse_main([0, par[0], 0, par[1]], [1, 1, wt, ct]) + f"""
   %conv = transform.structured.match ops{{["linalg.depthwise_conv_2d_nhwc_hwc"]}} in %root : ({ANY}) -> {ANY}
   %c2, %rl:2 = transform.structured.tile_using_for %conv tile_sizes [0, 0, 0, 0, 1, 1] : ({ANY}) -> ({ANY}, {ANY}, {ANY})
   %c1d = transform.structured.decompose %c2 : ({ANY}) -> {ANY}"""

@@ -47,10 +47,13 @@ def amap(ndim: int, exprs) -> str:
     return f"affine_map<({dims}) -> ({', '.join(exprs)})>"
 
 
-def flit(v: float) -> str:
-    """An f32 literal that MLIR parses exactly (hex for non-finite)."""
+INF_BITS = {"f32": ("0x7F800000", "0xFF800000"), "f16": ("0x7C00", "0xFC00"), "bf16": ("0x7F80", "0xFF80")}
+
+
+def flit(v: float, dtype: str = "f32") -> str:
+    """A float literal of `dtype` that MLIR parses exactly (hex bits for infinities)."""
     if math.isinf(v):
-        return "0x7F800000" if v > 0 else "0xFF800000"
+        return INF_BITS[dtype][0 if v > 0 else 1]
     return repr(float(np.float32(v)))
 
 
@@ -96,7 +99,7 @@ class KernelText:
     def filled(self, shape, dtype, value: float, role: str | None = None) -> V:
         e = self.empty(shape, dtype)
         c, n = self.fresh("c"), self.fresh("f")
-        self.emit(f"{c} = arith.constant {flit(value)} : {dtype}")
+        self.emit(f"{c} = arith.constant {flit(value, dtype)} : {dtype}")
         self.emit(f"{n} = linalg.fill {{{self.tag(role, shape)}}} ins({c} : {dtype}) outs({e.name} : {e.type}) -> {e.type}")
         return V(n, shape, dtype)
 
@@ -141,16 +144,50 @@ class KernelText:
         return n
 
     def pad(self, x: V, low, high, value: float) -> V:
-        """x inside a `value`-filled tensor. A fill plus insert_slice rather than tensor.pad: the
-        insert_slice stops producer fusion, so a tiled consumer reads a materialized padded input."""
+        """x inside a `value`-filled tensor, copied in rows of the two innermost dims.
+
+        Not tensor.pad: an insert_slice stops producer fusion, so a tiled consumer reads a
+        materialized padded input; and one insert per row keeps the vectorized copy to row-sized
+        vectors rather than one vector as large as the tensor."""
         if not any(low) and not any(high):
             return x
         shape = [d + lo + hi for d, lo, hi in zip(x.shape, low, high)]
         f = self.filled(shape, x.dtype, value)
-        n = self.fresh("p")
-        self.emit(f"{n} = tensor.insert_slice {x.name} into {f.name}[{', '.join(map(str, low))}] "
-                  f"[{', '.join(map(str, x.shape))}] [{', '.join(['1'] * len(shape))}] : {x.type} into {f.type}")
-        return V(n, shape, x.dtype)
+        R = len(shape)
+        outer = max(R - 2, 0)  # loop over all but the last two dims
+        row = [1] * outer + list(x.shape[outer:])
+        row_t = ttype(row, x.dtype)
+        ones = ", ".join(["1"] * R)
+        ivs = [self.fresh("i") for _ in range(outer)]
+        acc = f.name
+        for d, iv in enumerate(ivs):
+            n, arg = self.fresh("pl"), self.fresh("pa")
+            c0, cn, c1 = self.fresh("c"), self.fresh("c"), self.fresh("c")
+            self.emit(f"{c0} = arith.constant 0 : index")
+            self.emit(f"{cn} = arith.constant {x.shape[d]} : index")
+            self.emit(f"{c1} = arith.constant 1 : index")
+            self.emit(f"{n} = scf.for {iv} = {c0} to {cn} step {c1} iter_args({arg} = {acc}) -> ({f.type}) {{")
+            acc = arg
+            ivs[d] = (iv, n)
+        src_off = [iv for iv, _ in ivs] + ["0"] * (R - outer)
+        dst_off = []
+        for d in range(R):
+            if d < outer and low[d]:
+                o = self.fresh("o")
+                self.emit(f"{o} = affine.apply affine_map<(d0) -> (d0 + {low[d]})>({ivs[d][0]})")
+                dst_off.append(o)
+            else:
+                dst_off.append(ivs[d][0] if d < outer else str(low[d]))
+        sl, ins = self.fresh("row"), self.fresh("ins")
+        sizes = ", ".join(map(str, row))
+        self.emit(f"{sl} = tensor.extract_slice {x.name}[{', '.join(src_off)}] [{sizes}] [{ones}] : {x.type} to {row_t}")
+        self.emit(f"{ins} = tensor.insert_slice {sl} into {acc}[{', '.join(dst_off)}] [{sizes}] [{ones}] : {row_t} into {f.type}")
+        result = ins
+        for iv, n in reversed(ivs):
+            self.emit(f"scf.yield {result} : {f.type}")
+            self.emit("}")
+            result = n
+        return V(result, shape, x.dtype)
 
     def reshape(self, x: V, shape) -> V:
         """Any reshape of a contiguous tensor: collapse to 1-d, expand to the target."""
@@ -494,16 +531,21 @@ def _pool(kt, x: V, attrs, shape, init: float, pad_value: float, combine: str):
     low, high = ([0, 0, pt, pl], [0, 0, pb, pr]) if nchw else ([0, pt, pl, 0], [0, pb, pr, 0])
     xp = kt.pad(x, low, high, pad_value)
     win = kt.empty((kh, kw), "f32")
-    ih, iw = f"d2 * {sh} + d4 * {dh}", f"d3 * {sw} + d5 * {dw}"
-    # loops: d0=n d1=c d2=oh d3=ow | d4=r d5=s
-    xmap = ["d0", "d1", ih, iw] if nchw else ["d0", ih, iw, "d1"]
-    omap = ["d0", "d1", "d2", "d3"] if nchw else ["d0", "d2", "d3", "d1"]
+    # Loops with the contiguous dim innermost. NCHW: n c oh r s ow; NHWC: n oh ow r s c.
+    if nchw:
+        ih, iw = f"d2 * {sh} + d3 * {dh}", f"d5 * {sw} + d4 * {dw}"
+        xmap, wmap, omap = ["d0", "d1", ih, iw], ["d3", "d4"], ["d0", "d1", "d2", "d5"]
+        its = ["parallel", "parallel", "parallel", "reduction", "reduction", "parallel"]
+    else:
+        ih, iw = f"d1 * {sh} + d3 * {dh}", f"d2 * {sw} + d4 * {dw}"
+        xmap, wmap, omap = ["d0", ih, iw, "d5"], ["d3", "d4"], ["d0", "d1", "d2", "d5"]
+        its = ["parallel", "parallel", "parallel", "reduction", "reduction", "parallel"]
 
     def body(args, kt):
         return kt.scalar(combine, args[2], kt.to_f32(args[0], x.dtype))
 
-    return kt.generic([xp, win], [amap(6, xmap), amap(6, ["d4", "d5"])], kt.filled(shape, "f32", init),
-                      amap(6, omap), ["parallel"] * 4 + ["reduction"] * 2, body)
+    return kt.generic([xp, win], [amap(6, xmap), amap(6, wmap)], kt.filled(shape, "f32", init),
+                      amap(6, omap), its, body)
 
 
 def emit_max_pool2d(kt, op, operands, attrs, shape, dtype):

@@ -110,6 +110,19 @@ class Solver:
         return None
 
 
+THREADS = 2
+
+
+def _thread_split(rows, cols, row_tile, col_tile):
+    """scf.forall tile sizes (rows, cols) that give the threads equal whole register tiles: split the
+    rows when they divide evenly, else the columns, else one row per iteration."""
+    if rows % (THREADS * row_tile) == 0:
+        return rows // THREADS, 0
+    if cols % (THREADS * col_tile) == 0:
+        return 0, cols // THREADS
+    return row_tile, 0
+
+
 def _largest_divisor(n, limit):
     return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
 
@@ -162,8 +175,8 @@ class ConvDirect(Solver):
         return _nhwc_epilogue(kt, V(n, shape, "f32"), operands, attrs, dtype)
 
     def schedule(self, p, params):
-        par = _largest_divisor(p.oh, max(1, p.oh // 2))
-        return schedules.conv_direct(par, 0, params["wt"], params["ft"], params["ct"])
+        return schedules.conv_direct(*_thread_split(p.oh, p.k, 1, params["ft"]), params["wt"], params["ft"],
+                                     params["ct"])
 
 
 class Conv1x1Gemm(Solver):
@@ -289,8 +302,7 @@ class ConvDepthwise(Solver):
         return _nhwc_epilogue(kt, V(n, shape, "f32"), operands, attrs, dtype)
 
     def schedule(self, p, params):
-        par = _largest_divisor(p.oh, max(1, p.oh // 2))
-        return schedules.conv_depthwise(par, params["wt"], params["ct"])
+        return schedules.conv_depthwise(_thread_split(p.oh, p.c, 1, params["ct"]), params["wt"], params["ct"])
 
 
 class ConvReference(Solver):
@@ -333,12 +345,8 @@ class Gemm(Solver):
         return kt.reshape(epilogue(kt, acc, bias, residual, 1, attrs, dtype, always=True), shape)
 
     def schedule(self, p, params):
-        if p.m >= 2 * params["mt"]:
-            par = (_largest_divisor(p.m // params["mt"], max(1, p.m // params["mt"] // 2)) * params["mt"], 0)
-        else:
-            par = (0, _largest_divisor(p.n // max(params["nt"], 1), max(1, p.n // max(params["nt"], 1) // 2))
-                   * params["nt"])
-        return schedules.gemm(par, params["mt"], params["nt"], params["kt"])
+        return schedules.gemm(_thread_split(p.m, p.n, params["mt"], params["nt"]), params["mt"], params["nt"],
+                              params["kt"])
 
 
 class GemmReference(Solver):

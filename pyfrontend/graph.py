@@ -15,15 +15,17 @@ from openprim.dialect import ops as spec
 from openprim.errors import OpenPrimError
 from openprim.runtime.dtypes import to_storage
 
-_PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_LIBRARY_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
+                      for m in (sys.modules["openprim"], sys.modules["openprim.errors"], spec))
 
 
 def _user_location():
-    """(file, line) of the first stack frame outside openprim: the user's model code."""
+    """(file, line) of the first stack frame outside openprim's own sources: the user's model code."""
     f = sys._getframe(1)
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
     while f is not None:
         fn = os.path.abspath(f.f_code.co_filename)
-        if not fn.startswith(_PKG_DIR) or os.sep + "examples" + os.sep in fn:
+        if not fn.startswith(_LIBRARY_DIRS + (here,)):
             return fn, f.f_lineno
         f = f.f_back
     return "<graph>", 0
