@@ -136,7 +136,10 @@ def where(loc: ir.Location) -> str:
     text = str(loc)
     m = re.search(r'"([^"]*)":(\d+):(\d+)', text)
     if m:
-        return f"{m.group(1)}:{m.group(2)}:{m.group(3)}"
+        name = m.group(1)
+        if name == "-":  # parsed from a string: the name given to parse()
+            name = getattr(loc.context, "_openprim_source", "-")
+        return f"{name}:{m.group(2)}:{m.group(3)}"
     m = re.search(r'loc\("([^"]*)"', text)
     return m.group(1) if m else "<unknown>"
 
@@ -204,6 +207,16 @@ def verify(module: ir.Module | ir.Operation) -> None:
     root.walk(visit)
     for op in prim_ops:
         _check_op(op)
+
+
+def parse(text: str, source: str, ctx: ir.Context) -> ir.Module:
+    """Parse MLIR text; diagnostics name `source` (a file name) as file:line:col."""
+    ctx._openprim_source = source
+    with ctx:
+        try:
+            return ir.Module.parse(text)
+        except ir.MLIRError as e:
+            raise OpenPrimError(format_mlir_error(e)) from None
 
 
 def format_mlir_error(e: ir.MLIRError) -> str:

@@ -13,10 +13,17 @@ from mlir import ir
 from mlir.dialects import linalg
 
 from openprim.errors import OpenPrimError
+from openprim.runtime.cpu import openmp_library
 
 from .kernels import outline
 
 NAME = "prim-lower"
+
+
+def openmp_available() -> bool:
+    """Threaded kernels call the LLVM/Intel OpenMP runtime (__kmpc_*, e.g. PyPI intel-openmp):
+    without it they are compiled single-threaded."""
+    return openmp_library() is not None
 
 BUFFERIZE = (
     "func.func(canonicalize,cse)",
@@ -66,14 +73,14 @@ def copies_to_linalg(op, _pass=None):
 class Options:
     NAME = NAME
     target: str = "cpu"
-    threads: bool = True
+    threads: bool = True      # OpenMP threads over the kernels' scf.forall loops (when the runtime exists)
 
     def entries(self):
         """Pass-manager entries: Python passes on the whole module, upstream pipelines nested in the
         kernels module (a pass may not run its own pass manager on a nested op)."""
         if self.target != "cpu":
             raise OpenPrimError(f"prim-lower: unknown target '{self.target}' (this build supports: cpu)")
-        omp = "convert-scf-to-openmp" if self.threads else "func.func(scf-forall-to-for)"
+        omp = "convert-scf-to-openmp" if self.threads and openmp_available() else "func.func(scf-forall-to-for)"
         nested = lambda steps: "builtin.module(" + ",".join(steps).replace("{omp}", omp) + ")"  # noqa: E731
         i = CPU_TO_LLVM.index("{copies}")
         return [(f"{NAME}-outline", lambda op: outline(op, self.target)),

@@ -11,7 +11,7 @@ class Options:
     NAME = NAME
     target: str = "cpu"
     solver: str = ""          # force one solver for every convolution (else $OPENPRIM_SOLVER, else heuristic)
-    threads: int = 0          # 1: single-threaded kernels; 0: all cores (OpenMP)
+    threads: int = 0          # 1: single-threaded kernels; 0: all cores when an OpenMP runtime is installed
 
     def entries(self):
         from . import prim_fuse, prim_lower, prim_select, prim_tile

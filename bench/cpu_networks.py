@@ -1,0 +1,133 @@
+"""Benchmark: whole networks on the CPU, OpenPrim vs PyTorch eager, measured in the same run.
+
+    pip install torch==2.13.0      # the CPU build (oneDNN)
+    python bench/cpu_networks.py [--repeat 30] [--nets resnet18,mobilenetv2] [--threads 2]
+
+Both run the same random weights at batch 1, 3x224x224, fp32, NCHW. Reports compile time (JIT through
+MLIR's ExecutionEngine and ahead-of-time through llc), the median and best latency of each, their
+ratio, and the largest difference between the two outputs relative to the output's scale.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+
+import mobilenetv2  # noqa: E402
+import resnet  # noqa: E402
+
+import openprim  # noqa: E402
+from openprim import compiler  # noqa: E402
+from openprim.runtime import load  # noqa: E402
+
+
+def torch_resnet(W, x, F, t):
+    def cbn(x, conv, bn, stride, relu=True):
+        w = t(W[conv + ".weight"])
+        y = F.conv2d(x, w, stride=stride, padding=w.shape[-1] // 2)
+        y = F.batch_norm(y, t(W[bn + ".running_mean"]), t(W[bn + ".running_var"]), t(W[bn + ".weight"]),
+                         t(W[bn + ".bias"]), False, 0.0, 1e-5)
+        return F.relu(y) if relu else y
+
+    y = cbn(x, "conv1", "bn1", 2)
+    y = F.max_pool2d(y, 3, 2, 1)
+    for i in range(4):
+        for j in range(2):
+            n = f"layer{i + 1}.{j}"
+            s = 2 if (j == 0 and i > 0) else 1
+            z = cbn(y, n + ".conv1", n + ".bn1", s)
+            z = cbn(z, n + ".conv2", n + ".bn2", 1, relu=False)
+            if n + ".downsample.0.weight" in W:
+                y = cbn(y, n + ".downsample.0", n + ".downsample.1", s, relu=False)
+            y = F.relu(z + y)
+    y = F.adaptive_avg_pool2d(y, 1).flatten(1)
+    return F.linear(y, t(W["fc.weight"]), t(W["fc.bias"]))
+
+
+def torch_mobilenetv2(W, x, F, t):
+    def cbn(x, name, stride=1, groups=1, act=True):
+        w = t(W[name + ".0.weight"])
+        y = F.conv2d(x, w, stride=stride, padding=w.shape[-1] // 2, groups=groups)
+        b = name + ".1"
+        y = F.batch_norm(y, t(W[b + ".running_mean"]), t(W[b + ".running_var"]), t(W[b + ".weight"]),
+                         t(W[b + ".bias"]), False, 0.0, 1e-5)
+        return F.relu6(y) if act else y
+
+    y = cbn(x, "features.0", 2)
+    idx = 1
+    for tt, c, n, s in mobilenetv2.SETTINGS:
+        for j in range(n):
+            name, stride, cin = f"features.{idx}", s if j == 0 else 1, y.shape[1]
+            z, i = y, 0
+            if tt != 1:
+                z = cbn(z, f"{name}.conv.{i}")
+                i += 1
+            z = cbn(z, f"{name}.conv.{i}", stride, groups=cin * tt)
+            z = cbn(z, f"{name}.conv.{i + 1}", act=False)
+            y = z + y if stride == 1 and cin == c else z
+            idx += 1
+    y = cbn(y, f"features.{idx}")
+    y = F.adaptive_avg_pool2d(y, 1).flatten(1)
+    return F.linear(y, t(W["classifier.1.weight"]), t(W["classifier.1.bias"]))
+
+
+NETS = {"resnet18": (resnet.build, torch_resnet), "mobilenetv2": (mobilenetv2.build, torch_mobilenetv2)}
+
+
+def timeit(fn, repeat, warmup=5):
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts)), float(np.min(ts))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeat", type=int, default=30)
+    ap.add_argument("--nets", default="resnet18,mobilenetv2")
+    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    args = ap.parse_args()
+    import torch
+    import torch.nn.functional as F
+    torch.set_num_threads(args.threads)
+    rows = []
+    for name in args.nets.split(","):
+        build, torch_fn = NETS[name]
+        g = build()
+        x = np.random.default_rng(1).standard_normal(g.inputs[0].shape).astype(np.float32)
+        t0 = time.perf_counter()
+        jit = openprim.compile(g)
+        jit_s = time.perf_counter() - t0
+        with tempfile.TemporaryDirectory() as d:
+            info = compiler.save(g, os.path.join(d, name + ".oprim"))
+            aot = load(os.path.join(d, name + ".oprim"))
+        W = {k: torch.tensor(v, dtype=torch.float32) for k, v in g.weights.items()}
+        xt = torch.tensor(x)
+        with torch.inference_mode():
+            ref = torch_fn(W, xt, F, lambda a: a).numpy()
+            torch_t = timeit(lambda: torch_fn(W, xt, F, lambda a: a), args.repeat)
+        y_jit, y_aot = jit(x), aot(x)
+        err = max(np.abs(y_jit - ref).max(), np.abs(y_aot - ref).max()) / np.abs(ref).max()
+        jit_t, aot_t = timeit(lambda: jit(x), args.repeat), timeit(lambda: aot(x), args.repeat)
+        rows.append((name, jit_s, info["seconds"], jit_t, aot_t, torch_t, err))
+    print(f"{'network':12s} {'compile JIT':>11s} {'compile AOT':>11s} {'OpenPrim JIT':>13s} {'OpenPrim AOT':>13s} "
+          f"{'PyTorch':>9s} {'PyTorch/AOT':>11s} {'max rel diff':>12s}")
+    for name, js, as_, jt, at, tt, err in rows:
+        print(f"{name:12s} {js:10.1f}s {as_:10.1f}s {jt[0] * 1e3:10.2f} ms {at[0] * 1e3:10.2f} ms "
+              f"{tt[0] * 1e3:6.2f} ms {tt[0] / at[0]:10.2f}x {err:12.1e}")
+    print(f"(median of {args.repeat} runs, batch 1, 3x224x224, fp32, {args.threads} threads, torch {torch.__version__})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,169 @@
+"""The `openprim` command: compile and run models.
+
+    openprim compile examples/resnet.py -o resnet18.oprim     # ahead of time: one file
+    openprim run resnet18.oprim --input x.npy                  # runtime only (no MLIR needed)
+    openprim run examples/resnet.py                            # JIT: compile in-process, then run
+
+A model file is Python that defines `build(**kwargs)` returning an `openprim.frontend.Graph`
+(`-D name=value` passes keyword arguments, e.g. -D batch=8 -D layout=NHWC).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import sys
+import time
+
+import numpy as np
+
+from openprim.errors import OpenPrimError
+
+
+def _value(text: str):
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+def load_model(path: str, defines: list[str]):
+    """The Graph that the model file's build() returns."""
+    if not os.path.exists(path):
+        raise OpenPrimError(f"{path}: no such file")
+    kwargs = {}
+    for d in defines:
+        key, sep, val = d.partition("=")
+        if not sep:
+            raise OpenPrimError(f"-D expects name=value, got '{d}'")
+        kwargs[key] = _value(val)
+    spec = importlib.util.spec_from_file_location("openprim_model", path)
+    mod = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
+    try:
+        spec.loader.exec_module(mod)
+    except OpenPrimError:
+        raise
+    except Exception as e:  # the user's file: say where it failed, in one line
+        tb = e.__traceback__
+        while tb.tb_next:
+            tb = tb.tb_next
+        raise OpenPrimError(f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}: error: {type(e).__name__}: {e}") from None
+    finally:
+        sys.path.pop(0)
+    if not hasattr(mod, "build"):
+        raise OpenPrimError(f"{path}: defines no build() function returning a Graph")
+    try:
+        return mod.build(**kwargs)
+    except TypeError as e:
+        raise OpenPrimError(f"{path}: build(): {e}") from None
+
+
+def _inputs(exe, paths: list[str], seed: int):
+    """Arrays for the executable's inputs: from .npy files, else seeded normal random data."""
+    specs = [exe.plan["values"][i["value"]] for i in exe.plan["inputs"]]
+    if paths:
+        if len(paths) != len(specs):
+            raise OpenPrimError(f"the model takes {len(specs)} input(s) {exe.input_names}, got {len(paths)} --input")
+        arrays = []
+        for p in paths:
+            try:
+                arrays.append(np.load(p))
+            except (OSError, ValueError) as e:
+                raise OpenPrimError(f"{p}: cannot read as .npy ({e})") from None
+        return arrays
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(s["shape"]).astype(np.float32) for s in specs]
+
+
+def _summary(name: str, y: np.ndarray) -> str:
+    y = np.asarray(y, np.float64)
+    flat = y.reshape(y.shape[0], -1) if y.ndim > 1 else y.reshape(1, -1)
+    top = np.argsort(-flat[0])[:5]
+    return (f"{name}: shape {tuple(y.shape)}  mean {y.mean():+.6f}  std {y.std():.6f}  "
+            f"min {y.min():+.4f}  max {y.max():+.4f}  top-5 of row 0: {top.tolist()}")
+
+
+def _time(exe, args_, repeat: int, warmup: int = 3):
+    for _ in range(warmup):
+        exe(*args_)
+    ts = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        exe(*args_)
+        ts.append(time.perf_counter() - t)
+    return np.median(ts), np.min(ts)
+
+
+def cmd_compile(args) -> int:
+    from openprim import compiler
+    graph = load_model(args.model, args.define)
+    out = args.output or os.path.splitext(os.path.basename(args.model))[0] + ".oprim"
+    info = compiler.save(graph, out, args.target, args.solver)
+    plan = info["plan"]
+    print(f"compiled {args.model} for {args.target} in {info['seconds']:.2f} s -> {out} "
+          f"({info['bytes'] / 2**20:.1f} MiB): {len(plan['steps'])} kernel launches, "
+          f"{len(set(s['kernel'] for s in plan['steps']))} kernels, "
+          f"activations {plan['arena_bytes'] / 2**20:.2f} MiB (unshared {plan['naive_bytes'] / 2**20:.2f} MiB), "
+          f"weights {plan['weights_bytes'] / 2**20:.1f} MiB")
+    return 0
+
+
+def cmd_run(args) -> int:
+    if args.model.endswith(".oprim"):
+        from openprim.runtime import load
+        t0 = time.perf_counter()
+        exe = load(args.model)
+        print(f"loaded {args.model} ({exe.manifest['compiler']}, target {exe.manifest['target']}) "
+              f"in {time.perf_counter() - t0:.2f} s")
+    else:
+        from openprim import compiler
+        graph = load_model(args.model, args.define)
+        t0 = time.perf_counter()
+        exe = compiler.compile(graph, args.target, args.solver)
+        print(f"compiled {args.model} for {args.target} in {time.perf_counter() - t0:.2f} s "
+              f"(passes {exe.compile_seconds['passes']:.2f} s, LLVM {exe.compile_seconds['codegen']:.2f} s), "
+              f"{len(exe.plan['steps'])} kernel launches")
+    inputs = _inputs(exe, args.input, args.seed)
+    outs = exe(*inputs)
+    outs = outs if isinstance(outs, tuple) else (outs,)
+    for i, y in enumerate(outs):
+        print(_summary(f"output {i}", y))
+        if args.output:
+            np.save(args.output if len(outs) == 1 else f"{args.output}.{i}.npy", y)
+    if args.repeat:
+        med, best = _time(exe, inputs, args.repeat)
+        print(f"time: median {med * 1e3:.2f} ms, best {best * 1e3:.2f} ms over {args.repeat} runs")
+    return 0
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="openprim", description="OpenPrim: compile and run deep-learning models")
+    sub = ap.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("compile", help="compile a model ahead of time into one .oprim file")
+    c.add_argument("model", help="a Python model file defining build()")
+    c.add_argument("-o", "--output", help="the .oprim file to write (default: MODEL.oprim)")
+    r = sub.add_parser("run", help="run a model (.py: JIT-compile first; .oprim: runtime only)")
+    r.add_argument("model")
+    r.add_argument("--input", action="append", default=[], help=".npy file per input (default: random)")
+    r.add_argument("-o", "--output", help="save the output to this .npy file")
+    r.add_argument("--repeat", type=int, default=20, help="timed runs (0: none)")
+    r.add_argument("--seed", type=int, default=0)
+    for p in (c, r):
+        p.add_argument("--target", default="cpu")
+        p.add_argument("--solver", default="", help="force a convolution/GEMM solver")
+        p.add_argument("-D", "--define", action="append", default=[], help="build() keyword argument name=value")
+    args = ap.parse_args(argv)
+    try:
+        return cmd_compile(args) if args.command == "compile" else cmd_run(args)
+    except OpenPrimError as e:
+        print(f"openprim: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

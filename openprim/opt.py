@@ -1,0 +1,54 @@
+"""openprim-opt: mlir-opt for the prim dialect and OpenPrim's passes.
+
+    openprim-opt model.mlir -p 'prim-fuse,prim-select'      # or read stdin with '-'
+    openprim-opt model.mlir -p prim-pipeline --print-ir-after-all
+
+Prints the resulting module (generic form where an op has no custom syntax). Errors are one
+`file:line:col: error: ...` line and exit status 1.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from openprim import dialect, passes
+from openprim.errors import OpenPrimError
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="openprim-opt", description=__doc__.splitlines()[0])
+    ap.add_argument("input", nargs="?", default="-", help="a .mlir file, or - for stdin")
+    ap.add_argument("-p", "--pass-pipeline", default="", help="comma-separated passes, e.g. 'prim-fuse,prim-select'")
+    ap.add_argument("-o", "--output", default="-")
+    ap.add_argument("--print-ir-after-all", action="store_true")
+    ap.add_argument("--elide-large-elements", type=int, default=None, metavar="N",
+                    help="print dense constants with more than N elements as __elided__")
+    ap.add_argument("--verify-only", action="store_true", help="only parse and verify")
+    args = ap.parse_args(argv)
+    try:
+        name = "<stdin>" if args.input == "-" else args.input
+        try:
+            text = sys.stdin.read() if args.input == "-" else open(args.input).read()
+        except OSError as e:
+            raise OpenPrimError(f"cannot read '{args.input}': {e.strerror}") from None
+        ctx = dialect.new_context()
+        module = dialect.parse(text, name, ctx)
+        with ctx:
+            if args.verify_only:
+                dialect.verify(module)
+            else:
+                passes.run(module, args.pass_pipeline, args.print_ir_after_all)
+            out = module.operation.get_asm(large_elements_limit=args.elide_large_elements)
+        if args.output == "-":
+            sys.stdout.write(out)
+        else:
+            with open(args.output, "w") as f:
+                f.write(out)
+        return 0
+    except OpenPrimError as e:
+        print(e, file=sys.stderr)
+        return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
