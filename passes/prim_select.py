@@ -146,6 +146,11 @@ class Options:
     solver: str = ""          # force a solver (else $OPENPRIM_SOLVER, else the heuristic)
     layout: str = "NHWC"      # "NHWC": run NCHW ops in NHWC through transposes; "keep": leave layouts
 
+    def __post_init__(self):
+        for name in (self.solver, os.environ.get("OPENPRIM_SOLVER", "")):
+            if name and name not in SOLVERS:
+                raise OpenPrimError(f"unknown solver '{name}'; solvers: {', '.join(SOLVERS)}")
+
     def entries(self):
         return [(NAME, self.run)]
 
