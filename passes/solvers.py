@@ -137,12 +137,8 @@ def _nhwc_epilogue(kt, acc, operands, attrs, dtype):
     return epilogue(kt, acc, bias, residual, 3, attrs, dtype, always=True)
 
 
-class ConvDirect(Solver):
-    """Direct convolution, NHWC x RSCK: register tiles of (1 row, WT columns, FT filters), the filter
-    window and input channels as reduction loops (kh, kw, CT), decomposed to 1-d convolutions and
-    vectorized into FMAs; threads share output rows."""
-    name = "conv_direct"
-    efficiency = 0.9
+class DenseNhwcSolver(Solver):
+    """Base of the solvers for ungrouped NHWC convolutions with RSCK filters."""
 
     def is_applicable(self, p, target):
         if p.layout != "NHWC":
@@ -153,6 +149,14 @@ class ConvDirect(Solver):
 
     def filter_layout(self):
         return "RSCK"
+
+
+class ConvDirect(DenseNhwcSolver):
+    """Direct convolution, NHWC x RSCK: register tiles of (1 row, WT columns, FT filters), the filter
+    window and input channels as reduction loops (kh, kw, CT), decomposed to 1-d convolutions and
+    vectorized into FMAs; threads share output rows."""
+    name = "conv_direct"
+    efficiency = 0.9
 
     def tunables(self, p):
         return {"wt": [4, 7, 8, 14], "ft": [16, 32, 64], "ct": [1, 3, 8, 16]}
@@ -166,7 +170,7 @@ class ConvDirect(Solver):
     def build(self, kt, operands, attrs, shape, dtype, params):
         x, w = operands[0], operands[1]
         xp = _pad_nhwc(kt, x, attrs)
-        acc = kt.filled(shape, "f32", 0.0)
+        acc = kt.filled(shape, "f32", 0.0, role="acc")
         n = kt.fresh("conv")
         s, d = attrs["strides"], attrs["dilations"]
         kt.emit(f"{n} = linalg.conv_2d_nhwc_hwcf {{dilations = dense<[{d[0]}, {d[1]}]> : tensor<2xi64>, "
@@ -179,74 +183,54 @@ class ConvDirect(Solver):
                                      params["ct"])
 
 
-class Conv1x1Gemm(Solver):
-    """A 1x1, stride-1, unpadded convolution is a GEMM: [N*H*W, C] x [C, K]."""
-    name = "conv_1x1_gemm"
-    efficiency = 0.9
+class GemmBackedSolver(DenseNhwcSolver):
+    """A convolution computed as one GEMM (self.gemm_problem): the GEMM solver's parameters and schedule."""
 
-    def is_applicable(self, p, target):
-        if p.layout != "NHWC":
-            return "needs NHWC activations"
-        if (p.r, p.s) != (1, 1) or tuple(p.strides) != (1, 1) or any(p.padding):
-            return "not a 1x1, stride-1, unpadded convolution"
-        if p.groups != 1:
-            return f"grouped convolution (groups={p.groups})"
-        return None
-
-    def filter_layout(self):
-        return "RSCK"
+    def gemm_problem(self, p) -> "GemmProblem":
+        raise NotImplementedError
 
     def tunables(self, p):
-        return GEMM.tunables(self._gemm(p))
+        return GEMM.tunables(self.gemm_problem(p))
 
     def default_params(self, p):
-        return GEMM.default_params(self._gemm(p))
+        return GEMM.default_params(self.gemm_problem(p))
 
-    @staticmethod
-    def _gemm(p):
+    def schedule(self, p, params):
+        return GEMM.schedule(self.gemm_problem(p), params)
+
+
+class Conv1x1Gemm(GemmBackedSolver):
+    """A 1x1, stride-1, unpadded convolution is a GEMM: [N*H*W, C] x [C, K]."""
+    name = "conv_1x1_gemm"
+    efficiency = 0.95
+
+    def is_applicable(self, p, target):
+        if (p.r, p.s) != (1, 1) or tuple(p.strides) != (1, 1) or any(p.padding):
+            return "not a 1x1, stride-1, unpadded convolution"
+        return super().is_applicable(p, target)
+
+    def gemm_problem(self, p):
         return GemmProblem(1, p.n * p.oh * p.ow, p.k, p.c, False, False, p.dtype, p.epilogue)
 
     def build(self, kt, operands, attrs, shape, dtype, params):
         x, w = operands[0], operands[1]
         N, H, W, C = x.shape
-        a = kt.reshape(x, (N * H * W, C))
-        b = kt.reshape(w, (C, shape[3]))
-        acc = _matmul(kt, a, b)
+        acc = _matmul(kt, kt.reshape(x, (N * H * W, C)), kt.reshape(w, (C, shape[3])))
         return _gemm_epilogue_4d(kt, acc, operands, attrs, shape, dtype)
 
-    def schedule(self, p, params):
-        return GEMM.schedule(self._gemm(p), params)
 
-
-class ConvIm2colGemm(Solver):
+class ConvIm2colGemm(GemmBackedSolver):
     """im2col + GEMM: copy every filter window into a row of [N*OH*OW, R*S*C], then one GEMM with
     the [R*S*C, K] filter. Costs an extra buffer of R*S times the input; wins for small C (the stem)."""
     name = "conv_im2col_gemm"
     efficiency = 0.8
 
-    def is_applicable(self, p, target):
-        if p.layout != "NHWC":
-            return "needs NHWC activations"
-        if p.groups != 1:
-            return f"grouped convolution (groups={p.groups})"
-        return None
-
-    def filter_layout(self):
-        return "RSCK"
-
     def cost(self, p, target):
         col = 4 * p.n * p.oh * p.ow * p.r * p.s * p.c
         return super().cost(p, target) + 2 * col / (BANDWIDTH_GBS[target] * 1e9)
 
-    @staticmethod
-    def _gemm(p):
+    def gemm_problem(self, p):
         return GemmProblem(1, p.n * p.oh * p.ow, p.k, p.r * p.s * p.c, False, False, p.dtype, p.epilogue)
-
-    def tunables(self, p):
-        return GEMM.tunables(self._gemm(p))
-
-    def default_params(self, p):
-        return GEMM.default_params(self._gemm(p))
 
     def build(self, kt, operands, attrs, shape, dtype, params):
         x, w = operands[0], operands[1]
@@ -260,9 +244,6 @@ class ConvIm2colGemm(Solver):
                          ["parallel"] * 6, lambda a, kt: a[0])
         acc = _matmul(kt, kt.reshape(col, (N * OH * OW, R * S * C)), kt.reshape(w, (R * S * C, K)))
         return _gemm_epilogue_4d(kt, acc, operands, attrs, shape, dtype)
-
-    def schedule(self, p, params):
-        return GEMM.schedule(self._gemm(p), params)
 
 
 class ConvDepthwise(Solver):
@@ -293,7 +274,7 @@ class ConvDepthwise(Solver):
         xp = _pad_nhwc(kt, x, attrs)
         R, S, _, C = w.shape
         w3 = kt.reshape(w, (R, S, C))
-        acc = kt.filled(shape, "f32", 0.0)
+        acc = kt.filled(shape, "f32", 0.0, role="acc")
         n = kt.fresh("dw")
         s, d = attrs["strides"], attrs["dilations"]
         kt.emit(f"{n} = linalg.depthwise_conv_2d_nhwc_hwc {{dilations = dense<[{d[0]}, {d[1]}]> : tensor<2xi64>, "
@@ -361,7 +342,7 @@ class GemmReference(Solver):
 
 def _matmul(kt: KernelText, a: V, b: V) -> V:
     """linalg.matmul into a zeroed f32 accumulator (f16/bf16 inputs are widened by the op)."""
-    acc = kt.filled((a.shape[0], b.shape[1]), "f32", 0.0)
+    acc = kt.filled((a.shape[0], b.shape[1]), "f32", 0.0, role="acc")
     n = kt.fresh("mm")
     kt.emit(f"{n} = linalg.matmul ins({a.name}, {b.name} : {a.type}, {b.type}) outs({acc.name} : {acc.type}) -> {acc.type}")
     return V(n, acc.shape, "f32")
