@@ -520,8 +520,10 @@ def _pool_geometry(x: V, attrs, shape):
     return nchw, H, W, OH, OW
 
 
-def _pool(kt, x: V, attrs, shape, init: float, pad_value: float, combine: str):
-    """Window reduction with `combine` over a padded input (padding grown to cover ceil_mode windows)."""
+def _pool(kt, x: V, attrs, shape, pad_value: float, combine: str, dtype: str, scale: V | None = None) -> V:
+    """A window reduction as ONE elementwise generic over the kh*kw strided views of the padded input
+    (view (r, s) holds the window element (r, s) of every output position), combined with `combine`
+    and optionally multiplied by `scale[oh, ow]`. Padding grows to cover ceil_mode's last windows."""
     nchw, H, W, OH, OW = _pool_geometry(x, attrs, shape)
     (kh, kw), (sh, sw) = attrs["kernel"], attrs["strides"]
     dh, dw = attrs.get("dilations", (1, 1))
@@ -530,27 +532,34 @@ def _pool(kt, x: V, attrs, shape, init: float, pad_value: float, combine: str):
     pr = max(pr, (OW - 1) * sw + dw * (kw - 1) + 1 - W - pl)
     low, high = ([0, 0, pt, pl], [0, 0, pb, pr]) if nchw else ([0, pt, pl, 0], [0, pb, pr, 0])
     xp = kt.pad(x, low, high, pad_value)
-    win = kt.empty((kh, kw), "f32")
-    # Loops with the contiguous dim innermost. NCHW: n c oh r s ow; NHWC: n oh ow r s c.
-    if nchw:
-        ih, iw = f"d2 * {sh} + d3 * {dh}", f"d5 * {sw} + d4 * {dw}"
-        xmap, wmap, omap = ["d0", "d1", ih, iw], ["d3", "d4"], ["d0", "d1", "d2", "d5"]
-        its = ["parallel", "parallel", "parallel", "reduction", "reduction", "parallel"]
-    else:
-        ih, iw = f"d1 * {sh} + d3 * {dh}", f"d2 * {sw} + d4 * {dw}"
-        xmap, wmap, omap = ["d0", ih, iw, "d5"], ["d3", "d4"], ["d0", "d1", "d2", "d5"]
-        its = ["parallel", "parallel", "parallel", "reduction", "reduction", "parallel"]
+    views = []
+    for r in range(kh):
+        for c in range(kw):
+            off = [0, 0, r * dh, c * dw] if nchw else [0, r * dh, c * dw, 0]
+            strides = [1, 1, sh, sw] if nchw else [1, sh, sw, 1]
+            n = kt.fresh("win")
+            kt.emit(f"{n} = tensor.extract_slice {xp.name}[{', '.join(map(str, off))}] [{', '.join(map(str, shape))}] "
+                    f"[{', '.join(map(str, strides))}] : {xp.type} to {ttype(shape, x.dtype)}")
+            views.append(V(n, shape, x.dtype))
+    ident = amap(4, ["d0", "d1", "d2", "d3"])
+    ins, maps = list(views), [ident] * len(views)
+    if scale is not None:
+        ins.append(scale)
+        maps.append(amap(4, ["d2", "d3"] if nchw else ["d1", "d2"]))
 
     def body(args, kt):
-        return kt.scalar(combine, args[2], kt.to_f32(args[0], x.dtype))
+        acc = kt.to_f32(args[0], x.dtype)
+        for a in args[1:len(views)]:
+            acc = kt.scalar(combine, acc, kt.to_f32(a, x.dtype))
+        if scale is not None:
+            acc = kt.scalar("arith.mulf", acc, args[len(views)])
+        return kt.from_f32(acc, dtype)
 
-    return kt.generic([xp, win], [amap(6, xmap), amap(6, wmap)], kt.filled(shape, "f32", init),
-                      amap(6, omap), its, body)
+    return kt.generic(ins, maps, kt.empty(shape, dtype), ident, ["parallel"] * 4, body)
 
 
 def emit_max_pool2d(kt, op, operands, attrs, shape, dtype):
-    acc = _pool(kt, operands[0], attrs, shape, -math.inf, -math.inf, "arith.maximumf")
-    return elementwise(kt, [acc], shape, dtype, lambda kt, xs: xs[0])
+    return _pool(kt, operands[0], attrs, shape, -math.inf, "arith.maximumf", dtype)
 
 
 def avg_pool_divisors(H, W, OH, OW, attrs) -> np.ndarray:
@@ -575,15 +584,8 @@ def avg_pool_divisors(H, W, OH, OW, attrs) -> np.ndarray:
 def emit_avg_pool2d(kt, op, operands, attrs, shape, dtype):
     x = operands[0]
     nchw, H, W, OH, OW = _pool_geometry(x, attrs, shape)
-    acc = _pool(kt, x, attrs, shape, 0.0, 0.0, "arith.addf")
     inv = kt.constant_tensor((1.0 / avg_pool_divisors(H, W, OH, OW, attrs)).astype(np.float32))
-    dmap = amap(4, ["d2", "d3"] if nchw else ["d1", "d2"])
-    ident = amap(4, ["d0", "d1", "d2", "d3"])
-
-    def body(args, kt):
-        return kt.from_f32(kt.scalar("arith.mulf", args[0], args[1]), dtype)
-
-    return kt.generic([acc, inv], [ident, dmap], kt.empty(shape, dtype), ident, ["parallel"] * 4, body)
+    return _pool(kt, x, attrs, shape, 0.0, "arith.addf", dtype, scale=inv)
 
 
 def emit_global_avg_pool(kt, op, operands, attrs, shape, dtype):
