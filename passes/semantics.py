@@ -20,7 +20,7 @@ import numpy as np
 
 from openprim.dialect.ops import window_out
 
-MLIR_DTYPE = {"f32": "f32", "f16": "f16", "bf16": "bf16"}
+PAD_BLOCK = 1024  # elements copied per insert_slice when padding (one vector of at most 64 registers)
 
 
 def ttype(shape, dtype) -> str:
@@ -144,46 +144,48 @@ class KernelText:
         return n
 
     def pad(self, x: V, low, high, value: float) -> V:
-        """x inside a `value`-filled tensor, copied in rows of the two innermost dims.
+        """x inside a `value`-filled tensor, copied in blocks of the trailing dims (at most PAD_BLOCK
+        elements each, so that the vectorized copy stays a few registers wide).
 
         Not tensor.pad: an insert_slice stops producer fusion, so a tiled consumer reads a
-        materialized padded input; and one insert per row keeps the vectorized copy to row-sized
-        vectors rather than one vector as large as the tensor."""
+        materialized padded input."""
         if not any(low) and not any(high):
             return x
+        R = len(x.shape)
         shape = [d + lo + hi for d, lo, hi in zip(x.shape, low, high)]
         f = self.filled(shape, x.dtype, value)
-        R = len(shape)
-        outer = max(R - 2, 0)  # loop over all but the last two dims
-        row = [1] * outer + list(x.shape[outer:])
-        row_t = ttype(row, x.dtype)
+        k = next(k for k in range(R) if math.prod(x.shape[k:]) <= PAD_BLOCK or k == R - 1)
+        block = [1] * k + list(x.shape[k:])
         ones = ", ".join(["1"] * R)
-        ivs = [self.fresh("i") for _ in range(outer)]
+        loops = []
         acc = f.name
-        for d, iv in enumerate(ivs):
-            n, arg = self.fresh("pl"), self.fresh("pa")
+        for d in range(k):
+            n, arg, iv = self.fresh("pl"), self.fresh("pa"), self.fresh("i")
             c0, cn, c1 = self.fresh("c"), self.fresh("c"), self.fresh("c")
             self.emit(f"{c0} = arith.constant 0 : index")
             self.emit(f"{cn} = arith.constant {x.shape[d]} : index")
             self.emit(f"{c1} = arith.constant 1 : index")
             self.emit(f"{n} = scf.for {iv} = {c0} to {cn} step {c1} iter_args({arg} = {acc}) -> ({f.type}) {{")
+            loops.append((iv, n))
             acc = arg
-            ivs[d] = (iv, n)
-        src_off = [iv for iv, _ in ivs] + ["0"] * (R - outer)
         dst_off = []
-        for d in range(R):
-            if d < outer and low[d]:
+        for d, (iv, _) in enumerate(loops):
+            if low[d]:
                 o = self.fresh("o")
-                self.emit(f"{o} = affine.apply affine_map<(d0) -> (d0 + {low[d]})>({ivs[d][0]})")
+                self.emit(f"{o} = affine.apply affine_map<(d0) -> (d0 + {low[d]})>({iv})")
                 dst_off.append(o)
             else:
-                dst_off.append(ivs[d][0] if d < outer else str(low[d]))
-        sl, ins = self.fresh("row"), self.fresh("ins")
-        sizes = ", ".join(map(str, row))
-        self.emit(f"{sl} = tensor.extract_slice {x.name}[{', '.join(src_off)}] [{sizes}] [{ones}] : {x.type} to {row_t}")
-        self.emit(f"{ins} = tensor.insert_slice {sl} into {acc}[{', '.join(dst_off)}] [{sizes}] [{ones}] : {row_t} into {f.type}")
+                dst_off.append(iv)
+        dst_off += [str(low[d]) for d in range(k, R)]
+        sl, ins = self.fresh("blk"), self.fresh("ins")
+        sizes = ", ".join(map(str, block))
+        blk_t = ttype(block, x.dtype)
+        self.emit(f"{sl} = tensor.extract_slice {x.name}[{', '.join([iv for iv, _ in loops] + ['0'] * (R - k))}] "
+                  f"[{sizes}] [{ones}] : {x.type} to {blk_t}")
+        self.emit(f"{ins} = tensor.insert_slice {sl} into {acc}[{', '.join(dst_off)}] [{sizes}] [{ones}] : "
+                  f"{blk_t} into {f.type}")
         result = ins
-        for iv, n in reversed(ivs):
+        for iv, n in reversed(loops):
             self.emit(f"scf.yield {result} : {f.type}")
             self.emit("}")
             result = n

@@ -80,7 +80,9 @@ class GemmProblem:
 
 
 def roofline(flops, nbytes, target, efficiency=1.0):
-    return max(flops / (PEAK_GFLOPS[target] * 1e9 * efficiency), nbytes / (BANDWIDTH_GBS[target] * 1e9))
+    """Compute time at the solver's efficiency plus memory time: additive, so that a more efficient
+    solver wins even where both are memory-bound."""
+    return flops / (PEAK_GFLOPS[target] * 1e9 * efficiency) + nbytes / (BANDWIDTH_GBS[target] * 1e9)
 
 
 class Solver:
@@ -312,8 +314,11 @@ class Gemm(Solver):
         return {"mt": [1, 4, 7, 8, 14, 16], "nt": [16, 32, 64], "kt": [1, 8, 16]}
 
     def default_params(self, p):
-        nt = 32 if p.n % 32 == 0 else (16 if p.n % 16 == 0 else (8 if p.n % 8 == 0 else 1))
         mt = next((m for m in (8, 7, 14, 4, 2) if p.m % m == 0), 1)
+        widths = (32, 64, 16, 48, 40, 24, 8)
+        # one row of work (a GEMV): a width that also splits the columns between the threads
+        nt = next((v for v in widths if mt == 1 and p.n % (THREADS * v) == 0), None) or \
+            next((v for v in widths if p.n % v == 0), _largest_divisor(p.n, 64))
         kt = next((k for k in (8, 16, 4, 3, 2) if p.k % k == 0), 1)
         return {"mt": mt, "nt": nt, "kt": kt}
 
