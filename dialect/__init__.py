@@ -176,7 +176,7 @@ def _check_op(op) -> None:
         return
     if name == "reshape":
         if _ops.numel(shape_of(values[0])) != _ops.numel(want_shape):
-            raise op_error(op, f"cannot reshape {_ops._fmt(shape_of(values[0]))} to {_ops._fmt(want_shape)}: "
+            raise op_error(op, f"cannot reshape {_ops.fmt_shape(shape_of(values[0]))} to {_ops.fmt_shape(want_shape)}: "
                                "element counts differ")
         return
     shapes = [None if v is None else shape_of(v) for v in groups]
@@ -185,8 +185,8 @@ def _check_op(op) -> None:
     except ShapeError as e:
         raise op_error(op, str(e)) from None
     if tuple(inferred) != want_shape:
-        raise op_error(op, f"result shape {_ops._fmt(want_shape)} does not match the inferred "
-                           f"{_ops._fmt(inferred)}")
+        raise op_error(op, f"result shape {_ops.fmt_shape(want_shape)} does not match the inferred "
+                           f"{_ops.fmt_shape(inferred)}")
 
 
 def verify(module: ir.Module | ir.Operation) -> None:

@@ -75,7 +75,7 @@ def _need(cond, msg):
         raise ShapeError(msg)
 
 
-def _fmt(shape):
+def fmt_shape(shape):
     return "x".join(map(str, shape)) if shape else "scalar"
 
 
@@ -85,7 +85,7 @@ def broadcast(a, b):
     for i in range(max(len(a), len(b))):
         x = a[len(a) - 1 - i] if i < len(a) else 1
         y = b[len(b) - 1 - i] if i < len(b) else 1
-        _need(x == y or x == 1 or y == 1, f"shapes {_fmt(a)} and {_fmt(b)} do not broadcast")
+        _need(x == y or x == 1 or y == 1, f"shapes {fmt_shape(a)} and {fmt_shape(b)} do not broadcast")
         out.append(max(x, y))
     return tuple(reversed(out))
 
@@ -101,7 +101,7 @@ def _pair(attrs, key, n, positive=True):
 def _layout(attrs, rank4):
     lay = attrs["layout"]
     _need(lay in LAYOUTS, f"layout must be one of {LAYOUTS}, got '{lay}'")
-    _need(len(rank4) == 4, f"expects a 4-d {lay} input, got {_fmt(rank4)}")
+    _need(len(rank4) == 4, f"expects a 4-d {lay} input, got {fmt_shape(rank4)}")
     n, c, h, w = (rank4[0], rank4[1], rank4[2], rank4[3]) if lay == "NCHW" else \
         (rank4[0], rank4[3], rank4[1], rank4[2])
     return n, c, h, w
@@ -133,7 +133,7 @@ def _conv2d(shapes, attrs):
     n, c, h, wd = _layout(attrs, x)
     fl = attrs["filter_layout"]
     _need(fl in FILTER_LAYOUTS, f"filter_layout must be one of {FILTER_LAYOUTS}, got '{fl}'")
-    _need(len(w) == 4, f"expects a 4-d {fl} filter, got {_fmt(w)}")
+    _need(len(w) == 4, f"expects a 4-d {fl} filter, got {fmt_shape(w)}")
     k, cg, r, s = {"KCRS": (w[0], w[1], w[2], w[3]), "KRSC": (w[0], w[3], w[1], w[2]),
                    "RSCK": (w[3], w[2], w[0], w[1])}[fl]
     g = attrs["groups"]
@@ -151,19 +151,19 @@ def _conv2d(shapes, attrs):
 
 def _epilogue(bias, residual, attrs, out, channels):
     _check_activation(attrs)
-    _need(bias is None or tuple(bias) == (channels,), f"bias must have shape {channels}, got {_fmt(bias or ())}")
+    _need(bias is None or tuple(bias) == (channels,), f"bias must have shape {channels}, got {fmt_shape(bias or ())}")
     _need(residual is None or tuple(residual) == tuple(out),
-          f"residual must have the output shape {_fmt(out)}, got {_fmt(residual or ())}")
+          f"residual must have the output shape {fmt_shape(out)}, got {fmt_shape(residual or ())}")
 
 
 def _matmul(shapes, attrs):
     a, b = shapes[0], shapes[1]
-    _need(len(a) >= 2 and len(b) >= 2, f"operands must have rank >= 2, got {_fmt(a)} and {_fmt(b)}")
+    _need(len(a) >= 2 and len(b) >= 2, f"operands must have rank >= 2, got {fmt_shape(a)} and {fmt_shape(b)}")
     kb, nb = (b[-1], b[-2]) if attrs["transpose_rhs"] else (b[-2], b[-1])
-    _need(a[-1] == kb, f"contraction sizes differ: {_fmt(a)} @ {_fmt(b)}"
+    _need(a[-1] == kb, f"contraction sizes differ: {fmt_shape(a)} @ {fmt_shape(b)}"
           + (" (rhs transposed)" if attrs["transpose_rhs"] else ""))
     _need(len(b) == 2 or tuple(b[:-2]) == tuple(a[:-2]),
-          f"batched rhs {_fmt(b)} must have the batch dims of lhs {_fmt(a)}")
+          f"batched rhs {fmt_shape(b)} must have the batch dims of lhs {fmt_shape(a)}")
     out = tuple(a[:-1]) + (nb,)
     _epilogue(shapes[2], shapes[3], attrs, out, nb)
     return out
@@ -171,7 +171,7 @@ def _matmul(shapes, attrs):
 
 def _channel_vec(shapes, c, names):
     for shp, nm in zip(shapes, names):
-        _need(tuple(shp) == (c,), f"{nm} must have shape {c}, got {_fmt(shp)}")
+        _need(tuple(shp) == (c,), f"{nm} must have shape {c}, got {fmt_shape(shp)}")
 
 
 def _batch_norm(shapes, attrs):
@@ -183,9 +183,9 @@ def _batch_norm(shapes, attrs):
 
 def _layer_norm(shapes, attrs):
     x, k = shapes[0], attrs["normalized_ndim"]
-    _need(1 <= k <= len(x), f"normalized_ndim={k} must be in [1, {len(x)}] for input {_fmt(x)}")
+    _need(1 <= k <= len(x), f"normalized_ndim={k} must be in [1, {len(x)}] for input {fmt_shape(x)}")
     for shp in filter(None, shapes[1:]):
-        _need(tuple(shp) == tuple(x[-k:]), f"scale/shift must have shape {_fmt(x[-k:])}, got {_fmt(shp)}")
+        _need(tuple(shp) == tuple(x[-k:]), f"scale/shift must have shape {fmt_shape(x[-k:])}, got {fmt_shape(shp)}")
     return tuple(x)
 
 
@@ -226,7 +226,7 @@ def _concat(shapes, attrs):
     ax = _axis(attrs, len(shapes[0]))
     for shp in shapes[1:]:
         _need(len(shp) == len(shapes[0]) and all(a == b for i, (a, b) in enumerate(zip(shp, shapes[0])) if i != ax),
-              f"inputs {', '.join(_fmt(s) for s in shapes)} differ outside axis {ax}")
+              f"inputs {', '.join(fmt_shape(s) for s in shapes)} differ outside axis {ax}")
     out = list(shapes[0])
     out[ax] = sum(s[ax] for s in shapes)
     return tuple(out)

@@ -95,16 +95,20 @@ def kernel_text(name: str, ops: list, inputs: list, result: ir.Value) -> tuple[s
 
 
 def kernel_units(module):
-    """(graph op to replace, prim ops of the kernel, kernel inputs, callee values map) per kernel, in order."""
+    """Per kernel, in program order: (graph op to replace, the kernel's prim ops, its input values, its
+    result value, the prim-fuse'd function it came from or None). A generator: each unit is read after
+    the previous one was rewritten."""
     syms = _symbols(module)
     for fn in graph_functions(module):
         for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
             if op.name.startswith("prim.") and op.name not in NOT_KERNELS:
-                yield op, [op], [v for v in dialect.operand_groups(op) if v is not None]
+                yield op, [op], [v for v in dialect.operand_groups(op) if v is not None], op.result, None
             elif op.name == "func.call":
                 callee = syms[ir.FlatSymbolRefAttr(op.attributes["callee"]).value]
-                if "prim.fused" in callee.attributes:
-                    yield op, callee, list(op.operands)
+                if "prim.fused" in callee.attributes:  # its body ops, its arguments as the kernel inputs
+                    blk = callee.regions[0].blocks[0]
+                    ops = [o.operation for o in blk.operations]
+                    yield op, ops[:-1], list(blk.arguments), ops[-1].operands[0], callee
 
 
 def outline(module: ir.Operation, target: str, schedule=None) -> None:
@@ -118,15 +122,9 @@ def outline(module: ir.Operation, target: str, schedule=None) -> None:
     fused_used = {}
     count = len(km.regions[0].blocks[0].operations)
     with ctx, ir.Location.unknown():
-        for anchor, unit, inputs in kernel_units(module):  # lazily: inputs read after earlier rewrites
-            if isinstance(unit, list):
-                ops, result = unit, anchor.result
-            else:  # a prim-fuse'd function: its body ops, with its arguments as the kernel inputs
-                fused_used[ir.StringAttr(unit.attributes['sym_name']).value] = unit
-                blk = unit.regions[0].blocks[0]
-                ops = [o.operation for o in blk.operations if o.operation.name != "func.return"]
-                inputs = list(blk.arguments)
-                result = list(blk.operations)[-1].operands[0]
+        for anchor, ops, inputs, result, fused in kernel_units(module):
+            if fused is not None:
+                fused_used[ir.StringAttr(fused.attributes["sym_name"]).value] = fused
             kind = ops[0].name[5:] if len(ops) == 1 else "fused_elementwise"
             solver = ir.StringAttr(ops[0].attributes["prim.solver"]).value if "prim.solver" in ops[0].attributes else ""
             key_text, kt = kernel_text("KERNEL", ops, inputs, result)

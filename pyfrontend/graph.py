@@ -226,7 +226,7 @@ class Graph:
         if spec.numel(shape) != spec.numel(x.shape):
             loc = _user_location()
             raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: prim.reshape: cannot reshape "
-                                f"{spec._fmt(x.shape)} to {spec._fmt(shape)}")
+                                f"{spec.fmt_shape(x.shape)} to {spec.fmt_shape(shape)}")
         return self._emit("reshape", [x], {}, shape=tuple(shape))
 
     def flatten(self, x, start_dim=1):
