@@ -8,7 +8,7 @@
    The choice is written on the op: prim.solver, prim.params (the heuristic's tunables) and
    prim.problem (the readable problem descriptor that a tuning database will key on).
 3. Constant weights are re-laid out once, at compile time, into the layout the solver reads
-   (RSCK filters, [K, N] GEMM operands).
+   (RSCK filters, [K, N] GEMM operands; a non-constant operand gets a transpose kernel).
 """
 from __future__ import annotations
 
@@ -126,11 +126,18 @@ def _relayout_weights(op: ir.Operation, solver) -> ir.Operation:
         with ir.InsertionPoint(op), op.location:
             operands[1] = _transpose(operands[1], FILTER_PERM[(have, want)], op.location)
             return _swap(op, _rebuild(op, operands, {"filter_layout": want}, op.location))
-    if solver.name == "gemm" and attrs["transpose_rhs"]:
-        with ir.InsertionPoint(op), op.location:
-            operands[1] = _transpose(operands[1], [1, 0], op.location)
-            return _swap(op, _rebuild(op, operands, {"transpose_rhs": 0}, op.location))
     return op
+
+
+def _untranspose_rhs(op: ir.Operation) -> ir.Operation:
+    """matmul with a transposed 2-d rhs ([N, K], like linear's weight) -> the rhs as [K, N], which the
+    GEMM solver reads row by row; a constant is transposed now, anything else by a transpose kernel."""
+    operands = dialect.operand_groups(op)
+    if op.name != "prim.matmul" or not dialect.op_attrs(op)["transpose_rhs"] or len(operands[1].type.shape) != 2:
+        return op
+    with ir.InsertionPoint(op), op.location:
+        operands[1] = _transpose(operands[1], [1, 0], op.location)
+        return _swap(op, _rebuild(op, operands, {"transpose_rhs": 0}, op.location))
 
 
 def _swap(old: ir.Operation, new: ir.Operation) -> ir.Operation:
@@ -168,6 +175,7 @@ class Options:
                 for op in ops():
                     if op.name not in ("prim.conv2d", "prim.matmul") or "prim.solver" in op.attributes:
                         continue
+                    op = _untranspose_rhs(op)
                     solver, _, _ = select_solver(op, self.target, self.solver)
                     op = _relayout_weights(op, solver)
                     solver, params, problem = select_solver(op, self.target, self.solver)
