@@ -3,7 +3,6 @@
 Inverted residual blocks: 1x1 expand + ReLU6, 3x3 depthwise + ReLU6, 1x1 project, residual add when
 the shape is kept. Batch norms are folded into the convolutions by prim-fuse.
 """
-import numpy as np
 
 from openprim.frontend import Graph
 from resnet import Weights  # noqa: E402  (examples/ is on sys.path for model files)

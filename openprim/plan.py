@@ -49,7 +49,7 @@ def build_plan(module: ir.Module, target: str, entry: str | None = None) -> tupl
         raise OpenPrimError(f"expected exactly one graph function, found {len(fns)}")
     fn = fns[0]
     block = fn.regions[0].blocks[0]
-    ids, values, steps, weights = {}, [], [], []
+    ids, values, steps = {}, [], []
     roots = []  # per value: the value whose storage it shares (itself, or a reshape's source)
 
     def new_value(v, storage, root=None):

@@ -18,7 +18,6 @@ import math
 
 import numpy as np
 
-from openprim.dialect.ops import window_out
 
 PAD_BLOCK = 1024  # elements copied per insert_slice when padding (one vector of at most 64 registers)
 
