@@ -169,7 +169,7 @@ def _check_op(op) -> None:
     want_shape = shape_of(result)
     if name == "constant":
         value = op.attributes["value"]
-        if not (isinstance(value, ir.DenseElementsAttr) or isinstance(value, ir.DenseResourceElementsAttr)):
+        if not (isinstance(value, ir.DenseElementsAttr) or str(value).startswith("dense_resource<")):
             raise op_error(op, f"value must be a dense or dense_resource elements attribute, got {value}")
         if value.type != result.type:
             raise op_error(op, f"value type {value.type} differs from result type {result.type}")
@@ -220,15 +220,25 @@ def parse(text: str, source: str, ctx: ir.Context) -> ir.Module:
 
 
 def format_mlir_error(e: ir.MLIRError) -> str:
+    """The first diagnostic as one line, naming the op when MLIR put it only in a note."""
     if e.error_diagnostics:
         d = e.error_diagnostics[0]
-        return f"{where(d.location)}: error: {d.message}"
+        msg = d.message
+        if not msg.startswith("'"):
+            notes = " ".join(n.message for n in d.notes)
+            op = re.search(r'"([a-z_]+\.[a-z_0-9.]+)"\(', notes) or re.search(r"= ([a-z_]+\.[a-z_0-9.]+)[ (]", notes)
+            if op and op.group(1) not in msg:
+                msg = f"'{op.group(1)}' op {msg}"
+        return f"{where(d.location)}: error: {msg}"
     return str(e).splitlines()[0]
 
 
 def to_numpy(attr: ir.Attribute) -> np.ndarray:
     """The data of a dense constant; bf16 comes back as its uint16 bit pattern."""
-    dense = ir.DenseElementsAttr(attr)
+    if not isinstance(attr, ir.DenseElementsAttr):
+        raise OpenPrimError(f"cannot read the data of {attr}: MLIR 22's Python bindings cannot read dense_resource "
+                            "blobs back; write the constant as dense<...>")
+    dense = attr
     t = ir.RankedTensorType(dense.type)
     if isinstance(t.element_type, ir.BF16Type):  # no buffer protocol for bf16: read the printed form
         if dense.is_splat:

@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from openprim.errors import OpenPrimError
+from openprim.errors import OpenPrimError, one_line
 
 
 def _value(text: str):
@@ -159,7 +159,7 @@ def main(argv=None) -> int:
     try:
         return cmd_compile(args) if args.command == "compile" else cmd_run(args)
     except OpenPrimError as e:
-        print(f"openprim: {e}", file=sys.stderr)
+        print(one_line(e, "openprim"), file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         return 130

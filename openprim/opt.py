@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from openprim import dialect, passes
-from openprim.errors import OpenPrimError
+from openprim.errors import OpenPrimError, one_line
 
 
 def main(argv=None) -> int:
@@ -46,7 +46,7 @@ def main(argv=None) -> int:
                 f.write(out)
         return 0
     except OpenPrimError as e:
-        print(e, file=sys.stderr)
+        print(one_line(e, "openprim-opt"), file=sys.stderr)
         return 1
 
 

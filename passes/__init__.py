@@ -24,15 +24,23 @@ def split_pipeline(text: str) -> list[tuple[str, str]]:
     for ch in text.strip() + ",":
         if ch == "," and depth == 0:
             if cur.strip():
+                nested = re.fullmatch(r"\s*([\w\-.]+\(.*\))\s*", cur, re.S)  # anchor(...): MLIR parses it
                 m = re.fullmatch(r"\s*([\w\-.]+)\s*(?:\{(.*)\})?\s*", cur, re.S)
-                if not m:
+                if nested:
+                    out.append((nested.group(1), ""))
+                elif m:
+                    out.append((m.group(1), m.group(2) or ""))
+                else:
                     raise OpenPrimError(f"malformed pass pipeline element '{cur.strip()}'")
-                out.append((m.group(1), m.group(2) or ""))
             cur = ""
             continue
-        depth += ch == "{"
-        depth -= ch == "}"
+        depth += ch in "{("
+        depth -= ch in "})"
+        if depth < 0:
+            break
         cur += ch
+    if depth != 0:
+        raise OpenPrimError(f"malformed pass pipeline '{text}': unbalanced braces or parentheses")
     return out
 
 
@@ -61,11 +69,14 @@ def build(pipeline: str, print_ir_after_all: bool = False) -> passmanager.PassMa
                 else:
                     pm.add(lambda op, _p, fn=entry[1]: fn(op), entry[0])
         else:
+            if name.startswith("builtin.module(") and name.endswith(")"):  # the top module itself, as in mlir-opt
+                name = name[len("builtin.module("):-1]
             try:
                 pm.add(f"{name}{{{opts}}}" if opts else name)
             except ValueError as e:
                 raise OpenPrimError(f"unknown pass or bad options '{name}': {str(e).splitlines()[0]}") from None
     if print_ir_after_all:
+        ir.Context.current.enable_multithreading(False)  # MLIR's IR printing requires it
         pm.enable_ir_printing(print_after_all=True, print_module_scope=True, large_elements_limit=16)
     return pm
 

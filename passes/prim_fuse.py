@@ -151,6 +151,13 @@ def _fuse_epilogue(op: ir.Operation) -> bool:
     return False
 
 
+def erase_dead_constants(fn) -> None:
+    """Drop the prim.constants that rewrites left without uses (folded weights, BN parameters)."""
+    for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
+        if op.name == "prim.constant" and not list(op.result.uses):
+            op.erase()
+
+
 def _elementwise_groups(fn) -> list[list[ir.Operation]]:
     """Maximal trees of elementwise ops whose inner results each have exactly one use, inside the tree."""
     group_of = {}
@@ -229,3 +236,4 @@ class Options:
                     for group in _elementwise_groups(fn):
                         _outline(fn, group, count)
                         count += 1
+                erase_dead_constants(fn)

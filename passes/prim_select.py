@@ -23,7 +23,7 @@ from openprim.errors import OpenPrimError
 
 from .kernels import graph_functions
 from .prim_fuse import _producer, _rebuild
-from .solvers import SOLVERS, applicable, problem_of
+from .solvers import PEAK_GFLOPS, SOLVERS, applicable, problem_of
 
 NAME = "prim-select"
 TO_NHWC, TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]
@@ -154,6 +154,9 @@ class Options:
     layout: str = "NHWC"      # "NHWC": run NCHW ops in NHWC through transposes; "keep": leave layouts
 
     def __post_init__(self):
+        if self.target not in PEAK_GFLOPS:
+            raise OpenPrimError(f"prim-select: unknown target '{self.target}' (this build supports: "
+                                f"{', '.join(PEAK_GFLOPS)})")
         for name in (self.solver, os.environ.get("OPENPRIM_SOLVER", "")):
             if name and name not in SOLVERS:
                 raise OpenPrimError(f"unknown solver '{name}'; solvers: {', '.join(SOLVERS)}")

@@ -1,0 +1,49 @@
+# lit configuration of OpenPrim's FileCheck tests: `lit test/lit -v` (or `ctest` through CMake).
+#
+# Every test is a .mlir file whose RUN lines call `openprim-opt` (the installed console script of the
+# `openprim` package) and `filecheck` (the Python FileCheck of the `filecheck` package). Both are found
+# next to the Python running lit first, then on PATH, and substituted by absolute paths. Either can be
+# overridden: `lit --param filecheck=/path/to/llvm/bin/FileCheck --param openprim_opt=... test/lit`
+# (the tests are written to pass with LLVM's FileCheck too).
+#
+# Layout: one folder per pass (prim-fuse/, prim-select/, prim-tile/, prim-lower/, prim-pipeline/), plus
+# dialect/ (parsing, verification, diagnostics) and opt/ (the driver). CHECK lines pin what a pass
+# produces (ops, operands, attributes, folded constant values); tunable values chosen by the solver
+# heuristics (prim.params, tile sizes, vector widths) are matched by pattern, not pinned.
+# Known bugs are tests marked `XFAIL: *` whose header names the bug: once it is fixed the test reports
+# XPASS (a failure), and the XFAIL line should be removed.
+import os
+import shutil
+import sys
+
+import lit.formats
+
+config.name = "OpenPrim"
+config.suffixes = [".mlir"]
+config.excludes = ["Output"]
+config.test_source_root = os.path.dirname(os.path.abspath(__file__))
+config.test_exec_root = config.test_source_root  # Output/ folders are git-ignored
+# lit's internal shell: builtins such as `not` work without an external `not` binary.
+config.test_format = lit.formats.ShTest(execute_external=False)
+
+_search = os.pathsep.join([os.path.dirname(sys.executable), os.environ.get("PATH", "")])
+
+
+def _tool(name, module, param):
+    """--param `param`, else the absolute path of console script `name`, else `python -m module`."""
+    if lit_config.params.get(param):
+        return lit_config.params[param]
+    path = shutil.which(name, path=_search)
+    if path:
+        return path
+    lit_config.note(f"{name} not found on PATH; using {sys.executable} -m {module}")
+    return f"{sys.executable} -m {module}"
+
+
+# Word-bounded patterns, so `openprim-opt` inside a file name or a CHECK line is left alone.
+config.substitutions.append((r"(?<![\w/.-])openprim-opt(?![\w.-])", _tool("openprim-opt", "openprim.opt", "openprim_opt")))
+config.substitutions.append((r"(?<![\w/.-])filecheck(?![\w.-])", _tool("filecheck", "filecheck", "filecheck")))
+
+# Deterministic runs: lit passes only a few variables through, and never a solver forced from the
+# environment (tests that want one set it with `env OPENPRIM_SOLVER=...`).
+config.environment.pop("OPENPRIM_SOLVER", None)
