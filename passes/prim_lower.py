@@ -10,7 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlir import ir
-from mlir.dialects import linalg
 
 from openprim.errors import OpenPrimError
 from openprim.runtime.cpu import openmp_library
@@ -61,6 +60,7 @@ CPU_TO_LLVM = (
 def copies_to_linalg(op, _pass=None):
     """memref.copy -> linalg.copy, so strided copies become loops instead of calls to MLIR's
     runtime library (memrefCopy), which neither the JIT nor a standalone .so has."""
+    from mlir.dialects import linalg  # imports the linalg OpDSL (slow): only when lowering
     copies = []
     op.walk(lambda o: (copies.append(o) if o.name == "memref.copy" else None, ir.WalkResult.ADVANCE)[1])
     for c in copies:
