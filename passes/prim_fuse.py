@@ -21,6 +21,7 @@ from mlir.dialects import func
 
 from openprim import dialect
 from openprim.dialect.ops import ELEMENTWISE, OPS
+from openprim.runtime.dtypes import from_storage, to_storage
 
 from .kernels import body, graph_functions
 from .semantics import unary_activation
@@ -43,21 +44,20 @@ def _producer(v: ir.Value, name: str | None = None):
 
 
 def _constant(v: ir.Value):
-    """numpy data of v if it is a prim.constant (not bf16 bit patterns), else None."""
+    """The values of v (float64) if it is a prim.constant, else None."""
     owner = _producer(v, "prim.constant")
     if owner is None:
         return None
-    if isinstance(v.type.element_type, ir.BF16Type):
-        return None
-    return dialect.to_numpy(owner.attributes["value"]).astype(np.float64)
+    dtype = dialect.dtype_name(v.type.element_type)
+    return from_storage(dialect.to_numpy(owner.attributes["value"]), dtype).astype(np.float64)
 
 
 def _new_constant(data: np.ndarray, like: ir.Value, loc) -> ir.Value:
+    """A prim.constant holding `data` in the element type of `like` (rounded once, from float64)."""
     t = like.type
-    dtype = dialect.dtype_name(t.element_type)
-    np_dtype = {"f32": np.float32, "f16": np.float16}[dtype]
     shape = list(data.shape)
-    attr = ir.DenseElementsAttr.get(np.ascontiguousarray(data.astype(np_dtype)), type=t.element_type, shape=shape)
+    raw = to_storage(data, dialect.dtype_name(t.element_type))
+    attr = ir.DenseElementsAttr.get(raw, type=t.element_type, shape=shape)
     op = ir.Operation.create("prim.constant", results=[ir.RankedTensorType.get(shape, t.element_type)],
                              attributes={"value": attr}, loc=loc)
     return op.result
@@ -101,12 +101,13 @@ def _fold_batch_norm(bn: ir.Operation) -> bool:
         return False
     scale, shift, mean, var = (_constant(v) for v in bn.operands[1:])
     wd = _constant(w)
-    bd = _constant(bias) if bias is not None else np.zeros(w.type.shape[0])
+    bd = _constant(bias) if bias is not None else np.zeros(bn.operands[1].type.shape[0])
     if any(a is None for a in (scale, shift, mean, var, wd, bd)):
         return False
     s = scale / np.sqrt(var + ba["epsilon"])
+    k_axis = 3 if ca["filter_layout"] == "RSCK" else 0  # the filter's output-channel axis
     with ir.InsertionPoint(bn), bn.location:
-        new_w = _new_constant(wd * s.reshape(-1, 1, 1, 1), w, bn.location)
+        new_w = _new_constant(wd * np.expand_dims(s, [a for a in range(4) if a != k_axis]), w, bn.location)
         new_b = _new_constant((bd - mean) * s + shift, bn.operands[1], bn.location)
         fused = _rebuild(conv, [x, new_w, new_b, None], {}, conv.location)
     bn.result.replace_all_uses_with(fused.result)

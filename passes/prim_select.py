@@ -37,7 +37,7 @@ def _transpose(v: ir.Value, perm, loc) -> ir.Value:
     t = v.type
     shape = [t.shape[p] for p in perm]
     const = _producer(v, "prim.constant")
-    if const is not None and not isinstance(t.element_type, ir.BF16Type):
+    if const is not None:  # storage order only: bf16 bit patterns move like any other element
         data = np.ascontiguousarray(dialect.to_numpy(const.attributes["value"]).transpose(perm))
         attr = ir.DenseElementsAttr.get(data, type=t.element_type, shape=shape)
         return ir.Operation.create("prim.constant", results=[ir.RankedTensorType.get(shape, t.element_type)],

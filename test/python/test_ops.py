@@ -7,64 +7,27 @@ generator (the `rng` fixture, seeded per test name); for f16/bf16 the inputs and
 rounded to the dtype and the reference is computed in float64 from the rounded values, so the only
 error measured is the compiler's.
 
-Known compiler bugs are strict xfails (BUG_* below): they turn into failures once the bug is fixed,
-so the marker can be removed.
+Known compiler bugs, when there are any, are strict xfails (helpers.xfail_bug, with a BUG_* reason
+constant, passed to grid() as `xfail`): they turn into failures once the bug is fixed, so the marker
+can be removed.
 
     python -m pytest test/python/test_ops.py -x -q
 """
 from __future__ import annotations
 
-import math
+import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
 
-import openprim
 import reference as ref
+from helpers import DTYPES, Net, assert_close, rounded
 from openprim.errors import OpenPrimError
 from openprim.frontend import Graph
-from openprim.runtime.dtypes import from_storage, to_storage
 
-DTYPES = ("f32", "f16", "bf16")
 PIPELINES = {"lower": "prim-lower", "full": None}
-RTOL = {"f32": 1e-5, "f16": 1e-2, "bf16": 2e-2}
-
-# ----------------------------------------------------------------------------- known compiler bugs
-BUG_BF16_CONST = (
-    "bf16 constants cannot be compiled: build_plan -> dialect.to_numpy() raises BufferError "
-    "('unsupported data type for conversion to Python buffer') on memoryview() of a bf16 "
-    "DenseElementsAttr, and OpenPrimError 'bf16 splat constants are not supported' for a splat "
-    "(a Python scalar operand of add/sub/mul/div, which the frontend makes a 0-d param)")
-BUG_POOL_NEG_INF = (
-    "max_pool2d in f16/bf16 with padding (or ceil_mode windows past the edge) does not compile: "
-    "semantics.flit(-inf) emits the f32 bit pattern 0xFF800000 as the f16/bf16 constant of the -inf "
-    "padding (KernelText.pad -> filled) -> OpenPrimError 'hexadecimal float constant out of range for type'")
-BUG_AVG_POOL_GLOBAL = (
-    "every avg_pool2d fails with OpenPrimError 'the module has no lowered kernels': its divisor table "
-    "(KernelText.constant_tensor) lowers to an llvm.mlir.global in the kernels module, and "
-    "compiler.kernels_ir() rejects any op in it that is not llvm.func")
-BUG_GELU_ERF_VECTOR = (
-    "full pipeline: gelu with erf (standalone or as conv/matmul epilogue) fails with RuntimeError "
-    "'Failure while creating the ExecutionEngine': the vectorized math.erf is unrolled by "
-    "convert-math-to-libm into vector.extract/vector.insert around @erff calls, but that runs after "
-    "convert-vector-to-llvm, so the vector ops are never lowered ('missing LLVMTranslationDialectInterface "
-    "... vector.extract'). prim-lower alone (scalar loops) is fine")
-BUG_ERROR_LOCATION = (
-    "graph._user_location() treats every frame under _PKG_DIR as library code, but in the editable "
-    "checkout _PKG_DIR is the repository root (package-dir maps openprim.frontend to pyfrontend/), so "
-    "models written inside the repo (test/, bench/, scripts/) get a pytest frame or '<graph>:0' as "
-    "the error location instead of their own line")
-
-# bf16 weights travel as graph inputs (not params) while BUG_BF16_CONST stands, so that the bf16
-# kernels are still checked; test_constant_operands covers the bf16 constant path itself (xfail).
-# Set to False once bf16 params compile.
-BF16_WEIGHTS_AS_INPUTS = True
-
-
-def xfail_bug(reason, raises):
-    """A known compiler bug: strict (a fix turns it into a failure, so the marker gets removed) and
-    only for the exception it raises today (any other failure still fails)."""
-    return pytest.mark.xfail(reason=reason, raises=raises, strict=True)
 
 
 def grid(configs=None, xfail=None):
@@ -79,77 +42,6 @@ def grid(configs=None, xfail=None):
                 tag = f"{dt}-{pname}" if configs is None else f"{cfg['id']}-{dt}-{pname}"
                 out.append(pytest.param(*vals, marks=marks, id=tag))
     return out
-
-
-# ----------------------------------------------------------------------------- data and comparison
-def rounded(a, dtype):
-    """float64 values of `a` rounded to dtype (bf16: round to nearest even, as the runtime does)."""
-    a = np.asarray(a, np.float64)
-    if dtype == "bf16":
-        return from_storage(to_storage(a, "bf16"), "bf16").astype(np.float64)
-    return a.astype({"f32": np.float32, "f16": np.float16}[dtype]).astype(np.float64)
-
-
-def assert_close(out, want, dtype, reduction=1, what="output"):
-    """|out - want| <= atol + rtol |want| everywhere, atol = rtol * max|want| * sqrt(reduction)
-    (reduction: the length of the dot products, for conv/matmul). Also: same shape, all finite,
-    not all zeros."""
-    out, want = np.asarray(out, np.float64), np.asarray(want, np.float64)
-    assert out.shape == want.shape, f"{what}: shape {out.shape}, expected {want.shape}"
-    bad = ~np.isfinite(out)
-    assert not bad.any(), f"{what} ({dtype}): {bad.sum()} of {out.size} values are NaN/inf"
-    if np.any(want != 0):
-        assert np.any(out != 0), f"{what} ({dtype}): all zeros"
-    rtol = RTOL[dtype]
-    scale = float(np.max(np.abs(want))) if want.size else 0.0
-    atol = rtol * (scale or 1.0) * math.sqrt(reduction)
-    err = np.abs(out - want)
-    excess = err - (atol + rtol * np.abs(want))
-    if excess.size and excess.max() > 0:
-        i = np.unravel_index(np.argmax(excess), excess.shape)
-        n = int((excess > 0).sum())
-        raise AssertionError(f"{what} ({dtype}): {n} of {out.size} values out of tolerance; max |err| "
-                             f"{err.max():.4g}; worst at {tuple(map(int, i))}: got {out[i]:.6g}, expected "
-                             f"{want[i]:.6g} (atol {atol:.3g}, rtol {rtol:g}, max|ref| {scale:.4g})")
-
-
-class Net:
-    """A Graph plus the rounded float64 data of its inputs and weights."""
-
-    def __init__(self, rng, dtype, layout="NCHW"):
-        self.g = Graph(layout=layout, dtype=dtype)
-        self.rng, self.dtype = rng, dtype
-        self.feeds = []
-        self.n = 0
-
-    def data(self, shape, scale=1.0, positive=False):
-        a = self.rng.uniform(0.5, 2.0, shape) if positive else self.rng.standard_normal(shape) * scale
-        return rounded(a, self.dtype)
-
-    def _name(self, prefix):
-        self.n += 1
-        return f"{prefix}{self.n}"
-
-    def input(self, shape, **kw):
-        v = self.data(shape, **kw)
-        t = self.g.input(self._name("x"), shape)
-        self.feeds.append(v.astype(np.float32))
-        return t, v
-
-    def weight(self, shape, **kw):
-        """A param (or, for bf16 while BUG_BF16_CONST stands, an input) with random data."""
-        if self.dtype == "bf16" and BF16_WEIGHTS_AS_INPUTS:
-            return self.input(shape, **kw)
-        v = self.data(shape, **kw)
-        return self.g.param(self._name("w"), v), v
-
-    def run(self, pipeline, *outputs):
-        self.g.output(*outputs)
-        fn = openprim.compile(self.g, pipeline=pipeline)
-        res = fn(*self.feeds)
-        res = res if isinstance(res, tuple) else (res,)
-        assert len(res) == len(outputs)
-        return [np.asarray(r, np.float64) for r in res]
 
 
 def test_assert_close_can_fail(rng):
@@ -307,8 +199,7 @@ def test_unary(dtype, pipeline, rng):
         assert_close(out, want, dtype, what=f"{op}{kw or ''}")
 
 
-@pytest.mark.parametrize("dtype,pipeline", grid(
-    xfail=lambda cfg, dt, pipe: xfail_bug(BUG_GELU_ERF_VECTOR, RuntimeError) if pipe is None else None))
+@pytest.mark.parametrize("dtype,pipeline", grid())
 def test_gelu_erf(dtype, pipeline, rng):
     """gelu with erf: standalone and as the epilogue of conv2d and matmul."""
     net = Net(rng, dtype)
@@ -341,8 +232,7 @@ def test_binary_broadcast(dtype, pipeline, rng):
         assert_close(out, want, dtype, what=what)
 
 
-@pytest.mark.parametrize("dtype,pipeline", grid(
-    xfail=lambda cfg, dt, pipe: xfail_bug(BUG_BF16_CONST, (BufferError, OpenPrimError)) if dt == "bf16" else None))
+@pytest.mark.parametrize("dtype,pipeline", grid())
 def test_constant_operands(dtype, pipeline, rng):
     """Python scalars (0-d params) and real params as operands: the constant path, in every dtype."""
     net = Net(rng, dtype)
@@ -357,6 +247,41 @@ def test_constant_operands(dtype, pipeline, rng):
         assert_close(out, want, dtype, what=what)
 
 
+def _has_cpu_flag(flag):
+    try:
+        with open("/proc/cpuinfo") as f:
+            return flag in f.read().split()
+    except OSError:
+        return False
+
+
+BUG_BF16_ADD_1MOD8 = (
+    "backend='engine' (MLIR ExecutionEngine, opt level 3), bf16: an add whose innermost dimension is 9, 17, "
+    "25, ... (1 mod 8, > 1) aborts the whole process: 'LLVM ERROR: Do not know how to soft promote this "
+    "operator's operand!' (SoftPromoteHalfOperand, v8bf16 = scalar_to_vector). The kernel loads "
+    "vector<9xbf16>, fpext to f32, addf, fptrunc; LLVM's O3 IR optimization narrows that to `fadd <9 x bfloat>`, "
+    "which X86 instruction selection for CPUs with AVX512-BF16 (znver4, cooperlake, sapphirerapids) cannot "
+    "legalize. The native backend (llc -O3 without the IR optimizer) and sub/mul/div, fused chains, widths "
+    "8 and 10-16 are fine")
+
+
+@pytest.mark.xfail(_has_cpu_flag("avx512_bf16"), reason=BUG_BF16_ADD_1MOD8, raises=AssertionError, strict=True)
+@pytest.mark.parametrize("width", [9, 17])
+def test_bf16_add_width_1_mod_8_engine(width):
+    """Run in a child process: the bug aborts the process (it would take pytest down with it)."""
+    code = textwrap.dedent(f"""
+        import numpy as np, openprim
+        g = openprim.Graph(dtype="bf16")
+        x, y = g.input("x", (3, {width})), g.input("y", (3, {width}))
+        g.output(x + y)
+        run = openprim.compile(g, backend="engine")
+        out = run(np.ones((3, {width}), np.float32), np.full((3, {width}), 2, np.float32))
+        assert (np.asarray(out, np.float64) == 3).all(), out
+        """)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, f"exit status {r.returncode}: {r.stderr.strip()[-1500:]}"
+
+
 # ----------------------------------------------------------------------------- pooling
 MAXPOOL = [
     dict(id="k3s2p1", layout="NCHW", x=(2, 3, 9, 7), kernel=3, stride=2, padding=1, dilation=1, ceil_mode=False),
@@ -367,13 +292,7 @@ MAXPOOL = [
 ]
 
 
-def _pool_xfail(cfg, dt, pipe):
-    if dt != "f32" and cfg["id"] != "nopad_k3x2_s2x1":
-        return xfail_bug(BUG_POOL_NEG_INF, OpenPrimError)
-    return None
-
-
-@pytest.mark.parametrize("cfg,dtype,pipeline", grid(MAXPOOL, _pool_xfail))
+@pytest.mark.parametrize("cfg,dtype,pipeline", grid(MAXPOOL))
 def test_max_pool2d(cfg, dtype, pipeline, rng):
     net = Net(rng, dtype, cfg["layout"])
     x, xv = net.input(cfg["x"])
@@ -390,7 +309,7 @@ AVGPOOL = [
 ]
 
 
-@pytest.mark.parametrize("cfg,dtype,pipeline", grid(AVGPOOL, lambda *_: xfail_bug(BUG_AVG_POOL_GLOBAL, OpenPrimError)))
+@pytest.mark.parametrize("cfg,dtype,pipeline", grid(AVGPOOL))
 def test_avg_pool2d(cfg, dtype, pipeline, rng):
     net = Net(rng, dtype, cfg["layout"])
     x, xv = net.input(cfg["x"])
@@ -495,7 +414,6 @@ def test_build_errors(build, match):
         build(g)  # raised while building the graph, before any compile
 
 
-@xfail_bug(BUG_ERROR_LOCATION, AssertionError)
 def test_build_error_names_user_line():
     g = Graph()
     x = g.input("x", (5, 7))

@@ -1,0 +1,165 @@
+"""Shared by the compiler tests: dtype rounding, the tolerance check, a graph builder that keeps the
+float64 data of its inputs and weights (Net), and readers of the compiled IR (ops, solvers, launches).
+
+Imported as a plain module (test/python is on sys.path under pytest, like reference.py).
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from mlir import ir
+
+import openprim
+import openprim.compiler
+from openprim import dialect
+from openprim.frontend import Graph
+from openprim.passes.kernels import body, graph_functions, kernels_module
+from openprim.runtime.dtypes import from_storage, to_storage
+
+DTYPES = ("f32", "f16", "bf16")
+RTOL = {"f32": 1e-5, "f16": 1e-2, "bf16": 2e-2}
+
+
+def xfail_bug(reason, raises):
+    """A known compiler bug: strict (a fix turns it into a failure, so the marker gets removed) and
+    only for the exception it raises today (any other failure still fails)."""
+    return pytest.mark.xfail(reason=reason, raises=raises, strict=True)
+
+
+# ----------------------------------------------------------------------------- data and comparison
+def rounded(a, dtype):
+    """float64 values of `a` rounded to dtype (bf16: round to nearest even, as the runtime does)."""
+    a = np.asarray(a, np.float64)
+    if dtype == "bf16":
+        return from_storage(to_storage(a, "bf16"), "bf16").astype(np.float64)
+    return a.astype({"f32": np.float32, "f16": np.float16}[dtype]).astype(np.float64)
+
+
+def assert_close(out, want, dtype, reduction=1, what="output"):
+    """|out - want| <= atol + rtol |want| everywhere, atol = rtol * max|want| * sqrt(reduction)
+    (reduction: the length of the dot products, for conv/matmul). Also: same shape, all finite,
+    not all zeros."""
+    out, want = np.asarray(out, np.float64), np.asarray(want, np.float64)
+    assert out.shape == want.shape, f"{what}: shape {out.shape}, expected {want.shape}"
+    bad = ~np.isfinite(out)
+    assert not bad.any(), f"{what} ({dtype}): {bad.sum()} of {out.size} values are NaN/inf"
+    if np.any(want != 0):
+        assert np.any(out != 0), f"{what} ({dtype}): all zeros"
+    rtol = RTOL[dtype]
+    scale = float(np.max(np.abs(want))) if want.size else 0.0
+    atol = rtol * (scale or 1.0) * math.sqrt(reduction)
+    err = np.abs(out - want)
+    excess = err - (atol + rtol * np.abs(want))
+    if excess.size and excess.max() > 0:
+        i = np.unravel_index(np.argmax(excess), excess.shape)
+        n = int((excess > 0).sum())
+        raise AssertionError(f"{what} ({dtype}): {n} of {out.size} values out of tolerance; max |err| "
+                             f"{err.max():.4g}; worst at {tuple(map(int, i))}: got {out[i]:.6g}, expected "
+                             f"{want[i]:.6g} (atol {atol:.3g}, rtol {rtol:g}, max|ref| {scale:.4g})")
+
+
+class Net:
+    """A Graph plus the rounded float64 data of its inputs and weights."""
+
+    def __init__(self, rng, dtype, layout="NCHW"):
+        self.g = Graph(layout=layout, dtype=dtype)
+        self.rng, self.dtype = rng, dtype
+        self.feeds = []
+        self.n = 0
+        self.module = self.exe = None
+
+    def data(self, shape, scale=1.0, positive=False):
+        a = self.rng.uniform(0.5, 2.0, shape) if positive else self.rng.standard_normal(shape) * scale
+        return rounded(a, self.dtype)
+
+    def _name(self, prefix):
+        self.n += 1
+        return f"{prefix}{self.n}"
+
+    def input(self, shape, **kw):
+        v = self.data(shape, **kw)
+        t = self.g.input(self._name("x"), shape)
+        self.feeds.append(v.astype(np.float32))
+        return t, v
+
+    def weight(self, shape, **kw):
+        """A param (a compile-time constant) with random data."""
+        v = self.data(shape, **kw)
+        return self.g.param(self._name("w"), v), v
+
+    def run(self, pipeline, *outputs, solver=""):
+        """Compile (pipeline None: the full pipeline, with `solver` forced if given) and run on the
+        feeds; the lowered module and the executable stay in self.module / self.exe."""
+        self.g.output(*outputs)
+        self.module = openprim.compiler.lower(self.g, solver=solver, pipeline=pipeline)
+        self.exe = openprim.compiler.jit(self.module)
+        res = self.exe(*self.feeds)
+        res = res if isinstance(res, tuple) else (res,)
+        assert len(res) == len(outputs)
+        return [np.asarray(r, np.float64) for r in res]
+
+    def launches(self):
+        """(kernel name, prim.op, prim.solver or '') of every launch of the compiled plan, in order."""
+        info = kernel_info(self.module)
+        return [(s["kernel"], *info[s["kernel"]]) for s in self.exe.plan["steps"]]
+
+
+# ----------------------------------------------------------------------------- reading the IR
+def _str(attr) -> str:
+    return ir.StringAttr(attr).value
+
+
+def graph_ops(module, skip=("prim.constant", "func.return")) -> list:
+    """The operations of the (single) graph function, in order, minus `skip`."""
+    fns = graph_functions(module.operation)
+    assert len(fns) == 1, f"expected one graph function, found {len(fns)}"
+    return [o.operation for o in fns[0].regions[0].blocks[0].operations if o.operation.name not in skip]
+
+
+def op_names(module, **kw) -> list[str]:
+    """Names of graph_ops; a call reads 'call @callee'."""
+    return [f"call @{ir.FlatSymbolRefAttr(o.attributes['callee']).value}" if o.name == "func.call" else o.name
+            for o in graph_ops(module, **kw)]
+
+
+def fused_bodies(module) -> dict[str, list[str]]:
+    """{name: op names of its body} of every prim-fuse'd elementwise function (attribute prim.fused)."""
+    out = {}
+    for op in body(module.operation).operations:
+        if op.operation.name == "func.func" and "prim.fused" in op.attributes:
+            blk = op.regions[0].blocks[0]
+            out[_str(op.attributes["sym_name"])] = [o.operation.name for o in blk.operations
+                                                    if o.operation.name != "func.return"]
+    return out
+
+
+def ops_named(module, name: str) -> list:
+    return [o for o in graph_ops(module) if o.name == name]
+
+
+def attrs(op) -> dict:
+    """A prim op's attributes as Python values (by the op's spec), plus prim.solver when set."""
+    out = dialect.op_attrs(op)
+    if "prim.solver" in op.attributes:
+        out["prim.solver"] = _str(op.attributes["prim.solver"])
+    return out
+
+
+def operands(op) -> dict:
+    """{name: present?} of a conv2d/matmul's optional operands (bias, residual)."""
+    _, _, bias, residual = dialect.operand_groups(op)
+    return {"bias": bias is not None, "residual": residual is not None}
+
+
+def kernel_info(module) -> dict[str, tuple[str, str]]:
+    """{kernel name: (prim.op, prim.solver or '')} of the lowered kernels module."""
+    km = kernels_module(module.operation, "cpu", create=False)
+    assert km is not None, "no kernels module: the module was not lowered"
+    out = {}
+    for op in body(km).operations:
+        if op.operation.name == "llvm.func" and "prim.op" in op.attributes:
+            solver = _str(op.attributes["prim.solver"]) if "prim.solver" in op.attributes else ""
+            out[_str(op.attributes["sym_name"])] = (_str(op.attributes["prim.op"]), solver)
+    return out

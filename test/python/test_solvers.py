@@ -1,0 +1,357 @@
+"""The solver registry (passes/solvers.py) and prim-select's choice among its solvers.
+
+Every conv solver is forced (`solver=` of the full pipeline) on one graph holding every convolution
+it applies to, in f32, f16 and bf16, in NCHW or NHWC (alternating; NCHW runs as NHWC through
+transposes; OPENPRIM_TEST_ALL_COMBINATIONS=1 runs both layouts everywhere); each convolution has odd
+sizes and one of the epilogues that prim-fuse folds into it from graph ops
+(conv -> batch_norm -> add(residual) -> relu, a per-channel bias add, an activation). The outputs are
+checked against float64 numpy (reference.py) and every conv kernel of the compiled plan must carry the
+forced solver (the kernels' prim.solver attribute). The default (heuristic) choice is checked the same
+way, then the GEMM solvers on matmul/linear, then the errors: a forced solver that does not apply, an
+unknown solver name.
+
+    python -m pytest test/python/test_solvers.py -q
+"""
+from __future__ import annotations
+
+import os
+import re
+
+import numpy as np
+import pytest
+
+import openprim
+import reference as ref
+from helpers import DTYPES, Net, assert_close, attrs, ops_named, operands
+from openprim import passes
+from openprim.errors import OpenPrimError
+from openprim.frontend import to_module
+from openprim.passes.solvers import SOLVERS
+
+CONV_SOLVERS = [n for n, s in SOLVERS.items() if s.op == "conv2d"]
+GEMM_SOLVERS = [n for n, s in SOLVERS.items() if s.op == "matmul"]
+LAYOUTS = ("NCHW", "NHWC")
+ALL_COMBINATIONS = os.environ.get("OPENPRIM_TEST_ALL_COMBINATIONS", "") not in ("", "0")
+
+# ----------------------------------------------------------------------------- convolution problems
+# x: (N, C, H, W) whatever the layout; padding (top, left, bottom, right) or (ph, pw).
+# epilogue, built from graph ops that prim-fuse folds into the conv:
+#   none           conv(x, w[, b])
+#   bn+res+relu    relu(batch_norm(conv(x, w[, b])) + r)     (constant BN params: folded into w, b)
+#   bias+res+relu  relu(r + (conv(x, w) + c))                (c: a per-channel param -> the bias)
+#   bias+leaky     leaky_relu(conv(x, w) + c, 0.1)
+CONV = [
+    dict(id="3x3_s2_asympad", x=(2, 3, 9, 7), K=5, kernel=(3, 3), stride=2, padding=(1, 0, 2, 1), dilation=1,
+         groups=1, bias=True, epilogue="bn+res+relu"),
+    dict(id="3x2_dil2_s1x2", x=(1, 4, 9, 7), K=6, kernel=(3, 2), stride=(1, 2), padding=(2, 1), dilation=2,
+         groups=1, bias=False, epilogue="bias+res+relu"),
+    dict(id="2x3_dil2x1_plain", x=(1, 3, 7, 9), K=4, kernel=(2, 3), stride=1, padding=(0, 1, 1, 0),
+         dilation=(2, 1), groups=1, bias=True, epilogue="none"),
+    dict(id="1x1", x=(2, 6, 9, 7), K=8, kernel=(1, 1), stride=1, padding=0, dilation=1, groups=1, bias=False,
+         epilogue="bn+res+relu"),
+    dict(id="1x1_bias_plain", x=(1, 5, 7, 9), K=3, kernel=(1, 1), stride=1, padding=0, dilation=1, groups=1,
+         bias=True, epilogue="none"),
+    dict(id="1x1_s2", x=(1, 4, 9, 7), K=6, kernel=(1, 1), stride=2, padding=0, dilation=1, groups=1, bias=False,
+         epilogue="bias+leaky"),
+    dict(id="1x1_pad1", x=(1, 4, 5, 7), K=3, kernel=(1, 1), stride=1, padding=(1, 0, 0, 1), dilation=1, groups=1,
+         bias=True, epilogue="none"),
+    dict(id="dw_s2_asympad", x=(2, 6, 9, 7), K=6, kernel=(3, 3), stride=2, padding=(1, 1, 0, 2), dilation=1,
+         groups=6, bias=True, epilogue="bn+res+relu"),
+    dict(id="dw_dil2", x=(1, 8, 9, 7), K=8, kernel=(3, 3), stride=1, padding=2, dilation=2, groups=8,
+         bias=False, epilogue="bias+leaky"),
+    dict(id="grouped2", x=(1, 4, 9, 7), K=6, kernel=(3, 3), stride=(1, 2), padding=1, dilation=1, groups=2,
+         bias=False, epilogue="bias+res+relu"),
+    dict(id="dw_multiplier2", x=(1, 3, 9, 7), K=6, kernel=(3, 3), stride=1, padding=1, dilation=1, groups=3,
+         bias=True, epilogue="none"),
+]
+CONV_BY_ID = {c["id"]: c for c in CONV}
+
+
+def _pair(v):
+    return tuple(v) if isinstance(v, (tuple, list)) else (v, v)
+
+
+def applies(solver, cfg):
+    """Where each conv solver applies, written down independently of solvers.is_applicable."""
+    C, G, K = cfg["x"][1], cfg["groups"], cfg["K"]
+    if solver in ("conv_direct", "conv_im2col_gemm"):
+        return G == 1
+    if solver == "conv_1x1_gemm":
+        return G == 1 and tuple(cfg["kernel"]) == (1, 1) and _pair(cfg["stride"]) == (1, 1) and \
+            not any(ref.pad4(cfg["padding"]))
+    if solver == "conv_depthwise":
+        return G == C == K > 1
+    assert solver == "conv_reference", solver
+    return True
+
+
+# the heuristic's choice (the cheapest predicted time)
+DEFAULT_CONV_SOLVER = {"3x3_s2_asympad": "conv_direct", "3x2_dil2_s1x2": "conv_direct",
+                       "2x3_dil2x1_plain": "conv_direct", "1x1": "conv_1x1_gemm", "1x1_bias_plain": "conv_1x1_gemm",
+                       "1x1_s2": "conv_direct", "1x1_pad1": "conv_direct", "dw_s2_asympad": "conv_depthwise",
+                       "dw_dil2": "conv_depthwise", "grouped2": "conv_reference", "dw_multiplier2": "conv_reference"}
+
+
+def conv_case(net: Net, cfg, layout):
+    """Add cfg's convolution and its epilogue to net.g; returns (output, float64 reference, reduction)."""
+    g = net.g
+    N, C, H, W = cfg["x"]
+    K, (R, S), G = cfg["K"], cfg["kernel"], cfg["groups"]
+    x, xv = net.input((N, C, H, W) if layout == "NCHW" else (N, H, W, C))
+    w, wv = net.weight((K, C // G, R, S) if layout == "NCHW" else (K, R, S, C // G))
+    b, bv = net.weight((K,)) if cfg["bias"] else (None, None)
+    kw = dict(stride=cfg["stride"], padding=cfg["padding"], dilation=cfg["dilation"], groups=G)
+    y = g.conv2d(x, w, b, **kw)
+    want = ref.conv2d(xv, wv, bv, layout=layout, **kw)
+    epi = cfg["epilogue"]
+    chan = (K, 1, 1) if layout == "NCHW" else (K,)  # a per-channel constant, broadcast like torch
+    if epi == "bn+res+relu":
+        (s, sv), (t, tv), (m, mv) = (net.weight((K,)) for _ in range(3))
+        v, vv = net.weight((K,), positive=True)
+        r, rv = net.input(want.shape)
+        y = g.relu(g.add(g.batch_norm(y, s, t, m, v, eps=1e-3), r))
+        want = ref.relu(ref.batch_norm(want, sv, tv, mv, vv, 1e-3, layout) + rv)
+    elif epi == "bias+res+relu":
+        c, cv = net.weight(chan)
+        r, rv = net.input(want.shape)
+        y = g.relu(g.add(r, g.add(y, c)))
+        want = ref.relu(rv + (want + cv))
+    elif epi == "bias+leaky":
+        c, cv = net.weight(chan)
+        y = g.leaky_relu(y + c, 0.1)
+        want = ref.leaky_relu(want + cv, 0.1)
+    else:
+        assert epi == "none", epi
+    return y, want, C // G * R * S
+
+
+def expected_conv(cfg):
+    """(bias, residual, activation) of the single prim.conv2d that prim-fuse makes of cfg's case."""
+    epi = cfg["epilogue"]
+    bias = cfg["bias"] or epi != "none"
+    act = {"none": "none", "bias+leaky": "leaky_relu"}.get(epi, "relu")
+    return {"bias": bias, "residual": "res" in epi}, act
+
+
+def run_convs(rng, cases, layout, dtype, solver=""):
+    """Compile one graph with every case (solver forced if given), check each output; returns the net."""
+    net = Net(rng, dtype, layout)
+    built = [conv_case(net, cfg, layout) for cfg in cases]
+    outs = net.run(None, *[y for y, _, _ in built], solver=solver)
+    for out, (_, want, red), cfg in zip(outs, built, cases):
+        assert_close(out, want, dtype, reduction=red, what=f"{cfg['id']} ({solver or 'default'}, {layout})")
+    return net
+
+
+def conv_launch_solvers(net):
+    return [solver for _, op, solver in net.launches() if op == "conv2d"]
+
+
+def check_folded(net, cases, layout):
+    """f32/f16: prim-fuse folded every epilogue into its conv; only transposes (NCHW) run beside them."""
+    others = [op for _, op, _ in net.launches() if op != "conv2d"]
+    assert set(others) <= ({"transpose"} if layout == "NCHW" else set()), others
+    m = passes.run(to_module(net.g), "prim-fuse")
+    convs = ops_named(m, "prim.conv2d")
+    assert len(convs) == len(cases)
+    for op, cfg in zip(convs, cases):
+        want_operands, act = expected_conv(cfg)
+        assert (operands(op), attrs(op)["activation"]) == (want_operands, act), cfg["id"]
+
+
+def _solver_params():
+    """Each conv solver in each dtype; the layout alternates (every solver sees both, every dtype both):
+    the NCHW -> NHWC rewrite happens before the solver is chosen, so the solvers' kernels only ever see
+    NHWC. OPENPRIM_TEST_ALL_COMBINATIONS=1 runs both layouts for everything (twice the time)."""
+    out = []
+    for i, solver in enumerate(CONV_SOLVERS):
+        for j, dt in enumerate(DTYPES):
+            for layout in LAYOUTS if ALL_COMBINATIONS else [LAYOUTS[(i + j) % 2]]:
+                out.append(pytest.param(solver, layout, dt, id=f"{solver}-{layout}-{dt}"))
+    return out
+
+
+@pytest.mark.parametrize("solver,layout,dtype", _solver_params())
+def test_conv_solver_forced(solver, layout, dtype, rng):
+    cases = [c for c in CONV if applies(solver, c)]
+    net = run_convs(rng, cases, layout, dtype, solver)
+    assert conv_launch_solvers(net) == [solver] * len(cases)
+    if dtype != "bf16":  # prim-fuse does not fold bf16 constants (BN parameters, bias adds)
+        check_folded(net, cases, layout)
+
+
+DEFAULT_PARAMS = [(lo, dt) for lo in LAYOUTS for dt in DTYPES] if ALL_COMBINATIONS else \
+    [("NCHW", "f32"), ("NHWC", "f16"), ("NCHW", "bf16")]
+
+
+@pytest.mark.parametrize("layout,dtype", [pytest.param(lo, dt, id=f"{lo}-{dt}") for lo, dt in DEFAULT_PARAMS])
+def test_conv_default_solver(layout, dtype, rng):
+    net = run_convs(rng, CONV, layout, dtype)
+    chosen = conv_launch_solvers(net)
+    assert len(chosen) == len(CONV)
+    assert {cfg["id"]: s for cfg, s in zip(CONV, chosen)} == DEFAULT_CONV_SOLVER
+    if dtype != "bf16":
+        check_folded(net, CONV, layout)
+
+
+# ----------------------------------------------------------------------------- forcing: applicability and errors
+def _select(g, solver=""):
+    """prim-fuse then prim-select (solver forced if given): the module with the choice on each op."""
+    pipe = "prim-fuse,prim-select" + (f"{{solver={solver}}}" if solver else "")
+    return passes.run(to_module(g), pipe)
+
+
+def _conv_graph(cfg, layout="NHWC", dtype="f32"):
+    net = Net(np.random.default_rng(0), dtype, layout)
+    y, _, _ = conv_case(net, cfg, layout)
+    net.g.output(y)
+    return net.g
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("solver", CONV_SOLVERS)
+def test_conv_solver_applicability(solver, layout):
+    """Forcing a solver: it runs where it applies; elsewhere OpenPrimError names the solver, the problem
+    and the reason, at the line of the model that made the convolution."""
+    reasons = {"conv_direct": "grouped convolution", "conv_im2col_gemm": "grouped convolution",
+               "conv_1x1_gemm": "not a 1x1, stride-1, unpadded convolution|grouped convolution",
+               "conv_depthwise": "not depthwise"}
+    for cfg in CONV:
+        g = _conv_graph(cfg, layout)
+        if applies(solver, cfg):
+            convs = ops_named(_select(g, solver), "prim.conv2d")
+            assert [attrs(c)["prim.solver"] for c in convs] == [solver], cfg["id"]
+            assert attrs(convs[0])["layout"] == "NHWC", cfg["id"]
+            continue
+        with pytest.raises(OpenPrimError) as e:
+            _select(g, solver)
+        msg = str(e.value)
+        assert re.search(rf"error: solver '{solver}' is not applicable to conv2d-\S+: ({reasons[solver]})", msg), \
+            (cfg["id"], msg)
+        assert msg.startswith(__file__ + ":"), msg
+
+
+def test_forced_solver_error_through_compile():
+    """The documented examples, through openprim.compile: 1x1-GEMM on a 3x3 conv, depthwise on groups=1."""
+    g = _conv_graph(CONV_BY_ID["3x3_s2_asympad"], "NCHW")
+    with pytest.raises(OpenPrimError, match=r"solver 'conv_1x1_gemm' is not applicable to conv2d-2x3x9x7-k5-3x3"
+                                            r"-s2x2-p1x0x2x1-d1x1-g1-NHWC-\w+-f32-bias\+residual\+relu: not a 1x1"):
+        openprim.compile(g, solver="conv_1x1_gemm")
+    with pytest.raises(OpenPrimError, match=r"solver 'conv_depthwise' is not applicable to .*-g1-.*: not depthwise"):
+        openprim.compile(g, solver="conv_depthwise")
+
+
+def test_unknown_solver(monkeypatch):
+    g = _conv_graph(CONV_BY_ID["1x1"])
+    with pytest.raises(OpenPrimError, match=r"unknown solver 'conv_winograd'; solvers: conv_direct, .*gemm_reference"):
+        openprim.compile(g, solver="conv_winograd")
+    with pytest.raises(OpenPrimError, match=r"unknown solver 'conv_winograd'"):
+        _select(g, "conv_winograd")
+    monkeypatch.setenv("OPENPRIM_SOLVER", "Conv_Direct")  # names are case-sensitive
+    with pytest.raises(OpenPrimError, match=r"unknown solver 'Conv_Direct'"):
+        openprim.compile(g)
+
+
+def test_solver_from_environment(monkeypatch, rng):
+    """$OPENPRIM_SOLVER forces the conv solver; solver= wins over it; a conv solver leaves matmuls to
+    the heuristic (and a GEMM solver convolutions)."""
+    cfg = CONV_BY_ID["1x1"]
+    assert DEFAULT_CONV_SOLVER["1x1"] not in ("conv_direct", "conv_im2col_gemm")
+    monkeypatch.setenv("OPENPRIM_SOLVER", "conv_direct")
+    g = _conv_graph(cfg)
+    assert attrs(ops_named(_select(g), "prim.conv2d")[0])["prim.solver"] == "conv_direct"
+    assert attrs(ops_named(_select(g, "conv_im2col_gemm"), "prim.conv2d")[0])["prim.solver"] == "conv_im2col_gemm"
+    monkeypatch.setenv("OPENPRIM_SOLVER", "conv_depthwise")  # would not apply: the option overrides it
+    assert attrs(ops_named(_select(g, "conv_reference"), "prim.conv2d")[0])["prim.solver"] == "conv_reference"
+
+    # through compile, with a matmul after the conv: conv forced by the environment, matmul by heuristic
+    monkeypatch.setenv("OPENPRIM_SOLVER", "conv_im2col_gemm")
+    net = Net(rng, "f32", "NHWC")
+    y, want, red = conv_case(net, cfg, "NHWC")
+    w, wv = net.weight((8, 3))
+    out, = net.run(None, net.g.matmul(y, w))
+    assert_close(out, ref.matmul(want, wv), "f32", reduction=red * 8)
+    assert [(op, s) for _, op, s in net.launches()] == [("conv2d", "conv_im2col_gemm"), ("matmul", "gemm")]
+
+    monkeypatch.setenv("OPENPRIM_SOLVER", "gemm_reference")
+    m = _select(net.g)
+    assert attrs(ops_named(m, "prim.conv2d")[0])["prim.solver"] == DEFAULT_CONV_SOLVER["1x1"]
+    assert attrs(ops_named(m, "prim.matmul")[0])["prim.solver"] == "gemm_reference"
+
+
+# ----------------------------------------------------------------------------- GEMM
+# kind: "2d" rhs (the gemm solver applies), "2d_t" a 2-d rhs with transpose_rhs (gemm too: prim-select
+# un-transposes it, at compile time for a constant), "batched" rhs (gemm_reference only).
+GEMM = [
+    dict(id="batched_lhs_bias_res_gelu", kind="2d"),   # [2,5,7] x [7,9] + c[9] + r, then gelu (erf)
+    dict(id="2d_bias_arg_silu", kind="2d"),            # matmul(a, b, c, activation=silu) [5,7] x [7,9]
+    dict(id="4d_lhs_plain", kind="2d"),                # [2,3,5,7] x [7,4]
+    dict(id="linear_bias", kind="2d_t"),               # linear(x [2,5,11], w [4,11], c [4])
+    dict(id="transposed_input_rhs_res", kind="2d_t"),  # matmul(a [6,13], b [9,13] (an input), ^T) + r
+    dict(id="batched_rhs", kind="batched"),            # [3,5,13] x [3,13,9] + c[9]
+    dict(id="batched_rhs_transposed", kind="batched"),  # [3,5,13] x [3,9,13]^T, relu
+]
+GEMM_BY_ID = {c["id"]: c for c in GEMM}
+
+
+def gemm_case(net: Net, cfg):
+    g, i = net.g, cfg["id"]
+    if i == "batched_lhs_bias_res_gelu":
+        (a, av), (b, bv), (c, cv) = net.input((2, 5, 7)), net.weight((7, 9)), net.weight((9,))
+        r, rv = net.input((2, 5, 9))
+        return g.gelu((a @ b + c) + r), ref.gelu(ref.matmul(av, bv, cv) + rv), 7
+    if i == "2d_bias_arg_silu":
+        (a, av), (b, bv), (c, cv) = net.input((5, 7)), net.weight((7, 9)), net.weight((9,))
+        return g.matmul(a, b, c, activation="silu"), ref.matmul(av, bv, cv, activation_name="silu"), 7
+    if i == "4d_lhs_plain":
+        (a, av), (b, bv) = net.input((2, 3, 5, 7)), net.weight((7, 4))
+        return g.matmul(a, b), ref.matmul(av, bv), 7
+    if i == "linear_bias":
+        (x, xv), (w, wv), (c, cv) = net.input((2, 5, 11)), net.weight((4, 11)), net.weight((4,))
+        return g.linear(x, w, c), ref.linear(xv, wv, cv), 11
+    if i == "transposed_input_rhs_res":
+        (a, av), (b, bv), (r, rv) = net.input((6, 13)), net.input((9, 13)), net.input((6, 9))
+        return g.add(g.matmul(a, b, transpose_rhs=True), r), ref.matmul(av, bv, transpose_rhs=True) + rv, 13
+    if i == "batched_rhs":
+        (a, av), (b, bv), (c, cv) = net.input((3, 5, 13)), net.input((3, 13, 9)), net.weight((9,))
+        return a @ b + c, ref.matmul(av, bv, cv), 13
+    assert i == "batched_rhs_transposed", i
+    (a, av), (b, bv) = net.input((3, 5, 13)), net.input((3, 9, 13))
+    return g.relu(g.matmul(a, b, transpose_rhs=True)), ref.relu(ref.matmul(av, bv, transpose_rhs=True)), 13
+
+
+def run_gemms(rng, cases, dtype, solver=""):
+    net = Net(rng, dtype)
+    built = [gemm_case(net, cfg) for cfg in cases]
+    outs = net.run(None, *[y for y, _, _ in built], solver=solver)
+    for out, (_, want, red), cfg in zip(outs, built, cases):
+        assert_close(out, want, dtype, reduction=red, what=f"{cfg['id']} ({solver or 'default'})")
+    launches = net.launches()
+    if dtype != "bf16":  # bias, residual and activation folded into the matmuls (not bf16: see conv)
+        assert {op for _, op, _ in launches} <= {"matmul", "transpose"}, launches
+    return [s for _, op, s in launches if op == "matmul"]
+
+
+@pytest.mark.parametrize("solver,dtype", [pytest.param(s, dt, id=f"{s}-{dt}") for s in GEMM_SOLVERS for dt in DTYPES])
+def test_gemm_solver_forced(solver, dtype, rng):
+    cases = [c for c in GEMM if solver == "gemm_reference" or c["kind"] != "batched"]
+    assert run_gemms(rng, cases, dtype, solver) == [solver] * len(cases)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_gemm_default_solver(dtype, rng):
+    chosen = run_gemms(rng, GEMM, dtype)
+    want = {c["id"]: "gemm_reference" if c["kind"] == "batched" else "gemm" for c in GEMM}
+    assert {c["id"]: s for c, s in zip(GEMM, chosen)} == want
+
+
+def test_gemm_not_applicable():
+    for cfg in GEMM:
+        if cfg["kind"] != "batched":
+            continue
+        net = Net(np.random.default_rng(0), "f32")
+        y, _, _ = gemm_case(net, cfg)
+        net.g.output(y)
+        with pytest.raises(OpenPrimError, match=r"error: solver 'gemm' is not applicable to gemm-b3-m5-n\d+-k13-\w+"
+                                                r"-batched-f32-\S+: needs a 2-d"):
+            openprim.compile(net.g, solver="gemm")
