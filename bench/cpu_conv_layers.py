@@ -22,6 +22,7 @@ LAYERS = [(3, 224, 64, 7, 2), (64, 56, 64, 3, 1), (64, 56, 128, 3, 2), (64, 56, 
 
 
 def median_time(fn, repeat):
+    time.sleep(0.3)  # let the other OpenMP runtime's threads stop spinning (KMP_BLOCKTIME is 200 ms)
     for _ in range(3):
         fn()
     ts = []
@@ -44,7 +45,7 @@ def main():
         OH = (H + 2 * P - R) // S + 1
         flops = 2.0 * OH * OH * K * C * R * R
         x = rng.standard_normal((1, H, H, C)).astype(np.float32)
-        w = rng.standard_normal((K, R, R, C)).astype(np.float32) / np.sqrt(C * R * R)
+        w = (rng.standard_normal((K, R, R, C)) / np.sqrt(C * R * R)).astype(np.float32)
         b = rng.standard_normal(K).astype(np.float32)
         xt = torch.tensor(x).permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
         wt = torch.tensor(w).permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
