@@ -2,7 +2,7 @@
 
 A zip archive (stored, not compressed) with three members:
   manifest.json  format tag and version, compiler version, target, host CPU of the build, and the plan
-                 (values with their storage, inputs, outputs, kernel launch order; see openprim/plan.py)
+                 (values with their storage, inputs, outputs, kernel launch order; see driver/plan.py)
   kernels.so     the kernels as a native shared library, `void kernel(T *arg0, ..., T *out)` each
   weights.bin    every constant, 64-byte aligned at the offsets the plan gives
 Writes are atomic (temporary file + rename); a truncated, corrupt or foreign file is refused with one

@@ -1,6 +1,6 @@
 """Run a compiled plan: one arena of intermediates, weights, and kernel calls in order.
 
-The plan (a JSON-able dict, see openprim/plan.py) names for each value where it lives: the arena at a
+The plan (a JSON-able dict, see driver/plan.py) names for each value where it lives: the arena at a
 byte offset (intermediates share it by liveness) or the weights blob. Every step calls one kernel with
 one pointer per argument, output last. This file is the same for every driver: a driver only turns a
 kernel name into a callable and owns the memory the pointers point to.
