@@ -182,7 +182,7 @@ def _elementwise_groups(fn) -> list[list[ir.Operation]]:
 
 
 def _outline(fn, group: list, index: int) -> None:
-    """Move `group` (in program order; its last op is the only one used outside) into @fused_<index>."""
+    """Move `group` (producers before consumers; its last op is the only one used outside) into @fused_<index>."""
     inside = {o.result for o in group}
     inputs = []
     for o in group:
