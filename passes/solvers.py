@@ -134,6 +134,17 @@ def _pad_nhwc(kt: KernelText, x: V, attrs) -> V:
     return kt.pad(x, [0, pt, pl, 0], [0, pb, pr, 0], 0.0)
 
 
+def _named_conv(kt: KernelText, op: str, xp: V, w: V, attrs, shape) -> V:
+    """linalg.<op> (a named NHWC convolution) of the padded input into a zeroed f32 accumulator."""
+    acc = kt.filled(shape, "f32", 0.0, role="acc")
+    n = kt.fresh("conv")
+    s, d = attrs["strides"], attrs["dilations"]
+    kt.emit(f"{n} = linalg.{op} {{dilations = dense<[{d[0]}, {d[1]}]> : tensor<2xi64>, "
+            f"strides = dense<[{s[0]}, {s[1]}]> : tensor<2xi64>}} ins({xp.name}, {w.name} : {xp.type}, {w.type}) "
+            f"outs({acc.name} : {acc.type}) -> {acc.type}")
+    return V(n, shape, "f32")
+
+
 def _nhwc_epilogue(kt, acc, operands, attrs, dtype):
     _, _, bias, residual = operands
     return epilogue(kt, acc, bias, residual, 3, attrs, dtype, always=True)
@@ -170,15 +181,8 @@ class ConvDirect(DenseNhwcSolver):
         return {"wt": wt, "ft": ft, "ct": ct}
 
     def build(self, kt, operands, attrs, shape, dtype, params):
-        x, w = operands[0], operands[1]
-        xp = _pad_nhwc(kt, x, attrs)
-        acc = kt.filled(shape, "f32", 0.0, role="acc")
-        n = kt.fresh("conv")
-        s, d = attrs["strides"], attrs["dilations"]
-        kt.emit(f"{n} = linalg.conv_2d_nhwc_hwcf {{dilations = dense<[{d[0]}, {d[1]}]> : tensor<2xi64>, "
-                f"strides = dense<[{s[0]}, {s[1]}]> : tensor<2xi64>}} ins({xp.name}, {w.name} : {xp.type}, {w.type}) "
-                f"outs({acc.name} : {acc.type}) -> {acc.type}")
-        return _nhwc_epilogue(kt, V(n, shape, "f32"), operands, attrs, dtype)
+        acc = _named_conv(kt, "conv_2d_nhwc_hwcf", _pad_nhwc(kt, operands[0], attrs), operands[1], attrs, shape)
+        return _nhwc_epilogue(kt, acc, operands, attrs, dtype)
 
     def schedule(self, p, params):
         return schedules.conv_direct(*_thread_split(p.oh, p.k, 1, params["ft"]), params["wt"], params["ft"],
@@ -272,17 +276,10 @@ class ConvDepthwise(Solver):
         return {"wt": wt, "ct": ct}
 
     def build(self, kt, operands, attrs, shape, dtype, params):
-        x, w = operands[0], operands[1]
-        xp = _pad_nhwc(kt, x, attrs)
-        R, S, _, C = w.shape
-        w3 = kt.reshape(w, (R, S, C))
-        acc = kt.filled(shape, "f32", 0.0, role="acc")
-        n = kt.fresh("dw")
-        s, d = attrs["strides"], attrs["dilations"]
-        kt.emit(f"{n} = linalg.depthwise_conv_2d_nhwc_hwc {{dilations = dense<[{d[0]}, {d[1]}]> : tensor<2xi64>, "
-                f"strides = dense<[{s[0]}, {s[1]}]> : tensor<2xi64>}} ins({xp.name}, {w3.name} : {xp.type}, {w3.type}) "
-                f"outs({acc.name} : {acc.type}) -> {acc.type}")
-        return _nhwc_epilogue(kt, V(n, shape, "f32"), operands, attrs, dtype)
+        R, S, _, C = operands[1].shape
+        w = kt.reshape(operands[1], (R, S, C))
+        acc = _named_conv(kt, "depthwise_conv_2d_nhwc_hwc", _pad_nhwc(kt, operands[0], attrs), w, attrs, shape)
+        return _nhwc_epilogue(kt, acc, operands, attrs, dtype)
 
     def schedule(self, p, params):
         return schedules.conv_depthwise(_thread_split(p.oh, p.c, 1, params["ct"]), params["wt"], params["ct"])
