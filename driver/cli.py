@@ -44,21 +44,30 @@ def load_model(path: str, defines: list[str]):
     sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
     try:
         spec.loader.exec_module(mod)
+        if not hasattr(mod, "build"):
+            raise OpenPrimError(f"{path}: defines no build() function returning a Graph")
+        graph = mod.build(**kwargs)
     except OpenPrimError:
         raise
     except Exception as e:  # the user's file: say where it failed, in one line
-        tb = e.__traceback__
-        while tb.tb_next:
-            tb = tb.tb_next
-        raise OpenPrimError(f"{tb.tb_frame.f_code.co_filename}:{tb.tb_lineno}: error: {type(e).__name__}: {e}") from None
+        raise OpenPrimError(_where_raised(e, path)) from None
     finally:
         sys.path.pop(0)
-    if not hasattr(mod, "build"):
-        raise OpenPrimError(f"{path}: defines no build() function returning a Graph")
-    try:
-        return mod.build(**kwargs)
-    except TypeError as e:
-        raise OpenPrimError(f"{path}: build(): {e}") from None
+    from openprim.frontend import Graph
+    if not isinstance(graph, Graph):
+        raise OpenPrimError(f"{path}: build() returned {type(graph).__name__}, not an openprim.frontend.Graph")
+    return graph
+
+
+def _where_raised(e: Exception, path: str) -> str:
+    """`file:line: error: Type: message` at the innermost frame of the model file, else `file: ...`."""
+    tb, at = e.__traceback__, None
+    while tb:
+        if os.path.abspath(tb.tb_frame.f_code.co_filename) == os.path.abspath(path):
+            at = tb
+        tb = tb.tb_next
+    where = f"{path}:{at.tb_lineno}: error" if at else f"{path}"
+    return f"{where}: {type(e).__name__}: {e}"
 
 
 def _inputs(exe, paths: list[str], seed: int):
