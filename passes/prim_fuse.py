@@ -1,6 +1,6 @@
 """prim-fuse: fewer, bigger kernels.
 
-Three rewrites over each graph function, in program order:
+Transposes of constants are folded first; then three rewrites over each graph function, in program order:
   1. batch_norm(conv2d(x, W, b)) with constant W, b and BN parameters -> conv2d(x, W', b'):
        s = scale / sqrt(var + eps);  W'[k] = W[k] * s[k];  b' = (b - mean) * s + shift
   2. conv2d/matmul epilogues, cuDNN's ConvBiasActivation with z: y = act(conv(x) + bias + z)
@@ -20,58 +20,19 @@ from mlir import ir
 from mlir.dialects import func
 
 from openprim import dialect
-from openprim.dialect.ops import ELEMENTWISE, OPS
-from openprim.runtime.dtypes import from_storage, to_storage
+from openprim.dialect.ops import ELEMENTWISE
 
 from .kernels import body, graph_functions
+from .rewrite import constant, new_constant, producer, rebuild, single_use, transpose
 from .semantics import unary_activation
 
 NAME = "prim-fuse"
 ACTIVATION_OPS = ("relu", "leaky_relu", "clamp", "sigmoid", "tanh", "gelu", "silu", "elu")
 
 
-def _single_use(v: ir.Value) -> bool:
-    return len(list(v.uses)) == 1
 
 
-def _producer(v: ir.Value, name: str | None = None):
-    """The operation defining v (None for a block argument), if it is named `name` when given."""
-    owner = v.owner
-    if isinstance(owner, ir.Block):
-        return None
-    owner = getattr(owner, "operation", owner)
-    return owner if name is None or owner.name == name else None
 
-
-def _constant(v: ir.Value):
-    """The values of v (float64) if it is a prim.constant, else None."""
-    owner = _producer(v, "prim.constant")
-    if owner is None:
-        return None
-    dtype = dialect.dtype_name(v.type.element_type)
-    return from_storage(dialect.to_numpy(owner.attributes["value"]), dtype).astype(np.float64)
-
-
-def _new_constant(data: np.ndarray, like: ir.Value, loc) -> ir.Value:
-    """A prim.constant holding `data` in the element type of `like` (rounded once, from float64)."""
-    t = like.type
-    shape = list(data.shape)
-    raw = to_storage(data, dialect.dtype_name(t.element_type))
-    attr = ir.DenseElementsAttr.get(raw, type=t.element_type, shape=shape)
-    op = ir.Operation.create("prim.constant", results=[ir.RankedTensorType.get(shape, t.element_type)],
-                             attributes={"value": attr}, loc=loc)
-    return op.result
-
-
-def _rebuild(op: ir.Operation, operands: list, attrs: dict, loc) -> ir.Operation:
-    """A copy of conv2d/matmul `op` with new (input, filter, bias, residual) and updated attributes."""
-    spec = OPS[op.name[5:]]
-    new_attrs = {k: op.attributes[k] for k in op.attributes}
-    for k, v in attrs.items():
-        new_attrs[k] = dialect.make_attr(v, spec.attributes[k])
-    new_attrs["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([v is not None for v in operands])
-    return ir.Operation.create(op.name, results=[op.result.type], operands=[v for v in operands if v is not None],
-                               attributes=new_attrs, loc=loc)
 
 
 def _channel_axis(op) -> int:
@@ -92,24 +53,24 @@ def _per_channel(c: np.ndarray, out_shape, axis) -> np.ndarray | None:
 
 
 def _fold_batch_norm(bn: ir.Operation) -> bool:
-    conv = _producer(bn.operands[0], "prim.conv2d")
-    if conv is None or not _single_use(bn.operands[0]):
+    conv = producer(bn.operands[0], "prim.conv2d")
+    if conv is None or not single_use(bn.operands[0]):
         return False
     ca, ba = dialect.op_attrs(conv), dialect.op_attrs(bn)
     x, w, bias, residual = dialect.operand_groups(conv)
     if ca["activation"] != "none" or residual is not None or ca["layout"] != ba["layout"]:
         return False
-    scale, shift, mean, var = (_constant(v) for v in bn.operands[1:])
-    wd = _constant(w)
-    bd = _constant(bias) if bias is not None else np.zeros(bn.operands[1].type.shape[0])
+    scale, shift, mean, var = (constant(v) for v in bn.operands[1:])
+    wd = constant(w)
+    bd = constant(bias) if bias is not None else np.zeros(bn.operands[1].type.shape[0])
     if any(a is None for a in (scale, shift, mean, var, wd, bd)):
         return False
     s = scale / np.sqrt(var + ba["epsilon"])
     k_axis = 3 if ca["filter_layout"] == "RSCK" else 0  # the filter's output-channel axis
     with ir.InsertionPoint(bn), bn.location:
-        new_w = _new_constant(wd * np.expand_dims(s, [a for a in range(4) if a != k_axis]), w, bn.location)
-        new_b = _new_constant((bd - mean) * s + shift, bn.operands[1], bn.location)
-        fused = _rebuild(conv, [x, new_w, new_b, None], {}, conv.location)
+        new_w = new_constant(wd * np.expand_dims(s, [a for a in range(4) if a != k_axis]), w, bn.location)
+        new_b = new_constant((bd - mean) * s + shift, bn.operands[1], bn.location)
+        fused = rebuild(conv, [x, new_w, new_b, None], {}, conv.location)
     bn.result.replace_all_uses_with(fused.result)
     bn.erase()
     conv.erase()
@@ -119,8 +80,8 @@ def _fold_batch_norm(bn: ir.Operation) -> bool:
 def _fuse_epilogue(op: ir.Operation) -> bool:
     """Fold `op` (an add or an activation) into the conv2d/matmul producing its operand."""
     for i, v in enumerate(op.operands):
-        prod = _producer(v)
-        if prod is None or prod.name not in ("prim.conv2d", "prim.matmul") or not _single_use(v):
+        prod = producer(v)
+        if prod is None or prod.name not in ("prim.conv2d", "prim.matmul") or not single_use(v):
             continue
         attrs = dialect.op_attrs(prod)
         x, w, bias, residual = dialect.operand_groups(prod)
@@ -132,24 +93,34 @@ def _fuse_epilogue(op: ir.Operation) -> bool:
                     tuple(op.result.type.shape) == tuple(prod.result.type.shape):
                 new = ([x, w, bias, other], {})
             else:
-                c = _constant(other)
+                c = constant(other)
                 axis = _channel_axis(prod)
                 vec = None if c is None or bias is not None else _per_channel(c, prod.result.type.shape, axis)
                 if vec is None or tuple(op.result.type.shape) != tuple(prod.result.type.shape):
                     continue
                 with ir.InsertionPoint(op), op.location:
-                    new_bias = _new_constant(vec, other, op.location)
+                    new_bias = new_constant(vec, other, op.location)
                 new = ([x, w, new_bias, residual], {})
         else:
             act, params = unary_activation(op.name[5:], dialect.op_attrs(op))
             new = ([x, w, bias, residual], {"activation": act, "activation_params": params})
         with ir.InsertionPoint(op):
-            fused = _rebuild(prod, new[0], new[1], prod.location)
+            fused = rebuild(prod, new[0], new[1], prod.location)
         op.result.replace_all_uses_with(fused.result)
         op.erase()
         prod.erase()
         return True
     return False
+
+
+def _fold_constant_transposes(fn) -> None:
+    """transpose(constant) -> constant (e.g. weights re-laid out in the model), so the rewrites below
+    see constants."""
+    for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
+        if op.name == "prim.transpose" and producer(op.operands[0], "prim.constant") is not None:
+            with ir.InsertionPoint(op), op.location:
+                op.result.replace_all_uses_with(transpose(op.operands[0], dialect.op_attrs(op)["perm"], op.location))
+            op.erase()
 
 
 def erase_dead_constants(fn) -> None:
@@ -168,8 +139,8 @@ def _elementwise_groups(fn) -> list[list[ir.Operation]]:
             continue
         g = [op]
         for v in op.operands:
-            prod = _producer(v)
-            if prod is not None and prod in group_of and _single_use(v):
+            prod = producer(v)
+            if prod is not None and prod in group_of and single_use(v):
                 pg = group_of[prod]
                 if groups[pg] is not None and prod == groups[pg][-1]:
                     g = groups[pg] + g
@@ -222,6 +193,7 @@ class Options:
             count = sum(1 for op in body(module_op).operations
                         if op.operation.name == "func.func" and "prim.fused" in op.attributes)
             for fn in graph_functions(module_op):
+                _fold_constant_transposes(fn)
                 changed = True
                 while changed:  # each rewrite erases ops: restart the scan after one
                     changed = False

@@ -15,14 +15,13 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-import numpy as np
 from mlir import ir
 
 from openprim import dialect
 from openprim.errors import OpenPrimError
 
 from .kernels import graph_functions
-from .prim_fuse import _producer, _rebuild
+from .rewrite import producer, rebuild, swap, transpose
 from .solvers import PEAK_GFLOPS, SOLVERS, applicable, problem_of
 
 NAME = "prim-select"
@@ -32,19 +31,6 @@ LAYOUT_OPS = ("prim.conv2d", "prim.max_pool2d", "prim.avg_pool2d", "prim.global_
 FILTER_PERM = {("KCRS", "RSCK"): [2, 3, 1, 0], ("KRSC", "RSCK"): [1, 2, 3, 0], ("KCRS", "KRSC"): [0, 2, 3, 1]}
 
 
-def _transpose(v: ir.Value, perm, loc) -> ir.Value:
-    """prim.transpose of v, folded at compile time when v is a constant."""
-    t = v.type
-    shape = [t.shape[p] for p in perm]
-    const = _producer(v, "prim.constant")
-    if const is not None:  # storage order only: bf16 bit patterns move like any other element
-        data = np.ascontiguousarray(dialect.to_numpy(const.attributes["value"]).transpose(perm))
-        attr = ir.DenseElementsAttr.get(data, type=t.element_type, shape=shape)
-        return ir.Operation.create("prim.constant", results=[ir.RankedTensorType.get(shape, t.element_type)],
-                                   attributes={"value": attr}, loc=loc).result
-    return ir.Operation.create("prim.transpose", results=[ir.RankedTensorType.get(shape, t.element_type)],
-                               operands=[v], attributes={"perm": dialect.make_attr(perm, "i64s")}, loc=loc).result
-
 
 def _to_nhwc(op: ir.Operation) -> None:
     """Rewrite an NCHW layout op as transpose -> NHWC op -> transpose."""
@@ -52,19 +38,19 @@ def _to_nhwc(op: ir.Operation) -> None:
     operands = dialect.operand_groups(op)
     with ir.InsertionPoint(op), op.location:
         new_operands = list(operands)
-        new_operands[0] = _transpose(operands[0], TO_NHWC, op.location)
+        new_operands[0] = transpose(operands[0], TO_NHWC, op.location)
         if op.name == "prim.conv2d":
             if operands[3] is not None:
-                new_operands[3] = _transpose(operands[3], TO_NHWC, op.location)
+                new_operands[3] = transpose(operands[3], TO_NHWC, op.location)
             if dialect.op_attrs(op)["filter_layout"] == "KCRS":
-                new_operands[1] = _transpose(operands[1], FILTER_PERM[("KCRS", "KRSC")], op.location)
+                new_operands[1] = transpose(operands[1], FILTER_PERM[("KCRS", "KRSC")], op.location)
                 spec_attrs["filter_layout"] = dialect.make_attr("KRSC", "str")
         spec_attrs["layout"] = dialect.make_attr("NHWC", "str")
         out_t = op.result.type
         nhwc_t = ir.RankedTensorType.get([out_t.shape[p] for p in TO_NHWC], out_t.element_type)
         new = ir.Operation.create(op.name, results=[nhwc_t], operands=[v for v in new_operands if v is not None],
                                   attributes=spec_attrs, loc=op.location)
-        back = _transpose(new.result, TO_NCHW, op.location)
+        back = transpose(new.result, TO_NCHW, op.location)
     op.result.replace_all_uses_with(back)
     op.erase()
 
@@ -74,7 +60,7 @@ def _cancel_transposes(fn) -> None:
     for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
         if op.name != "prim.transpose":
             continue
-        inner = _producer(op.operands[0], "prim.transpose")
+        inner = producer(op.operands[0], "prim.transpose")
         if inner is None:
             continue
         p, q = dialect.op_attrs(inner)["perm"], dialect.op_attrs(op)["perm"]
@@ -124,8 +110,8 @@ def _relayout_weights(op: ir.Operation, solver) -> ir.Operation:
         if want is None or want == have:
             return op
         with ir.InsertionPoint(op), op.location:
-            operands[1] = _transpose(operands[1], FILTER_PERM[(have, want)], op.location)
-            return _swap(op, _rebuild(op, operands, {"filter_layout": want}, op.location))
+            operands[1] = transpose(operands[1], FILTER_PERM[(have, want)], op.location)
+            return swap(op, rebuild(op, operands, {"filter_layout": want}, op.location))
     return op
 
 
@@ -136,14 +122,9 @@ def _untranspose_rhs(op: ir.Operation) -> ir.Operation:
     if op.name != "prim.matmul" or not dialect.op_attrs(op)["transpose_rhs"] or len(operands[1].type.shape) != 2:
         return op
     with ir.InsertionPoint(op), op.location:
-        operands[1] = _transpose(operands[1], [1, 0], op.location)
-        return _swap(op, _rebuild(op, operands, {"transpose_rhs": 0}, op.location))
+        operands[1] = transpose(operands[1], [1, 0], op.location)
+        return swap(op, rebuild(op, operands, {"transpose_rhs": 0}, op.location))
 
-
-def _swap(old: ir.Operation, new: ir.Operation) -> ir.Operation:
-    old.result.replace_all_uses_with(new.result)
-    old.erase()
-    return new
 
 
 @dataclass

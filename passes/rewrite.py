@@ -1,0 +1,74 @@
+"""Rewriting helpers shared by the passes: producers, constants (read and made in any dtype), copies
+of ops with new operands, transposes folded at compile time."""
+from __future__ import annotations
+
+import numpy as np
+from mlir import ir
+
+from openprim import dialect
+from openprim.dialect.ops import OPS
+from openprim.runtime.dtypes import from_storage, to_storage
+
+
+def single_use(v: ir.Value) -> bool:
+    return len(list(v.uses)) == 1
+
+
+def producer(v: ir.Value, name: str | None = None):
+    """The operation defining v (None for a block argument), if it is named `name` when given."""
+    owner = v.owner
+    if isinstance(owner, ir.Block):
+        return None
+    owner = getattr(owner, "operation", owner)
+    return owner if name is None or owner.name == name else None
+
+
+def constant(v: ir.Value):
+    """The values of v (float64) if it is a prim.constant, else None."""
+    owner = producer(v, "prim.constant")
+    if owner is None:
+        return None
+    dtype = dialect.dtype_name(v.type.element_type)
+    return from_storage(dialect.to_numpy(owner.attributes["value"]), dtype).astype(np.float64)
+
+
+def new_constant(data: np.ndarray, like: ir.Value, loc) -> ir.Value:
+    """A prim.constant holding `data` in the element type of `like` (rounded once, from float64)."""
+    t = like.type
+    shape = list(data.shape)
+    raw = to_storage(data, dialect.dtype_name(t.element_type))
+    attr = ir.DenseElementsAttr.get(raw, type=t.element_type, shape=shape)
+    op = ir.Operation.create("prim.constant", results=[ir.RankedTensorType.get(shape, t.element_type)],
+                             attributes={"value": attr}, loc=loc)
+    return op.result
+
+
+def rebuild(op: ir.Operation, operands: list, attrs: dict, loc) -> ir.Operation:
+    """A copy of conv2d/matmul `op` with new (input, filter, bias, residual) and updated attributes."""
+    spec = OPS[op.name[5:]]
+    new_attrs = {k: op.attributes[k] for k in op.attributes}
+    for k, v in attrs.items():
+        new_attrs[k] = dialect.make_attr(v, spec.attributes[k])
+    new_attrs["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([v is not None for v in operands])
+    return ir.Operation.create(op.name, results=[op.result.type], operands=[v for v in operands if v is not None],
+                               attributes=new_attrs, loc=loc)
+
+
+def transpose(v: ir.Value, perm, loc) -> ir.Value:
+    """prim.transpose of v, folded at compile time when v is a constant."""
+    t = v.type
+    shape = [t.shape[p] for p in perm]
+    const = producer(v, "prim.constant")
+    if const is not None:  # storage order only: bf16 bit patterns move like any other element
+        data = np.ascontiguousarray(dialect.to_numpy(const.attributes["value"]).transpose(perm))
+        attr = ir.DenseElementsAttr.get(data, type=t.element_type, shape=shape)
+        return ir.Operation.create("prim.constant", results=[ir.RankedTensorType.get(shape, t.element_type)],
+                                   attributes={"value": attr}, loc=loc).result
+    return ir.Operation.create("prim.transpose", results=[ir.RankedTensorType.get(shape, t.element_type)],
+                               operands=[v], attributes={"perm": dialect.make_attr(perm, "i64s")}, loc=loc).result
+
+
+def swap(old: ir.Operation, new: ir.Operation) -> ir.Operation:
+    old.result.replace_all_uses_with(new.result)
+    old.erase()
+    return new
