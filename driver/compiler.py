@@ -128,7 +128,8 @@ def shared_object(module: ir.Module) -> bytes:
     from mlir.dialects.llvm import translate_module_to_llvmir
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")
     if not cc:
-        raise OpenPrimError("no C compiler/linker found to link the kernels (install gcc, or set CC)")
+        raise OpenPrimError("no C compiler/linker found to link the kernels: install gcc, set CC, "
+                            "or compile with backend='engine' (MLIR's ExecutionEngine)")
     km = kernels_ir(module)
     with tempfile.TemporaryDirectory() as d:
         procs, objs = [], []
