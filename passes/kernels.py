@@ -88,6 +88,7 @@ def kernel_text(name: str, ops: list, inputs: list, result: ir.Value) -> tuple[s
         op = ops[0]
         operands = [None if g is None else env[g] for g in dialect.operand_groups(op)]
         r = _emitter(op)(kt, op.name[5:], operands, dialect.op_attrs(op), shape, dtype)
+    kt.result = r.name
     kt.emit(f"bufferization.materialize_in_destination {r.name} in restrict writable %out : "
             f"({r.type}, {mtype(r.shape, r.dtype)}) -> ()")
     ins = [(_value_v(v, "").shape, _value_v(v, "").dtype) for v in inputs]

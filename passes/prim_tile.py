@@ -15,7 +15,7 @@ from openprim.errors import OpenPrimError
 
 from . import schedules
 from .kernels import outline
-from .solvers import SOLVERS, problem_of
+from .solvers import SOLVERS, THREADS, problem_of
 
 NAME = "prim-tile"
 
@@ -28,6 +28,9 @@ def schedule_kernel(text: str, kt, ops) -> ir.Module:
         solver = SOLVERS[ir.StringAttr(op.attributes["prim.solver"]).value]
         params = {a.name: ir.IntegerAttr(a.attr).value for a in ir.DictAttr(op.attributes["prim.params"])}
         main = solver.schedule(problem_of(op), params)
+    elif threaded := schedules.threaded_final_op(kt, THREADS):
+        tag, main = threaded
+        text = text.replace(tag, 'prim.role = "epilogue"}', 1)
     script = schedules.script(main, kt.aux)
     module = ir.Module.parse("module attributes {transform.with_named_sequence} {\n" + text + "\n" + script + "\n}")
     try:

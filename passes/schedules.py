@@ -111,6 +111,32 @@ def gemm(par: tuple[int, int], mt: int, nt: int, kt: int) -> str:
   %m2, %rl = transform.structured.tile_using_for %mm tile_sizes [0, 0, {kt}] : ({ANY}) -> ({ANY}, {ANY})"""
 
 
+def parallel_epilogue(par: list[int], inner: list[int]) -> str:
+    """Threads over one dim of a kernel's final op (its producers fused in), then a vector-sized tile."""
+    n = sum(1 for t in inner if t)
+    return f"""
+  %epi = transform.structured.match attributes{{prim.role = "epilogue"}} in %root : ({ANY}) -> {ANY}
+  %e1, %forall = transform.structured.fuse %epi tile_sizes {par} {{apply_cleanup, use_forall}} : ({ANY}) -> ({ANY}, {ANY})
+  %e2, %inner:{n} = transform.structured.tile_using_for %e1 tile_sizes {inner} : ({ANY}) -> ({ANY}{f", {ANY}" * n})"""
+
+
+def threaded_final_op(kt, threads: int) -> tuple[str, str] | None:
+    """For a kernel without a solver schedule: (the tag rewrite, the schedule) that splits its final
+    generic's first evenly divisible parallel dim between the threads, or None."""
+    if kt.result not in kt.generics:
+        return None
+    index, domain, iterators = kt.generics[kt.result]
+    dim = next((d for d, (n, it) in enumerate(zip(domain, iterators))
+                if it == "parallel" and n >= threads and n % threads == 0), None)
+    if dim is None or len(domain) < 2:
+        return None
+    par = [0] * len(domain)
+    par[dim] = domain[dim] // threads
+    inner = _tiles([par[d] or n for d, n in enumerate(domain)])
+    kt.aux[index] = []  # tiled by the epilogue schedule, not as an aux op
+    return f"prim.aux = {index}}}", parallel_epilogue(par, inner)
+
+
 def script(main: str | None, aux_domains: list[list[int]]) -> str:
     """The whole named sequence for one kernel: aux tiling, the solver's main nest, vectorization."""
     return "\n".join(["transform.named_sequence @__transform_main(%root: !transform.any_op {transform.readonly}) {",

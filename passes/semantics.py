@@ -74,6 +74,8 @@ class KernelText:
         self.lines: list[str] = []
         self.n = 0
         self.aux: list[list[int]] = []   # iteration domain of each op tagged `prim.aux = i`
+        self.generics: dict[str, tuple] = {}  # result name -> (aux index, domain, iterator types)
+        self.result = ""                  # the name of the kernel's result tensor
 
     def tag(self, role: str | None, domain) -> str:
         """The discardable attribute that names an op's role for the schedule (see schedules.py)."""
@@ -109,7 +111,10 @@ class KernelText:
         its = ", ".join(f'"{i}"' for i in iterators)
         all_maps = ", ".join(maps + [out_map])
         ins_txt = f"ins({', '.join(v.name for v in ins)} : {', '.join(v.type for v in ins)}) " if ins else ""
-        tag = self.tag(role, _loop_ranges(ins + [out], maps + [out_map], len(iterators)))
+        domain = _loop_ranges(ins + [out], maps + [out_map], len(iterators))
+        tag = self.tag(role, domain)
+        if role is None:
+            self.generics[n] = (len(self.aux) - 1, domain, list(iterators))
         self.emit(f"{n} = linalg.generic {{indexing_maps = [{all_maps}], iterator_types = [{its}], {tag}}} "
                   f"{ins_txt}outs({out.name} : {out.type}) {{")
         self.emit(f"^bb0({', '.join(f'{a}: {v.dtype}' for a, v in zip(args, ins + [out]))}):")

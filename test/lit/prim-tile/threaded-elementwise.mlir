@@ -1,0 +1,17 @@
+// A kernel without a solver schedule still uses the threads: its final op is split on its first
+// evenly divisible parallel dim by an scf.forall (producers fused in), then vectorized.
+// RUN: openprim-opt %s -p prim-fuse,prim-select,prim-tile | filecheck %s
+
+// CHECK:       module @kernels
+// CHECK:       func.func @fused_elementwise_0(
+// CHECK:         scf.forall (%{{.*}}) = (0) to (8) step (4)
+// CHECK:           vector.transfer_read
+// CHECK:           math.tanh {{.*}} : vector<16xf32>
+// CHECK:       func.func @softmax_1(
+// CHECK:         scf.forall (%{{.*}}) = (0) to (6) step (3)
+func.func @main(%x: tensor<8x16xf32>, %y: tensor<6x10xf32>) -> (tensor<8x16xf32>, tensor<6x10xf32>) {
+  %0 = "prim.tanh"(%x) : (tensor<8x16xf32>) -> tensor<8x16xf32>
+  %1 = "prim.mul"(%0, %x) : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  %2 = "prim.softmax"(%y) {axis = -1 : i64} : (tensor<6x10xf32>) -> tensor<6x10xf32>
+  return %1, %2 : tensor<8x16xf32>, tensor<6x10xf32>
+}
