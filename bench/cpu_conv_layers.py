@@ -8,9 +8,9 @@ bias then relu, channels_last). Prints GFLOP/s per solver and the heuristic's ch
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
+from timing import median_time
 
 import openprim
 from openprim.frontend import Graph
@@ -19,18 +19,6 @@ from openprim.passes.solvers import ConvProblem, applicable
 # (C, H, K, R, stride): ResNet-18's distinct convolutions at 224x224
 LAYERS = [(3, 224, 64, 7, 2), (64, 56, 64, 3, 1), (64, 56, 128, 3, 2), (64, 56, 128, 1, 2), (128, 28, 128, 3, 1),
           (128, 28, 256, 3, 2), (256, 14, 256, 3, 1), (256, 14, 512, 3, 2), (512, 7, 512, 3, 1)]
-
-
-def median_time(fn, repeat):
-    time.sleep(0.3)  # let the other OpenMP runtime's threads stop spinning (KMP_BLOCKTIME is 200 ms)
-    for _ in range(3):
-        fn()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts))
 
 
 def main():

@@ -23,6 +23,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "examples"))
 
 import mobilenetv2  # noqa: E402
 import resnet  # noqa: E402
+from timing import median_time  # noqa: E402
 
 import openprim  # noqa: E402
 from openprim import compiler  # noqa: E402
@@ -82,18 +83,6 @@ def torch_mobilenetv2(W, x, F, t):
 NETS = {"resnet18": (resnet.build, torch_resnet), "mobilenetv2": (mobilenetv2.build, torch_mobilenetv2)}
 
 
-def timeit(fn, repeat, warmup=5):
-    time.sleep(0.3)  # let the other OpenMP runtime's threads stop spinning (KMP_BLOCKTIME is 200 ms)
-    for _ in range(warmup):
-        fn()
-    ts = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        ts.append(time.perf_counter() - t0)
-    return float(np.median(ts)), float(np.min(ts))
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=30)
@@ -122,17 +111,17 @@ def main():
         xt = torch.tensor(x)
         with torch.inference_mode():
             ref = torch_fn(W, xt, F, lambda a: a).numpy()
-            torch_t = timeit(lambda: torch_fn(W, xt, F, lambda a: a), args.repeat)
+            torch_t = median_time(lambda: torch_fn(W, xt, F, lambda a: a), args.repeat)
         outs = [jit(x), engine(x), aot(x)]
         err = max(np.abs(y - ref).max() for y in outs) / np.abs(ref).max()
-        times = [timeit(lambda f=f: f(x), args.repeat) for f in (jit, engine, aot)]
+        times = [median_time(lambda f=f: f(x), args.repeat) for f in (jit, engine, aot)]
         rows.append((name, (jit_s, engine_s, info["seconds"]), times, torch_t, err))
     print(f"{'network':12s} {'compile: native / engine / AOT':>31s}   {'run: native / engine / AOT':>28s} "
           f"{'PyTorch':>9s} {'PyTorch/native':>14s} {'max rel diff':>12s}")
     for name, cs, ts, tt, err in rows:
         print(f"{name:12s} {cs[0]:8.1f} s {cs[1]:7.1f} s {cs[2]:7.1f} s   "
-              f"{ts[0][0] * 1e3:7.2f} {ts[1][0] * 1e3:7.2f} {ts[2][0] * 1e3:7.2f} ms {tt[0] * 1e3:6.2f} ms "
-              f"{tt[0] / ts[0][0]:13.2f}x {err:12.1e}")
+              f"{ts[0] * 1e3:7.2f} {ts[1] * 1e3:7.2f} {ts[2] * 1e3:7.2f} ms {tt * 1e3:6.2f} ms "
+              f"{tt / ts[0]:13.2f}x {err:12.1e}")
     print(f"(median of {args.repeat} runs, batch 1, 3x224x224, fp32, {args.threads} threads, torch {torch.__version__})")
 
 
