@@ -7,7 +7,8 @@ between), and `prim.aux = i` for every other structured op (padding, im2col, tra
   main nest  1. scf.forall over output rows (or columns) for the threads, producers fused in
              2. register tile (one row, WT columns, FT filters / MT x NT), producers fused again
              3. reduction loops (kh, kw, CT input channels / KT), conv2d decomposed to conv1d
-  aux ops    tiled to one row of the innermost dimension
+  aux ops    tiled to one row of the innermost dimension; in a kernel without a solver, the final op
+             is the "epilogue": an scf.forall splits its first evenly divisible parallel dim
   all        vectorized; the accumulator hoisted out of the reduction loops; contractions lowered
              to outer products and then to FMAs, in separate pattern sets (one big set is slow)
 """
