@@ -4,8 +4,8 @@
     openprim run resnet18.oprim --input x.npy                  # runtime only (no MLIR needed)
     openprim run examples/resnet.py                            # JIT: compile in-process, then run
 
-A model file is Python that defines `build(**kwargs)` returning an `openprim.frontend.Graph`
-(`-D name=value` passes keyword arguments, e.g. -D batch=8 -D layout=NHWC).
+A model is an ONNX file, or Python that defines `build(**kwargs)` returning an
+`openprim.frontend.Graph` (`-D name=value` passes keyword arguments, e.g. -D batch=8 -D layout=NHWC).
 """
 from __future__ import annotations
 
@@ -30,9 +30,12 @@ def _value(text: str):
 
 
 def load_model(path: str, defines: list[str]):
-    """The Graph that the model file's build() returns."""
+    """The Graph of a model: an ONNX file, or what a Python model file's build() returns."""
     if not os.path.exists(path):
         raise OpenPrimError(f"{path}: no such file")
+    if path.endswith(".onnx"):
+        from openprim.frontend.onnx_import import import_model
+        return import_model(path)
     kwargs = {}
     for d in defines:
         key, sep, val = d.partition("=")
@@ -152,7 +155,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="openprim", description="OpenPrim: compile and run deep-learning models")
     sub = ap.add_subparsers(dest="command", required=True)
     c = sub.add_parser("compile", help="compile a model ahead of time into one .oprim file")
-    c.add_argument("model", help="a Python model file defining build()")
+    c.add_argument("model", help="an .onnx file, or a Python model file defining build()")
     c.add_argument("-o", "--output", help="the .oprim file to write (default: MODEL.oprim)")
     r = sub.add_parser("run", help="run a model (.py: JIT-compile first; .oprim: runtime only)")
     r.add_argument("model")

@@ -1,0 +1,133 @@
+"""An `onnx.backend.base.Backend` that compiles ONNX models with OpenPrim (CPU), like onnxruntime.backend.
+
+    from openprim.frontend import onnx_backend
+    rep = onnx_backend.prepare(model)          # import + compile once
+    outputs = rep.run([x])                     # a tuple of numpy arrays, one per graph output
+
+Inputs are cast to float32 (float16/float32/float64 inputs only); each output comes back in the
+element type the model declares for it (float32 when it declares none).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from openprim.errors import OpenPrimError
+
+try:
+    import onnx
+    from onnx.backend.base import Backend, BackendRep
+except ImportError:  # pragma: no cover
+    raise OpenPrimError("the ONNX backend needs the 'onnx' package: pip install onnx") from None
+
+from openprim.frontend.onnx_import import import_model
+
+_NP_OF = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16,
+          onnx.TensorProto.DOUBLE: np.float64}
+
+
+def _check_device(device):
+    if str(device).upper().split(":")[0] != "CPU":
+        raise OpenPrimError(f"OpenPrim's ONNX backend runs on CPU only, got device '{device}'")
+
+
+class OpenPrimBackendRep(BackendRep):
+    """A compiled model: `run(inputs)` with a list (in graph input order) or a dict by name."""
+
+    def __init__(self, model, exe, graph):
+        self.model = model
+        self.exe = exe
+        init = {i.name for i in model.graph.initializer}
+        self.input_names = [i.name for i in model.graph.input if i.name not in init]
+        self.output_names = [o.name for o in model.graph.output]
+        self.output_dtypes = []
+        for o in model.graph.output:
+            et = o.type.tensor_type.elem_type if o.type.HasField("tensor_type") else 0
+            self.output_dtypes.append(_NP_OF.get(et, np.float32))
+        self.input_shapes = [t.shape for t in graph.inputs]
+
+    def run(self, inputs, **kwargs):
+        if isinstance(inputs, dict):
+            missing = [n for n in self.input_names if n not in inputs]
+            if missing:
+                raise OpenPrimError(f"missing input(s) {missing}; inputs are {self.input_names}")
+            inputs = [inputs[n] for n in self.input_names]
+        elif isinstance(inputs, np.ndarray):
+            inputs = [inputs]
+        inputs = list(inputs)
+        if len(inputs) != len(self.input_names):
+            raise OpenPrimError(f"expected {len(self.input_names)} input(s) {self.input_names}, got {len(inputs)}")
+        args = []
+        for name, v in zip(self.input_names, inputs):
+            v = np.asarray(v)
+            if v.dtype.kind != "f":
+                raise OpenPrimError(f"input '{name}' has dtype {v.dtype}; OpenPrim supports float tensors only")
+            args.append(np.array(v, np.float32))  # keeps 0-d arrays 0-d
+        outs = self.exe(*args)
+        if not isinstance(outs, tuple):
+            outs = (outs,)
+        return tuple(np.asarray(o).astype(dt, copy=False) for o, dt in zip(outs, self.output_dtypes))
+
+
+class OpenPrimBackend(Backend):
+    @classmethod
+    def is_compatible(cls, model, device="CPU", **kwargs):
+        return cls.supports_device(device)
+
+    @classmethod
+    def prepare(cls, model, device="CPU", input_shapes=None, **kwargs):
+        _check_device(device)
+        import openprim
+        if isinstance(model, (str, bytes)):
+            model = onnx.load(model) if isinstance(model, str) else onnx.load_from_string(model)
+        graph = import_model(model, input_shapes=input_shapes)
+        exe = openprim.compile(graph, target="cpu")
+        return OpenPrimBackendRep(model, exe, graph)
+
+    @classmethod
+    def run_model(cls, model, inputs, device="CPU", **kwargs):
+        return cls.prepare(model, device, **kwargs).run(inputs)
+
+    @classmethod
+    def run_node(cls, node, inputs, device="CPU", outputs_info=None, **kwargs):
+        """Run one NodeProto on `inputs` (a list in node input order, or a dict by input name)."""
+        _check_device(device)
+        from onnx import helper
+        names = [i for i in node.input]
+        if isinstance(inputs, dict):
+            values = [inputs[n] for n in names if n]
+        else:
+            values = list(inputs)
+        used = [n for n in names if n]
+        if len(values) != len(used):
+            raise OpenPrimError(f"node '{node.name}' has {len(used)} input(s), got {len(values)} values")
+        vis = []
+        for n, v in zip(used, values):
+            v = np.asarray(v)
+            vis.append(helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape))
+        if outputs_info:
+            ovis = [helper.make_tensor_value_info(o, helper.np_dtype_to_tensor_dtype(np.dtype(dt)), shp)
+                    for o, (dt, shp) in zip([o for o in node.output if o], outputs_info)]
+        else:
+            et = vis[0].type.tensor_type.elem_type if vis else onnx.TensorProto.FLOAT
+            ovis = [helper.make_tensor_value_info(o, et, None) for o in node.output if o]
+        opset = kwargs.get("opset_version", onnx.defs.onnx_opset_version())
+        opset = min(opset, 21)
+        model = helper.make_model(helper.make_graph([node], "run_node", vis, ovis),
+                                  opset_imports=[helper.make_opsetid("", opset)])
+        if not outputs_info:  # output types from shape inference (the checker wants them)
+            inferred = onnx.shape_inference.infer_shapes(model)
+            for o, io in zip(model.graph.output, inferred.graph.output):
+                if io.type.tensor_type.HasField("shape"):
+                    o.CopyFrom(io)
+        return cls.prepare(model, device).run(values)
+
+    @classmethod
+    def supports_device(cls, device):
+        return str(device).upper().split(":")[0] == "CPU"
+
+
+prepare = OpenPrimBackend.prepare
+run_model = OpenPrimBackend.run_model
+run_node = OpenPrimBackend.run_node
+supports_device = OpenPrimBackend.supports_device
+is_compatible = OpenPrimBackend.is_compatible

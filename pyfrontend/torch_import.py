@@ -1,0 +1,843 @@
+"""PyTorch importer: a `torch.export.ExportedProgram` (core ATen ops) becomes an OpenPrim Graph.
+
+    from openprim.frontend.torch_import import import_exported, compile_module, openprim_backend
+    g, names = import_exported(torch.export.export(model.eval(), (x,)))
+    run = compile_module(model, (x,))          # torch tensors in, torch tensors out
+    fast = torch.compile(model, backend=openprim_backend)
+
+Parameters, buffers and lifted constants become `g.param` (constants: BN folds into the conv);
+user inputs become `g.input` with the static shapes the export recorded. Ops on constants only
+(the `permute` of a linear weight, a `view` of a bias) are folded in numpy at import time. An op the
+importer does not map raises OpenPrimError naming every such op of the graph.
+"""
+from __future__ import annotations
+
+import operator
+import warnings
+
+import numpy as np
+from openprim.errors import OpenPrimError
+from openprim.frontend.graph import Graph, Tensor
+
+try:  # torch is optional for OpenPrim; this module needs it
+    import torch
+except ImportError:  # pragma: no cover
+    torch = None
+
+
+class _Const:
+    """A value known at import time (a weight, or an op on weights only)."""
+    __slots__ = ("name", "value")
+
+    def __init__(self, value, name):
+        value = np.asarray(value)
+        self.value = value.astype(np.float64) if value.dtype.kind == "f" else value
+        self.name = name
+
+
+def _np(t):
+    t = t.detach().cpu()
+    if t.dtype.is_floating_point:
+        return t.to(torch.float64).numpy()
+    return t.numpy()
+
+
+def _shape(node):
+    val = node.meta.get("val")
+    if val is None or not hasattr(val, "shape"):
+        raise OpenPrimError(f"torch import: node '{node.name}' has no recorded tensor shape")
+    try:
+        return tuple(int(s) for s in val.shape)
+    except (TypeError, ValueError):
+        raise OpenPrimError(f"torch import: input '{node.name}' has a dynamic shape {tuple(val.shape)}; "
+                            "OpenPrim needs static shapes") from None
+
+
+def _norm_dims(dims, rank):
+    return sorted(d % rank for d in dims)
+
+
+class _Importer:
+    def __init__(self, ep, constant_inputs=None):
+        self.ep = ep
+        self.g = Graph(layout="NCHW", dtype="f32")
+        self.env = {}           # fx node -> Tensor | _Const | tuple (multi-output) | python value
+        self.params = {}        # id(_Const) -> Tensor (materialized weights)
+        self.input_names = []
+        self.constant_inputs = constant_inputs or {}
+
+    # ------------------------------------------------------------------ values
+    def tensor(self, v) -> Tensor:
+        """A graph Tensor for v (materializing a constant as a g.param once)."""
+        if isinstance(v, Tensor):
+            return v
+        if isinstance(v, _Const):
+            hit = self.params.get(id(v))
+            if hit is None:
+                t = self.g.param(v.name, v.value.astype(np.float32) if v.value.dtype.kind == "f" else v.value)
+                self.params[id(v)] = hit = (v, t)     # keeps v alive, so its id is not reused
+            return hit[1]
+        raise OpenPrimError(f"torch import: expected a tensor, got {type(v).__name__}")
+
+    def arg(self, a):
+        if isinstance(a, torch.fx.Node):
+            return self.env[a]
+        if isinstance(a, (list, tuple)):
+            return type(a)(self.arg(x) for x in a)
+        return a
+
+    # ------------------------------------------------------------------ driver
+    def run(self):
+        ep = self.ep
+        sig = ep.graph_signature
+        state = dict(ep.state_dict)
+        consts = dict(getattr(ep, "constants", {}) or {})
+        to_param = dict(sig.inputs_to_parameters)
+        to_buffer = dict(sig.inputs_to_buffers)
+        to_const = dict(getattr(sig, "inputs_to_lifted_tensor_constants", {}) or {})
+        user_inputs = list(sig.user_inputs)
+        graph = ep.graph_module.graph
+
+        unsupported = sorted({str(n.target) for n in graph.nodes
+                              if n.op == "call_function" and _op_key(n.target) not in _HANDLERS})
+        if unsupported:
+            raise OpenPrimError("torch import: unsupported op(s): " + ", ".join(unsupported))
+
+        for n in graph.nodes:
+            if n.op == "placeholder":
+                name = n.target
+                if name in to_param or name in to_buffer or name in to_const:
+                    key = to_param.get(name) or to_buffer.get(name) or to_const.get(name)
+                    src = state.get(key)
+                    if src is None:
+                        src = consts.get(key)
+                    if src is None:
+                        raise OpenPrimError(f"torch import: no value for '{key}'")
+                    self.env[n] = _Const(_np(src), _safe(key))
+                elif name in user_inputs:
+                    idx = user_inputs.index(name)
+                    if idx in self.constant_inputs:
+                        self.env[n] = _Const(_np(self.constant_inputs[idx]), _safe(name))
+                    else:
+                        val = n.meta.get("val")
+                        if val is not None and not getattr(val, "dtype", torch.float32).is_floating_point:
+                            raise OpenPrimError(f"torch import: input '{name}' has dtype {val.dtype}; "
+                                                "only floating-point inputs are supported")
+                        self.env[n] = self.g.input(_safe(name), _shape(n))
+                        self.input_names.append(name)
+                else:
+                    raise OpenPrimError(f"torch import: placeholder '{name}' is not an input, "
+                                        "parameter, buffer or constant")
+            elif n.op == "get_attr":
+                obj = ep.graph_module
+                for part in n.target.split("."):
+                    obj = getattr(obj, part)
+                self.env[n] = _Const(_np(obj), _safe(n.target))
+            elif n.op == "call_function":
+                fn = _HANDLERS[_op_key(n.target)]
+                args = [self.arg(a) for a in n.args]
+                kwargs = {k: self.arg(v) for k, v in n.kwargs.items()}
+                try:
+                    self.env[n] = fn(self, n, *args, **kwargs)
+                except OpenPrimError as e:
+                    raise OpenPrimError(f"torch import: {n.target} ('{n.name}'): {e}") from None
+            elif n.op == "output":
+                outs = n.args[0]
+                outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+                n_user = len(sig.user_outputs)
+                if len(outs) != n_user:
+                    raise OpenPrimError("torch import: the program mutates buffers (training mode?); "
+                                        "export the model in eval mode")
+                results = []
+                for o in outs:
+                    v = self.env[o] if isinstance(o, torch.fx.Node) else o
+                    t = self.tensor(v)
+                    if t in self.g.inputs or t in results or self._is_param(t):
+                        t = self.g.mul(t, 1.0)   # a graph output must be computed by an op
+                    results.append(t)
+                self.g.output(*results)
+            else:
+                raise OpenPrimError(f"torch import: unsupported fx node kind '{n.op}' ({n.name})")
+        return self.g, self.input_names
+
+    def _is_param(self, t):
+        return any(p is t for _, p in self.params.values())
+
+
+def _safe(name):
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in str(name)) or "v"
+
+
+def _op_key(target):
+    if target is operator.getitem:
+        return "getitem"
+    name = getattr(target, "name", None)
+    if callable(name):            # OpOverload.name() -> 'aten::add.Tensor'
+        full = name()                      # other namespaces (prims::, quantized::) are not mapped
+        ns, _, rest = full.partition("::")
+        return rest.split(".")[0] if ns == "aten" else full
+    if target in _PY_OPS:
+        return _PY_OPS[target]
+    return str(target)
+
+
+_PY_OPS = {operator.add: "add", operator.sub: "sub", operator.mul: "mul", operator.truediv: "div"}
+
+
+# ---------------------------------------------------------------------------- handlers
+def _ints(v, n=2):
+    if v is None:
+        return None
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    return v * n if len(v) == 1 else v
+
+
+def _pad4(p):
+    p = _ints(p) or [0, 0]
+    return (p[0], p[1], p[0], p[1])
+
+
+def h_convolution(im, n, x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
+                  transposed=False, output_padding=(0, 0), groups=1):
+    if transposed:
+        raise OpenPrimError("transposed convolution is not supported")
+    if im.tensor(x).ndim != 4:
+        raise OpenPrimError(f"only 2-d convolution (4-d input) is supported, got rank {im.tensor(x).ndim}")
+    if isinstance(padding, str):
+        raise OpenPrimError(f"padding='{padding}' is not supported; give explicit padding")
+    return im.g.conv2d(im.tensor(x), im.tensor(w), None if bias is None else im.tensor(bias),
+                       stride=tuple(_ints(stride)), padding=_pad4(padding), dilation=tuple(_ints(dilation)),
+                       groups=int(groups))
+
+
+def h_conv2d(im, n, x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    return h_convolution(im, n, x, w, bias, stride, padding, dilation, False, (0, 0), groups)
+
+
+def _bn(im, x, w, b, mean, var, eps):
+    c = im.tensor(x).shape[1]
+    if w is None:
+        w = _Const(np.ones(c), "bn_scale")
+    if b is None:
+        b = _Const(np.zeros(c), "bn_shift")
+    return im.g.batch_norm(im.tensor(x), im.tensor(w), im.tensor(b), im.tensor(mean), im.tensor(var), float(eps))
+
+
+def h_native_bn_no_training(im, n, x, w, b, mean, var, momentum, eps):
+    return (_bn(im, x, w, b, mean, var, eps), None, None)
+
+
+def h_native_batch_norm(im, n, x, w, b, mean, var, training, momentum, eps):
+    if training:
+        raise OpenPrimError("batch_norm in training mode; call model.eval() before export")
+    return (_bn(im, x, w, b, mean, var, eps), None, None)
+
+
+def h_batch_norm(im, n, x, w, b, mean, var, training, momentum, eps, cudnn_enabled=True):
+    if training:
+        raise OpenPrimError("batch_norm in training mode; call model.eval() before export")
+    return _bn(im, x, w, b, mean, var, eps)
+
+
+def h_layer_norm(im, n, x, shape, w=None, b=None, eps=1e-5, cudnn_enable=True):
+    x = im.tensor(x)
+    return im.g.layer_norm(x, None if w is None else im.tensor(w), None if b is None else im.tensor(b),
+                           float(eps), len(shape))
+
+
+def h_native_layer_norm(im, n, x, shape, w, b, eps):
+    return (h_layer_norm(im, n, x, shape, w, b, eps), None, None)
+
+
+def _gn(im, x, groups, w, b, eps):
+    x = im.tensor(x)
+    if x.ndim != 4:
+        raise OpenPrimError(f"group_norm needs a 4-d input, got rank {x.ndim}")
+    c = x.shape[1]
+    w = im.tensor(w if w is not None else _Const(np.ones(c), "gn_scale"))
+    b = im.tensor(b if b is not None else _Const(np.zeros(c), "gn_shift"))
+    return im.g.group_norm(x, int(groups), w, b, float(eps))
+
+
+def h_group_norm(im, n, x, groups, w=None, b=None, eps=1e-5, cudnn_enabled=True):
+    return _gn(im, x, groups, w, b, eps)
+
+
+def h_native_group_norm(im, n, x, w, b, N, C, HxW, groups, eps):
+    return (_gn(im, x, groups, w, b, eps), None, None)
+
+
+def _unary(name):
+    def h(im, n, x, *a, **k):
+        return getattr(im.g, name)(im.tensor(x))
+    return h
+
+
+def h_leaky_relu(im, n, x, alpha=0.01):
+    return im.g.leaky_relu(im.tensor(x), float(alpha))
+
+
+def h_hardtanh(im, n, x, lo=-1.0, hi=1.0):
+    return im.g.clamp(im.tensor(x), float(lo), float(hi))
+
+
+def h_clamp(im, n, x, lo=None, hi=None):
+    if lo is None or hi is None or not all(isinstance(v, (int, float)) for v in (lo, hi)):
+        raise OpenPrimError("clamp needs both scalar bounds")
+    return im.g.clamp(im.tensor(x), float(lo), float(hi))
+
+
+def h_relu6(im, n, x):
+    return im.g.relu6(im.tensor(x))
+
+
+def h_gelu(im, n, x, approximate="none"):
+    return im.g.gelu(im.tensor(x), approximate)
+
+
+def h_elu(im, n, x, alpha=1.0, scale=1.0, input_scale=1.0):
+    if scale != 1 or input_scale != 1:
+        raise OpenPrimError("elu with scale/input_scale != 1 (selu/celu) is not supported")
+    return im.g.elu(im.tensor(x), float(alpha))
+
+
+def h_max_pool2d(im, n, x, kernel, stride=(), padding=0, dilation=1, ceil_mode=False):
+    k = _ints(kernel)
+    s = _ints(stride) or k
+    return im.g.max_pool2d(im.tensor(x), tuple(k), tuple(s), _pad4(padding), tuple(_ints(dilation)), bool(ceil_mode))
+
+
+def h_max_pool2d_with_indices(im, n, *a, **k):
+    return (h_max_pool2d(im, n, *a, **k), None)
+
+
+def h_avg_pool2d(im, n, x, kernel, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+                 divisor_override=None):
+    if divisor_override is not None:
+        raise OpenPrimError("avg_pool2d divisor_override is not supported")
+    k = _ints(kernel)
+    s = _ints(stride) or k
+    return im.g.avg_pool2d(im.tensor(x), tuple(k), tuple(s), _pad4(padding), bool(ceil_mode), bool(count_include_pad))
+
+
+def h_adaptive_avg_pool2d(im, n, x, size):
+    x = im.tensor(x)
+    size = _ints(size)
+    if x.ndim == 4 and tuple(size) == (1, 1):
+        return im.g.global_avg_pool(x)
+    if x.ndim == 4 and tuple(size) == x.shape[2:]:
+        return x
+    raise OpenPrimError(f"adaptive_avg_pool2d to {size} on {x.shape}: only output size 1x1 is supported")
+
+
+def h_mean(im, n, x, dims=None, keepdim=False, dtype=None):
+    """Spatial mean of NCHW -> global_avg_pool; any other mean: move the reduced dims last, view as
+    [1, kept, reduced, 1] and take the global average pool of that."""
+    x = im.tensor(x)
+    r = x.ndim
+    dims = list(range(r)) if dims is None or len(dims) == 0 else _norm_dims(dims, r)
+    out = _out_shape(n)
+    if r == 4 and dims == [2, 3]:
+        y = im.g.global_avg_pool(x)
+        return y if keepdim else im.g.reshape(y, out)
+    keep = [d for d in range(r) if d not in dims]
+    if keep + dims != list(range(r)):
+        x = im.g.transpose(x, keep + dims)
+    kept = int(np.prod([x.shape[i] for i in range(len(keep))]))
+    red = int(np.prod(x.shape[len(keep):]))
+    y = im.g.global_avg_pool(im.g.reshape(x, (1, kept, red, 1)))
+    return im.g.reshape(y, out)
+
+
+def h_permute(im, n, x, perm):
+    if isinstance(x, _Const):
+        return _Const(np.transpose(x.value, perm), x.name + "_t")
+    return im.g.transpose(im.tensor(x), [p % im.tensor(x).ndim for p in perm])
+
+
+def h_t(im, n, x):
+    r = x.value.ndim if isinstance(x, _Const) else im.tensor(x).ndim
+    return x if r < 2 else h_permute(im, n, x, [1, 0])
+
+
+def h_transpose(im, n, x, d0, d1):
+    r = x.value.ndim if isinstance(x, _Const) else im.tensor(x).ndim
+    perm = list(range(r))
+    perm[d0 % r], perm[d1 % r] = perm[d1 % r], perm[d0 % r]
+    return h_permute(im, n, x, perm)
+
+
+def h_view(im, n, x, shape):
+    shape = list(_ints(shape, 1))
+    if isinstance(x, _Const):
+        return _Const(x.value.reshape(shape), x.name)
+    x = im.tensor(x)
+    if tuple(shape) == x.shape:
+        return x
+    return im.g.reshape(x, shape)
+
+
+def h_flatten(im, n, x, start=0, end=-1):
+    shp = x.value.shape if isinstance(x, _Const) else im.tensor(x).shape
+    r = len(shp)
+    if r == 0:
+        return h_view(im, n, x, [1])
+    s, e = start % r, end % r
+    new = list(shp[:s]) + [int(np.prod(shp[s:e + 1]))] + list(shp[e + 1:])
+    return h_view(im, n, x, new)
+
+
+def h_unsqueeze(im, n, x, dim):
+    shp = list(_out_shape(n))
+    return h_view(im, n, x, shp)
+
+
+def h_squeeze(im, n, x, *dims):
+    return h_view(im, n, x, list(_out_shape(n)))
+
+
+def _out_shape(n):
+    return _shape(n)
+
+
+def h_expand(im, n, x, size, implicit=False):
+    shp = x.value.shape if isinstance(x, _Const) else im.tensor(x).shape
+    out = _out_shape(n)
+    if tuple(shp) == tuple(out):
+        return x
+    if isinstance(x, _Const):
+        return _Const(np.broadcast_to(x.value, out).copy(), x.name)
+    # broadcast by adding zeros of the target shape (the elementwise ops broadcast)
+    return im.g.add(im.tensor(x), im.tensor(_Const(np.zeros(out), "zeros")))
+
+
+def h_slice(im, n, x, dim=0, start=None, end=None, step=1):
+    """x[start:end:step] along dim. OpenPrim has no slice op: the slice is a matmul with a constant 0/1
+    selection matrix (exact for finite values), along the first or last dim (others are transposed
+    there and back)."""
+    return _slice(im, x, dim, start, end, step, _out_shape(n))
+
+
+def _slice(im, x, dim, start, end, step, out):
+    if isinstance(x, _Const):
+        sl = [slice(None)] * x.value.ndim
+        sl[dim] = slice(start, end, step)
+        return _Const(x.value[tuple(sl)], x.name)
+    x = im.tensor(x)
+    r, d = x.ndim, dim % x.ndim
+    k = x.shape[d]
+    idx = list(range(k))[slice(start, end, step)]
+    if idx == list(range(k)):
+        return x
+    if not idx:
+        raise OpenPrimError("empty slice is not supported")
+    sel = np.zeros((len(idx), k))
+    sel[np.arange(len(idx)), idx] = 1.0
+    if r == 1:
+        x = im.g.reshape(x, (1, k))
+        return im.g.reshape(im.g.linear(x, im.tensor(_Const(sel, "select"))), out)
+    if d == 0:
+        rest = int(np.prod(x.shape[1:]))
+        y = im.g.matmul(im.tensor(_Const(sel, "select")), im.g.reshape(x, (k, rest)))
+        return im.g.reshape(y, out)
+    if d == r - 1:
+        return im.g.linear(x, im.tensor(_Const(sel, "select")))
+    perm = [i for i in range(r) if i != d] + [d]
+    y = im.g.linear(im.g.transpose(x, perm), im.tensor(_Const(sel, "select")))
+    inv = [int(i) for i in np.argsort(perm)]
+    return im.g.transpose(y, inv)
+
+
+def h_select(im, n, x, dim, index):
+    shp = x.value.shape if isinstance(x, _Const) else im.tensor(x).shape
+    d = dim % len(shp)
+    i = index % shp[d]
+    if isinstance(x, _Const):
+        return _Const(np.take(x.value, i, axis=d), x.name)
+    shp = list(shp)
+    shp[d] = 1
+    return im.g.reshape(_slice(im, x, d, i, i + 1, 1, shp), _out_shape(n))
+
+
+def h_identity(im, n, x, *a, **k):
+    return x
+
+
+def h_dropout(im, n, x, p=0.5, train=False):
+    if train:
+        raise OpenPrimError("dropout in training mode; call model.eval() before export")
+    return x
+
+
+def h_native_dropout(im, n, x, p, train):
+    if train:
+        raise OpenPrimError("dropout in training mode; call model.eval() before export")
+    return (x, None)
+
+
+def h_getitem(im, n, x, i):
+    if not isinstance(x, (tuple, list)):
+        raise OpenPrimError("getitem of a single tensor (indexing) is not supported")
+    v = x[i]
+    if v is None:
+        raise OpenPrimError(f"output {i} of {n.args[0].target} (indices / statistics) is not supported")
+    return v
+
+
+def _binary(op, npop):
+    def h(im, n, a, b, alpha=1, **kw):
+        if kw.get("rounding_mode") is not None:
+            raise OpenPrimError(f"div with rounding_mode='{kw['rounding_mode']}' is not supported")
+        if alpha != 1:
+            if isinstance(b, (int, float)):
+                b = b * alpha
+            elif isinstance(b, _Const):
+                b = _Const(b.value * alpha, b.name)
+            else:
+                b = im.g.mul(im.tensor(b), float(alpha))
+        consts = [isinstance(v, (_Const, int, float)) for v in (a, b)]
+        if all(consts):
+            av = a.value if isinstance(a, _Const) else a
+            bv = b.value if isinstance(b, _Const) else b
+            return _Const(npop(av, bv), "folded")
+        a = float(a) if isinstance(a, (int, float)) else im.tensor(a)
+        b = float(b) if isinstance(b, (int, float)) else im.tensor(b)
+        return getattr(im.g, op)(a, b)
+    return h
+
+
+def h_rsub(im, n, a, b, alpha=1):
+    # b - alpha * a
+    return _binary("sub", np.subtract)(im, n, b, a if alpha == 1 else _mul_scalar(im, a, alpha))
+
+
+def _mul_scalar(im, a, s):
+    if isinstance(a, _Const):
+        return _Const(a.value * s, a.name)
+    return im.g.mul(im.tensor(a), float(s))
+
+
+def h_neg(im, n, x):
+    return _mul_scalar(im, x, -1.0)
+
+
+def h_abs(im, n, x):
+    """|x| = relu(x) + relu(-x) (one of the two is 0, so this is exact)."""
+    if isinstance(x, _Const):
+        return _Const(np.abs(x.value), x.name)
+    x = im.tensor(x)
+    return im.g.add(im.g.relu(x), im.g.relu(im.g.mul(x, -1.0)))
+
+
+def h_sdpa(im, n, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
+    """softmax(q @ k^T * scale + mask) @ v as three prim ops (batch dims of q, k, v must match)."""
+    if dropout_p:
+        raise OpenPrimError("scaled_dot_product_attention with dropout_p > 0 is not supported")
+    q, k, v = im.tensor(q), im.tensor(k), im.tensor(v)
+    if q.shape[:-2] != k.shape[:-2] or k.shape[:-2] != v.shape[:-2]:
+        raise OpenPrimError(f"scaled_dot_product_attention: batch dims of q {q.shape}, k {k.shape}, v {v.shape} "
+                            "must match (no broadcasting / GQA)")
+    scale = 1.0 / float(np.sqrt(q.shape[-1])) if scale is None else float(scale)
+    s = im.g.mul(im.g.matmul(q, k, transpose_rhs=True), scale)
+    L, S = q.shape[-2], k.shape[-2]
+    if is_causal:
+        s = im.g.add(s, im.tensor(_Const(np.triu(np.full((L, S), -1e30), 1), "causal_mask")))
+    if attn_mask is not None:
+        if isinstance(attn_mask, _Const) and attn_mask.value.dtype == np.bool_:
+            attn_mask = _Const(np.where(attn_mask.value, 0.0, -1e30), "attn_mask")
+        elif isinstance(attn_mask, _Const) and attn_mask.value.dtype.kind != "f":
+            raise OpenPrimError("scaled_dot_product_attention: integer attn_mask is not supported")
+        s = im.g.add(s, im.tensor(attn_mask))
+    return im.g.matmul(im.g.softmax(s, -1), v)
+
+
+def h_softmax(im, n, x, dim, half_to_float=False, dtype=None):
+    return im.g.softmax(im.tensor(x), int(dim))
+
+
+def h_log_softmax(im, n, x, dim, half_to_float=False, dtype=None):
+    return im.g.log_softmax(im.tensor(x), int(dim))
+
+
+def _matmul2(im, a, b, bias=None):
+    """a @ b (+ bias), using transpose_rhs for a constant rhs given transposed (the linear weight)."""
+    ta = im.tensor(a)
+    if isinstance(b, _Const) and b.value.ndim == 2:
+        w = _Const(np.ascontiguousarray(b.value.T), b.name)     # [N, K]: the linear layout
+        out = im.g.matmul(ta, im.tensor(w), bias, transpose_rhs=True)
+    else:
+        out = im.g.matmul(ta, im.tensor(b), bias)
+    return out
+
+
+def _bias_vec(im, bias, n_out, out_shape):
+    """bias as a [N] vector for the matmul epilogue, or None if it must be added separately."""
+    if isinstance(bias, _Const):
+        v = bias.value
+        if v.ndim == 1 and v.shape[0] == n_out:
+            return im.tensor(bias)
+        if v.ndim == 2 and v.shape == (1, n_out):
+            return im.tensor(_Const(v.reshape(n_out), bias.name))
+    elif isinstance(bias, Tensor) and bias.shape == (n_out,):
+        return bias
+    return None
+
+
+def h_addmm(im, n, bias, a, b, beta=1, alpha=1):
+    if beta != 1 or alpha != 1:
+        raise OpenPrimError(f"addmm with beta={beta}, alpha={alpha} is not supported")
+    out_shape = _out_shape(n)
+    vec = _bias_vec(im, bias, out_shape[-1], out_shape)
+    y = _matmul2(im, a, b, vec)
+    if vec is None:
+        y = im.g.add(y, im.tensor(bias))
+    return y
+
+
+def h_mm(im, n, a, b):
+    if isinstance(a, _Const) and isinstance(b, _Const):
+        return _Const(a.value @ b.value, "folded")
+    return _matmul2(im, a, b)
+
+
+def h_bmm(im, n, a, b):
+    return im.g.matmul(im.tensor(a), im.tensor(b))
+
+
+def h_matmul(im, n, a, b):
+    ra = a.value.ndim if isinstance(a, _Const) else im.tensor(a).ndim
+    rb = b.value.ndim if isinstance(b, _Const) else im.tensor(b).ndim
+    if ra < 2 or rb < 2:
+        raise OpenPrimError("matmul with a 1-d operand is not supported")
+    if rb == 2:
+        return _matmul2(im, a, b)
+    return im.g.matmul(im.tensor(a), im.tensor(b))
+
+
+def h_linear(im, n, x, w, bias=None):
+    if not isinstance(w, _Const) and not isinstance(w, Tensor):
+        raise OpenPrimError("linear weight must be a tensor")
+    bvec = None if bias is None else _bias_vec(im, bias, _out_shape(n)[-1], None)
+    y = im.g.linear(im.tensor(x), im.tensor(w), bvec)
+    if bias is not None and bvec is None:
+        y = im.g.add(y, im.tensor(bias))
+    return y
+
+
+def h_cat(im, n, xs, dim=0):
+    xs = [im.tensor(x) for x in xs]
+    return im.g.concat(xs, int(dim) % xs[0].ndim)
+
+
+def h_constant_pad_nd(im, n, x, pad, value=0.0):
+    x = im.tensor(x)
+    r = x.ndim
+    pad = list(pad)
+    if len(pad) % 2 or len(pad) > 2 * r:
+        raise OpenPrimError(f"pad {pad} does not fit rank {r}")
+    begins, ends = [0] * r, [0] * r
+    for i in range(len(pad) // 2):         # torch: last dim first, (begin, end) pairs
+        d = r - 1 - i
+        begins[d], ends[d] = pad[2 * i], pad[2 * i + 1]
+    if any(p < 0 for p in pad):
+        raise OpenPrimError(f"negative padding {pad} (cropping) is not supported")
+    return im.g.pad(x, begins + ends, float(value))
+
+
+def h_alias(im, n, x, *a, **k):
+    return x
+
+
+def h_to_copy(im, n, x, dtype=None, **k):
+    if dtype is not None and not dtype.is_floating_point:
+        raise OpenPrimError(f"cast to {dtype} is not supported")
+    return x
+
+
+_HANDLERS = {
+    "getitem": h_getitem,
+    "convolution": h_convolution, "conv2d": h_conv2d,
+    "_native_batch_norm_legit_no_training": h_native_bn_no_training,
+    "native_batch_norm": h_native_batch_norm, "batch_norm": h_batch_norm,
+    "native_layer_norm": h_native_layer_norm, "layer_norm": h_layer_norm,
+    "native_group_norm": h_native_group_norm, "group_norm": h_group_norm,
+    "relu": _unary("relu"), "relu_": _unary("relu"), "sigmoid": _unary("sigmoid"), "tanh": _unary("tanh"),
+    "silu": _unary("silu"), "silu_": _unary("silu"),
+    "leaky_relu": h_leaky_relu, "hardtanh": h_hardtanh, "hardtanh_": h_hardtanh, "relu6": h_relu6,
+    "clamp": h_clamp, "gelu": h_gelu, "elu": h_elu,
+    "max_pool2d": h_max_pool2d, "max_pool2d_with_indices": h_max_pool2d_with_indices,
+    "avg_pool2d": h_avg_pool2d, "adaptive_avg_pool2d": h_adaptive_avg_pool2d,
+    "_adaptive_avg_pool2d": h_adaptive_avg_pool2d, "mean": h_mean,
+    "addmm": h_addmm, "mm": h_mm, "bmm": h_bmm, "matmul": h_matmul, "linear": h_linear,
+    "t": h_t, "permute": h_permute, "transpose": h_transpose,
+    "view": h_view, "reshape": h_view, "_unsafe_view": h_view, "flatten": h_flatten,
+    "unsqueeze": h_unsqueeze, "squeeze": h_squeeze, "expand": h_expand,
+    "add": _binary("add", np.add), "sub": _binary("sub", np.subtract), "mul": _binary("mul", np.multiply),
+    "div": _binary("div", np.divide), "rsub": h_rsub, "neg": h_neg, "abs": h_abs, "scaled_dot_product_attention": h_sdpa,
+    "softmax": h_softmax, "_softmax": h_softmax, "log_softmax": h_log_softmax, "_log_softmax": h_log_softmax,
+    "cat": h_cat, "concat": h_cat, "constant_pad_nd": h_constant_pad_nd,
+    "clone": h_identity, "detach": h_identity, "alias": h_alias, "contiguous": h_identity,
+    "dropout": h_dropout, "native_dropout": h_native_dropout, "_to_copy": h_to_copy,
+    "lift_fresh_copy": h_identity, "slice": h_slice, "select": h_select,
+}
+
+SUPPORTED_OPS = tuple(sorted(k for k in _HANDLERS if k != "getitem"))
+
+
+def unsupported_ops(ep) -> list[str]:
+    """The call_function targets of ep's graph that the importer cannot map (sorted, unique)."""
+    return sorted({str(n.target) for n in ep.graph_module.graph.nodes
+                   if n.op == "call_function" and _op_key(n.target) not in _HANDLERS})
+
+
+# ---------------------------------------------------------------------------- entry points
+def _decompose(ep):
+    """Core ATen, except scaled_dot_product_attention, which is kept whole (its decomposition guards
+    fully masked rows with any/eq/where, which OpenPrim has no ops for)."""
+    try:
+        from torch.export import default_decompositions
+        table = default_decompositions()
+        for k in [k for k in table if "scaled_dot_product" in str(k)]:
+            table.pop(k)
+        return ep.run_decompositions(table)
+    except Exception:  # noqa: BLE001 - keep the training-IR program; its ops are mapped too
+        return ep
+
+
+def import_exported(ep, constant_inputs=None, decompose=True):
+    """ExportedProgram -> (Graph, input_names). The Graph's outputs are ep's user outputs, flattened.
+
+    constant_inputs: {user input position: tensor} to import as constants instead of inputs.
+    decompose: run ep.run_decompositions() first (core ATen; scaled_dot_product_attention kept)."""
+    if torch is None:
+        raise OpenPrimError("torch import needs PyTorch installed")
+    if decompose:
+        ep = _decompose(ep)
+    return _Importer(ep, constant_inputs).run()
+
+
+class _Compiled:
+    """Runs an OpenPrim executable on torch tensors and returns torch tensors in the export's structure."""
+
+    def __init__(self, exe, out_spec, n_out):
+        self.exe, self.out_spec, self.n_out = exe, out_spec, n_out
+
+    def run_flat(self, flat_inputs):
+        arrays = [np.ascontiguousarray(t.detach().cpu().to(torch.float32).numpy()) for t in flat_inputs]
+        outs = self.exe(*arrays)
+        outs = [outs] if self.n_out == 1 else list(outs)
+        return [torch.from_numpy(np.asarray(o, np.float32)) for o in outs]
+
+    def __call__(self, *args, **kwargs):
+        flat = torch.utils._pytree.tree_leaves((args, kwargs))
+        outs = self.run_flat([t for t in flat if isinstance(t, torch.Tensor)])
+        if self.out_spec is None:
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        return torch.utils._pytree.tree_unflatten(outs, self.out_spec)
+
+
+def compile_module(model, example_inputs, **compile_kwargs):
+    """torch.export the model (in eval mode), import it and compile it with openprim.compile.
+
+    Returns a callable taking the same (tensor) arguments and returning torch tensors (float32),
+    structured like the model's output."""
+    import openprim
+    if not isinstance(example_inputs, tuple):
+        example_inputs = tuple(example_inputs) if isinstance(example_inputs, list) else (example_inputs,)
+    ep = torch.export.export(model.eval(), example_inputs)
+    g, _ = import_exported(ep)
+    exe = openprim.compile(g, **compile_kwargs)
+    return _Compiled(exe, ep.call_spec.out_spec, len(g.outputs))
+
+
+# ---------------------------------------------------------------------------- torch.compile backend
+_WARNED = set()
+
+
+def _warn_once(msg):
+    if msg not in _WARNED:
+        _WARNED.add(msg)
+        warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+
+def _real(t):
+    """A real tensor for a (possibly fake) example input: zeros of its shape and dtype."""
+    from torch._subclasses.fake_tensor import FakeTensor
+    if isinstance(t, FakeTensor):
+        return torch.zeros(tuple(t.shape), dtype=t.dtype)
+    return t
+
+
+def _is_weight(t, node):
+    """A parameter or a module buffer that Dynamo lifted to a graph input."""
+    if isinstance(t, torch.nn.Parameter):
+        return True
+    src = getattr((node.meta.get("grapharg") if node is not None else None), "source", None)
+    try:
+        name = src.name() if callable(getattr(src, "name", None)) else str(getattr(src, "name", ""))
+    except Exception:  # noqa: BLE001
+        name = ""
+    return "._buffers[" in name or "._parameters[" in name
+
+
+_NO_AUTOGRAD = ("openprim_backend: OpenPrim has no autograd; with gradients enabled the graph runs eagerly "
+                "(use torch.no_grad() or torch.inference_mode() to run it with OpenPrim)")
+
+
+def _needs_grad(args):
+    return torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
+
+
+def openprim_backend(gm, example_inputs):
+    """A torch.compile backend: torch.compile(model, backend=openprim_backend).
+
+    The FX graph is exported, imported and compiled; the returned callable runs it with OpenPrim and
+    returns what gm returns (CPU float32 tensors). Tensors that Dynamo passes as graph inputs but that
+    are module parameters or buffers are compiled in as constants; a call that passes different ones,
+    or the same ones modified in place (their _version changed), runs eagerly. So does a call with
+    gradients enabled and an input that requires grad: OpenPrim has no autograd. A graph with ops
+    OpenPrim cannot map, symbolic (dynamic) sizes, or one that fails to import or compile, warns once
+    and runs eagerly (gm.forward). Use torch.compile(..., dynamic=False) to get one OpenPrim
+    compilation per input shape instead of an eager fallback for dynamic shapes."""
+    import openprim
+    inputs = list(example_inputs)
+    if not all(isinstance(t, torch.Tensor) for t in inputs):
+        _warn_once("openprim_backend: non-tensor graph inputs (symbolic sizes); running eagerly")
+        return gm.forward
+    if _needs_grad(inputs):
+        _warn_once(_NO_AUTOGRAD)
+        return gm.forward
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    frozen = {i: t for i, t in enumerate(inputs) if _is_weight(t, placeholders[i] if i < len(placeholders) else None)}
+    try:
+        ep = torch.export.export(gm, tuple(_real(t) for t in inputs))
+        ep = _decompose(ep)
+        bad = unsupported_ops(ep)
+        if bad:
+            _warn_once("openprim_backend: unsupported op(s) " + ", ".join(bad) + "; running this graph eagerly")
+            return gm.forward
+        g, _ = import_exported(ep, constant_inputs=frozen, decompose=False)
+        exe = openprim.compile(g)
+    except OpenPrimError as e:
+        _warn_once(f"openprim_backend: {e}; running this graph eagerly")
+        return gm.forward
+    except Exception as e:  # noqa: BLE001 - export of a dynamo graph can fail in many ways
+        _warn_once(f"openprim_backend: failed ({type(e).__name__}: {e}); running this graph eagerly")
+        return gm.forward
+    runner = _Compiled(exe, ep.call_spec.out_spec, len(g.outputs))
+    versions = {i: t._version for i, t in frozen.items()}
+    live = [i for i in range(len(inputs)) if i not in frozen]
+
+    def run(*args):
+        args = list(args)
+        if _needs_grad(args):
+            _warn_once(_NO_AUTOGRAD)
+            return gm.forward(*args)
+        for i, t in frozen.items():
+            if args[i] is not t or args[i]._version != versions[i]:
+                _warn_once("openprim_backend: parameters changed since compilation; running eagerly")
+                return gm.forward(*args)
+        outs = runner(*[args[i] for i in live])
+        return outs
+
+    return run
