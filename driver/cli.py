@@ -34,7 +34,7 @@ def load_model(path: str, defines: list[str]):
     if not os.path.exists(path):
         raise OpenPrimError(f"{path}: no such file")
     if path.endswith(".onnx"):
-        from openprim.frontend.onnx_import import import_model
+        from openprim.onnx import import_model
         return import_model(path)
     kwargs = {}
     for d in defines:

@@ -1,6 +1,6 @@
 """An `onnx.backend.base.Backend` that compiles ONNX models with OpenPrim (CPU), like onnxruntime.backend.
 
-    from openprim.frontend import onnx_backend
+    import openprim.onnx.backend as onnx_backend
     rep = onnx_backend.prepare(model)          # import + compile once
     outputs = rep.run([x])                     # a tuple of numpy arrays, one per graph output
 
@@ -19,7 +19,7 @@ try:
 except ImportError:  # pragma: no cover
     raise OpenPrimError("the ONNX backend needs the 'onnx' package: pip install onnx") from None
 
-from openprim.frontend.onnx_import import import_model
+from .importer import import_model
 
 _NP_OF = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16,
           onnx.TensorProto.DOUBLE: np.float64}
