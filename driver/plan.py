@@ -41,10 +41,8 @@ def assign_offsets(sizes: list[int], lifetimes: list[tuple[int, int]]) -> tuple[
     return offsets, max((offsets[i] + sizes[i] for i in range(len(sizes))), default=0)
 
 
-def build_plan(module: ir.Module, target: str, entry: str | None = None) -> tuple[dict, bytes]:
+def build_plan(module: ir.Module, target: str) -> tuple[dict, bytes]:
     fns = graph_functions(module.operation)
-    if entry:
-        fns = [f for f in fns if ir.StringAttr(f.attributes["sym_name"]).value == entry]
     if len(fns) != 1:
         raise OpenPrimError(f"expected exactly one graph function, found {len(fns)}")
     fn = fns[0]
@@ -63,14 +61,15 @@ def build_plan(module: ir.Module, target: str, entry: str | None = None) -> tupl
              if "prim.input_names" in fn.attributes else [f"arg{i}" for i in range(len(block.arguments))])
     inputs = [{"name": n, "value": new_value(a, "arena")} for n, a in zip(names, block.arguments)]
     weight_off = 0
-    blobs = []
+    chunks = []  # the weights blob: each constant's bytes, padded to the next aligned offset
     for op in [o.operation for o in block.operations]:
         if op.name == "prim.constant":
             i = new_value(op.result, "weight")
             data = dialect.to_numpy(op.attributes["value"])
             values[i]["offset"] = weight_off
-            blobs.append((weight_off, np.ascontiguousarray(data).tobytes()))
-            weight_off = _round(weight_off + data.nbytes)
+            end = _round(weight_off + data.nbytes)
+            chunks += [np.ascontiguousarray(data).tobytes(), bytes(end - weight_off - data.nbytes)]
+            weight_off = end
         elif op.name == "prim.reshape":
             src = ids[op.operands[0]]
             new_value(op.result, values[src]["storage"], src)
@@ -105,11 +104,8 @@ def build_plan(module: ir.Module, target: str, entry: str | None = None) -> tupl
             v["offset"] = where.get(roots[i], 0)
         elif roots[i] != i:
             v["offset"] = values[roots[i]]["offset"]
-    blob = bytearray(weight_off)
-    for off, data in blobs:
-        blob[off:off + len(data)] = data
     plan = {"format": "openprim-plan", "version": PLAN_VERSION, "compiler": f"openprim {__version__}",
             "target": target, "values": values, "inputs": inputs, "outputs": outputs, "steps": steps,
             "arena_bytes": arena, "weights_bytes": weight_off,
             "naive_bytes": sum(sizes)}
-    return plan, bytes(blob)
+    return plan, b"".join(chunks)

@@ -32,8 +32,7 @@ BUFFERIZE = (
     "canonicalize",
     "buffer-deallocation-pipeline",
 )
-CPU_TO_LLVM = (
-    "{copies}",
+CPU_TO_LLVM = (  # after memref-copy-to-linalg
     "convert-linalg-to-loops",
     "fold-memref-alias-ops",
     "convert-vector-to-scf{full-unroll=true}",
@@ -82,7 +81,5 @@ class Options:
             raise OpenPrimError(f"prim-lower: unknown target '{self.target}' (this build supports: cpu)")
         omp = "convert-scf-to-openmp" if self.threads and openmp_available() else "func.func(scf-forall-to-for)"
         nested = lambda steps: "builtin.module(" + ",".join(steps).replace("{omp}", omp) + ")"  # noqa: E731
-        i = CPU_TO_LLVM.index("{copies}")
         return [(f"{NAME}-outline", lambda op: outline(op, self.target)),
-                nested(BUFFERIZE), ("memref-copy-to-linalg", copies_to_linalg),
-                nested(CPU_TO_LLVM[i + 1:])]
+                nested(BUFFERIZE), ("memref-copy-to-linalg", copies_to_linalg), nested(CPU_TO_LLVM)]
