@@ -21,17 +21,13 @@ from openprim import dialect, passes
 from openprim.errors import OpenPrimError
 from openprim.frontend import Graph, to_module
 from openprim.passes.kernels import body, kernels_module
-from openprim.plan import build_plan
+from openprim.plan import build_plan, device_image
 from openprim.runtime import cpu
 from openprim.runtime.executor import CpuExecutable
-
-TARGETS = ("cpu",)
-
+from openprim.targets import parse_target
 
 def check_target(target: str) -> str:
-    if target not in TARGETS:
-        raise OpenPrimError(f"unknown target '{target}'; available: {', '.join(TARGETS)}")
-    return target
+    return str(parse_target(target))
 
 
 def load_module(source, ctx: ir.Context | None = None) -> ir.Module:
@@ -69,6 +65,12 @@ def jit(module: ir.Module, target: str = "cpu", backend: str = "native") -> CpuE
     engine: MLIR's ExecutionEngine at opt level 3 (O3 IR optimization + codegen in one thread;
             about 3x slower to compile, same speed of the code)."""
     plan, weights = build_plan(module, target)
+    if parse_target(target).is_gpu:
+        from openprim.runtime.gpu import GpuExecutable, open_device
+        device = open_device(target)
+        files = gpu_kernels(module, target, device.arch())
+        image = files.get("kernels.cubin", files.get("kernels.ptx", files.get("kernels.hsaco")))
+        return GpuExecutable(plan, image, weights, device)
     if backend == "engine":
         from mlir.execution_engine import ExecutionEngine
         engine = ExecutionEngine(kernels_ir(module), opt_level=3, shared_libs=cpu.shared_libs())
@@ -155,17 +157,51 @@ def _run(cmd):
     return r.stdout, r.stderr, r.returncode
 
 
-def save(source, path: str, target: str = "cpu", solver: str = "") -> dict:
+def ptxas(ptx: bytes, arch: str) -> bytes | None:
+    """A cubin for `arch` from PTX, when the CUDA toolkit's ptxas is installed (else None: the driver
+    compiles the PTX when the artifact is loaded)."""
+    tool = shutil.which("ptxas") or next((p for p in (os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"),
+                                                                    "bin", "ptxas"),) if os.path.exists(p)), None)
+    if not tool:
+        return None
+    with tempfile.TemporaryDirectory() as d:
+        src, out = os.path.join(d, "k.ptx"), os.path.join(d, "k.cubin")
+        Path(src).write_bytes(ptx)
+        _, err, rc = _run([tool, f"-arch={arch}", "-O3", src, "-o", out])
+        if rc:
+            raise OpenPrimError(f"ptxas failed: {err.strip().splitlines()[-1] if err.strip() else rc}")
+        return Path(out).read_bytes()
+
+
+def gpu_kernels(module: ir.Module, target: str, cubin_arch: str | None = None) -> dict[str, bytes]:
+    """The artifact members holding a GPU module's kernels: PTX (+ cubin) for nvvm, hsaco for rocdl."""
+    t = parse_target(target)
+    image = device_image(module)
+    if t.kind == "rocdl":
+        return {"kernels.hsaco": image}
+    files = {"kernels.ptx": image}
+    if (cubin_arch or t.arch) == t.arch and (cubin := ptxas(image, t.arch)):
+        files["kernels.cubin"] = cubin
+    return files
+
+
+def save(source, path: str, target: str = "cpu", solver: str = "", pipeline: str | None = None) -> dict:
     """Compile ahead of time into one .oprim file; returns its manifest (plus timing)."""
     import platform
 
     from openprim import __version__
     from openprim.runtime import artifact
     t0 = time.perf_counter()
-    module = lower(source, target, solver)
+    target = check_target(target)
+    module = lower(source, target, solver, pipeline)
     plan, weights = build_plan(module, target)
-    kernels = shared_object(module)
-    meta = {"compiler": f"openprim {__version__}", "target": target, "machine": platform.machine(),
-            "cpu": cpu.host_cpu(), "openmp": bool(cpu.openmp_library())}
+    if parse_target(target).is_gpu:
+        kernels = gpu_kernels(module, target)
+        meta = {"compiler": f"openprim {__version__}", "target": target,
+                "cubin_arch": parse_target(target).arch if "kernels.cubin" in kernels else None}
+    else:
+        kernels = {"kernels.so": shared_object(module)}
+        meta = {"compiler": f"openprim {__version__}", "target": target, "machine": platform.machine(),
+                "cpu": cpu.host_cpu(), "openmp": bool(cpu.openmp_library())}
     artifact.write(path, plan, kernels, weights, meta)
     return {**meta, "plan": plan, "seconds": time.perf_counter() - t0, "bytes": os.path.getsize(path)}

@@ -108,4 +108,72 @@ def build_plan(module: ir.Module, target: str) -> tuple[dict, bytes]:
             "target": target, "values": values, "inputs": inputs, "outputs": outputs, "steps": steps,
             "arena_bytes": arena, "weights_bytes": weight_off,
             "naive_bytes": sum(sizes)}
+    if target != "cpu":
+        plan["kernels"], tables = gpu_launches(module, weight_off)
+        plan["scratch_bytes"] = max((k["scratch_bytes"] for k in plan["kernels"].values()), default=0)
+        plan["weights_bytes"] += len(tables)
+        chunks.append(tables)
     return plan, b"".join(chunks)
+
+
+def _constant_int(v: ir.Value) -> int:
+    owner = v.owner
+    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
+        raise OpenPrimError("a GPU launch size or scalar argument is not a compile-time constant")
+    return ir.IntegerAttr(owner.attributes["value"]).value
+
+
+def gpu_launches(module: ir.Module, weights_bytes: int) -> tuple[dict, bytes]:
+    """Per kernel function of a GPU-lowered module: its launches in order and its scratch buffers;
+    and the bytes of the constant tables the kernels read, to append to the weights blob.
+
+    A host kernel function only allocates scratch buffers, takes constant tables and launches: each
+    `gpu.launch_func` becomes {"function", "grid", "block", "shared", "args"}, an argument being
+    ["arg", i] (the i-th buffer the plan passes the kernel, output last), ["scratch", offset] (a byte
+    offset in the scratch area), ["weight", offset] (in the weights) or ["i64", value]."""
+    from openprim.passes.kernels import kernels_module
+    km = kernels_module(module.operation, "", create=False)
+    globals_ = {ir.StringAttr(o.attributes["sym_name"]).value: o.operation for o in km.regions[0].blocks[0].operations
+                if o.operation.name == "memref.global"}
+    tables, table_at = [], {}
+    kernels = {}
+    for fn in [o.operation for o in km.regions[0].blocks[0].operations if o.operation.name == "func.func"]:
+        block = fn.regions[0].blocks[0]
+        where = {a: ["arg", i] for i, a in enumerate(block.arguments)}
+        scratch, launches = 0, []
+        for op in [o.operation for o in block.operations]:
+            if op.name == "memref.alloc":
+                t = op.result.type
+                where[op.result] = ["scratch", scratch]
+                scratch += _round(int(np.prod(t.shape)) * ITEMSIZE[dialect.dtype_name(t.element_type)])
+            elif op.name == "memref.get_global":
+                name = ir.FlatSymbolRefAttr(op.attributes["name"]).value
+                if name not in table_at:
+                    data = np.ascontiguousarray(dialect.to_numpy(globals_[name].attributes["initial_value"])).tobytes()
+                    table_at[name] = weights_bytes + sum(len(t) for t in tables)
+                    tables.append(data + bytes(_round(len(data)) - len(data)))
+                where[op.result] = ["weight", table_at[name]]
+            elif op.name == "gpu.launch_func":
+                launch = op.opview
+                sizes = [_constant_int(v) for v in (launch.gridSizeX, launch.gridSizeY, launch.gridSizeZ,
+                                                    launch.blockSizeX, launch.blockSizeY, launch.blockSizeZ)]
+                shared = launch.dynamicSharedMemorySize
+                args = [where[v] if v in where else ["i64", _constant_int(v)] for v in launch.kernelOperands]
+                launches.append({"function": ir.SymbolRefAttr(op.attributes["kernel"]).value[-1],
+                                 "grid": sizes[:3], "block": sizes[3:],
+                                 "shared": 0 if shared is None else _constant_int(shared), "args": args})
+            elif op.name not in ("arith.constant", "memref.dealloc", "func.return"):
+                raise OpenPrimError(f"kernel '{ir.StringAttr(fn.attributes['sym_name']).value}': host op "
+                                    f"'{op.name}' is not a launch (was the module lowered for a GPU target?)")
+        kernels[ir.StringAttr(fn.attributes["sym_name"]).value] = {"launches": launches, "scratch_bytes": scratch}
+    return kernels, b"".join(tables)
+
+
+def device_image(module: ir.Module) -> bytes:
+    """The bytes of the `gpu.binary @device` object: PTX text (nvvm) or an hsaco (rocdl)."""
+    from mlir.dialects import gpu
+    found = []
+    module.operation.walk(lambda o: (found.append(o) if o.name == "gpu.binary" else None, ir.WalkResult.ADVANCE)[1])
+    if len(found) != 1:
+        raise OpenPrimError(f"expected one gpu.binary in the lowered module, found {len(found)}")
+    return bytes(gpu.ObjectAttr(found[0].attributes["objects"][0]).object)

@@ -1,9 +1,15 @@
-"""prim-lower: every prim op left to a reference kernel, then the kernels module to the LLVM dialect.
+"""prim-lower: every prim op left to a reference kernel, then the kernels module to native code.
 
 Kernels already made by prim-tile are kept; any prim op still in a graph function gets its reference
 semantics (semantics.py) untiled. Then, inside `module @kernels` only, bufferization (in place into
-the caller's output buffer) and the CPU lowering to LLVM, with the bare-pointer calling convention:
-every kernel is `void kernel(T *in0, ..., T *out)`, which the runtime calls through ctypes.
+the caller's output buffer) and, by target:
+
+  cpu      the LLVM dialect with the bare-pointer calling convention: every kernel is
+           `void kernel(T *in0, ..., T *out)`, which the runtime calls through ctypes;
+  nvvm/rocdl  every loop nest onto the grid (prim-gpu-map, or the solver's own gpu kernel), one
+           `gpu.module @device` holding every kernel (bare pointers as parameters), and a
+           `gpu.binary @device`: PTX for nvvm, a linked hsaco for rocdl. The host side of each kernel
+           function is left as allocations + `gpu.launch_func`s with constant sizes: the launch plan.
 """
 from __future__ import annotations
 
@@ -14,7 +20,10 @@ from mlir import ir
 from openprim.errors import OpenPrimError
 from openprim.runtime.cpu import openmp_library
 
-from .kernels import outline
+from openprim.targets import parse_target
+
+from . import prim_gpu_map
+from .kernels import body, kernels_module, outline
 
 NAME = "prim-lower"
 
@@ -68,6 +77,71 @@ def copies_to_linalg(op, _pass=None):
         c.erase()
 
 
+GPU_MAP = (  # after memref-copy-to-linalg: linalg -> loop nests on the grid -> outlined gpu.funcs
+    "func.func(convert-linalg-to-parallel-loops)",
+    "fold-memref-alias-ops",
+    "canonicalize",
+    "prim-gpu-map",
+    "convert-parallel-loops-to-gpu",
+    "gpu-launch-sink-index-computations",
+    "gpu-kernel-outlining",
+    "canonicalize",
+)
+DEVICE = "device"
+GPU_TO_BINARY = {
+    "nvvm": ("nvvm-attach-target{{chip={arch} O=3}}",
+             "gpu.module(lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm{{use-bare-ptr-memref-call-conv=true}})",
+             "reconcile-unrealized-casts", "gpu-module-to-binary{{format=isa}}"),
+    "rocdl": ("gpu.module(lower-affine,convert-scf-to-cf,convert-gpu-to-rocdl{{chipset={arch} index-bitwidth=64 "
+              "runtime=HIP use-bare-ptr-memref-call-conv=true}})", "reconcile-unrealized-casts"),
+}
+
+
+def merge_device_modules(module: ir.Operation, _pass=None) -> None:
+    """The outlined gpu.modules (one per launch) into one `gpu.module @device`, each kernel renamed
+    after its old module (unique): one code object per network."""
+    km = kernels_module(module, "", create=False)
+    mods = [o.operation for o in body(km).operations if o.operation.name == "gpu.module"]
+    if not mods:
+        return
+    with module.context, ir.Location.unknown():
+        with ir.InsertionPoint(body(km)):
+            device = ir.Operation.create("gpu.module", attributes={"sym_name": ir.StringAttr.get(DEVICE)}, regions=1)
+            device.regions[0].blocks.append()
+        dest = device.regions[0].blocks[0]
+        renamed = {}
+        for m in mods:
+            old = ir.StringAttr(m.attributes["sym_name"]).value
+            for f in [o.operation for o in m.regions[0].blocks[0].operations]:
+                if f.name == "gpu.func":
+                    renamed[(old, ir.StringAttr(f.attributes["sym_name"]).value)] = old
+                    f.attributes["sym_name"] = ir.StringAttr.get(old)
+                    dest.append(f)
+            m.erase()
+
+        def retarget(op):
+            if op.name == "gpu.launch_func":
+                path = ir.SymbolRefAttr(op.attributes["kernel"]).value
+                op.attributes["kernel"] = ir.SymbolRefAttr.get([DEVICE, renamed[tuple(path)]])
+            return ir.WalkResult.ADVANCE
+        km.walk(retarget)
+
+
+def rocdl_binary(module: ir.Operation, arch: str) -> None:
+    """gpu.module @device (ROCDL/LLVM dialect) -> gpu.binary @device holding the linked hsaco."""
+    from openprim.amdgpu import code_object
+    from mlir.dialects import gpu
+    km = kernels_module(module, "", create=False)
+    for m in [o.operation for o in body(km).operations if o.operation.name == "gpu.module"]:
+        hsaco = code_object(str(m), arch)
+        with module.context, ir.Location.unknown(), ir.InsertionPoint(m):
+            target = ir.Attribute.parse(f'#rocdl.target<chip = "{arch}">')
+            obj = gpu.ObjectAttr.get(target, gpu.CompilationTarget.Binary, hsaco)
+            ir.Operation.create("gpu.binary", attributes={"sym_name": m.attributes["sym_name"],
+                                                           "objects": ir.ArrayAttr.get([obj])})
+        m.erase()
+
+
 @dataclass
 class Options:
     NAME = NAME
@@ -77,9 +151,15 @@ class Options:
     def entries(self):
         """Pass-manager entries: Python passes on the whole module, upstream pipelines nested in the
         kernels module (a pass may not run its own pass manager on a nested op)."""
-        if self.target != "cpu":
-            raise OpenPrimError(f"prim-lower: unknown target '{self.target}' (this build supports: cpu)")
+        target = parse_target(self.target)
         omp = "convert-scf-to-openmp" if self.threads and openmp_available() else "func.func(scf-forall-to-for)"
         nested = lambda steps: "builtin.module(" + ",".join(steps).replace("{omp}", omp) + ")"  # noqa: E731
-        return [(f"{NAME}-outline", lambda op: outline(op, self.target)),
-                nested(BUFFERIZE), ("memref-copy-to-linalg", copies_to_linalg), nested(CPU_TO_LLVM)]
+        head = [(f"{NAME}-outline", lambda op: outline(op, str(target))),
+                nested(BUFFERIZE), ("memref-copy-to-linalg", copies_to_linalg)]
+        if not target.is_gpu:
+            return head + [nested(CPU_TO_LLVM)]
+        gpu_map = prim_gpu_map.Options()
+        to_binary = [step.format(arch=target.arch) for step in GPU_TO_BINARY[target.kind]]
+        tail = [("prim-gpu-binary", lambda op: rocdl_binary(op, target.arch))] if target.kind == "rocdl" else []
+        return (head + [nested(GPU_MAP[:3]), ("prim-gpu-map", gpu_map.run), nested(GPU_MAP[4:]),
+                        ("prim-gpu-merge", merge_device_modules), nested(to_binary)] + tail)

@@ -22,7 +22,9 @@ from openprim.errors import OpenPrimError
 
 from .kernels import graph_functions
 from .rewrite import producer, rebuild, swap, transpose
-from .solvers import PEAK_GFLOPS, SOLVERS, applicable, problem_of
+from openprim.targets import parse_target
+
+from .solvers import SOLVERS, applicable, problem_of
 
 NAME = "prim-select"
 TO_NHWC, TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]
@@ -90,7 +92,7 @@ def select_solver(op: ir.Operation, target: str, forced: str = ""):
     kind = op.name[5:]
     choice = _forced_solver(forced, kind)
     if choice is not None:
-        reason = choice.is_applicable(problem, target)
+        reason = dict((s.name, r) for s, r in applicable(problem, kind, target))[choice.name]
         if reason:
             raise OpenPrimError(f"{dialect.where(op.location)}: error: solver '{choice.name}' is not applicable "
                                 f"to {problem.descriptor()}: {reason}")
@@ -135,9 +137,7 @@ class Options:
     layout: str = "NHWC"      # "NHWC": run NCHW ops in NHWC through transposes; "keep": leave layouts
 
     def __post_init__(self):
-        if self.target not in PEAK_GFLOPS:
-            raise OpenPrimError(f"prim-select: unknown target '{self.target}' (this build supports: "
-                                f"{', '.join(PEAK_GFLOPS)})")
+        parse_target(self.target)
         for name in (self.solver, os.environ.get("OPENPRIM_SOLVER", "")):
             if name and name not in SOLVERS:
                 raise OpenPrimError(f"unknown solver '{name}'; solvers: {', '.join(SOLVERS)}")

@@ -2,7 +2,9 @@
 
 Kernels are outlined as in prim-lower (the chosen solver's linalg form), then the schedule of
 schedules.py, parametrized by the solver's prim.params, is applied with the transform interpreter.
-The result is still on tensors: prim-lower bufferizes it and lowers it to LLVM.
+The result is still on tensors: prim-lower bufferizes it and lowers it to LLVM. On GPU targets a
+solver with a hand-structured gpu kernel (shared-memory tiles, register blocking) supplies it whole;
+every other kernel stays linalg for prim-lower's generic grid mapping.
 """
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from mlir import ir, passmanager
 
 from openprim import dialect
 from openprim.errors import OpenPrimError
+from openprim.targets import parse_target
 
 from . import schedules
 from .kernels import outline
@@ -42,6 +45,19 @@ def schedule_kernel(text: str, kt, ops) -> ir.Module:
     return module
 
 
+def gpu_kernel(text: str, kt, ops) -> ir.Module:
+    """GPU targets: the solver's own gpu-dialect kernel (bufferized, with its launch) where it has one;
+    otherwise the linalg kernel, which prim-lower maps onto the grid loop nest by loop nest."""
+    op = ops[0]
+    if len(ops) == 1 and "prim.solver" in op.attributes:
+        solver = SOLVERS[ir.StringAttr(op.attributes["prim.solver"]).value]
+        if hasattr(solver, "gpu_kernel"):
+            params = {a.name: ir.IntegerAttr(a.attr).value for a in ir.DictAttr(op.attributes["prim.params"])}
+            name = text.split("@", 1)[1].split("(", 1)[0]
+            return ir.Module.parse(solver.gpu_kernel(name, problem_of(op), params))
+    return ir.Module.parse(text)
+
+
 @dataclass
 class Options:
     NAME = NAME
@@ -51,7 +67,6 @@ class Options:
         return [(NAME, self.run)]
 
     def run(self, module_op):
-        if self.target != "cpu":
-            raise OpenPrimError(f"prim-tile: unknown target '{self.target}' (this build supports: cpu)")
+        target = parse_target(self.target)
         with module_op.context:
-            outline(module_op, self.target, schedule_kernel)
+            outline(module_op, str(target), gpu_kernel if target.is_gpu else schedule_kernel)

@@ -18,9 +18,12 @@ from dataclasses import dataclass
 from . import schedules
 from .semantics import KernelText, V, amap, emit_conv2d, emit_matmul, epilogue
 
-# Roofline of this kind of machine (2 AVX-512 cores): used only to rank solvers, never to time them.
-PEAK_GFLOPS = {"cpu": 100.0}
-BANDWIDTH_GBS = {"cpu": 10.0}
+
+
+def _rates(target: str) -> tuple[float, float]:
+    """(GFLOP/s, GB/s) of the target: used only to rank solvers, never to time them."""
+    from openprim.targets import parse_target
+    return parse_target(target).rates
 
 
 @dataclass(frozen=True)
@@ -82,13 +85,15 @@ class GemmProblem:
 def roofline(flops, nbytes, target, efficiency=1.0):
     """Compute time at the solver's efficiency plus memory time: additive, so that a more efficient
     solver wins even where both are memory-bound."""
-    return flops / (PEAK_GFLOPS[target] * 1e9 * efficiency) + nbytes / (BANDWIDTH_GBS[target] * 1e9)
+    peak, bandwidth = _rates(target)
+    return flops / (peak * 1e9 * efficiency) + nbytes / (bandwidth * 1e9)
 
 
 class Solver:
     name = ""
     op = "conv2d"
     efficiency = 1.0        # fraction of peak its schedule reaches (measured on the ResNet layers)
+    targets = ("cpu",)      # target kinds it has kernels for
 
     def is_applicable(self, p, target) -> str | None:
         return None
@@ -233,7 +238,7 @@ class ConvIm2colGemm(GemmBackedSolver):
 
     def cost(self, p, target):
         col = 4 * p.n * p.oh * p.ow * p.r * p.s * p.c
-        return super().cost(p, target) + 2 * col / (BANDWIDTH_GBS[target] * 1e9)
+        return super().cost(p, target) + 2 * col / (_rates(target)[1] * 1e9)
 
     def gemm_problem(self, p):
         return GemmProblem(1, p.n * p.oh * p.ow, p.k, p.r * p.s * p.c, False, False, p.dtype, p.epilogue)
@@ -290,6 +295,7 @@ class ConvReference(Solver):
     vectorized where the vectorizer can. The fallback when no fast solver applies."""
     name = "conv_reference"
     efficiency = 0.02
+    targets = ("cpu", "nvvm", "rocdl")
 
     def build(self, kt, operands, attrs, shape, dtype, params):
         return emit_conv2d(kt, "conv2d", operands, attrs, shape, dtype)
@@ -337,6 +343,7 @@ class GemmReference(Solver):
     name = "gemm_reference"
     op = "matmul"
     efficiency = 0.05
+    targets = ("cpu", "nvvm", "rocdl")
 
     def build(self, kt, operands, attrs, shape, dtype, params):
         return emit_matmul(kt, "matmul", operands, attrs, shape, dtype)
@@ -366,7 +373,9 @@ SOLVERS = {s.name: s for s in (ConvDirect(), Conv1x1Gemm(), ConvIm2colGemm(), Co
 
 def applicable(problem, op: str, target: str) -> list[tuple["Solver", str | None]]:
     """Every solver for `op` with None (applicable) or the reason it is not."""
-    return [(s, s.is_applicable(problem, target)) for s in SOLVERS.values() if s.op == op]
+    kind = target.partition(":")[0]
+    return [(s, s.is_applicable(problem, target) if kind in s.targets else f"no {kind} kernel (runs on: {', '.join(s.targets)})")
+            for s in SOLVERS.values() if s.op == op]
 
 
 def _epilogue_name(attrs, bias, residual) -> str:

@@ -1,10 +1,15 @@
 """The `.oprim` artifact: one file that runs with numpy and ctypes alone (no MLIR).
 
-A zip archive (stored, not compressed) with three members:
+A zip archive (stored, not compressed) with these members:
   manifest.json  format tag and version, compiler version, target, host CPU of the build, and the plan
-                 (values with their storage, inputs, outputs, kernel launch order; see driver/plan.py)
-  kernels.so     the kernels as a native shared library, `void kernel(T *arg0, ..., T *out)` each
+                 (values with their storage, inputs, outputs, kernel launch order, and for GPU targets
+                 each kernel's launches: grid, block, arguments; see driver/plan.py)
   weights.bin    every constant, 64-byte aligned at the offsets the plan gives
+  the kernels, by target:
+    cpu     kernels.so     a native shared library, `void kernel(T *arg0, ..., T *out)` each
+    nvvm    kernels.ptx    PTX of every kernel (the driver compiles it for the GPU it finds)
+            kernels.cubin  the same kernels assembled by ptxas for the exact chip (when ptxas was found)
+    rocdl   kernels.hsaco  an AMDGPU code object (ELF) for the chip
 Writes are atomic (temporary file + rename); a truncated, corrupt or foreign file is refused with one
 line that says what is wrong.
 """
@@ -22,17 +27,20 @@ from .executor import CpuExecutable
 
 FORMAT = "openprim-artifact"
 VERSION = 1
-MEMBERS = ("manifest.json", "kernels.so", "weights.bin")
+MEMBERS = ("manifest.json", "weights.bin")
+KERNELS = {"cpu": ("kernels.so",), "nvvm": ("kernels.ptx",), "rocdl": ("kernels.hsaco",)}  # required per target
 
 
-def write(path: str, plan: dict, kernels: bytes, weights: bytes, meta: dict) -> None:
-    manifest = {"format": FORMAT, "version": VERSION, **meta, "plan": plan}
+def write(path: str, plan: dict, kernels: dict[str, bytes], weights: bytes, meta: dict) -> None:
+    """kernels: member name -> bytes (see the table above)."""
+    manifest = {"format": FORMAT, "version": VERSION, **meta, "kernel_files": sorted(kernels), "plan": plan}
     directory = os.path.dirname(os.path.abspath(path))
     fd, tmp = tempfile.mkstemp(prefix=".oprim-", dir=directory)
     try:
         with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as z:
             z.writestr("manifest.json", json.dumps(manifest, indent=1))
-            z.writestr("kernels.so", kernels)
+            for name, data in kernels.items():
+                z.writestr(name, data)
             z.writestr("weights.bin", weights)
         os.replace(tmp, path)
     except BaseException:
@@ -41,8 +49,8 @@ def write(path: str, plan: dict, kernels: bytes, weights: bytes, meta: dict) -> 
         raise
 
 
-def read(path: str) -> tuple[dict, bytes, bytes]:
-    """(manifest, kernels.so bytes, weights bytes), validated."""
+def read(path: str) -> tuple[dict, dict[str, bytes], bytes]:
+    """(manifest, {kernel member: bytes}, weights bytes), validated."""
     try:
         with zipfile.ZipFile(path) as z:
             names = set(z.namelist())
@@ -53,7 +61,12 @@ def read(path: str) -> tuple[dict, bytes, bytes]:
             if bad:
                 raise OpenPrimError(f"{path}: corrupt artifact (checksum mismatch in {bad})")
             manifest = json.loads(z.read("manifest.json"))
-            kernels, weights = z.read("kernels.so"), z.read("weights.bin")
+            kind = str(manifest.get("target", "")).partition(":")[0]
+            missing = [m for m in KERNELS.get(kind, ()) if m not in names]
+            if missing:
+                raise OpenPrimError(f"{path}: not an OpenPrim artifact (missing {', '.join(missing)})")
+            kernels = {m: z.read(m) for m in manifest.get("kernel_files", []) if m in names}
+            weights = z.read("weights.bin")
     except FileNotFoundError:
         raise OpenPrimError(f"{path}: no such file") from None
     except (zipfile.BadZipFile, EOFError, json.JSONDecodeError, OSError) as e:
@@ -69,17 +82,24 @@ def read(path: str) -> tuple[dict, bytes, bytes]:
     return manifest, kernels, weights
 
 
-def load(path: str) -> CpuExecutable:
-    """An executable for the artifact on this machine's CPU."""
+def load(path: str, device: int = 0):
+    """An executable for the artifact: on this machine's CPU, or on GPU `device` for a GPU target."""
     manifest, kernels, weights = read(path)
     target = manifest.get("target")
     if target != "cpu":
-        raise OpenPrimError(f"{path}: compiled for target '{target}'; this runtime runs 'cpu' artifacts")
+        from .gpu import GpuExecutable, open_device
+        dev = open_device(target, device)
+        arch = dev.arch()
+        image = kernels["kernels.cubin"] if manifest.get("cubin_arch") == arch and "kernels.cubin" in kernels \
+            else kernels["kernels.ptx" if target.startswith("nvvm") else "kernels.hsaco"]
+        exe = GpuExecutable(manifest["plan"], image, weights, dev)
+        exe.manifest = manifest
+        return exe
     if manifest.get("machine") != platform.machine():
         raise OpenPrimError(f"{path}: compiled for {manifest.get('machine')}, this machine is {platform.machine()}")
     from . import cpu
     with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f:
-        f.write(kernels)
+        f.write(kernels["kernels.so"])
     try:
         lib, address = cpu.load_library(f.name)
     finally:

@@ -6,6 +6,8 @@ Imported as a plain module (test/python is on sys.path under pytest, like refere
 from __future__ import annotations
 
 import math
+import os
+import re
 
 import numpy as np
 import pytest
@@ -19,6 +21,11 @@ from openprim.passes.kernels import body, graph_functions, kernels_module
 from openprim.runtime.dtypes import from_storage, to_storage
 
 DTYPES = ("f32", "f16", "bf16")
+# GPU targets: tests compile here and run on a GPU machine that has no MLIR, in two passes:
+#   OPENPRIM_TEST_TARGET=nvvm:sm_90 OPENPRIM_GPU_RECORD=DIR pytest ...   (artifacts + inputs into DIR)
+#   python scripts/gpu_replay.py DIR outputs.npz                          (on the GPU machine)
+#   OPENPRIM_TEST_TARGET=nvvm:sm_90 OPENPRIM_GPU_REPLAY=outputs.npz pytest ...   (check the outputs)
+TARGET = os.environ.get("OPENPRIM_TEST_TARGET", "cpu")
 RTOL = {"f32": 1e-5, "f16": 1e-2, "bf16": 2e-2}
 
 
@@ -93,9 +100,12 @@ class Net:
         """Compile (pipeline None: the full pipeline, with `solver` forced if given) and run on the
         feeds; the lowered module and the executable stay in self.module / self.exe."""
         self.g.output(*outputs)
-        self.module = openprim.compiler.lower(self.g, solver=solver, pipeline=pipeline)
-        self.exe = openprim.compiler.jit(self.module)
-        res = self.exe(*self.feeds)
+        if TARGET != "cpu":
+            res = run_on_gpu(self.g, self.feeds, pipeline, solver)
+        else:
+            self.module = openprim.compiler.lower(self.g, solver=solver, pipeline=pipeline)
+            self.exe = openprim.compiler.jit(self.module)
+            res = self.exe(*self.feeds)
         res = res if isinstance(res, tuple) else (res,)
         assert len(res) == len(outputs)
         return [np.asarray(r, np.float64) for r in res]
@@ -104,6 +114,42 @@ class Net:
         """(kernel name, prim.op, prim.solver or '') of every launch of the compiled plan, in order."""
         info = kernel_info(self.module)
         return [(s["kernel"], *info[s["kernel"]]) for s in self.exe.plan["steps"]]
+
+
+_cases: dict[str, int] = {}
+_replayed: dict = {}
+
+
+def _case_key() -> str:
+    test = os.environ.get("PYTEST_CURRENT_TEST", "case").split(" ")[0].split("::")[-1]
+    n = _cases[test] = _cases.get(test, -1) + 1
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{test}.{n}")
+
+
+def run_on_gpu(graph, feeds, pipeline=None, solver=""):
+    """The outputs of `graph` on TARGET: recorded as an artifact for the GPU machine, or read back
+    from what it computed (see TARGET above); skips when neither was asked for."""
+    key = _case_key()
+    if pipeline == "prim-lower":
+        pipeline = f"prim-lower{{target={TARGET}}}"
+    record, replay = os.environ.get("OPENPRIM_GPU_RECORD"), os.environ.get("OPENPRIM_GPU_REPLAY")
+    if record:
+        os.makedirs(record, exist_ok=True)
+        openprim.compiler.save(graph, os.path.join(record, key + ".oprim"), TARGET, solver, pipeline)
+        np.savez(os.path.join(record, key + ".npz"), *feeds)
+        pytest.skip(f"recorded {key} for the GPU machine")
+    if not replay:
+        pytest.skip(f"target {TARGET}: set OPENPRIM_GPU_RECORD or OPENPRIM_GPU_REPLAY (scripts/gpu_replay.py)")
+    if not _replayed:
+        with np.load(replay) as z:
+            _replayed.update({k: z[k] for k in z.files})
+    if f"{key}.error" in _replayed:
+        raise AssertionError(f"on the GPU: {_replayed[f'{key}.error']}")
+    outs = [_replayed[k] for k in sorted((k for k in _replayed if k.startswith(key + ".out")),
+                                        key=lambda k: int(k.rsplit("out", 1)[1]))]
+    if not outs:
+        pytest.skip(f"no GPU result for {key} in {replay}")
+    return tuple(outs) if len(outs) > 1 else outs[0]
 
 
 # ----------------------------------------------------------------------------- reading the IR

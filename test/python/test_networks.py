@@ -12,6 +12,7 @@ from openprim.runtime import load
 from openprim.runtime.dtypes import from_storage
 
 import reference as ref
+from helpers import TARGET, run_on_gpu
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 import mobilenetv2  # noqa: E402
@@ -79,7 +80,7 @@ def test_network(build, kwargs):
     g = build(**kwargs)
     x = np.random.default_rng(3).standard_normal(g.inputs[0].shape).astype(np.float32)
     xr = from_storage(openprim.runtime.dtypes.to_storage(x, kwargs["dtype"]), kwargs["dtype"])
-    out = openprim.compile(g)(x)
+    out = run_on_gpu(g, [x]) if TARGET != "cpu" else openprim.compile(g)(x)
     check(g, out, evaluate(g, [xr])[0], kwargs["dtype"])
 
 

@@ -1,0 +1,171 @@
+"""prim-gpu-map: every loop nest of a bufferized kernel onto a GPU grid, one launch per nest.
+
+After `convert-linalg-to-parallel-loops`, a kernel function is a sequence of top-level `scf.parallel`
+nests (one per linalg op, reductions as `scf.for` inside) between buffer allocations. Each nest
+becomes a 2-d `scf.parallel` mapped to (block_x, thread_x) that `convert-parallel-loops-to-gpu`
+turns into one `gpu.launch`:
+
+    scf.parallel (%i, %j, %k) = (0, 0, 0) to (A, B, C)        // any rank
+ => scf.parallel (%b, %t) = (0, 0) to (ceil(A*B*C / T), T) {   // mapping = [block_x, thread_x]
+      %lin = %b * T + %t
+      scf.if %lin < A*B*C { %i, %j, %k = delinearize(%lin); <body> }
+    }
+
+The innermost loop dimension is the fastest-varying one in %lin, so consecutive threads touch
+consecutive addresses (coalesced). Serial code left at the top level (a reduction whose parallel
+dimensions were all of size 1) runs in a one-thread launch. Kernels written directly in the gpu
+dialect (prim.solver GEMM kernels) are left alone.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from mlir import ir
+from mlir.dialects import arith, scf
+
+from openprim.errors import OpenPrimError
+
+NAME = "prim-gpu-map"
+HOST_OPS = ("arith.constant", "memref.alloc", "memref.dealloc", "memref.get_global", "func.return", "gpu.launch")
+
+
+def _index(v: int) -> ir.Value:
+    return arith.ConstantOp(ir.IndexType.get(), v).result
+
+
+def _const(v: ir.Value) -> int:
+    owner = v.owner
+    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
+        raise OpenPrimError("prim-gpu-map: a loop bound is not a constant (kernels have static shapes)")
+    return ir.IntegerAttr(owner.attributes["value"]).value
+
+
+def _mapping(processors: list[str]) -> ir.Attribute:
+    dims = ", ".join(f"#gpu.loop_dim_map<processor = {p}, map = (d0) -> (d0), bound = (d0) -> (d0)>"
+                     for p in processors)
+    return ir.Attribute.parse(f"[{dims}]")
+
+
+def _grid_loop(total: int, threads: int):
+    """The (block_x, thread_x) scf.parallel over ceil(total / threads) x threads, and its body block."""
+    idx = ir.IndexType.get()
+    c0, c1 = _index(0), _index(1)
+    op = ir.Operation.create(
+        "scf.parallel", results=[], operands=[c0, c0, _index(math.ceil(total / threads)), _index(threads), c1, c1],
+        attributes={"operandSegmentSizes": ir.DenseI32ArrayAttr.get([2, 2, 2, 0]),
+                    "mapping": _mapping(["block_x", "thread_x"])}, regions=1)
+    block = op.regions[0].blocks.append(idx, idx)
+    with ir.InsertionPoint(block):
+        ir.Operation.create("scf.reduce", operands=[], attributes={
+            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([0])}, regions=0)
+    return op, block
+
+
+def _guarded_body(block, total: int, threads: int):
+    """In `block` of a grid loop: the linear thread index and `scf.if lin < total`; returns (lin, then-block)."""
+    terminator = block.operations[len(block.operations) - 1]
+    with ir.InsertionPoint(terminator):
+        b, t = block.arguments
+        lin = arith.AddIOp(arith.MulIOp(b, _index(threads)).result, t).result
+        inside = arith.CmpIOp(arith.CmpIPredicate.ult, lin, _index(total)).result
+        guard = scf.IfOp(inside)
+    with ir.InsertionPoint(guard.then_block):
+        yield_op = scf.YieldOp([])
+    return lin, yield_op
+
+
+def _threads(total: int, limit: int) -> int:
+    return min(limit, max(32, (total + 31) // 32 * 32))
+
+
+def map_parallel(loop: ir.Operation, threads: int) -> None:
+    """Replace one top-level scf.parallel by its (block_x, thread_x) form."""
+    n = len(loop.regions[0].blocks[0].arguments)
+    lbs = [_const(v) for v in list(loop.operands)[:n]]
+    ubs = [_const(v) for v in list(loop.operands)[n:2 * n]]
+    steps = [_const(v) for v in list(loop.operands)[2 * n:3 * n]]
+    counts = [max(0, -(-(u - lo) // s)) for lo, u, s in zip(lbs, ubs, steps)]
+    total = math.prod(counts)
+    if total == 0:
+        loop.erase()
+        return
+    threads = _threads(total, threads)
+    with ir.InsertionPoint(loop), loop.location:
+        grid, block = _grid_loop(total, threads)
+        lin, anchor = _guarded_body(block, total, threads)
+        with ir.InsertionPoint(anchor):
+            rest, ivs = lin, [None] * n
+            for d in reversed(range(n)):
+                i = arith.RemUIOp(rest, _index(counts[d])).result if d else rest
+                rest = arith.DivUIOp(rest, _index(counts[d])).result if d else rest
+                if steps[d] != 1:
+                    i = arith.MulIOp(i, _index(steps[d])).result
+                ivs[d] = arith.AddIOp(i, _index(lbs[d])).result if lbs[d] else i
+    old = loop.regions[0].blocks[0]
+    for arg, iv in zip(old.arguments, ivs):
+        arg.replace_all_uses_with(iv)
+    for op in list(old.operations)[:-1]:  # all but scf.reduce
+        op.operation.move_before(anchor)
+    loop.erase()
+
+
+def _within(op, ops) -> bool:
+    while op is not None and op.name != "func.func":
+        if op in ops:
+            return True
+        op = op.parent
+    return False
+
+
+def wrap_serial(fn: ir.Operation) -> None:
+    """Runs of top-level ops that are neither buffers nor loop nests go into a one-iteration parallel
+    loop (a one-thread launch): the host side of a kernel only allocates and launches."""
+    block = fn.regions[0].blocks[0]
+    runs, cur = [], []
+    for op in [o.operation for o in block.operations]:
+        if op.name in HOST_OPS or op.name == "scf.parallel":
+            if cur:
+                runs.append(cur)
+            cur = []
+        else:
+            cur.append(op)
+    for run in runs + ([cur] if cur else []):
+        inside = set(run)
+        for op in run:
+            for r in op.results:
+                if not all(_within(u.owner, inside) for u in r.uses):
+                    raise OpenPrimError(f"prim-gpu-map: serial op '{op.name}' defines a value used by a launch")
+        with ir.InsertionPoint(run[0]), run[0].location:
+            c0, c1 = _index(0), _index(1)
+            loop = ir.Operation.create(
+                "scf.parallel", results=[], operands=[c0, c1, c1],
+                attributes={"operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1, 1, 0])}, regions=1)
+            body = loop.regions[0].blocks.append(ir.IndexType.get())
+            with ir.InsertionPoint(body):
+                red = ir.Operation.create("scf.reduce", operands=[], attributes={
+                    "operandSegmentSizes": ir.DenseI32ArrayAttr.get([0])})
+        for op in run:
+            op.move_before(red)
+
+
+@dataclass
+class Options:
+    NAME = NAME
+    threads: int = 256        # threads per block of the generic mapping
+
+    def entries(self):
+        return [(NAME, self.run)]
+
+    def run(self, module_op):
+        from .kernels import kernels_module
+        root = kernels_module(module_op, "", create=False) or module_op  # the kernels, never the graph
+        with module_op.context, ir.Location.unknown():
+            fns = []
+            root.walk(lambda o: (fns.append(o) if o.name == "func.func" and len(o.regions[0].blocks) else None,
+                                      ir.WalkResult.ADVANCE)[1])
+            for fn in fns:
+                wrap_serial(fn)
+                for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
+                    if op.name == "scf.parallel" and "mapping" not in op.attributes:
+                        map_parallel(op, self.threads)

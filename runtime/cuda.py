@@ -1,0 +1,105 @@
+"""The CUDA driver: NVIDIA GPUs through the driver API of `cuda-bindings` (no toolkit, no MLIR).
+
+PTX is compiled by the driver when the module loads (JIT); a cubin for the exact chip loads as is.
+Every call's CUresult is checked: a failure raises DeviceError naming the call and CUDA's message.
+"""
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from .device import Device, DeviceError
+
+
+def _driver():
+    try:
+        from cuda.bindings import driver
+    except ImportError:
+        raise DeviceError("CUDA driver not available: pip install cuda-bindings (and an NVIDIA driver)") from None
+    return driver
+
+
+class CudaDevice(Device):
+    kind = "cuda"
+
+    def __init__(self, index: int = 0):
+        self.cu = _driver()
+        try:
+            self._check("cuInit", self.cu.cuInit(0))
+        except DeviceError as e:
+            raise DeviceError(f"no usable NVIDIA GPU: {e}") from None
+        count = self._check("cuDeviceGetCount", self.cu.cuDeviceGetCount())
+        if index >= count:
+            raise DeviceError(f"no NVIDIA GPU number {index} (found {count})")
+        self.device = self._check("cuDeviceGet", self.cu.cuDeviceGet(index))
+        self.context = self._check("cuDevicePrimaryCtxRetain", self.cu.cuDevicePrimaryCtxRetain(self.device))
+        self._check("cuCtxSetCurrent", self.cu.cuCtxSetCurrent(self.context))
+        self.stream = self.cu.CUstream(0)
+
+    def _check(self, call, result):
+        err, *values = result if isinstance(result, tuple) else (result,)
+        if err != self.cu.CUresult.CUDA_SUCCESS:
+            _, msg = self.cu.cuGetErrorString(err)
+            raise DeviceError(f"{call} failed: {msg.decode() if msg else err}")
+        return values[0] if len(values) == 1 else values
+
+    def _attribute(self, name):
+        attr = getattr(self.cu.CUdevice_attribute, name)
+        return self._check("cuDeviceGetAttribute", self.cu.cuDeviceGetAttribute(attr, self.device))
+
+    def arch(self) -> str:
+        return f"sm_{self._attribute('CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR')}" \
+               f"{self._attribute('CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR')}"
+
+    def name(self) -> str:
+        return self._check("cuDeviceGetName", self.cu.cuDeviceGetName(256, self.device)).split(b"\0")[0].decode()
+
+    def load_module(self, image: bytes):
+        if not image.startswith(b"\x7fELF") and not image.endswith(b"\0"):
+            image += b"\0"  # PTX text must be NUL-terminated
+        return self._check("cuModuleLoadData", self.cu.cuModuleLoadData(image))
+
+    def function(self, module, name: str):
+        return self._check(f"cuModuleGetFunction({name})", self.cu.cuModuleGetFunction(module, name.encode()))
+
+    def alloc(self, nbytes: int) -> int:
+        return int(self._check("cuMemAlloc", self.cu.cuMemAlloc(max(nbytes, 1))))
+
+    def free(self, ptr: int) -> None:
+        self._check("cuMemFree", self.cu.cuMemFree(ptr))
+
+    def copy_to_device(self, dst: int, src: np.ndarray) -> None:
+        src = np.ascontiguousarray(src)
+        self._check("cuMemcpyHtoD", self.cu.cuMemcpyHtoD(dst, src.ctypes.data, src.nbytes))
+
+    def copy_to_host(self, dst: np.ndarray, src: int) -> None:
+        self._check("cuMemcpyDtoH", self.cu.cuMemcpyDtoH(dst.ctypes.data, src, dst.nbytes))
+
+    def launch(self, function, grid, block, args, shared_bytes=0) -> None:
+        values = (ctypes.c_uint64 * max(len(args), 1))(*args)
+        params = (ctypes.c_void_p * max(len(args), 1))(*[ctypes.addressof(values) + 8 * i for i in range(len(args))])
+        self._check("cuLaunchKernel", self.cu.cuLaunchKernel(function, *grid, *block, shared_bytes, self.stream,
+                                                             ctypes.addressof(params), 0))
+
+    def synchronize(self) -> None:
+        self._check("cuCtxSynchronize", self.cu.cuCtxSynchronize())
+
+    def elapsed_ms(self, fn, repeat: int = 1) -> float:
+        start, stop = (self._check("cuEventCreate", self.cu.cuEventCreate(0)) for _ in range(2))
+        self._check("cuEventRecord", self.cu.cuEventRecord(start, self.stream))
+        for _ in range(repeat):
+            fn()
+        self._check("cuEventRecord", self.cu.cuEventRecord(stop, self.stream))
+        self._check("cuEventSynchronize", self.cu.cuEventSynchronize(stop))
+        ms = self._check("cuEventElapsedTime", self.cu.cuEventElapsedTime(start, stop))
+        for e in (start, stop):
+            self.cu.cuEventDestroy(e)
+        return ms / repeat
+
+    def function_attributes(self, function) -> dict:
+        a = self.cu.CUfunction_attribute
+        names = {"registers": a.CU_FUNC_ATTRIBUTE_NUM_REGS, "shared_bytes": a.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,
+                 "local_bytes": a.CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES,
+                 "max_threads": a.CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK}
+        return {k: self._check("cuFuncGetAttribute", self.cu.cuFuncGetAttribute(v, function)) for k, v in names.items()}

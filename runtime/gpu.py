@@ -1,0 +1,114 @@
+"""Run a compiled plan on a GPU: the same plan as the CPU (driver/plan.py), device memory instead of numpy.
+
+Device memory is three allocations made once: the arena (inputs, outputs and intermediates at the
+plan's offsets), the weights (copied once), and a scratch area that every kernel's temporary buffers
+share (kernels run one after another on one stream). Each plan step is a list of launches whose
+arguments are resolved to device pointers at load time, so a run is copies in, launches, copies out.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from openprim.errors import OpenPrimError
+
+from .device import Device, DeviceError
+from .dtypes import STORAGE, from_storage, to_storage
+
+
+def open_device(target: str, index: int = 0) -> Device:
+    """The driver for a target ('nvvm:sm_90' -> CUDA, 'rocdl:gfx942' -> HIP), checked against the device."""
+    kind, _, arch = target.partition(":")
+    if kind == "nvvm":
+        from .cuda import CudaDevice
+        dev = CudaDevice(index)
+        have = dev.arch()
+        if int(have[3:]) < int(arch[3:].rstrip("a")):
+            raise DeviceError(f"compiled for {arch}, but GPU {index} ({dev.name()}) is {have}")
+    elif kind == "rocdl":
+        from .hip import HipDevice
+        dev = HipDevice(index)
+        have = dev.arch()
+        if have != arch:
+            raise DeviceError(f"compiled for {arch}, but GPU {index} ({dev.name()}) is {have}")
+    else:
+        raise OpenPrimError(f"target '{target}' does not run on a GPU")
+    return dev
+
+
+class GpuExecutable:
+    """A compiled network on a GPU: call it with numpy arrays, get numpy arrays back."""
+
+    def __init__(self, plan: dict, image: bytes, weights: bytes, device: Device):
+        self.plan, self.device = plan, device
+        self.module = device.load_module(image)
+        self.arena = device.alloc(plan["arena_bytes"])
+        self.weights = device.alloc(plan["weights_bytes"])
+        self.scratch = device.alloc(plan.get("scratch_bytes", 0))
+        if plan["weights_bytes"]:
+            device.copy_to_device(self.weights, np.frombuffer(weights, np.uint8, plan["weights_bytes"]))
+        self.pointers = [(self.arena if v["storage"] == "arena" else self.weights) + v["offset"]
+                         for v in plan["values"]]
+        functions = {}
+        self.launches = []  # (function, grid, block, args, shared, step index)
+        for i, step in enumerate(plan["steps"]):
+            buffers = [self.pointers[a] for a in step["args"]]
+            for launch in plan["kernels"][step["kernel"]]["launches"]:
+                name = launch["function"]
+                if name not in functions:
+                    functions[name] = device.function(self.module, name)
+                base = {"scratch": self.scratch, "weight": self.weights, "i64": 0}
+                args = [buffers[v] if kind == "arg" else base[kind] + v for kind, v in launch["args"]]
+                self.launches.append((functions[name], tuple(launch["grid"]), tuple(launch["block"]), args,
+                                      launch["shared"], i))
+        self.functions = functions
+
+    @property
+    def input_names(self):
+        return [i["name"] for i in self.plan["inputs"]]
+
+    def __call__(self, *args):
+        ins = self.plan["inputs"]
+        if len(args) != len(ins):
+            raise OpenPrimError(f"expected {len(ins)} input(s) {self.input_names}, got {len(args)}")
+        for spec, a in zip(ins, args):
+            v = self.plan["values"][spec["value"]]
+            a = np.asarray(a)
+            if tuple(a.shape) != tuple(v["shape"]):
+                raise OpenPrimError(f"input '{spec['name']}' must have shape {tuple(v['shape'])}, got {a.shape}")
+            self.device.copy_to_device(self.pointers[spec["value"]], np.ascontiguousarray(to_storage(a, v["dtype"])))
+        self.run_steps()
+        outs = []
+        for o in self.plan["outputs"]:
+            v = self.plan["values"][o]
+            host = np.empty(v["shape"], STORAGE[v["dtype"]])
+            self.device.copy_to_host(host, self.pointers[o])
+            outs.append(from_storage(host, v["dtype"]))
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def run_steps(self):
+        for fn, grid, block, args, shared, _ in self.launches:
+            self.device.launch(fn, grid, block, args, shared)
+        self.device.synchronize()
+
+    def time_ms(self, repeat: int = 20, warmup: int = 3) -> float:
+        """Milliseconds per run of all the launches (device events; inputs already on the device)."""
+        for _ in range(warmup):
+            self.run_steps()
+        return self.device.elapsed_ms(lambda: [self.device.launch(f, g, b, a, s) for f, g, b, a, s, _ in self.launches],
+                                      repeat)
+
+    def time_steps(self, repeat: int = 20) -> list[float]:
+        """Milliseconds per plan step (all its launches), for profiling."""
+        times = [0.0] * len(self.plan["steps"])
+        for i in range(len(times)):
+            mine = [x for x in self.launches if x[5] == i]
+            times[i] = self.device.elapsed_ms(lambda: [self.device.launch(f, g, b, a, s) for f, g, b, a, s, _ in mine],
+                                              repeat)
+        return times
+
+    def __del__(self):
+        try:
+            for p in (self.arena, self.weights, self.scratch):
+                self.device.free(p)
+        except Exception:  # interpreter shutdown or a lost device: nothing left to free
+            pass
