@@ -3,6 +3,7 @@
     openprim compile examples/resnet.py -o resnet18.oprim     # ahead of time: one file
     openprim run resnet18.oprim --input x.npy                  # runtime only (no MLIR needed)
     openprim run examples/resnet.py                            # JIT: compile in-process, then run
+    openprim inspect resnet18.oprim                            # what an artifact holds: plan, kernels
 
 A model is an ONNX file, or Python that defines `build(**kwargs)` returning an
 `openprim.frontend.Graph` (`-D name=value` passes keyword arguments, e.g. -D batch=8 -D layout=NHWC).
@@ -18,6 +19,7 @@ import time
 import numpy as np
 
 from openprim.errors import OpenPrimError, one_line
+from openprim.targets import NVVM_ARCHS, ROCDL_ARCHS
 
 
 def _value(text: str):
@@ -151,6 +153,59 @@ def cmd_run(args) -> int:
     return 0
 
 
+def _shape(spec: dict) -> str:
+    return f"{spec['dtype']}[{', '.join(map(str, spec['shape']))}]"
+
+
+def _resources(target: str, kernels: dict[str, bytes]) -> tuple[str, list[str]]:
+    """(the code object read, one line per device function: registers, shared/LDS, local/scratch bytes)."""
+    from openprim.runtime import codeobject
+    if target.startswith("rocdl"):
+        return "kernels.hsaco", [
+            f"{k['name']}: sgpr {k['sgpr_count']} vgpr {k['vgpr_count']} agpr {k.get('agpr_count', 0)} "
+            f"lds {k['lds_bytes']} B scratch {k['scratch_bytes']} B wavefront {k['wavefront_size']}"
+            for k in codeobject.amdgpu_kernels(kernels["kernels.hsaco"])]
+    if "kernels.cubin" in kernels:
+        return "kernels.cubin", [f"{k['name']}: registers {k['registers']} shared {k['shared_bytes']} B "
+                                 f"local {k['local_bytes']} B" for k in codeobject.cubin_kernels(kernels["kernels.cubin"])]
+    return "kernels.ptx, registers unknown until the driver compiles it", [
+        f"{k['name']}: shared {k['shared_bytes']} B" for k in codeobject.ptx_kernels(kernels["kernels.ptx"].decode())]
+
+
+def cmd_inspect(args) -> int:
+    from openprim.runtime import artifact
+    manifest, kernels, _ = artifact.read(args.artifact)
+    plan, target = manifest["plan"], manifest["target"]
+    values = plan["values"]
+    print(f"{args.artifact}: {manifest['format']} version {manifest['version']}, {manifest.get('compiler')}, "
+          f"target {target}")
+    for i in plan["inputs"]:
+        print(f"input {i['name']}: {_shape(values[i['value']])}")
+    for n, o in enumerate(plan["outputs"]):
+        print(f"output {n}: {_shape(values[o])}")
+    print(f"memory: arena {plan['arena_bytes']} B (naive {plan['naive_bytes']} B), weights {plan['weights_bytes']} B"
+          + (f", scratch {plan.get('scratch_bytes', 0)} B" if target != "cpu" else ""))
+    print(f"steps: {len(plan['steps'])}")
+    if target == "cpu":
+        counts = {}
+        for step in plan["steps"]:
+            counts[step["kernel"]] = counts.get(step["kernel"], 0) + 1
+        print(f"kernels ({', '.join(manifest['kernel_files'])}):")
+        for name, n in counts.items():
+            print(f"  {name} x{n}")
+        return 0
+    source, lines = _resources(target, kernels)
+    print(f"device functions ({source}):")
+    for line in lines:
+        print(f"  {line}")
+    print("launches:")
+    for i, step in enumerate(plan["steps"]):
+        for launch in plan["kernels"][step["kernel"]]["launches"]:
+            grid, block = (",".join(map(str, launch[k])) for k in ("grid", "block"))
+            print(f"  {i} {step['kernel']} -> {launch['function']} grid=({grid}) block=({block})")
+    return 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="openprim", description="OpenPrim: compile and run deep-learning models")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -163,13 +218,16 @@ def main(argv=None) -> int:
     r.add_argument("-o", "--output", help="save the output to this .npy file")
     r.add_argument("--repeat", type=int, default=20, help="timed runs (0: none)")
     r.add_argument("--seed", type=int, default=0)
+    i = sub.add_parser("inspect", help="show what an .oprim artifact holds: plan, memory, kernels and their resources")
+    i.add_argument("artifact")
     for p in (c, r):
-        p.add_argument("--target", default="cpu")
+        p.add_argument("--target", default="cpu", help=f"cpu (default), nvvm:<{'|'.join(NVVM_ARCHS)}> "
+                                                       f"or rocdl:<{'|'.join(ROCDL_ARCHS)}>")
         p.add_argument("--solver", default="", help="force a convolution/GEMM solver")
         p.add_argument("-D", "--define", action="append", default=[], help="build() keyword argument name=value")
     args = ap.parse_args(argv)
     try:
-        return cmd_compile(args) if args.command == "compile" else cmd_run(args)
+        return {"compile": cmd_compile, "run": cmd_run, "inspect": cmd_inspect}[args.command](args)
     except OpenPrimError as e:
         print(one_line(e, "openprim"), file=sys.stderr)
         return 1

@@ -90,9 +90,9 @@ GPU_MAP = (  # after memref-copy-to-linalg: linalg -> loop nests on the grid -> 
 DEVICE = "device"
 GPU_TO_BINARY = {
     "nvvm": ("nvvm-attach-target{{chip={arch} O=3}}",
-             "gpu.module(lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm{{use-bare-ptr-memref-call-conv=true}})",
+             "gpu.module(fold-memref-alias-ops,expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm{{use-bare-ptr-memref-call-conv=true}})",
              "reconcile-unrealized-casts", "gpu-module-to-binary{{format=isa}}"),
-    "rocdl": ("gpu.module(lower-affine,convert-scf-to-cf,convert-gpu-to-rocdl{{chipset={arch} index-bitwidth=64 "
+    "rocdl": ("gpu.module(fold-memref-alias-ops,expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-rocdl{{chipset={arch} index-bitwidth=64 "
               "runtime=HIP use-bare-ptr-memref-call-conv=true}})", "reconcile-unrealized-casts"),
 }
 
@@ -116,6 +116,10 @@ def merge_device_modules(module: ir.Operation, _pass=None) -> None:
                 if f.name == "gpu.func":
                     renamed[(old, ir.StringAttr(f.attributes["sym_name"]).value)] = old
                     f.attributes["sym_name"] = ir.StringAttr.get(old)
+                    if "workgroup_attributions" in f.attributes:  # 16-byte aligned: vector shared loads
+                        n = ir.IntegerAttr(f.attributes["workgroup_attributions"]).value
+                        f.attributes["workgroup_attrib_attrs"] = ir.ArrayAttr.get(
+                            [ir.DictAttr.get({"llvm.align": ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 16)})] * n)
                     dest.append(f)
             m.erase()
 
@@ -154,8 +158,11 @@ class Options:
         target = parse_target(self.target)
         omp = "convert-scf-to-openmp" if self.threads and openmp_available() else "func.func(scf-forall-to-for)"
         nested = lambda steps: "builtin.module(" + ",".join(steps).replace("{omp}", omp) + ")"  # noqa: E731
+        # GPU: scratch buffers belong to the launch plan, so no deallocation (nor its analysis, which
+        # rejects the gpu ops of solver kernels).
+        bufferize = BUFFERIZE[:-1] if target.is_gpu else BUFFERIZE
         head = [(f"{NAME}-outline", lambda op: outline(op, str(target))),
-                nested(BUFFERIZE), ("memref-copy-to-linalg", copies_to_linalg)]
+                nested(bufferize), ("memref-copy-to-linalg", copies_to_linalg)]
         if not target.is_gpu:
             return head + [nested(CPU_TO_LLVM)]
         gpu_map = prim_gpu_map.Options()

@@ -8,6 +8,7 @@ every other kernel stays linalg for prim-lower's generic grid mapping.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from mlir import ir, passmanager
@@ -53,8 +54,15 @@ def gpu_kernel(text: str, kt, ops) -> ir.Module:
         solver = SOLVERS[ir.StringAttr(op.attributes["prim.solver"]).value]
         if hasattr(solver, "gpu_kernel"):
             params = {a.name: ir.IntegerAttr(a.attr).value for a in ir.DictAttr(op.attributes["prim.params"])}
-            name = text.split("@", 1)[1].split("(", 1)[0]
-            return ir.Module.parse(solver.gpu_kernel(name, problem_of(op), params))
+            header = text[text.index("func.func"):].split("{", 1)[0]
+            name = header.split("@", 1)[1].split("(", 1)[0]
+            signature = re.findall(r"(%\w+): (memref<[^>]*>)", header)
+            kernel = solver.gpu_kernel(name, signature, problem_of(op), params, dialect.op_attrs(op))
+            try:
+                return ir.Module.parse(kernel)
+            except ir.MLIRError as e:
+                raise OpenPrimError(f"{dialect.where(op.location)}: error: solver '{solver.name}' built an invalid "
+                                    f"kernel: {dialect.format_mlir_error(e)}") from None
     return ir.Module.parse(text)
 
 

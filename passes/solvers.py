@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from . import schedules
+from . import gpu_gemm, schedules
 from .semantics import KernelText, V, amap, emit_conv2d, emit_matmul, epilogue
 
 
@@ -366,9 +366,79 @@ def _gemm_epilogue_4d(kt, acc: V, operands, attrs, shape, dtype):
     return kt.reshape(out, shape)
 
 
+class GpuGemmSolver(Solver):
+    """Base of the GPU GEMM-like solvers: one tiled SIMT kernel (gpu_gemm.py) per problem; the tile
+    is the tunable, the heuristic takes the largest tile that still gives every multiprocessor work."""
+    targets = ("nvvm", "rocdl")
+    efficiency = 0.4
+    MULTIPROCESSORS = 132
+
+    def tunables(self, p):
+        return {"tile": list(range(len(gpu_gemm.TILES)))}
+
+    def default_params(self, p):
+        m, n = self.gemm_shape(p)
+        tiles = list(gpu_gemm.TILES.values())
+        blocks = [-(-m // t.bm) * -(-n // t.bn) for t in tiles]
+        return {"tile": next((i for i, b in enumerate(blocks) if b >= self.MULTIPROCESSORS), len(tiles) - 1)}
+
+    def gpu_kernel(self, name, signature, p, params, attrs):
+        return gpu_gemm.gemm_kernel(name, signature, self.spec(p, attrs), list(gpu_gemm.TILES.values())[params["tile"]])
+
+    @staticmethod
+    def _epilogue(p, attrs) -> dict:
+        return dict(bias="bias" in p.epilogue.split("+"), residual="residual" in p.epilogue.split("+"),
+                    activation=attrs["activation"], activation_params=tuple(attrs["activation_params"]))
+
+
+class ConvImplicitGemmGpu(GpuGemmSolver):
+    """NHWC convolution as an implicit GEMM (input pixels read in place, zero padding by predicates):
+    M = N*OH*OW, N = K, K = R*S*C; strided and dilated."""
+    name = "conv_implicit_gemm_gpu"
+
+    def is_applicable(self, p, target):
+        if p.layout != "NHWC":
+            return "needs NHWC activations (prim-select wraps NCHW in transposes)"
+        if p.groups != 1:
+            return f"grouped convolution (groups={p.groups})"
+
+    def filter_layout(self):
+        return "RSCK"
+
+    def gemm_shape(self, p):
+        return p.n * p.oh * p.ow, p.k
+
+    def spec(self, p, attrs):
+        pt, pl, _, _ = p.padding
+        conv = (p.n, p.h, p.w, p.c, p.oh, p.ow, p.r, p.s, *p.strides, pt, pl, *p.dilations)
+        return gpu_gemm.GemmSpec(p.n * p.oh * p.ow, p.k, p.r * p.s * p.c, p.dtype, conv, **self._epilogue(p, attrs))
+
+    def build(self, kt, operands, attrs, shape, dtype, params):
+        return emit_conv2d(kt, "conv2d", operands, attrs, shape, dtype)
+
+
+class GemmGpu(GpuGemmSolver):
+    """matmul / linear with a 2-d [K, N] right-hand side (batch dims of the lhs folded into M)."""
+    name = "gemm_gpu"
+    op = "matmul"
+
+    def is_applicable(self, p, target):
+        if p.batched_rhs or p.transpose_rhs:
+            return "needs a 2-d, non-transposed rhs (prim-select transposes constant weights)"
+
+    def gemm_shape(self, p):
+        return p.m, p.n
+
+    def spec(self, p, attrs):
+        return gpu_gemm.GemmSpec(p.m, p.n, p.k, p.dtype, **self._epilogue(p, attrs))
+
+    def build(self, kt, operands, attrs, shape, dtype, params):
+        return emit_matmul(kt, "matmul", operands, attrs, shape, dtype)
+
+
 GEMM = Gemm()
 SOLVERS = {s.name: s for s in (ConvDirect(), Conv1x1Gemm(), ConvIm2colGemm(), ConvDepthwise(), ConvReference(),
-                               GEMM, GemmReference())}
+                               GEMM, GemmReference(), ConvImplicitGemmGpu(), GemmGpu())}
 
 
 def applicable(problem, op: str, target: str) -> list[tuple["Solver", str | None]]:

@@ -47,3 +47,19 @@ config.substitutions.append((r"(?<![\w/.-])filecheck(?![\w.-])", _tool("filechec
 # Deterministic runs: lit passes only a few variables through, and never a solver forced from the
 # environment (tests that want one set it with `env OPENPRIM_SOLVER=...`).
 config.environment.pop("OPENPRIM_SOLVER", None)
+
+
+def _amdgpu_toolchain():
+    """`REQUIRES: amdgpu-toolchain`: llvmlite, ld.lld and the ROCm device libraries (CI installs them)."""
+    try:
+        import llvmlite  # noqa: F401
+        from openprim import amdgpu
+        amdgpu.ld_lld(), amdgpu.device_libs()
+    except Exception as e:  # ImportError or OpenPrimError: the tests that need it report UNSUPPORTED
+        lit_config.note(f"AMDGPU tests unsupported: {e}")
+        return False
+    return True
+
+
+if _amdgpu_toolchain():
+    config.available_features.add("amdgpu-toolchain")

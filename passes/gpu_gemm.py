@@ -1,0 +1,264 @@
+"""A tiled SIMT GEMM kernel in the gpu dialect: implicit-GEMM convolution (NHWC x RSCK) and matmul.
+
+    C[M, N] = A[M, K] . B[K, N], then act(C + bias[n] + residual[m, n]) in the output dtype.
+
+For a convolution, M = batch*OH*OW (output pixels), N = output channels, K = R*S*C, and A is never
+built: A[m, k] is read straight from the NHWC input at (n, oh*sh - pt + r*dh, ow*sw - pl + s*dw, c),
+zero outside the image (implicit GEMM, no im2col buffer). For a matmul A is the left operand.
+
+One block computes a BM x BN tile of C with THREADS threads, each a TM x TN register tile:
+
+    for k0 in 0..K step BK:                   (scf.for, accumulators carried in registers)
+        A[m0:m0+BM, k0:k0+BK] -> As[BK][BM]   (transposed, so a thread's TM rows are contiguous)
+        B[k0:k0+BK, n0:n0+BN] -> Bs[BK][BN]   (global loads VA/VB elements wide along k / n)
+        barrier
+        for kk < BK (unrolled): acc[i][:] += As[kk][ty*TM + i] * Bs[kk][tx*TN : tx*TN+TN]
+        barrier
+    epilogue on the registers, guarded stores
+
+Loads and arithmetic are f32 (f16/bf16 inputs are extended once, when staged into shared memory), so
+the accumulation is f32 for every dtype. This is the structure matrix cores will reuse: the same tiles
+and staging, with the inner product replaced by MMA instructions.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .semantics import KernelText, activation
+
+WG = "#gpu.address_space<workgroup>"
+
+
+@dataclass(frozen=True)
+class Tile:
+    bm: int = 128
+    bn: int = 128
+    bk: int = 8
+    tm: int = 8
+    tn: int = 8
+
+    @property
+    def threads(self) -> int:
+        return (self.bm // self.tm) * (self.bn // self.tn)
+
+
+TILES = {"large": Tile(128, 128, 8, 8, 8), "medium": Tile(64, 64, 16, 4, 4), "small": Tile(32, 32, 16, 2, 2)}
+
+
+class Emitter(KernelText):
+    """KernelText plus index arithmetic with constants folded in Python."""
+
+    def __init__(self):
+        super().__init__()
+        self.consts = {}
+
+    def c(self, v: int) -> str:
+        if v not in self.consts:
+            n = self.fresh("c")
+            self.consts[v] = n
+            self.emit(f"{n} = arith.constant {v} : index")
+        return self.consts[v]
+
+    def open(self, line: str):
+        """Emit a region-opening line; constants made inside stay inside (see close)."""
+        self.emit(line)
+        self.scopes = getattr(self, "scopes", []) + [dict(self.consts)]
+
+    def close(self, line: str = "}"):
+        self.emit(line)
+        self.consts = self.scopes.pop()
+
+    def op(self, name: str, a: str, b: str, ty="index") -> str:
+        n = self.fresh("i")
+        self.emit(f"{n} = {name} {a}, {b} : {ty}")
+        return n
+
+    def add(self, a, b): return self.op("arith.addi", a, b)
+    def mul(self, a, b): return self.op("arith.muli", a, b)
+    def div(self, a, b): return self.op("arith.divui", a, b)
+    def rem(self, a, b): return self.op("arith.remui", a, b)
+
+    def cmp(self, pred: str, a: str, b: str) -> str:
+        n = self.fresh("p")
+        self.emit(f"{n} = arith.cmpi {pred}, {a}, {b} : index")
+        return n
+
+    def both(self, a: str, b: str) -> str:
+        return self.op("arith.andi", a, b, "i1")
+
+
+@dataclass(frozen=True)
+class GemmSpec:
+    """What the kernel computes. conv=None: a matmul, A = lhs[M, K] (row-major, batch dims folded)."""
+    m: int
+    n: int
+    k: int
+    dtype: str
+    conv: tuple | None = None     # (N, H, W, C, OH, OW, R, S, sh, sw, pt, pl, dh, dw)
+    bias: bool = False
+    residual: bool = False
+    activation: str = "none"
+    activation_params: tuple = ()
+
+
+def _collapse(e: Emitter, value: str, mtype: str, rank: int, rows: int, cols: int, dtype: str) -> str:
+    """A [rows, cols] view of a row-major memref whose last dimension is cols."""
+    if rank == 2:
+        return value
+    n = e.fresh("v")
+    e.emit(f"{n} = memref.collapse_shape {value} [[{', '.join(str(i) for i in range(rank - 1))}], [{rank - 1}]] "
+           f": {mtype} into memref<{rows}x{cols}x{dtype}>")
+    return n
+
+
+def _load_vec(e: Emitter, ok: str, memref: str, mtype: str, idx: list, width: int, dtype: str) -> str:
+    """`width` elements at memref[idx] as vector<width x f32> when ok, else zeros."""
+    vt, ft = f"vector<{width}x{dtype}>", f"vector<{width}xf32>"
+    n = e.fresh("l")
+    align = width * {"f32": 4, "f16": 2, "bf16": 2}[dtype]
+    e.emit(f"{n} = scf.if {ok} -> ({ft}) {{")
+    raw = e.fresh("r")
+    e.emit(f"  {raw} = vector.load {memref}[{', '.join(idx)}] {{alignment = {align}}} : {mtype}, {vt}")
+    val = raw
+    if dtype != "f32":
+        val = e.fresh("x")
+        e.emit(f"  {val} = arith.extf {raw} : {vt} to {ft}")
+    e.emit(f"  scf.yield {val} : {ft}")
+    e.emit("} else {")
+    z = e.fresh("z")
+    e.emit(f"  {z} = arith.constant dense<0.0> : {ft}")
+    e.emit(f"  scf.yield {z} : {ft}")
+    e.emit("}")
+    return n
+
+
+def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, tile: Tile) -> str:
+    """The kernel function: params_sig = [(ssa name, memref type)] of the inputs then the output
+    (A or x, B as RSCK or [K, N], bias?, residual?, out), as outline() calls it."""
+    e = Emitter()
+    t = tile
+    T, dt = t.threads, spec.dtype
+    M, N, K = spec.m, spec.n, spec.k
+    # Global load widths: A contiguous along k (channels), B along n; whole passes of all the threads.
+    va = next(v for v in (4, 2, 1) if (spec.conv[3] if spec.conv else K) % v == 0 and (t.bm * t.bk) % (T * v) == 0)
+    vb = next(v for v in (4, 2, 1) if N % v == 0 and (t.bk * t.bn) % (T * v) == 0)
+    gx, gy = -(-N // t.bn), -(-M // t.bm)
+    names = [p for p, _ in params_sig]
+    types = dict(params_sig)
+    a, b, out = names[0], names[1], names[-1]
+    bias = names[2] if spec.bias else None
+    residual = names[2 + spec.bias] if spec.residual else None
+    one, nt = e.c(1), e.c(T)
+    e.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(gx)}, %gy = {e.c(gy)}, %gz = {one}) "
+           f"threads(%tx, %ty, %tz) in (%sx = {nt}, %sy = {one}, %sz = {one}) "
+           f"workgroup(%As : memref<{t.bk}x{t.bm}xf32, {WG}>, %Bs : memref<{t.bk}x{t.bn}xf32, {WG}>) {{")
+    as_t, bs_t = f"memref<{t.bk}x{t.bm}xf32, {WG}>", f"memref<{t.bk}x{t.bn}xf32, {WG}>"
+    tid = "%tx"
+    m0, n0 = e.mul("%by", e.c(t.bm)), e.mul("%bx", e.c(t.bn))
+    b2 = _collapse(e, b, types[b], len(types[b][7:].split("x")) - 1, K, N, dt)
+    out2 = _collapse(e, out, types[out], len(types[out][7:].split("x")) - 1, M, N, dt)
+    res2 = _collapse(e, residual, types[residual], len(types[residual][7:].split("x")) - 1, M, N, dt) \
+        if residual else None
+    if spec.conv:
+        Nb, H, W, C, OH, OW, R, S, sh, sw, pt, pl, dh, dw = spec.conv
+        a_t = types[a]
+    else:
+        a2 = _collapse(e, a, types[a], len(types[a][7:].split("x")) - 1, M, K, dt)
+        a_t = f"memref<{M}x{K}x{dt}>"
+
+    # Per A-load pass: the thread's row of the tile and what does not change along k.
+    per_row = t.bk // va
+    a_rows = []
+    for p in range(t.bm * t.bk // (T * va)):
+        row = e.add(e.c(p * (T // per_row)), e.div(tid, e.c(per_row)))
+        m = e.add(m0, row)
+        info = {"row": row, "m": m, "ok": e.cmp("ult", m, e.c(M))}
+        if spec.conv:
+            img = e.div(m, e.c(OH * OW))
+            rem = e.rem(m, e.c(OH * OW))
+            info["img"] = img
+            info["ih0"] = e.op("arith.subi", e.mul(e.div(rem, e.c(OW)), e.c(sh)), e.c(pt))
+            info["iw0"] = e.op("arith.subi", e.mul(e.rem(rem, e.c(OW)), e.c(sw)), e.c(pl))
+        a_rows.append(info)
+    a_col = e.mul(e.rem(tid, e.c(per_row)), e.c(va))
+    per_brow = t.bn // vb
+    b_col = e.mul(e.rem(tid, e.c(per_brow)), e.c(vb))
+    b_n = e.add(n0, b_col)
+    b_nok = e.cmp("ult", b_n, e.c(N))
+    tx = e.rem(tid, e.c(t.bn // t.tn))
+    ty = e.div(tid, e.c(t.bn // t.tn))
+    a_off, b_off = e.mul(ty, e.c(t.tm)), e.mul(tx, e.c(t.tn))
+    acc_t = f"vector<{t.tn}xf32>"
+    zero = e.fresh("z")
+    e.emit(f"{zero} = arith.constant dense<0.0> : {acc_t}")
+    accs = [e.fresh("acc") for _ in range(t.tm)]
+    res = e.fresh("res")
+    e.open(f"{res}:{t.tm} = scf.for %k0 = {e.c(0)} to {e.c(-(-K // t.bk) * t.bk)} step {e.c(t.bk)} "
+           f"iter_args({', '.join(f'{x} = {zero}' for x in accs)}) -> ({', '.join([acc_t] * t.tm)}) {{")
+    # Stage A.
+    k = e.add("%k0", a_col)
+    kok = e.cmp("ult", k, e.c(K))
+    if spec.conv:
+        c = e.rem(k, e.c(C))
+        rs = e.div(k, e.c(C))
+        dr, ds = e.mul(e.div(rs, e.c(S)), e.c(dh)), e.mul(e.rem(rs, e.c(S)), e.c(dw))
+    for info in a_rows:
+        ok = e.both(info["ok"], kok)
+        if spec.conv:
+            ih, iw = e.add(info["ih0"], dr), e.add(info["iw0"], ds)
+            for v, hi in ((ih, H), (iw, W)):
+                ok = e.both(ok, e.both(e.cmp("sge", v, e.c(0)), e.cmp("slt", v, e.c(hi))))
+            vec = _load_vec(e, ok, a, a_t, [info["img"], ih, iw, c], va, dt)
+        else:
+            vec = _load_vec(e, ok, a2, a_t, [info["m"], k], va, dt)
+        for j in range(va):
+            s = e.fresh("s")
+            e.emit(f"{s} = vector.extract {vec}[{j}] : f32 from vector<{va}xf32>")
+            e.emit(f"memref.store {s}, %As[{e.add(a_col, e.c(j))}, {info['row']}] : {as_t}")
+    # Stage B.
+    for p in range(t.bk * t.bn // (T * vb)):
+        kk = e.add(e.c(p * (T // per_brow)), e.div(tid, e.c(per_brow)))
+        kb = e.add("%k0", kk)
+        vec = _load_vec(e, e.both(b_nok, e.cmp("ult", kb, e.c(K))), b2, f"memref<{K}x{N}x{dt}>", [kb, b_n], vb, dt)
+        e.emit(f"vector.store {vec}, %Bs[{kk}, {b_col}] {{alignment = {4 * vb}}} : {bs_t}, vector<{vb}xf32>")
+    e.emit("gpu.barrier")
+    cur = list(accs)
+    for kk in range(t.bk):
+        av, bv = e.fresh("av"), e.fresh("bv")
+        e.emit(f"{av} = vector.load %As[{e.c(kk)}, {a_off}] {{alignment = {4 * t.tm}}} : {as_t}, vector<{t.tm}xf32>")
+        e.emit(f"{bv} = vector.load %Bs[{e.c(kk)}, {b_off}] {{alignment = {4 * t.tn}}} : {bs_t}, {acc_t}")
+        for i in range(t.tm):
+            s, bc, nxt = e.fresh("s"), e.fresh("bc"), e.fresh("acc")
+            e.emit(f"{s} = vector.extract {av}[{i}] : f32 from vector<{t.tm}xf32>")
+            e.emit(f"{bc} = vector.broadcast {s} : f32 to {acc_t}")
+            e.emit(f"{nxt} = vector.fma {bc}, {bv}, {cur[i]} : {acc_t}")
+            cur[i] = nxt
+    e.emit("gpu.barrier")
+    e.emit(f"scf.yield {', '.join(cur)} : {', '.join([acc_t] * t.tm)}")
+    e.close()
+    # Epilogue: act(acc + bias + residual) -> out, guarded per row (and per element at a ragged N edge).
+    ragged = N % t.bn != 0 or N % t.tn != 0
+    ns = [e.add(n0, e.add(b_off, e.c(j))) for j in range(t.tn)]
+    col_ok = [e.cmp("ult", n, e.c(N)) for n in ns]
+    for i in range(t.tm):
+        m = e.add(m0, e.add(a_off, e.c(i)))
+        e.open(f"scf.if {e.both(e.cmp('ult', m, e.c(M)), col_ok[0])} {{")
+        for j, n in enumerate(ns):
+            if ragged and j:
+                e.open(f"scf.if {col_ok[j]} {{")
+            v = e.fresh("s")
+            e.emit(f"{v} = vector.extract {res}#{i}[{j}] : f32 from {acc_t}")
+            for src, idx, mt in ((bias, [n], types[bias] if bias else ""), (res2, [m, n], f"memref<{M}x{N}x{dt}>")):
+                if src:
+                    x = e.fresh("e")
+                    e.emit(f"{x} = memref.load {src}[{', '.join(idx)}] : {mt}")
+                    v = e.scalar("arith.addf", v, e.to_f32(x, dt))
+            v = e.from_f32(activation(e, spec.activation, spec.activation_params, v), dt)
+            e.emit(f"memref.store {v}, {out2}[{m}, {n}] : memref<{M}x{N}x{dt}>")
+            if ragged and j:
+                e.close()
+        e.close()
+    e.emit("gpu.terminator")
+    e.emit("}")
+    sig = ", ".join(f"{p}: {ty}" for p, ty in params_sig)
+    return f"func.func @{name}({sig}) {{\n" + "\n".join(e.lines) + "\n    return\n}"
