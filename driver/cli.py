@@ -15,6 +15,7 @@ import importlib.util
 import os
 import sys
 import time
+from collections import Counter
 
 import numpy as np
 
@@ -187,11 +188,8 @@ def cmd_inspect(args) -> int:
           + (f", scratch {plan.get('scratch_bytes', 0)} B" if target != "cpu" else ""))
     print(f"steps: {len(plan['steps'])}")
     if target == "cpu":
-        counts = {}
-        for step in plan["steps"]:
-            counts[step["kernel"]] = counts.get(step["kernel"], 0) + 1
         print(f"kernels ({', '.join(manifest['kernel_files'])}):")
-        for name, n in counts.items():
+        for name, n in Counter(s["kernel"] for s in plan["steps"]).items():
             print(f"  {name} x{n}")
         return 0
     source, lines = _resources(target, kernels)

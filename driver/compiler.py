@@ -187,13 +187,18 @@ def gpu_kernels(module: ir.Module, target: str, cubin_arch: str | None = None) -
 
 def save(source, path: str, target: str = "cpu", solver: str = "", pipeline: str | None = None) -> dict:
     """Compile ahead of time into one .oprim file; returns its manifest (plus timing)."""
+    t0 = time.perf_counter()
+    target = check_target(target)
+    info = write_artifact(lower(source, target, solver, pipeline), path, target)
+    return {**info, "seconds": time.perf_counter() - t0}
+
+
+def write_artifact(module: ir.Module, path: str, target: str) -> dict:
+    """The .oprim file of a module lowered for `target`; returns its manifest."""
     import platform
 
     from openprim import __version__
     from openprim.runtime import artifact
-    t0 = time.perf_counter()
-    target = check_target(target)
-    module = lower(source, target, solver, pipeline)
     plan, weights = build_plan(module, target)
     if parse_target(target).is_gpu:
         kernels = gpu_kernels(module, target)
@@ -204,4 +209,4 @@ def save(source, path: str, target: str = "cpu", solver: str = "", pipeline: str
         meta = {"compiler": f"openprim {__version__}", "target": target, "machine": platform.machine(),
                 "cpu": cpu.host_cpu(), "openmp": bool(cpu.openmp_library())}
     artifact.write(path, plan, kernels, weights, meta)
-    return {**meta, "plan": plan, "seconds": time.perf_counter() - t0, "bytes": os.path.getsize(path)}
+    return {**meta, "plan": plan, "bytes": os.path.getsize(path)}

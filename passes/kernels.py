@@ -71,9 +71,9 @@ def _emitter(op):
     return EMITTERS[op.name[5:]]
 
 
-def kernel_text(name: str, ops: list, inputs: list, result: ir.Value) -> tuple[str, KernelText]:
+def kernel_text(name: str, ops: list, inputs: list, result: ir.Value, gpu=False) -> tuple[str, KernelText]:
     """The kernel function for prim `ops` reading `inputs` and producing `result` (and its builder)."""
-    kt = KernelText()
+    kt = KernelText(pad_block=1 << 62) if gpu else KernelText()
     env = {}
     for i, v in enumerate(inputs):
         vv = _value_v(v, f"%t{i}")
@@ -128,7 +128,7 @@ def outline(module: ir.Operation, target: str, schedule=None) -> None:
                 fused_used[ir.StringAttr(fused.attributes["sym_name"]).value] = fused
             kind = ops[0].name[5:] if len(ops) == 1 else "fused_elementwise"
             solver = ir.StringAttr(ops[0].attributes["prim.solver"]).value if "prim.solver" in ops[0].attributes else ""
-            key_text, kt = kernel_text("KERNEL", ops, inputs, result)
+            key_text, kt = kernel_text("KERNEL", ops, inputs, result, gpu=target != "cpu")
             key = key_text + solver + (str(ops[0].attributes["prim.params"]) if "prim.params" in ops[0].attributes else "")
             name = seen.get(key)
             if name is None:

@@ -57,8 +57,7 @@ def _grid_loop(total: int, threads: int):
                     "mapping": _mapping(["block_x", "thread_x"])}, regions=1)
     block = op.regions[0].blocks.append(idx, idx)
     with ir.InsertionPoint(block):
-        ir.Operation.create("scf.reduce", operands=[], attributes={
-            "operandSegmentSizes": ir.DenseI32ArrayAttr.get([0])}, regions=0)
+        ir.Operation.create("scf.reduce", operands=[], regions=0)
     return op, block
 
 
@@ -143,8 +142,7 @@ def wrap_serial(fn: ir.Operation) -> None:
                 attributes={"operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, 1, 1, 0])}, regions=1)
             body = loop.regions[0].blocks.append(ir.IndexType.get())
             with ir.InsertionPoint(body):
-                red = ir.Operation.create("scf.reduce", operands=[], attributes={
-                    "operandSegmentSizes": ir.DenseI32ArrayAttr.get([0])})
+                red = ir.Operation.create("scf.reduce", operands=[])
         for op in run:
             op.move_before(red)
 

@@ -142,6 +142,7 @@ def rocdl_binary(module: ir.Operation, arch: str) -> None:
             target = ir.Attribute.parse(f'#rocdl.target<chip = "{arch}">')
             obj = gpu.ObjectAttr.get(target, gpu.CompilationTarget.Binary, hsaco)
             ir.Operation.create("gpu.binary", attributes={"sym_name": m.attributes["sym_name"],
+                                                           "offloadingHandler": ir.Attribute.parse("#gpu.select_object<0>"),
                                                            "objects": ir.ArrayAttr.get([obj])})
         m.erase()
 

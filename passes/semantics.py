@@ -70,7 +70,8 @@ class V:
 class KernelText:
     """Accumulates the body of one kernel function."""
 
-    def __init__(self):
+    def __init__(self, pad_block: int = PAD_BLOCK):
+        self.pad_block = pad_block        # GPU targets: one block (the grid mapping wants one loop nest)
         self.lines: list[str] = []
         self.n = 0
         self.aux: list[list[int]] = []   # iteration domain of each op tagged `prim.aux = i`
@@ -148,7 +149,7 @@ class KernelText:
         return n
 
     def pad(self, x: V, low, high, value: float) -> V:
-        """x inside a `value`-filled tensor, copied in blocks of the trailing dims (at most PAD_BLOCK
+        """x inside a `value`-filled tensor, copied in blocks of the trailing dims (at most pad_block
         elements each, so that the vectorized copy stays a few registers wide).
 
         Not tensor.pad: an insert_slice stops producer fusion, so a tiled consumer reads a
@@ -158,7 +159,7 @@ class KernelText:
         R = len(x.shape)
         shape = [d + lo + hi for d, lo, hi in zip(x.shape, low, high)]
         f = self.filled(shape, x.dtype, value)
-        k = next(k for k in range(R) if math.prod(x.shape[k:]) <= PAD_BLOCK or k == R - 1)
+        k = next(k for k in range(R) if math.prod(x.shape[k:]) <= self.pad_block or k == R - 1)
         block = [1] * k + list(x.shape[k:])
         ones = ", ".join(["1"] * R)
         loops = []

@@ -71,12 +71,14 @@ def read(path: str) -> tuple[dict, dict[str, bytes], bytes]:
         raise OpenPrimError(f"{path}: no such file") from None
     except (zipfile.BadZipFile, EOFError, json.JSONDecodeError, OSError) as e:
         raise OpenPrimError(f"{path}: not a valid OpenPrim artifact ({e})") from None
-    if manifest.get("format") != FORMAT:
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise OpenPrimError(f"{path}: not an OpenPrim artifact (format {manifest.get('format')!r})")
     if manifest.get("version") != VERSION:
         raise OpenPrimError(f"{path}: artifact format version {manifest.get('version')} is not supported "
                             f"(this runtime reads version {VERSION}); recompile the model")
-    plan = manifest["plan"]
+    plan = manifest.get("plan")
+    if not isinstance(plan, dict) or "weights_bytes" not in plan:
+        raise OpenPrimError(f"{path}: corrupt artifact (the manifest has no valid plan)")
     if len(weights) != plan["weights_bytes"]:
         raise OpenPrimError(f"{path}: corrupt artifact (weights are {len(weights)} bytes, expected {plan['weights_bytes']})")
     return manifest, kernels, weights

@@ -27,8 +27,8 @@ class CudaDevice(Device):
         self.cu = _driver()
         try:
             self._check("cuInit", self.cu.cuInit(0))
-        except DeviceError as e:
-            raise DeviceError(f"no usable NVIDIA GPU: {e}") from None
+        except Exception as e:  # DeviceError, or cuda-bindings' own error when libcuda is missing
+            raise DeviceError(f"no usable NVIDIA GPU: {str(e).splitlines()[0]}") from None
         count = self._check("cuDeviceGetCount", self.cu.cuDeviceGetCount())
         if index >= count:
             raise DeviceError(f"no NVIDIA GPU number {index} (found {count})")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import os
 import re
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from mlir import ir
 
 import openprim
 import openprim.compiler
+import openprim.plan
 from openprim import dialect
 from openprim.frontend import Graph
 from openprim.passes.kernels import body, graph_functions, kernels_module
@@ -101,7 +103,8 @@ class Net:
         feeds; the lowered module and the executable stay in self.module / self.exe."""
         self.g.output(*outputs)
         if TARGET != "cpu":
-            res = run_on_gpu(self.g, self.feeds, pipeline, solver)
+            self.module, plan, res = run_on_gpu(self.g, self.feeds, pipeline, solver)
+            self.exe = SimpleNamespace(plan=plan)
         else:
             self.module = openprim.compiler.lower(self.g, solver=solver, pipeline=pipeline)
             self.exe = openprim.compiler.jit(self.module)
@@ -127,19 +130,20 @@ def _case_key() -> str:
 
 
 def run_on_gpu(graph, feeds, pipeline=None, solver=""):
-    """The outputs of `graph` on TARGET: recorded as an artifact for the GPU machine, or read back
-    from what it computed (see TARGET above); skips when neither was asked for."""
+    """(lowered module, plan, outputs) of `graph` on TARGET: recorded as an artifact for the GPU
+    machine, or read back from what it computed (see TARGET above); skips when neither was asked for."""
     key = _case_key()
     if pipeline == "prim-lower":
         pipeline = f"prim-lower{{target={TARGET}}}"
     record, replay = os.environ.get("OPENPRIM_GPU_RECORD"), os.environ.get("OPENPRIM_GPU_REPLAY")
+    if not record and not replay:
+        pytest.skip(f"target {TARGET}: set OPENPRIM_GPU_RECORD or OPENPRIM_GPU_REPLAY (scripts/gpu_replay.py)")
+    module = openprim.compiler.lower(graph, TARGET, solver, pipeline)
     if record:
         os.makedirs(record, exist_ok=True)
-        openprim.compiler.save(graph, os.path.join(record, key + ".oprim"), TARGET, solver, pipeline)
+        openprim.compiler.write_artifact(module, os.path.join(record, key + ".oprim"), TARGET)
         np.savez(os.path.join(record, key + ".npz"), *feeds)
         pytest.skip(f"recorded {key} for the GPU machine")
-    if not replay:
-        pytest.skip(f"target {TARGET}: set OPENPRIM_GPU_RECORD or OPENPRIM_GPU_REPLAY (scripts/gpu_replay.py)")
     if not _replayed:
         with np.load(replay) as z:
             _replayed.update({k: z[k] for k in z.files})
@@ -149,7 +153,7 @@ def run_on_gpu(graph, feeds, pipeline=None, solver=""):
                                         key=lambda k: int(k.rsplit("out", 1)[1]))]
     if not outs:
         pytest.skip(f"no GPU result for {key} in {replay}")
-    return tuple(outs) if len(outs) > 1 else outs[0]
+    return module, openprim.plan.build_plan(module, TARGET)[0], tuple(outs) if len(outs) > 1 else outs[0]
 
 
 # ----------------------------------------------------------------------------- reading the IR

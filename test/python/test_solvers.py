@@ -22,15 +22,17 @@ import pytest
 
 import openprim
 import reference as ref
-from helpers import DTYPES, Net, assert_close, attrs, ops_named, operands
+from helpers import DTYPES, TARGET, Net, assert_close, attrs, ops_named, operands
 from openprim import passes
 from openprim.errors import OpenPrimError
 from openprim.frontend import to_module
 from openprim.passes.solvers import SOLVERS
 
-CONV_SOLVERS = [n for n, s in SOLVERS.items() if s.op == "conv2d"]
-GEMM_SOLVERS = [n for n, s in SOLVERS.items() if s.op == "matmul"]
+# The solvers with kernels for the target under test (OPENPRIM_TEST_TARGET, see helpers.py).
+CONV_SOLVERS = [n for n, s in SOLVERS.items() if s.op == "conv2d" and TARGET.partition(":")[0] in s.targets]
+GEMM_SOLVERS = [n for n, s in SOLVERS.items() if s.op == "matmul" and TARGET.partition(":")[0] in s.targets]
 LAYOUTS = ("NCHW", "NHWC")
+CPU_ONLY = pytest.mark.skipif(TARGET != "cpu", reason="the CPU target's solver heuristics and errors")
 ALL_COMBINATIONS = os.environ.get("OPENPRIM_TEST_ALL_COMBINATIONS", "") not in ("", "0")
 
 # ----------------------------------------------------------------------------- convolution problems
@@ -74,7 +76,7 @@ def _pair(v):
 def applies(solver, cfg):
     """Where each conv solver applies, written down independently of solvers.is_applicable."""
     C, G, K = cfg["x"][1], cfg["groups"], cfg["K"]
-    if solver in ("conv_direct", "conv_im2col_gemm"):
+    if solver in ("conv_direct", "conv_im2col_gemm", "conv_implicit_gemm_gpu"):
         return G == 1
     if solver == "conv_1x1_gemm":
         return G == 1 and tuple(cfg["kernel"]) == (1, 1) and _pair(cfg["stride"]) == (1, 1) and \
@@ -184,6 +186,7 @@ DEFAULT_PARAMS = [(lo, dt) for lo in LAYOUTS for dt in DTYPES] if ALL_COMBINATIO
     [("NCHW", "f32"), ("NHWC", "f16"), ("NCHW", "bf16")]
 
 
+@CPU_ONLY
 @pytest.mark.parametrize("layout,dtype", [pytest.param(lo, dt, id=f"{lo}-{dt}") for lo, dt in DEFAULT_PARAMS])
 def test_conv_default_solver(layout, dtype, rng):
     net = run_convs(rng, CONV, layout, dtype)
@@ -197,7 +200,7 @@ def test_conv_default_solver(layout, dtype, rng):
 # ----------------------------------------------------------------------------- forcing: applicability and errors
 def _select(g, solver=""):
     """prim-fuse then prim-select (solver forced if given): the module with the choice on each op."""
-    pipe = "prim-fuse,prim-select" + (f"{{solver={solver}}}" if solver else "")
+    pipe = f"prim-fuse,prim-select{{target={TARGET}" + (f" solver={solver}}}" if solver else "}")
     return passes.run(to_module(g), pipe)
 
 
@@ -214,6 +217,7 @@ def test_conv_solver_applicability(solver, layout):
     """Forcing a solver: it runs where it applies; elsewhere OpenPrimError names the solver, the problem
     and the reason, at the line of the model that made the convolution."""
     reasons = {"conv_direct": "grouped convolution", "conv_im2col_gemm": "grouped convolution",
+               "conv_implicit_gemm_gpu": "grouped convolution",
                "conv_1x1_gemm": "not a 1x1, stride-1, unpadded convolution|grouped convolution",
                "conv_depthwise": "not depthwise"}
     for cfg in CONV:
@@ -231,6 +235,7 @@ def test_conv_solver_applicability(solver, layout):
         assert msg.startswith(__file__ + ":"), msg
 
 
+@CPU_ONLY
 def test_forced_solver_error_through_compile():
     """The documented examples, through openprim.compile: 1x1-GEMM on a 3x3 conv, depthwise on groups=1."""
     g = _conv_graph(CONV_BY_ID["3x3_s2_asympad"], "NCHW")
@@ -252,6 +257,7 @@ def test_unknown_solver(monkeypatch):
         openprim.compile(g)
 
 
+@CPU_ONLY
 def test_solver_from_environment(monkeypatch, rng):
     """$OPENPRIM_SOLVER forces the conv solver; solver= wins over it; a conv solver leaves matmuls to
     the heuristic (and a GEMM solver convolutions)."""
@@ -338,6 +344,7 @@ def test_gemm_solver_forced(solver, dtype, rng):
     assert run_gemms(rng, cases, dtype, solver) == [solver] * len(cases)
 
 
+@CPU_ONLY
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_gemm_default_solver(dtype, rng):
     chosen = run_gemms(rng, GEMM, dtype)
