@@ -8,10 +8,11 @@ zero outside the image (implicit GEMM, no im2col buffer). For a matmul A is the 
 
 One block computes a BM x BN tile of C with THREADS threads, each a TM x TN register tile:
 
-    for k0 in 0..K step BK:                   (scf.for, accumulators carried in registers)
-        A[m0:m0+BM, k0:k0+BK] -> As[BK][BM]   (transposed, so a thread's TM rows are contiguous)
-        B[k0:k0+BK, n0:n0+BN] -> Bs[BK][BN]   (global loads VA/VB elements wide along k / n)
+    regs = global tiles at k0 = 0             (each thread's share, VA/VB elements wide along k / n)
+    for k0 in 0..K step BK:                   (scf.for; accumulators and regs carried in registers)
+        regs -> As[BK][BM], Bs[BK][BN]        (A transposed, so a thread's TM rows are contiguous)
         barrier
+        regs = global tiles at k0 + BK        (issued now, consumed next iteration: latency hidden)
         for kk < BK (unrolled): acc[i][:] += As[kk][ty*TM + i] * Bs[kk][tx*TN : tx*TN+TN]
         barrier
     epilogue on the registers, guarded stores
@@ -189,39 +190,54 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
     ty = e.div(tid, e.c(t.bn // t.tn))
     a_off, b_off = e.mul(ty, e.c(t.tm)), e.mul(tx, e.c(t.tn))
     acc_t = f"vector<{t.tn}xf32>"
+    b_rows = [e.add(e.c(p * (T // per_brow)), e.div(tid, e.c(per_brow)))
+              for p in range(t.bk * t.bn // (T * vb))]
+
+    def global_loads(k0: str) -> list[str]:
+        """This thread's share of the A and B tiles at k0, as f32 vectors (zeros outside)."""
+        k = e.add(k0, a_col)
+        kok = e.cmp("ult", k, e.c(K))
+        if spec.conv:
+            c = e.rem(k, e.c(C))
+            rs = e.div(k, e.c(C))
+            dr, ds = e.mul(e.div(rs, e.c(S)), e.c(dh)), e.mul(e.rem(rs, e.c(S)), e.c(dw))
+        vecs = []
+        for info in a_rows:
+            ok = e.both(info["ok"], kok)
+            if spec.conv:
+                ih, iw = e.add(info["ih0"], dr), e.add(info["iw0"], ds)
+                for v, hi in ((ih, H), (iw, W)):
+                    ok = e.both(ok, e.both(e.cmp("sge", v, e.c(0)), e.cmp("slt", v, e.c(hi))))
+                vecs.append(_load_vec(e, ok, a, a_t, [info["img"], ih, iw, c], va, dt))
+            else:
+                vecs.append(_load_vec(e, ok, a2, a_t, [info["m"], k], va, dt))
+        for kk in b_rows:
+            kb = e.add(k0, kk)
+            vecs.append(_load_vec(e, e.both(b_nok, e.cmp("ult", kb, e.c(K))), b2, f"memref<{K}x{N}x{dt}>",
+                                  [kb, b_n], vb, dt))
+        return vecs
+
+    # Software pipelining through registers: the next tiles' global loads are issued before this
+    # tile's inner products, so their latency hides behind the FMAs.
+    first = global_loads(e.c(0))
+    vec_types = [f"vector<{va}xf32>"] * len(a_rows) + [f"vector<{vb}xf32>"] * len(b_rows)
     zero = e.fresh("z")
     e.emit(f"{zero} = arith.constant dense<0.0> : {acc_t}")
     accs = [e.fresh("acc") for _ in range(t.tm)]
+    staged = [e.fresh("g") for _ in first]
     res = e.fresh("res")
-    e.open(f"{res}:{t.tm} = scf.for %k0 = {e.c(0)} to {e.c(-(-K // t.bk) * t.bk)} step {e.c(t.bk)} "
-           f"iter_args({', '.join(f'{x} = {zero}' for x in accs)}) -> ({', '.join([acc_t] * t.tm)}) {{")
-    # Stage A.
-    k = e.add("%k0", a_col)
-    kok = e.cmp("ult", k, e.c(K))
-    if spec.conv:
-        c = e.rem(k, e.c(C))
-        rs = e.div(k, e.c(C))
-        dr, ds = e.mul(e.div(rs, e.c(S)), e.c(dh)), e.mul(e.rem(rs, e.c(S)), e.c(dw))
-    for info in a_rows:
-        ok = e.both(info["ok"], kok)
-        if spec.conv:
-            ih, iw = e.add(info["ih0"], dr), e.add(info["iw0"], ds)
-            for v, hi in ((ih, H), (iw, W)):
-                ok = e.both(ok, e.both(e.cmp("sge", v, e.c(0)), e.cmp("slt", v, e.c(hi))))
-            vec = _load_vec(e, ok, a, a_t, [info["img"], ih, iw, c], va, dt)
-        else:
-            vec = _load_vec(e, ok, a2, a_t, [info["m"], k], va, dt)
+    carried = [f"{x} = {zero}" for x in accs] + [f"{g} = {v}" for g, v in zip(staged, first)]
+    e.open(f"{res}:{t.tm + len(first)} = scf.for %k0 = {e.c(0)} to {e.c(-(-K // t.bk) * t.bk)} step {e.c(t.bk)} "
+           f"iter_args({', '.join(carried)}) -> ({', '.join([acc_t] * t.tm + vec_types)}) {{")
+    for vec, info in zip(staged, a_rows):
         for j in range(va):
             s = e.fresh("s")
             e.emit(f"{s} = vector.extract {vec}[{j}] : f32 from vector<{va}xf32>")
             e.emit(f"memref.store {s}, %As[{e.add(a_col, e.c(j))}, {info['row']}] : {as_t}")
-    # Stage B.
-    for p in range(t.bk * t.bn // (T * vb)):
-        kk = e.add(e.c(p * (T // per_brow)), e.div(tid, e.c(per_brow)))
-        kb = e.add("%k0", kk)
-        vec = _load_vec(e, e.both(b_nok, e.cmp("ult", kb, e.c(K))), b2, f"memref<{K}x{N}x{dt}>", [kb, b_n], vb, dt)
+    for vec, kk in zip(staged[len(a_rows):], b_rows):
         e.emit(f"vector.store {vec}, %Bs[{kk}, {b_col}] {{alignment = {4 * vb}}} : {bs_t}, vector<{vb}xf32>")
     e.emit("gpu.barrier")
+    following = global_loads(e.add("%k0", e.c(t.bk)))
     cur = list(accs)
     for kk in range(t.bk):
         av, bv = e.fresh("av"), e.fresh("bv")
@@ -234,7 +250,7 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
             e.emit(f"{nxt} = vector.fma {bc}, {bv}, {cur[i]} : {acc_t}")
             cur[i] = nxt
     e.emit("gpu.barrier")
-    e.emit(f"scf.yield {', '.join(cur)} : {', '.join([acc_t] * t.tm)}")
+    e.emit(f"scf.yield {', '.join(cur + following)} : {', '.join([acc_t] * t.tm + vec_types)}")
     e.close()
     # Epilogue: act(acc + bias + residual) -> out, guarded per row (and per element at a ragged N edge).
     ragged = N % t.bn != 0 or N % t.tn != 0

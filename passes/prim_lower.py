@@ -13,6 +13,7 @@ the caller's output buffer) and, by target:
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from mlir import ir
@@ -92,12 +93,39 @@ GPU_TO_BINARY = {
     "nvvm": ("nvvm-attach-target{{chip={arch} O=3}}",
              "gpu.module(fold-memref-alias-ops,expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm{{use-bare-ptr-memref-call-conv=true}})",
              "reconcile-unrealized-casts", "gpu-module-to-binary{{format=isa}}"),
-    "rocdl": ("gpu.module(fold-memref-alias-ops,expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-rocdl{{chipset={arch} index-bitwidth=64 "
+    "rocdl": ("gpu.module(fold-memref-alias-ops,expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-rocdl{{chipset={arch} "
               "runtime=HIP use-bare-ptr-memref-call-conv=true}})", "reconcile-unrealized-casts"),
 }
 
 
-def merge_device_modules(module: ir.Operation, _pass=None) -> None:
+def _pointer_facts(f: ir.Operation) -> None:
+    """Every memref parameter of a kernel is a whole plan buffer: 64-byte aligned, and never the same
+    memory as another parameter (the memory plan keeps a step's buffers apart). Telling LLVM lets it
+    keep several loads in flight across stores and use vector loads."""
+    ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+    unit, align = ir.UnitAttr.get(), ir.IntegerAttr.get(ir.IntegerType.get_signless(64), 16)
+    attrs = [ir.DictAttr.get({"llvm.noalias": unit, "llvm.align": align}) if isinstance(t, ir.MemRefType)
+             else ir.DictAttr.get({}) for t in ftype.inputs]
+    f.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+
+
+def _fits_32_bits(mods) -> bool:
+    """Every memref the kernels index has fewer than 2**31 elements (so do the grids: one thread per
+    element at most)."""
+    most = 0
+
+    def visit(op):
+        nonlocal most
+        for r in list(op.results) + [a for reg in op.regions for b in reg.blocks for a in b.arguments]:
+            if isinstance(r.type, ir.MemRefType) and r.type.has_static_shape:
+                most = max(most, math.prod(r.type.shape))
+        return ir.WalkResult.ADVANCE
+    for m in mods:
+        m.walk(visit)
+    return most < 2 ** 31
+
+
+def merge_device_modules(module: ir.Operation, index32: bool = True) -> None:
     """The outlined gpu.modules (one per launch) into one `gpu.module @device`, each kernel renamed
     after its old module (unique): one code object per network."""
     km = kernels_module(module, "", create=False)
@@ -109,6 +137,8 @@ def merge_device_modules(module: ir.Operation, _pass=None) -> None:
             device = ir.Operation.create("gpu.module", attributes={"sym_name": ir.StringAttr.get(DEVICE)}, regions=1)
             device.regions[0].blocks.append()
         dest = device.regions[0].blocks[0]
+        if index32 and _fits_32_bits(mods):  # 32-bit index math: half the cost of 64-bit div/rem by constants
+            device.attributes["dlti.dl_spec"] = ir.Attribute.parse("#dlti.dl_spec<#dlti.dl_entry<index, 32 : i32>>")
         renamed = {}
         for m in mods:
             old = ir.StringAttr(m.attributes["sym_name"]).value
@@ -116,6 +146,7 @@ def merge_device_modules(module: ir.Operation, _pass=None) -> None:
                 if f.name == "gpu.func":
                     renamed[(old, ir.StringAttr(f.attributes["sym_name"]).value)] = old
                     f.attributes["sym_name"] = ir.StringAttr.get(old)
+                    _pointer_facts(f)
                     if "workgroup_attributions" in f.attributes:  # 16-byte aligned: vector shared loads
                         n = ir.IntegerAttr(f.attributes["workgroup_attributions"]).value
                         f.attributes["workgroup_attrib_attrs"] = ir.ArrayAttr.get(
@@ -170,4 +201,4 @@ class Options:
         to_binary = [step.format(arch=target.arch) for step in GPU_TO_BINARY[target.kind]]
         tail = [("prim-gpu-binary", lambda op: rocdl_binary(op, target.arch))] if target.kind == "rocdl" else []
         return (head + [nested(GPU_MAP[:3]), ("prim-gpu-map", gpu_map.run), nested(GPU_MAP[4:]),
-                        ("prim-gpu-merge", merge_device_modules), nested(to_binary)] + tail)
+                        ("prim-gpu-merge", lambda op: merge_device_modules(op, target.kind == "nvvm")), nested(to_binary)] + tail)

@@ -17,7 +17,7 @@ from openprim import dialect
 from openprim.errors import OpenPrimError
 from openprim.targets import parse_target
 
-from . import schedules
+from . import gpu_rows, schedules
 from .kernels import outline
 from .solvers import SOLVERS, THREADS, problem_of
 
@@ -46,17 +46,33 @@ def schedule_kernel(text: str, kt, ops) -> ir.Module:
     return module
 
 
+def _row_op(op) -> int:
+    """How many trailing dimensions a softmax / log_softmax / layer_norm reduces (0: not a row op)."""
+    attrs, rank = dialect.op_attrs(op), len(op.result.type.shape)
+    if op.name in ("prim.softmax", "prim.log_softmax"):
+        return 1 if attrs["axis"] % rank == rank - 1 and rank > 1 else 0
+    if op.name == "prim.layer_norm":
+        return attrs["normalized_ndim"] if attrs["normalized_ndim"] < rank else 0
+    return 0
+
+
 def gpu_kernel(text: str, kt, ops) -> ir.Module:
-    """GPU targets: the solver's own gpu-dialect kernel (bufferized, with its launch) where it has one;
-    otherwise the linalg kernel, which prim-lower maps onto the grid loop nest by loop nest."""
+    """GPU targets: the solver's own gpu-dialect kernel (bufferized, with its launch) where it has one,
+    a block-per-row kernel for row reductions; otherwise the linalg kernel, which prim-lower maps onto
+    the grid loop nest by loop nest."""
     op = ops[0]
+    header = text[text.index("func.func"):].split("{", 1)[0]
+    name = header.split("@", 1)[1].split("(", 1)[0]
+    signature = re.findall(r"(%\w+): (memref<[^>]*>)", header)
+    if len(ops) == 1 and (reduced := _row_op(op)):
+        groups = dialect.operand_groups(op)
+        kernel = gpu_rows.row_kernel(name, signature, op.name[5:], reduced, dialect.dtype_name(
+            op.result.type.element_type), dialect.op_attrs(op), tuple(g is not None for g in groups[1:3]))
+        return ir.Module.parse(kernel)
     if len(ops) == 1 and "prim.solver" in op.attributes:
         solver = SOLVERS[ir.StringAttr(op.attributes["prim.solver"]).value]
         if hasattr(solver, "gpu_kernel"):
             params = {a.name: ir.IntegerAttr(a.attr).value for a in ir.DictAttr(op.attributes["prim.params"])}
-            header = text[text.index("func.func"):].split("{", 1)[0]
-            name = header.split("@", 1)[1].split("(", 1)[0]
-            signature = re.findall(r"(%\w+): (memref<[^>]*>)", header)
             kernel = solver.gpu_kernel(name, signature, problem_of(op), params, dialect.op_attrs(op))
             try:
                 return ir.Module.parse(kernel)

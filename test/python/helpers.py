@@ -204,12 +204,13 @@ def operands(op) -> dict:
 
 
 def kernel_info(module) -> dict[str, tuple[str, str]]:
-    """{kernel name: (prim.op, prim.solver or '')} of the lowered kernels module."""
+    """{kernel name: (prim.op, prim.solver or "")} of the lowered kernels module (CPU: LLVM functions, GPU: host
+    functions of launches)."""
     km = kernels_module(module.operation, "cpu", create=False)
     assert km is not None, "no kernels module: the module was not lowered"
     out = {}
     for op in body(km).operations:
-        if op.operation.name == "llvm.func" and "prim.op" in op.attributes:
+        if op.operation.name in ("llvm.func", "func.func") and "prim.op" in op.attributes:
             solver = _str(op.attributes["prim.solver"]) if "prim.solver" in op.attributes else ""
             out[_str(op.attributes["sym_name"])] = (_str(op.attributes["prim.op"]), solver)
     return out

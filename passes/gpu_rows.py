@@ -1,0 +1,126 @@
+"""Row kernels for GPUs: softmax, log_softmax and layer_norm over the trailing dimension(s).
+
+The generic grid mapping (prim-gpu-map) gives each thread a whole row to reduce, which reads rows
+with a stride between threads (uncoalesced) and serializes long rows. Here one block owns a row:
+
+    gpu.launch blocks(rows) threads(T):
+        partial = reduce(x[row, t], x[row, t + T], ...)        coalesced strided loop per thread
+        total   = gpu.all_reduce(partial)                      shuffles + shared memory
+        ... a second statistic the same way (sum of exp, or of squared deviations) ...
+        y[row, t + k*T] = f(x[row, t + k*T], statistics)       same loop, writing
+
+Statistics are f32 for every dtype; the row is read from global memory once per pass (it stays in
+L1/L2 between passes for the row lengths of real networks).
+"""
+from __future__ import annotations
+
+import math
+
+from .gpu_gemm import Emitter
+
+
+def _shape(mtype: str) -> list[int]:
+    return [int(d) for d in mtype[len("memref<"):].split("x")[:-1]]
+
+
+def _view(e: Emitter, value: str, mtype: str, split: int) -> tuple[str, str]:
+    """value as [prod(dims[:split]), prod(dims[split:])] (split=0: as [prod(dims)]); (view, its type)."""
+    dims, dtype = _shape(mtype), mtype.rsplit("x", 1)[1][:-1]
+    groups = ([list(range(split))] if split else []) + [list(range(split, len(dims)))]
+    sizes = [math.prod(dims[g[0]:g[-1] + 1]) for g in groups]
+    vt = f"memref<{'x'.join(map(str, sizes))}x{dtype}>"
+    if len(groups) == len(dims):
+        return value, vt
+    n = e.fresh("v")
+    e.emit(f"{n} = memref.collapse_shape {value} {groups} : {mtype} into {vt}")
+    return n, vt
+
+
+def _threads(length: int) -> int:
+    return 32 if length <= 64 else 128 if length <= 1024 else 256
+
+
+def _row_loop(e: Emitter, length: int, T: int, acc: str | None, step) -> str | None:
+    """scf.for i = t to length step T (iter_args acc when given); step(e, i, acc) -> new acc."""
+    if acc is None:
+        i = e.fresh("i")
+        e.open(f"scf.for {i} = %tx to {e.c(length)} step {e.c(T)} {{")
+        step(e, i, None)
+        e.close()
+        return None
+    res, i, a = e.fresh("red"), e.fresh("i"), e.fresh("a")
+    e.open(f"{res} = scf.for {i} = %tx to {e.c(length)} step {e.c(T)} iter_args({a} = {acc}) -> (f32) {{")
+    e.emit(f"scf.yield {step(e, i, a)} : f32")
+    e.close()
+    return res
+
+
+def _all_reduce(e: Emitter, op: str, v: str) -> str:
+    n = e.fresh("all")
+    e.emit(f"{n} = gpu.all_reduce {op} {v} uniform {{}} : (f32) -> f32")
+    return n
+
+
+def row_kernel(name: str, signature: list[tuple[str, str]], kind: str, reduced: int, dtype: str,
+               attrs: dict, affine: tuple[bool, bool] = (False, False)) -> str:
+    """The kernel function (outline's signature: x, [scale], [shift], out) of a row op over the last
+    `reduced` dimensions; affine = (has scale, has shift) for layer_norm."""
+    e = Emitter()
+    names = [p for p, _ in signature]
+    types = dict(signature)
+    dims = _shape(types[names[0]])
+    split = len(dims) - reduced
+    rows, length = math.prod(dims[:split]), math.prod(dims[split:])
+    T = _threads(length)
+    one = e.c(1)
+    e.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(rows)}, %gy = {one}, %gz = {one}) "
+           f"threads(%tx, %ty, %tz) in (%sx = {e.c(T)}, %sy = {one}, %sz = {one}) {{")
+    x, mt = _view(e, names[0], types[names[0]], split)
+    out, _ = _view(e, names[-1], types[names[-1]], split)
+
+    def load(e, i):
+        v = e.fresh("x")
+        e.emit(f"{v} = memref.load {x}[%bx, {i}] : {mt}")
+        return e.to_f32(v, dtype)
+
+    def store(e, i, v):
+        e.emit(f"memref.store {e.from_f32(v, dtype)}, {out}[%bx, {i}] : {mt}")
+
+    if kind in ("softmax", "log_softmax"):
+        mx = _all_reduce(e, "maximumf", _row_loop(e, length, T, e.const(-math.inf),
+                                                 lambda e, i, a: e.scalar("arith.maximumf", a, load(e, i))))
+        def sum_exp(e, i, a):  # noqa: E306
+            return e.scalar("arith.addf", a, e.scalar("math.exp", e.scalar("arith.subf", load(e, i), mx)))
+        total = _all_reduce(e, "add", _row_loop(e, length, T, e.const(0.0), sum_exp))
+        if kind == "softmax":
+            inv = e.scalar("arith.divf", e.const(1.0), total)
+            _row_loop(e, length, T, None, lambda e, i, _: store(
+                e, i, e.scalar("arith.mulf", e.scalar("math.exp", e.scalar("arith.subf", load(e, i), mx)), inv)))
+        else:
+            shift = e.scalar("arith.addf", mx, e.scalar("math.log", total))
+            _row_loop(e, length, T, None, lambda e, i, _: store(e, i, e.scalar("arith.subf", load(e, i), shift)))
+    else:  # layer_norm: mean, then variance from the deviations (two passes: no cancellation)
+        inv_n = e.const(1.0 / length)
+        mean = e.scalar("arith.mulf", inv_n, _all_reduce(e, "add", _row_loop(
+            e, length, T, e.const(0.0), lambda e, i, a: e.scalar("arith.addf", a, load(e, i)))))
+
+        def sq(e, i, a):
+            d = e.scalar("arith.subf", load(e, i), mean)
+            return e.scalar("math.fma", d, d, a)
+        var = e.scalar("arith.mulf", inv_n, _all_reduce(e, "add", _row_loop(e, length, T, e.const(0.0), sq)))
+        rstd = e.scalar("math.rsqrt", e.scalar("arith.addf", var, e.const(attrs["epsilon"])))
+        ops = [op for op, present in zip(("arith.mulf", "arith.addf"), affine) if present]
+        params = [_view(e, p, types[p], 0) for p in names[1:-1]]
+
+        def normalize(e, i, _):
+            y = e.scalar("arith.mulf", e.scalar("arith.subf", load(e, i), mean), rstd)
+            for (p, pt), op in zip(params, ops):
+                v = e.fresh("p")
+                e.emit(f"{v} = memref.load {p}[{i}] : {pt}")
+                y = e.scalar(op, y, e.to_f32(v, dtype))
+            store(e, i, y)
+        _row_loop(e, length, T, None, normalize)
+    e.emit("gpu.terminator")
+    e.emit("}")
+    sig = ", ".join(f"{p}: {ty}" for p, ty in signature)
+    return f"func.func @{name}({sig}) {{\n" + "\n".join(e.lines) + "\n    return\n}"
