@@ -98,6 +98,19 @@ def _threads(total: int, limit: int) -> int:
     return min(limit, max(32, (total + 31) // 32 * 32))
 
 
+def _narrowest_load_bytes(loop: ir.Operation) -> int:
+    """Bytes of the narrowest element the loop body loads (4 when it loads nothing narrower)."""
+    widths = [4]
+
+    def visit(op):
+        if op.name == "memref.load":
+            t = op.operands[0].type.element_type
+            widths.append(max(1, getattr(t, "width", 32) // 8))
+        return ir.WalkResult.ADVANCE
+    loop.walk(visit)
+    return max(1, min(widths))
+
+
 def map_parallel(loop: ir.Operation, threads: int, per_thread: int = 4) -> None:
     """Replace one top-level scf.parallel by its (block_x, thread_x) form."""
     n = len(loop.regions[0].blocks[0].arguments)
@@ -110,7 +123,8 @@ def map_parallel(loop: ir.Operation, threads: int, per_thread: int = 4) -> None:
         loop.erase()
         return
     threads = _threads(total, threads)
-    per_thread = next(f for f in (per_thread, 2, 1) if f == 1 or total % (threads * f) == 0)
+    per_thread *= 4 // _narrowest_load_bytes(loop)   # 16 bytes in flight per thread and load stream
+    per_thread = next(f for f in (per_thread, 4, 2, 1) if f == 1 or total % (threads * f) == 0)
     with ir.InsertionPoint(loop), loop.location:
         grid, block = _grid_loop(total // per_thread if per_thread > 1 else total, threads)
         lin, anchor = _thread_body(block, total, threads, per_thread)

@@ -17,7 +17,7 @@ from openprim import dialect
 from openprim.errors import OpenPrimError
 from openprim.targets import parse_target
 
-from . import gpu_rows, schedules
+from . import gpu_rows, gpu_transpose, schedules
 from .kernels import outline
 from .solvers import SOLVERS, THREADS, problem_of
 
@@ -28,6 +28,9 @@ def schedule_kernel(text: str, kt, ops) -> ir.Module:
     """Parse one kernel with its schedule, run the transform interpreter; the module holds the kernel."""
     op = ops[0]
     main = None
+    if len(ops) == 1 and op.name == "prim.transpose" and gpu_transpose.split(dialect.op_attrs(op)["perm"]):
+        return ir.Module.parse(gpu_transpose.transpose_kernel(
+            name, signature, dialect.op_attrs(op)["perm"], dialect.dtype_name(op.result.type.element_type)))
     if len(ops) == 1 and "prim.solver" in op.attributes:
         solver = SOLVERS[ir.StringAttr(op.attributes["prim.solver"]).value]
         params = {a.name: ir.IntegerAttr(a.attr).value for a in ir.DictAttr(op.attributes["prim.params"])}
@@ -58,7 +61,7 @@ def _row_op(op) -> int:
 
 def gpu_kernel(text: str, kt, ops) -> ir.Module:
     """GPU targets: the solver's own gpu-dialect kernel (bufferized, with its launch) where it has one,
-    a block-per-row kernel for row reductions; otherwise the linalg kernel, which prim-lower maps onto
+    a block-per-row kernel for row reductions, a tiled transpose for layout changes; otherwise the linalg kernel, which prim-lower maps onto
     the grid loop nest by loop nest."""
     op = ops[0]
     header = text[text.index("func.func"):].split("{", 1)[0]
@@ -69,6 +72,9 @@ def gpu_kernel(text: str, kt, ops) -> ir.Module:
         kernel = gpu_rows.row_kernel(name, signature, op.name[5:], reduced, dialect.dtype_name(
             op.result.type.element_type), dialect.op_attrs(op), tuple(g is not None for g in groups[1:3]))
         return ir.Module.parse(kernel)
+    if len(ops) == 1 and op.name == "prim.transpose" and gpu_transpose.split(dialect.op_attrs(op)["perm"]):
+        return ir.Module.parse(gpu_transpose.transpose_kernel(
+            name, signature, dialect.op_attrs(op)["perm"], dialect.dtype_name(op.result.type.element_type)))
     if len(ops) == 1 and "prim.solver" in op.attributes:
         solver = SOLVERS[ir.StringAttr(op.attributes["prim.solver"]).value]
         if hasattr(solver, "gpu_kernel"):

@@ -1,0 +1,82 @@
+"""Tiled transpose for GPUs: layout changes (NCHW <-> NHWC, matrix transposes) through shared memory.
+
+A transpose read by output index reads with a stride between neighbouring threads (or writes with
+one, read by input index): half its traffic is uncoalesced. Any permutation that keeps leading
+dimensions and swaps two trailing groups is a batched 2-d transpose [B, R, Q] -> [B, Q, R]
+(NCHW -> NHWC: R = C, Q = H*W). Each block moves a 32x32 tile:
+
+    tile[r][q] = in[b, r0 + r, q0 + q]     (threads along q: coalesced reads)
+    barrier
+    out[b, q0 + q, r0 + r] = tile[r][q]    (threads along r: coalesced writes)
+
+The tile row is padded to 33 elements so that the column reads hit 32 different banks.
+"""
+from __future__ import annotations
+
+import math
+
+from .gpu_gemm import WG, Emitter
+from .gpu_rows import _shape
+
+TILE, ROWS = 32, 8     # a 32x32 tile moved by 32x8 threads, 4 elements each
+
+
+def split(perm: list[int]) -> tuple[int, int] | None:
+    """(k, r) when perm = identity on the first k dims, then dims k+r.., then dims k..k+r-1; else None."""
+    n = len(perm)
+    k = next((i for i in range(n) if perm[i] != i), n)
+    for r in range(1, n - k):
+        if perm[k:] == list(range(k + r, n)) + list(range(k, k + r)):
+            return k, r
+    return None
+
+
+def transpose_kernel(name: str, signature: list[tuple[str, str]], perm: list[int], dtype: str) -> str:
+    (src, src_t), (dst, dst_t) = signature
+    k, r = split(perm)
+    dims = _shape(src_t)
+    B, R, Q = math.prod(dims[:k]), math.prod(dims[k:k + r]), math.prod(dims[k + r:])
+    e = Emitter()
+    tt = f"memref<{TILE}x{TILE + 1}x{dtype}, {WG}>"
+    one = e.c(1)
+    e.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-Q // TILE))}, %gy = {e.c(-(-R // TILE))}, "
+           f"%gz = {e.c(B)}) threads(%tx, %ty, %tz) in (%sx = {e.c(TILE)}, %sy = {e.c(ROWS)}, %sz = {one}) "
+           f"workgroup(%tile : {tt}) {{")
+
+    def view(value: str, mtype: str, cut: int) -> tuple[str, str]:
+        """value as [B, first, second] (no B when k == 0), the groups split at k and cut."""
+        n = len(_shape(mtype))
+        groups = ([list(range(k))] if k else []) + [list(range(k, cut)), list(range(cut, n))]
+        sizes = [math.prod(_shape(mtype)[g[0]:g[-1] + 1]) for g in groups]
+        vt = f"memref<{'x'.join(map(str, sizes))}x{dtype}>"
+        if len(groups) == n:
+            return value, vt
+        v = e.fresh("v")
+        e.emit(f"{v} = memref.collapse_shape {value} {groups} : {mtype} into {vt}")
+        return v, vt
+
+    x, xt = view(src, src_t, k + r)
+    y, yt = view(dst, dst_t, len(dims) - r)
+    q0, r0 = e.mul("%bx", e.c(TILE)), e.mul("%by", e.c(TILE))
+    lead = ["%bz"] if k else []
+    for i in range(TILE // ROWS):
+        row = e.add("%ty", e.c(i * ROWS))
+        rr, qq = e.add(r0, row), e.add(q0, "%tx")
+        e.open(f"scf.if {e.both(e.cmp('ult', rr, e.c(R)), e.cmp('ult', qq, e.c(Q)))} {{")
+        v = e.fresh("t")
+        e.emit(f"{v} = memref.load {x}[{', '.join(lead + [rr, qq])}] : {xt}")
+        e.emit(f"memref.store {v}, %tile[{row}, %tx] : {tt}")
+        e.close()
+    e.emit("gpu.barrier")
+    for i in range(TILE // ROWS):
+        row = e.add("%ty", e.c(i * ROWS))
+        qq, rr = e.add(q0, row), e.add(r0, "%tx")
+        e.open(f"scf.if {e.both(e.cmp('ult', rr, e.c(R)), e.cmp('ult', qq, e.c(Q)))} {{")
+        v = e.fresh("t")
+        e.emit(f"{v} = memref.load %tile[%tx, {row}] : {tt}")
+        e.emit(f"memref.store {v}, {y}[{', '.join(lead + [qq, rr])}] : {yt}")
+        e.close()
+    e.emit("gpu.terminator")
+    e.emit("}")
+    sig = ", ".join(f"{p}: {ty}" for p, ty in signature)
+    return f"func.func @{name}({sig}) {{\n" + "\n".join(e.lines) + "\n    return\n}"

@@ -1,0 +1,187 @@
+"""The tuning database: measured times of (problem, target arch, solver, parameters), like MIOpen's find-db.    except sqlite3.DatabaseError as e:  # read-only, corrupt, locked past the timeout: keep the file as it is
+        _unusable.add(str(path))
+
+One SQLite table; a record is keyed by the problem descriptor (ConvProblem/GemmProblem.descriptor(), the
+`prim.problem` attribute), the arch ("cpu:<host cpu>", "nvvm:sm_90", ...), the solver and its parameters
+(JSON, sorted keys), and holds the measured seconds, the compiler version and a timestamp.
+
+Two databases are read, the user's first (it wins), then the system one:
+  user    $OPENPRIM_USER_DB_PATH, else ~/.cache/openprim/tuning.sqlite   (tuning writes here)
+  system  passes/data/tuning.sqlite inside the package, read-only          (may be absent: empty)
+
+Why it never gets in the way of compiling: every failure degrades to "no record". Several processes
+may tune at once (WAL journal, a busy timeout, one INSERT OR REPLACE per short transaction). A
+directory that cannot be created or written, a corrupt file (kept as it is, never overwritten) and a
+stale or invalid record (unknown solver, parameters the solver does not have, another compiler
+version, a solver that does not apply) each give one warning per process and are then ignored.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+SYSTEM_DB = Path(__file__).parent / "data" / "tuning.sqlite"
+SCHEMA = """CREATE TABLE IF NOT EXISTS records (
+    problem TEXT NOT NULL, arch TEXT NOT NULL, solver TEXT NOT NULL, params TEXT NOT NULL,
+    seconds REAL NOT NULL, version TEXT NOT NULL, timestamp REAL NOT NULL,
+    PRIMARY KEY (problem, arch, solver, params))"""
+BUSY_TIMEOUT_S = 30.0
+
+
+class TuningDBWarning(UserWarning):
+    """A database or a record that is ignored (the compile goes on without it)."""
+
+
+@dataclass(frozen=True)
+class Record:
+    problem: str
+    arch: str
+    solver: str
+    params: dict
+    seconds: float
+    version: str
+    timestamp: float
+    source: str = "user"     # which database it came from: "user" or "system"
+
+
+_warned: set[str] = set()
+_unusable: set[str] = set()   # databases found corrupt or unreadable in this process: not touched again
+
+
+def warn_once(message: str) -> None:
+    if message not in _warned:
+        _warned.add(message)
+        warnings.warn(message, TuningDBWarning, stacklevel=3)
+
+
+def user_path() -> Path:
+    return Path(os.environ.get("OPENPRIM_USER_DB_PATH") or Path.home() / ".cache" / "openprim" / "tuning.sqlite")
+
+
+def compiler_version() -> str:
+    from openprim import __version__
+    return __version__
+
+
+def arch_of(target: str) -> str:
+    """The arch a measurement is valid for: the host CPU for the CPU target, else the target itself."""
+    if str(target) == "cpu":
+        from openprim.runtime.cpu import host_cpu
+        return f"cpu:{host_cpu()}"
+    return str(target)
+
+
+def params_key(params: dict) -> str:
+    return json.dumps(params, sort_keys=True)
+
+
+def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
+    if readonly:
+        return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S)
+    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
+    conn.execute("PRAGMA journal_mode=WAL")
+    conn.execute(SCHEMA)
+    return conn
+
+
+def _rows(path: Path, source: str, problem: str, arch: str) -> list[Record]:
+    if str(path) in _unusable or not path.exists():
+        return []
+    try:
+        conn = _connect(path, readonly=source == "system")
+        try:
+            rows = conn.execute("SELECT problem, arch, solver, params, seconds, version, timestamp FROM records "
+                                "WHERE problem = ? AND arch = ? ORDER BY seconds", (problem, arch)).fetchall()
+        finally:
+            conn.close()
+    except sqlite3.DatabaseError as e:  # corrupt, not a database, unreadable: keep the file, use none of it
+        _unusable.add(str(path))
+        warn_once(f"tuning database {path} is unusable ({e}): ignored, left as it is")
+        return []
+    out = []
+    for p, a, s, params, sec, v, ts in rows:
+        try:
+            out.append(Record(p, a, s, json.loads(params), float(sec), v, ts, source))
+        except (ValueError, TypeError):
+            warn_once(f"tuning database {path}: malformed parameters {params!r} of {s} for {p}: record ignored")
+    return out
+
+
+def invalid(rec: Record, problem=None, target: str | None = None) -> str | None:
+    """Why a record cannot be used (None: it can). With the problem object and the target, the solver
+    must apply to it and its parameters must be among the solver's tunables (or its default)."""
+    from .solvers import SOLVERS, applicable
+    if rec.version != compiler_version():
+        return f"made by compiler version {rec.version}, this is {compiler_version()}"
+    solver = SOLVERS.get(rec.solver)
+    if solver is None:
+        return f"unknown solver '{rec.solver}'"
+    if problem is None:
+        return None
+    reason = dict((s.name, r) for s, r in applicable(problem, solver.op, target or rec.arch.partition(":")[0]))
+    if rec.solver not in reason:
+        return f"solver '{rec.solver}' is for {solver.op}, not this problem"
+    if reason[rec.solver]:
+        return f"solver '{rec.solver}' does not apply: {reason[rec.solver]}"
+    space, default = solver.tunables(problem), solver.default_params(problem)
+    if set(rec.params) != set(default):
+        return f"parameters {sorted(rec.params)} are not {rec.solver}'s ({sorted(default)})"
+    bad = [k for k, v in rec.params.items() if v != default[k] and v not in space.get(k, ())]
+    if bad:
+        return f"invalid values of {', '.join(bad)} for {rec.solver}: {params_key(rec.params)}"
+    return None
+
+
+def records(problem, arch: str, target: str | None = None) -> list[Record]:
+    """Every valid record of the problem on arch, user database first, each fastest first. `problem` is a
+    problem object (validated against the solvers) or a descriptor string (solver and version checked)."""
+    key = problem if isinstance(problem, str) else problem.descriptor()
+    obj = None if isinstance(problem, str) else problem
+    out = []
+    for path, source in ((user_path(), "user"), (SYSTEM_DB, "system")):
+        for rec in _rows(path, source, key, arch):
+            why = invalid(rec, obj, target)
+            if why:
+                warn_once(f"tuning database {path}: ignoring the record {rec.solver} {params_key(rec.params)} "
+                          f"for {key} on {arch}: {why}")
+            else:
+                out.append(rec)
+    return out
+
+
+def best(problem, arch: str, target: str | None = None) -> Record | None:
+    """The fastest valid record; a valid one in the user database wins over the system database."""
+    found = records(problem, arch, target)
+    user = [r for r in found if r.source == "user"]
+    return min(user or found, key=lambda r: r.seconds, default=None)
+
+
+def record(problem: str, arch: str, solver: str, params: dict, seconds: float, version: str | None = None,
+           path: Path | None = None) -> bool:
+    """Store one measurement in the user database (replacing the same key). False, with one warning
+    per process, when the database cannot be written: tuning then goes on without caching."""
+    path = Path(path or user_path())
+    if str(path) in _unusable:
+        return False
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = _connect(path, readonly=False)
+        try:
+            with conn:
+                conn.execute("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             (problem, arch, solver, params_key(params), float(seconds),
+                              version or compiler_version(), time.time()))
+        finally:
+            conn.close()
+        return True
+    except OSError as e:
+        warn_once(f"tuning database {path}: cannot create its directory ({e.strerror}): results are not cached")
+    except sqlite3.DatabaseError as e:  # read-only, corrupt, locked past the timeout: keep the file as it is
+        _unusable.add(str(path))
+        warn_once(f"tuning database {path} is not writable ({e}): results are not cached")
+    return False
