@@ -4,6 +4,10 @@
     openprim run resnet18.oprim --input x.npy                  # runtime only (no MLIR needed)
     openprim run examples/resnet.py                            # JIT: compile in-process, then run
     openprim inspect resnet18.oprim                            # what an artifact holds: plan, kernels
+    openprim tune examples/resnet.py --budget 10               # find per layer, into the tuning database
+    openprim explain examples/resnet.py                        # every solver per layer, and the choice
+    openprim conv -n 1 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -t 1   # one conv, MIOpenDriver's flags
+    openprim db import results.json                            # GPU measurements (see driver/tune.py)
 
 A model is an ONNX file, or Python that defines `build(**kwargs)` returning an
 `openprim.frontend.Graph` (`-D name=value` passes keyword arguments, e.g. -D batch=8 -D layout=NHWC).
@@ -204,6 +208,63 @@ def cmd_inspect(args) -> int:
     return 0
 
 
+def cmd_tune(args) -> int:
+    from openprim import tune
+    graph = load_model(args.model, args.define)
+    t0 = time.perf_counter()
+    if args.measure_on:
+        n = tune.bundle(graph, args.target, args.measure_on, args.budget)
+        print(f"{n} candidates compiled for {args.target} in {time.perf_counter() - t0:.1f} s -> {args.measure_on}; "
+              f"run `python scripts/measure_tuning.py {args.measure_on} results.json` on the {args.target} machine, "
+              f"then `openprim db import results.json`")
+        return 0
+    layers = tune.tune(graph, args.target, args.budget)
+    print(f"tuned {len(layers)} distinct layers of {args.model} in {time.perf_counter() - t0:.1f} s "
+          f"-> {tune.tuning_db.user_path()}")
+    return 0
+
+
+def cmd_explain(args) -> int:
+    from openprim import tune
+    tune.explain(load_model(args.model, args.define), args.target)
+    return 0
+
+
+def cmd_conv(args) -> int:
+    from openprim import tune
+    tune.run_conv(args)
+    return 0
+
+
+def cmd_db(args) -> int:
+    from openprim import tune
+    if args.action == "add":
+        if len(args.args) != 5:
+            raise OpenPrimError("db add expects DESCRIPTOR ARCH SOLVER PARAMS_JSON SECONDS")
+        tune.db_add(*args.args)
+        return 0
+    if len(args.args) != 1:
+        raise OpenPrimError("db import expects one results file (from scripts/measure_tuning.py)")
+    print(f"imported {tune.import_results(args.args[0])} records into {tune.tuning_db.user_path()}")
+    return 0
+
+
+def _conv_parser(sub):
+    """`openprim conv` with MIOpenDriver's convolution flags (forward only)."""
+    v = sub.add_parser("conv", help="compile, check and time one convolution (MIOpenDriver's flags)")
+    for flag, dest, default, text in (
+            ("-n", "n", 1, "batch"), ("-c", "c", 3, "input channels"), ("-H", "H", 32, "input height"),
+            ("-W", "W", 32, "input width"), ("-k", "k", 32, "output channels"), ("-y", "y", 3, "filter height"),
+            ("-x", "x", 3, "filter width"), ("-p", "p", 0, "zero padding height"), ("-q", "q", 0, "zero padding width"),
+            ("-u", "u", 1, "stride height"), ("-v", "v", 1, "stride width"), ("-l", "l", 1, "dilation height"),
+            ("-j", "j", 1, "dilation width"), ("-g", "g", 1, "groups"), ("-F", "F", 1, "direction: 1 forward (only)"),
+            ("-t", "t", 0, "1: time it"), ("-i", "i", 10, "timed iterations")):
+        v.add_argument(flag, dest=dest, type=int, default=default, help=f"{text} (default {default})")
+    v.add_argument("--dtype", default="f32", choices=("f32", "f16", "bf16"))
+    v.add_argument("--layout", default="NCHW", choices=("NCHW", "NHWC"))
+    return v
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="openprim", description="OpenPrim: compile and run deep-learning models")
     sub = ap.add_subparsers(dest="command", required=True)
@@ -218,14 +279,28 @@ def main(argv=None) -> int:
     r.add_argument("--seed", type=int, default=0)
     i = sub.add_parser("inspect", help="show what an .oprim artifact holds: plan, memory, kernels and their resources")
     i.add_argument("artifact")
-    for p in (c, r):
+    t = sub.add_parser("tune", help="find the fastest solver and parameters of every conv/matmul layer")
+    t.add_argument("model")
+    t.add_argument("--budget", type=float, default=10.0, help="seconds of search per layer (default 10)")
+    t.add_argument("--measure-on", metavar="BUNDLE",
+                   help="compile the candidates into BUNDLE, to time on the target's machine")
+    e = sub.add_parser("explain", help="every solver of every layer, and the choice and where it comes from")
+    e.add_argument("model")
+    v = _conv_parser(sub)
+    d = sub.add_parser("db", help="the user tuning database: add a record, import measured results")
+    d.add_argument("action", choices=("add", "import"))
+    d.add_argument("args", nargs="*", help="add: DESCRIPTOR ARCH (cpu: this CPU, or e.g. nvvm:sm_90) SOLVER PARAMS_JSON SECONDS; "
+                                                      "import: RESULTS.json")
+    for p in (c, r, t, e, v):
         p.add_argument("--target", default="cpu", help=f"cpu (default), nvvm:<{'|'.join(NVVM_ARCHS)}> "
                                                        f"or rocdl:<{'|'.join(ROCDL_ARCHS)}>")
         p.add_argument("--solver", default="", help="force a convolution/GEMM solver")
-        p.add_argument("-D", "--define", action="append", default=[], help="build() keyword argument name=value")
+        if p is not v:
+            p.add_argument("-D", "--define", action="append", default=[], help="build() keyword argument name=value")
     args = ap.parse_args(argv)
     try:
-        return {"compile": cmd_compile, "run": cmd_run, "inspect": cmd_inspect}[args.command](args)
+        return {"compile": cmd_compile, "run": cmd_run, "inspect": cmd_inspect, "tune": cmd_tune, "explain": cmd_explain,
+                "conv": cmd_conv, "db": cmd_db}[args.command](args)
     except OpenPrimError as e:
         print(one_line(e, "openprim"), file=sys.stderr)
         return 1

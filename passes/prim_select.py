@@ -3,10 +3,21 @@
 1. Layout. The fast CPU solvers want NHWC: an NCHW conv2d (and pooling, batch/group norm) becomes
    transpose -> NHWC op -> transpose back; back-to-back inverse transposes then cancel, so an NCHW
    network pays one transpose at each end instead of two per layer.
-2. Solver. Every applicable solver of the registry (solvers.py) is ranked by its predicted time; the
-   cheapest wins unless the user forces one (`solver=` option or $OPENPRIM_SOLVER, MIOpen-style).
-   The choice is written on the op: prim.solver, prim.params (the heuristic's tunables) and
-   prim.problem (the readable problem descriptor that a tuning database will key on).
+2. Solver, MIOpen-style. A forced solver (`solver=` option or $OPENPRIM_SOLVER) wins; otherwise the mode
+   (`mode=` option, else $OPENPRIM_FIND_MODE, else hybrid) decides where the choice comes from:
+     immediate  the tuning database (tuning_db.py), else the heuristic: the applicable solver of the
+                registry (solvers.py) with the least predicted time, with its default parameters;
+     find       compile and time the applicable solvers and a budget of their parameters (find.py,
+                `find-budget=` seconds per problem), keep the fastest correct one, store it in the database;
+     hybrid     the database; on a miss, find when $OPENPRIM_FIND_ENFORCE (or `enforce=`) allows it,
+                else the heuristic.
+   $OPENPRIM_FIND_ENFORCE, after MIOPEN_FIND_ENFORCE (name or number), applies to hybrid mode:
+     NONE (1, default)     never search;          DB_UPDATE (2)          search problems that have a record;
+     SEARCH (3)            search problems that have none;  SEARCH_DB_UPDATE (4)  search every problem.
+   $OPENPRIM_FIND_MODE: find (1, normal), immediate (2, fast), hybrid (3, the default).
+   The choice is written on the op: prim.solver, prim.params, prim.problem (the descriptor the database
+   keys on: the problem as selection sees it, before the solver's filter relayout), prim.choice
+   ("forced", "db", "find" or "heuristic") and, when a time was measured, prim.measured_us.
 3. Constant weights are re-laid out once, at compile time, into the layout the solver reads
    (RSCK filters, [K, N] GEMM operands; a non-constant operand gets a transpose kernel).
 """
@@ -24,6 +35,7 @@ from .kernels import graph_functions
 from .rewrite import producer, rebuild, swap, transpose
 from openprim.targets import parse_target
 
+from . import find, tuning_db
 from .solvers import SOLVERS, applicable, problem_of
 
 NAME = "prim-select"
@@ -77,6 +89,29 @@ def _cancel_transposes(fn) -> None:
                 changed = True
 
 
+FIND_MODES = {"1": "find", "normal": "find", "find": "find", "2": "immediate", "fast": "immediate",
+              "immediate": "immediate", "3": "hybrid", "hybrid": "hybrid"}
+ENFORCE = {"1": "NONE", "2": "DB_UPDATE", "3": "SEARCH", "4": "SEARCH_DB_UPDATE",
+           **{n.lower(): n for n in ("NONE", "DB_UPDATE", "SEARCH", "SEARCH_DB_UPDATE")}}
+
+
+def find_mode(option: str = "") -> str:
+    """immediate | find | hybrid, from the pass option, else $OPENPRIM_FIND_MODE, else hybrid."""
+    text = option or os.environ.get("OPENPRIM_FIND_MODE", "") or "hybrid"
+    if text.lower() not in FIND_MODES:
+        raise OpenPrimError(f"unknown find mode '{text}'; modes: immediate (2, fast), find (1, normal), hybrid (3)")
+    return FIND_MODES[text.lower()]
+
+
+def find_enforce(option: str = "") -> str:
+    """NONE | DB_UPDATE | SEARCH | SEARCH_DB_UPDATE, from the option, else $OPENPRIM_FIND_ENFORCE."""
+    text = option or os.environ.get("OPENPRIM_FIND_ENFORCE", "") or "NONE"
+    if text.lower() not in ENFORCE:
+        raise OpenPrimError(f"unknown find enforce '{text}'; values: NONE (1), DB_UPDATE (2), SEARCH (3), "
+                            "SEARCH_DB_UPDATE (4)")
+    return ENFORCE[text.lower()]
+
+
 def _forced_solver(option: str, op_kind: str):
     name = option or os.environ.get("OPENPRIM_SOLVER", "")
     if not name:
@@ -86,20 +121,47 @@ def _forced_solver(option: str, op_kind: str):
     return SOLVERS[name] if SOLVERS[name].op == op_kind else None
 
 
-def select_solver(op: ir.Operation, target: str, forced: str = ""):
-    """(solver, params, problem) for a conv2d/matmul: the forced solver, else the cheapest applicable."""
+@dataclass
+class Choice:
+    solver: object
+    params: dict
+    source: str                   # "forced", "db", "find" or "heuristic"
+    seconds: float | None = None  # measured time, when known
+
+
+def heuristic(problem, kind: str, target: str):
+    """The applicable solver with the least predicted time."""
+    ok = [s for s, reason in applicable(problem, kind, target) if reason is None]
+    return min(ok, key=lambda s: s.cost(problem, target))
+
+
+def decide(op: ir.Operation, target: str, forced: str = "", mode: str = "hybrid", enforce: str = "NONE",
+           budget: float = 5.0) -> Choice:
+    """The solver and parameters of a conv2d/matmul (before its weights are re-laid out), and their source."""
     problem = problem_of(op)
     kind = op.name[5:]
-    choice = _forced_solver(forced, kind)
-    if choice is not None:
-        reason = dict((s.name, r) for s, r in applicable(problem, kind, target))[choice.name]
+    solver = _forced_solver(forced, kind)
+    if solver is not None:
+        reason = dict((s.name, r) for s, r in applicable(problem, kind, target))[solver.name]
         if reason:
-            raise OpenPrimError(f"{dialect.where(op.location)}: error: solver '{choice.name}' is not applicable "
+            raise OpenPrimError(f"{dialect.where(op.location)}: error: solver '{solver.name}' is not applicable "
                                 f"to {problem.descriptor()}: {reason}")
-    else:
-        ok = [s for s, reason in applicable(problem, kind, target) if reason is None]
-        choice = min(ok, key=lambda s: s.cost(problem, target))
-    return choice, choice.default_params(problem), problem
+        return Choice(solver, solver.default_params(problem), "forced")
+    fallback = heuristic(problem, kind, target)
+    fallback = Choice(fallback, fallback.default_params(problem), "heuristic")
+    if mode != "find":
+        rec = tuning_db.best(problem, tuning_db.arch_of(target), target)
+        search = enforce in (("DB_UPDATE", "SEARCH_DB_UPDATE") if rec else ("SEARCH", "SEARCH_DB_UPDATE"))
+        if mode == "immediate" or not search:
+            return Choice(SOLVERS[rec.solver], rec.params, "db", rec.seconds) if rec else fallback
+    why_not = find.unavailable(target)
+    if why_not:
+        tuning_db.warn_once(f"prim-select: find mode: {why_not}; using the database and the heuristic")
+        return decide(op, target, forced, "immediate", enforce, budget)
+    results = find.search(op, target, budget)
+    find.store(problem.descriptor(), target, results)
+    best = results[0]
+    return Choice(SOLVERS[best.solver], best.params, "find", best.seconds)
 
 
 def _relayout_weights(op: ir.Operation, solver) -> ir.Operation:
@@ -129,6 +191,34 @@ def _untranspose_rhs(op: ir.Operation) -> ir.Operation:
 
 
 
+def apply(op: ir.Operation, choice: Choice, problem) -> ir.Operation:
+    """Write the choice on the op (weights re-laid out for its solver); `problem` is the descriptor's."""
+    op = _relayout_weights(op, choice.solver)
+    i64 = ir.IntegerType.get_signless(64)
+    op.attributes["prim.solver"] = ir.StringAttr.get(choice.solver.name)
+    op.attributes["prim.params"] = ir.DictAttr.get({k: ir.IntegerAttr.get(i64, v) for k, v in choice.params.items()})
+    op.attributes["prim.problem"] = ir.StringAttr.get(problem.descriptor())
+    op.attributes["prim.choice"] = ir.StringAttr.get(choice.source)
+    if choice.seconds is not None:
+        op.attributes["prim.measured_us"] = ir.FloatAttr.get_f64(choice.seconds * 1e6)
+    return op
+
+
+def prepare(fn, layout: str = "NHWC") -> list[ir.Operation]:
+    """Stage 1 on a graph function (layouts, transposed GEMM operands); returns the conv2d/matmul ops
+    still to choose a solver for, as selection sees them."""
+    ops = lambda: [o.operation for o in fn.regions[0].blocks[0].operations]  # noqa: E731
+    if layout == "NHWC":
+        for op in ops():
+            if op.name in LAYOUT_OPS and dialect.op_attrs(op)["layout"] == "NCHW":
+                _to_nhwc(op)
+        _cancel_transposes(fn)
+    elif layout != "keep":
+        raise OpenPrimError(f"prim-select: layout must be NHWC or keep, got '{layout}'")
+    return [_untranspose_rhs(op) for op in ops()
+            if op.name in ("prim.conv2d", "prim.matmul") and "prim.solver" not in op.attributes]
+
+
 @dataclass
 class Options:
     NAME = NAME
@@ -136,11 +226,16 @@ class Options:
     solver: str = ""          # force a solver (else $OPENPRIM_SOLVER, else the heuristic)
     layout: str = "NHWC"      # "NHWC": run NCHW ops in NHWC through transposes; "keep": leave layouts
 
+    mode: str = ""            # immediate | find | hybrid (else $OPENPRIM_FIND_MODE, else hybrid)
+    find_budget: float = 5.0  # seconds of find per problem
+    enforce: str = ""         # hybrid's searches: NONE | DB_UPDATE | SEARCH | SEARCH_DB_UPDATE ($OPENPRIM_FIND_ENFORCE)
+
     def __post_init__(self):
         parse_target(self.target)
         for name in (self.solver, os.environ.get("OPENPRIM_SOLVER", "")):
             if name and name not in SOLVERS:
                 raise OpenPrimError(f"unknown solver '{name}'; solvers: {', '.join(SOLVERS)}")
+        self.mode, self.enforce = find_mode(self.mode), find_enforce(self.enforce)
 
     def entries(self):
         return [(NAME, self.run)]
@@ -148,23 +243,11 @@ class Options:
     def run(self, module_op):
         with module_op.context:
             for fn in graph_functions(module_op):
-                ops = lambda: [o.operation for o in fn.regions[0].blocks[0].operations]  # noqa: E731
-                if self.layout == "NHWC":
-                    for op in ops():
-                        if op.name in LAYOUT_OPS and dialect.op_attrs(op)["layout"] == "NCHW":
-                            _to_nhwc(op)
-                    _cancel_transposes(fn)
-                elif self.layout != "keep":
-                    raise OpenPrimError(f"prim-select: layout must be NHWC or keep, got '{self.layout}'")
-                for op in ops():
-                    if op.name not in ("prim.conv2d", "prim.matmul") or "prim.solver" in op.attributes:
-                        continue
-                    op = _untranspose_rhs(op)
-                    solver, _, _ = select_solver(op, self.target, self.solver)
-                    op = _relayout_weights(op, solver)
-                    solver, params, problem = select_solver(op, self.target, self.solver)
-                    op.attributes["prim.solver"] = ir.StringAttr.get(solver.name)
-                    op.attributes["prim.params"] = ir.DictAttr.get(
-                        {k: ir.IntegerAttr.get(ir.IntegerType.get_signless(64), v) for k, v in params.items()})
-                    op.attributes["prim.problem"] = ir.StringAttr.get(problem.descriptor())
+                choices = {}  # problem descriptor -> Choice: repeated layers are decided (and found) once
+                for op in prepare(fn, self.layout):
+                    problem = problem_of(op)
+                    key = problem.descriptor()
+                    if key not in choices:
+                        choices[key] = decide(op, self.target, self.solver, self.mode, self.enforce, self.find_budget)
+                    apply(op, choices[key], problem)
                 _cancel_transposes(fn)

@@ -28,11 +28,10 @@ def schedule_kernel(text: str, kt, ops) -> ir.Module:
     """Parse one kernel with its schedule, run the transform interpreter; the module holds the kernel."""
     op = ops[0]
     main = None
-    if len(ops) == 1 and op.name == "prim.transpose" and gpu_transpose.split(dialect.op_attrs(op)["perm"]):
-        return ir.Module.parse(gpu_transpose.transpose_kernel(
-            name, signature, dialect.op_attrs(op)["perm"], dialect.dtype_name(op.result.type.element_type)))
     if len(ops) == 1 and "prim.solver" in op.attributes:
         solver = SOLVERS[ir.StringAttr(op.attributes["prim.solver"]).value]
+        if not solver.scheduled:
+            return ir.Module.parse(text)
         params = {a.name: ir.IntegerAttr(a.attr).value for a in ir.DictAttr(op.attributes["prim.params"])}
         main = solver.schedule(problem_of(op), params)
     elif threaded := schedules.threaded_final_op(kt, THREADS):
@@ -61,8 +60,8 @@ def _row_op(op) -> int:
 
 def gpu_kernel(text: str, kt, ops) -> ir.Module:
     """GPU targets: the solver's own gpu-dialect kernel (bufferized, with its launch) where it has one,
-    a block-per-row kernel for row reductions, a tiled transpose for layout changes; otherwise the linalg kernel, which prim-lower maps onto
-    the grid loop nest by loop nest."""
+    a block-per-row kernel for row reductions, a tiled transpose for layout changes; otherwise the
+    linalg kernel, which prim-lower maps onto the grid loop nest by loop nest."""
     op = ops[0]
     header = text[text.index("func.func"):].split("{", 1)[0]
     name = header.split("@", 1)[1].split("(", 1)[0]

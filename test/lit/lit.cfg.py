@@ -1,7 +1,7 @@
 # lit configuration of OpenPrim's FileCheck tests: `lit test/lit -v` (or `ctest` through CMake).
 #
-# Every test is a .mlir file whose RUN lines call `openprim-opt` (the installed console script of the
-# `openprim` package) and `filecheck` (the Python FileCheck of the `filecheck` package). Both are found
+# Every test is a .mlir file whose RUN lines call `openprim-opt` and `openprim` (the installed console scripts
+# of the `openprim` package) and `filecheck` (the Python FileCheck of the `filecheck` package). Both are found
 # next to the Python running lit first, then on PATH, and substituted by absolute paths. Either can be
 # overridden: `lit --param filecheck=/path/to/llvm/bin/FileCheck --param openprim_opt=... test/lit`
 # (the tests are written to pass with LLVM's FileCheck too).
@@ -43,10 +43,14 @@ def _tool(name, module, param):
 # Word-bounded patterns, so `openprim-opt` inside a file name or a CHECK line is left alone.
 config.substitutions.append((r"(?<![\w/.-])openprim-opt(?![\w.-])", _tool("openprim-opt", "openprim.opt", "openprim_opt")))
 config.substitutions.append((r"(?<![\w/.-])filecheck(?![\w.-])", _tool("filecheck", "filecheck", "filecheck")))
+config.substitutions.append((r"(?<![\w/.-])openprim(?![\w.-])", _tool("openprim", "openprim.cli", "openprim")))
 
 # Deterministic runs: lit passes only a few variables through, and never a solver forced from the
 # environment (tests that want one set it with `env OPENPRIM_SOLVER=...`).
-config.environment.pop("OPENPRIM_SOLVER", None)
+# Nor a find mode, and never the user's tuning database (a test that wants one makes it in its RUN lines).
+for _var in ("OPENPRIM_SOLVER", "OPENPRIM_FIND_MODE", "OPENPRIM_FIND_ENFORCE"):
+    config.environment.pop(_var, None)
+config.environment["OPENPRIM_USER_DB_PATH"] = os.path.join(config.test_exec_root, "Output", "no-user-db.sqlite")
 
 
 def _amdgpu_toolchain():

@@ -8,3 +8,14 @@ import pytest
 def rng(request):
     """A generator seeded from the test name (parameters included): fixed data per parametrization."""
     return np.random.default_rng(zlib.crc32(request.node.name.encode()))
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _no_user_tuning_db(tmp_path_factory):
+    """Compiles in the tests never read the user's tuning database, nor search unless a test asks."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv("OPENPRIM_USER_DB_PATH", str(tmp_path_factory.mktemp("tuning") / "user.sqlite"))
+    for var in ("OPENPRIM_FIND_MODE", "OPENPRIM_FIND_ENFORCE"):
+        mp.delenv(var, raising=False)
+    yield
+    mp.undo()

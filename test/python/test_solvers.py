@@ -45,6 +45,8 @@ ALL_COMBINATIONS = os.environ.get("OPENPRIM_TEST_ALL_COMBINATIONS", "") not in (
 CONV = [
     dict(id="3x3_s2_asympad", x=(2, 3, 9, 7), K=5, kernel=(3, 3), stride=2, padding=(1, 0, 2, 1), dilation=1,
          groups=1, bias=True, epilogue="bn+res+relu"),
+    dict(id="3x3_s1_asympad_odd", x=(2, 5, 11, 9), K=7, kernel=(3, 3), stride=1, padding=(1, 0, 2, 1), dilation=1,
+         groups=1, bias=True, epilogue="bn+res+relu"),
     dict(id="3x2_dil2_s1x2", x=(1, 4, 9, 7), K=6, kernel=(3, 2), stride=(1, 2), padding=(2, 1), dilation=2,
          groups=1, bias=False, epilogue="bias+res+relu"),
     dict(id="2x3_dil2x1_plain", x=(1, 3, 7, 9), K=4, kernel=(2, 3), stride=1, padding=(0, 1, 1, 0),
@@ -83,12 +85,15 @@ def applies(solver, cfg):
             not any(ref.pad4(cfg["padding"]))
     if solver == "conv_depthwise":
         return G == C == K > 1
+    if solver.startswith("conv_winograd"):
+        return G == 1 and tuple(cfg["kernel"]) == (3, 3) and _pair(cfg["stride"]) == (1, 1) and \
+            _pair(cfg.get("dilation", 1)) == (1, 1)
     assert solver == "conv_reference", solver
     return True
 
 
 # the heuristic's choice (the cheapest predicted time)
-DEFAULT_CONV_SOLVER = {"3x3_s2_asympad": "conv_direct", "3x2_dil2_s1x2": "conv_direct",
+DEFAULT_CONV_SOLVER = {"3x3_s2_asympad": "conv_direct", "3x3_s1_asympad_odd": "conv_direct", "3x2_dil2_s1x2": "conv_direct",
                        "2x3_dil2x1_plain": "conv_direct", "1x1": "conv_1x1_gemm", "1x1_bias_plain": "conv_1x1_gemm",
                        "1x1_s2": "conv_direct", "1x1_pad1": "conv_direct", "dw_s2_asympad": "conv_depthwise",
                        "dw_dil2": "conv_depthwise", "grouped2": "conv_reference", "dw_multiplier2": "conv_reference"}
@@ -218,6 +223,8 @@ def test_conv_solver_applicability(solver, layout):
     and the reason, at the line of the model that made the convolution."""
     reasons = {"conv_direct": "grouped convolution", "conv_im2col_gemm": "grouped convolution",
                "conv_implicit_gemm_gpu": "grouped convolution",
+               "conv_winograd_f2x3": "not a 3x3, stride-1, undilated convolution|grouped convolution",
+               "conv_winograd_f4x3": "not a 3x3, stride-1, undilated convolution|grouped convolution",
                "conv_1x1_gemm": "not a 1x1, stride-1, unpadded convolution|grouped convolution",
                "conv_depthwise": "not depthwise"}
     for cfg in CONV:

@@ -8,7 +8,7 @@
 
 // PASS:      {{^}}openprim-opt: error: unknown pass or bad options 'prim-bogus': MLIR Textual PassPipeline Parser:1:1: error: 'prim-bogus' does not refer to a registered pass or pass pipeline{{$}}
 // PASS-NOT:  {{.}}
-// OPTION:    {{^}}openprim-opt: error: unknown option 'bogus' for pass 'prim-select'; options: target, solver, layout{{$}}
+// OPTION:    {{^}}openprim-opt: error: unknown option 'bogus' for pass 'prim-select'; options: target, solver, layout, mode, find-budget, enforce{{$}}
 // OPTION-NOT: {{.}}
 // UPSTREAM:  {{^}}openprim-opt: error: unknown pass or bad options 'canonicalize': <Pass-Options-Parser>: no such option bogus{{$}}
 // UPSTREAM-NOT: {{.}}

@@ -1,6 +1,7 @@
 // An NCHW conv2d runs in NHWC: transpose in -> NHWC conv with an RSCK filter -> transpose back. The
 // constant KCRS filter is re-laid out at compile time (values checked), and the solver's choice is
-// written on the op: prim.solver, prim.params (its tunables) and prim.problem (the descriptor).
+// written on the op: prim.solver, prim.params (its tunables) and prim.problem (the descriptor the tuning
+// database keys on: the problem as selection sees it, before the filter relayout, so KRSC here).
 // RUN: openprim-opt %s -p prim-select | filecheck %s
 
 // Filter KCRS 2x1x1x2: W[k=0] = [1, 2], W[k=1] = [3, 4] -> RSCK 1x2x1x2: [s=0] = [1, 3], [s=1] = [2, 4].
@@ -11,7 +12,7 @@
 // CHECK-SAME:  filter_layout = "RSCK"
 // CHECK-SAME:  layout = "NHWC"
 // CHECK-SAME:  prim.params = {ct = {{[0-9]+}} : i64, ft = {{[0-9]+}} : i64, wt = {{[0-9]+}} : i64}
-// CHECK-SAME:  prim.problem = "conv2d-1x1x4x4-k2-1x2-s1x1-p0x0x0x0-d1x1-g1-NHWC-RSCK-f32-none"
+// CHECK-SAME:  prim.problem = "conv2d-1x1x4x4-k2-1x2-s1x1-p0x0x0x0-d1x1-g1-NHWC-KRSC-f32-none"
 // CHECK-SAME:  prim.solver = "conv_direct"
 // CHECK-SAME:  (tensor<1x4x4x1xf32>, tensor<1x2x1x2xf32>) -> tensor<1x4x3x2xf32>
 // CHECK-NEXT:  %[[R:.+]] = "prim.transpose"(%[[Y]]) {perm = array<i64: 0, 3, 1, 2>} : (tensor<1x4x3x2xf32>) -> tensor<1x2x4x3xf32>
@@ -32,7 +33,7 @@ func.func @conv(%x: tensor<1x1x4x4xf32>) -> tensor<1x2x4x3xf32> {
 // CHECK:       %[[W:.+]] = "prim.transpose"(%[[KRSC]]) {perm = array<i64: 1, 2, 3, 0>} : (tensor<2x1x1x2xf32>) -> tensor<1x1x2x2xf32>
 // CHECK-NEXT:  %[[Y:.+]] = "prim.conv2d"(%[[X]], %[[W]], %[[Z]])
 // CHECK-SAME:  filter_layout = "RSCK"
-// CHECK-SAME:  prim.problem = "conv2d-1x2x2x2-k2-1x1-s1x1-p0x0x0x0-d1x1-g1-NHWC-RSCK-f32-residual"
+// CHECK-SAME:  prim.problem = "conv2d-1x2x2x2-k2-1x1-s1x1-p0x0x0x0-d1x1-g1-NHWC-KRSC-f32-residual"
 // CHECK-NEXT:  %[[R:.+]] = "prim.transpose"(%[[Y]]) {perm = array<i64: 0, 3, 1, 2>}
 // CHECK-NEXT:  return %[[R]]
 func.func @runtime_filter(%x: tensor<1x2x2x2xf32>, %w: tensor<2x2x1x1xf32>, %z: tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32> {

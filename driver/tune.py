@@ -1,0 +1,251 @@
+"""Tuning commands: `openprim tune`, `explain`, `conv` (MIOpenDriver's flags) and `db`.
+
+    openprim tune MODEL --target cpu --budget 10          # find per layer, results into the user database
+    openprim tune MODEL --target nvvm:sm_90 --measure-on b.tune   # no such GPU here: compile the candidates
+    python scripts/measure_tuning.py b.tune results.json  # on the GPU machine (runtime only)
+    openprim db import results.json                       # back here: the measurements become records
+    openprim explain MODEL --target cpu                   # every solver per layer, and where the choice came from
+    openprim conv -n 1 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -t 1
+
+The layers are the conv2d/matmul ops as prim-select sees them (after prim-fuse and the layout stage),
+so a layer's descriptor is the key a compile looks up; identical layers are tuned once.
+"""
+from __future__ import annotations
+
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+import zipfile
+
+import numpy as np
+from mlir import ir
+
+from openprim import passes
+from openprim.errors import OpenPrimError
+from openprim.frontend import Graph, to_module
+from openprim.passes import find, prim_select, tuning_db
+from openprim.passes.kernels import graph_functions
+from openprim.passes.solvers import SOLVERS, applicable, problem_of
+
+BUNDLE_FORMAT = "openprim-tuning-bundle"
+RESULTS_FORMAT = "openprim-tuning-results"
+
+
+def layers(graph):
+    """(module, [(op, descriptor, count)]) of the distinct conv2d/matmul problems of the graph."""
+    module = to_module(graph)
+    passes.run(module, "prim-fuse")
+    found = {}
+    with module.context:
+        for fn in graph_functions(module.operation):
+            for op in prim_select.prepare(fn):
+                key = problem_of(op).descriptor()
+                found.setdefault(key, [op, key, 0])[2] += 1
+    return module, [tuple(v) for v in found.values()]
+
+
+def _params(params: dict) -> str:
+    return tuning_db.params_key(params) if params else "{}"
+
+
+def _us(seconds) -> str:
+    return "-" if seconds is None else f"{seconds * 1e6:.1f} us"
+
+
+def tune(graph, target: str, budget: float) -> list[dict]:
+    """Find per distinct layer (budget seconds each), store the measurements, print one line per layer."""
+    why_not = find.unavailable(target)
+    if why_not:
+        raise OpenPrimError(why_not)
+    module, todo = layers(graph)
+    summary = []
+    with module.context:
+        for i, (op, key, count) in enumerate(todo):
+            def progress(done, total, r, i=i):
+                bar = f"{done}/{total}" if total else f"{done} sampled"
+                print(f"\r[{i + 1}/{len(todo)}] {key}: {bar} configurations ", end="", file=sys.stderr, flush=True)
+            t0 = time.monotonic()
+            results = find.search(op, target, budget, progress)
+            print("\r\033[K", end="", file=sys.stderr, flush=True)
+            find.store(key, target, results)
+            best, ref = results[0], _reference(op, target, results)
+            summary.append(dict(problem=key, count=count, best=best, reference=ref, configs=len(results),
+                                seconds=time.monotonic() - t0))
+            print(f"{key} x{count}: best {_us(best.seconds)} {best.solver} {_params(best.params)}; heuristic "
+                  f"{ref.solver} {_us(ref.seconds)}; speedup {ref.seconds / best.seconds:.2f}x "
+                  f"({len(results)} configurations, {time.monotonic() - t0:.1f} s)")
+    return summary
+
+
+def _reference(op, target, results):
+    problem = problem_of(op)
+    h = prim_select.heuristic(problem, op.name[5:], target)
+    return next(r for r in results if r.solver == h.name and r.params == h.default_params(problem))
+
+
+def bundle(graph, target: str, path: str, budget: float, seed: int = 0) -> int:
+    """Compile every candidate of every layer (all of a small space; else the solvers' defaults and random
+    samples, within `budget` seconds of compiling per layer) into one zip: NNNN.oprim + index.json."""
+    from openprim import compiler
+    module, todo = layers(graph)
+    index, rng = [], random.Random(seed)
+    with module.context, zipfile.ZipFile(path + ".tmp", "w", zipfile.ZIP_STORED) as z, \
+            tempfile.TemporaryDirectory() as tmp:
+        for i, (op, key, count) in enumerate(todo):
+            configs = find.space(op, target)
+            h = prim_select.heuristic(problem_of(op), op.name[5:], target)
+            first = [c for j, c in enumerate(configs) if j == 0 or configs[j - 1][0] != c[0]]
+            rest = [c for c in configs if c not in first]
+            rng.shuffle(rest)
+            deadline = time.monotonic() + budget
+            entries = []
+            for n, (solver, params) in enumerate(first + rest):
+                if n >= len(first) and len(configs) > find.EXHAUSTIVE and time.monotonic() > deadline:
+                    break
+                print(f"\r[{i + 1}/{len(todo)}] {key}: {n + 1}/{len(configs)} compiled ", end="", file=sys.stderr,
+                      flush=True)
+                name = f"{len(index) + len(entries):04d}.oprim"
+                try:
+                    lowered = compiler.lower(find.candidate_module(op, solver, params), target)
+                    compiler.write_artifact(lowered, os.path.join(tmp, name), target)
+                except Exception as e:  # noqa: BLE001 - a configuration that does not compile is left out
+                    print(f"\n{key}: {solver} {_params(params)} does not compile: {str(e).splitlines()[0]}",
+                          file=sys.stderr)
+                    continue
+                z.write(os.path.join(tmp, name), name)
+                os.unlink(os.path.join(tmp, name))
+                entries.append(dict(file=name, problem=key, arch=tuning_db.arch_of(target), solver=solver,
+                                    params=params, tolerance=find.TOLERANCE.get(problem_of(op).dtype, 1e-4),
+                                    heuristic=solver == h.name and params == h.default_params(problem_of(op))))
+            index += entries
+        z.writestr("index.json", json.dumps(dict(format=BUNDLE_FORMAT, compiler=tuning_db.compiler_version(),
+                                                 target=target, candidates=index), indent=1))
+    os.replace(path + ".tmp", path)
+    print("\r\033[K", end="", file=sys.stderr)
+    return len(index)
+
+
+def import_results(path: str) -> int:
+    """Write the measurements of a results file (scripts/measure_tuning.py) into the user database."""
+    try:
+        with open(path) as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        raise OpenPrimError(f"{path}: cannot read tuning results ({e})") from None
+    if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
+        raise OpenPrimError(f"{path}: not a tuning results file (format {RESULTS_FORMAT})")
+    n = 0
+    for r in data.get("results", []):
+        if r.get("seconds") is not None:
+            n += tuning_db.record(r["problem"], r["arch"], r["solver"], r["params"], r["seconds"], data["compiler"])
+    return n
+
+
+def explain(graph, target: str) -> None:
+    """Per layer: its descriptor, every solver (applicable or why not, predicted and measured time), the
+    choice a compile makes now and where it comes from."""
+    module, todo = layers(graph)
+    mode = prim_select.find_mode()
+    arch = tuning_db.arch_of(target)
+    with module.context:
+        for op, key, count in todo:
+            problem = problem_of(op)
+            measured = {}
+            for rec in reversed(tuning_db.records(problem, arch, target)):  # the fastest per solver wins
+                measured[rec.solver] = rec
+            print(f"{key} x{count}")
+            for s, why in applicable(problem, op.name[5:], target):
+                rec = measured.get(s.name)
+                state = f"not applicable: {why}" if why else \
+                    f"predicted {_us(s.cost(problem, target))}, measured " + \
+                    (f"{_us(rec.seconds)} with {_params(rec.params)} ({rec.source} db)" if rec else "-")
+                print(f"  {s.name:24} {state}")
+            if mode == "find":
+                print("  choice: made by find when compiled (mode find)")
+                continue
+            c = prim_select.decide(op, target, mode="immediate")
+            print(f"  choice: {c.solver.name} {_params(c.params)} from {c.source}"
+                  + (f" ({_us(c.seconds)})" if c.seconds is not None else "") + f" (mode {mode})")
+
+
+def conv_graph(a, rng) -> tuple[Graph, np.ndarray, np.ndarray]:
+    """The convolution of MIOpenDriver's flags, with random data: (graph, x, w)."""
+    layout = a.layout
+    g = Graph(layout=layout, dtype=a.dtype)
+    xs = (a.n, a.c, a.H, a.W) if layout == "NCHW" else (a.n, a.H, a.W, a.c)
+    if a.c % a.g or a.k % a.g:
+        raise OpenPrimError(f"-g {a.g} must divide -c {a.c} and -k {a.k}")
+    ws = (a.k, a.c // a.g, a.y, a.x) if layout == "NCHW" else (a.k, a.y, a.x, a.c // a.g)
+    x, w = rng.standard_normal(xs), rng.standard_normal(ws) / np.sqrt(a.c // a.g * a.y * a.x)
+    y = g.conv2d(g.input("x", xs), g.param("w", w), stride=(a.u, a.v), padding=(a.p, a.q), dilation=(a.l, a.j),
+                 groups=a.g)
+    g.output(y)
+    return g, x, w
+
+
+def run_conv(a) -> None:
+    """Compile one convolution with the selected (or forced) solver, check it against float64 numpy,
+    print the solver and, with -t 1, the time and GFLOP/s."""
+    from openprim import compiler
+    if a.F != 1:
+        raise OpenPrimError(f"-F {a.F}: only the forward convolution (-F 1) is supported")
+    g, x, w = conv_graph(a, np.random.default_rng(0))
+    module = to_module(g)
+    solver = f" solver={a.solver}" if a.solver else ""
+    passes.run(module, f"prim-fuse,prim-select{{target={compiler.check_target(a.target)}{solver}}}")
+    op = next(o.operation for o in graph_functions(module.operation)[0].regions[0].blocks[0].operations
+              if o.operation.name == "prim.conv2d")
+    problem, solver, source = (ir.StringAttr(op.attributes[k]).value for k in ("prim.problem", "prim.solver", "prim.choice"))
+    params = _params({a.name: ir.IntegerAttr(a.attr).value for a in ir.DictAttr(op.attributes["prim.params"])})
+    exe = compiler.compile(module, a.target)  # prim-select keeps the choice written on the op
+    y = np.asarray(exe(x.astype(np.float32)), np.float64)
+    err = float(np.max(np.abs(y - _conv_reference(x, w, a)))) / max(1.0, float(np.max(np.abs(y))))
+    ok = err <= find.TOLERANCE[a.dtype]
+    print(f"{problem}: solver {solver} {params} ({source}); "
+          f"max relative error vs float64 {err:.1e} ({'ok' if ok else 'WRONG'})")
+    if a.t:
+        exe(x.astype(np.float32))
+        seconds = sum(exe.time_steps(a.i)) if hasattr(exe, "time_steps") and not hasattr(exe, "time_ms") \
+            else exe.time_ms(a.i) / 1e3
+        flops = 2.0 * a.n * y.shape[2 if a.layout == "NCHW" else 1] * y.shape[3 if a.layout == "NCHW" else 2] \
+            * a.k * (a.c // a.g) * a.y * a.x
+        print(f"time {seconds * 1e3:.4f} ms, {flops / seconds / 1e9:.1f} GFLOP/s")
+    if not ok:
+        raise OpenPrimError(f"{problem}: the output does not match float64 numpy (error {err:.1e})")
+
+
+def _conv_reference(x, w, a):
+    """Grouped, strided, dilated, zero-padded cross-correlation in float64 (the -layout of x and w)."""
+    if a.layout == "NHWC":
+        x, w = x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2)
+    n, c, h, wd = x.shape
+    k, cg, r, s = w.shape
+    xp = np.pad(x, ((0, 0), (0, 0), (a.p, a.p), (a.q, a.q)))
+    oh = (h + 2 * a.p - a.l * (r - 1) - 1) // a.u + 1
+    ow = (wd + 2 * a.q - a.j * (s - 1) - 1) // a.v + 1
+    xg = xp.reshape(n, a.g, cg, *xp.shape[2:])
+    wg = w.reshape(a.g, k // a.g, cg, r, s)
+    out = np.zeros((n, a.g, k // a.g, oh, ow))
+    for i in range(r):
+        for j in range(s):
+            patch = xg[:, :, :, i * a.l:i * a.l + a.u * (oh - 1) + 1:a.u, j * a.j:j * a.j + a.v * (ow - 1) + 1:a.v]
+            out += np.einsum("ngchw,gkc->ngkhw", patch, wg[:, :, :, i, j])
+    out = out.reshape(n, k, oh, ow)
+    return out.transpose(0, 2, 3, 1) if a.layout == "NHWC" else out
+
+
+def db_add(problem: str, arch: str, solver: str, params: str, seconds: str) -> None:
+    try:
+        values, secs = json.loads(params), float(seconds)
+    except ValueError as e:
+        raise OpenPrimError(f"db add: PARAMS must be a JSON object and SECONDS a number ({e})") from None
+    if solver not in SOLVERS:
+        raise OpenPrimError(f"db add: unknown solver '{solver}'; solvers: {', '.join(SOLVERS)}")
+    if not isinstance(values, dict):
+        raise OpenPrimError("db add: PARAMS must be a JSON object, e.g. '{\"wt\": 8}'")
+    arch = tuning_db.arch_of(arch) if arch == "cpu" else arch  # cpu: this machine's CPU
+    if not tuning_db.record(problem, arch, solver, values, secs):
+        raise OpenPrimError(f"db add: cannot write {tuning_db.user_path()}")

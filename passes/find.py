@@ -1,0 +1,237 @@
+"""Find: measure candidate (solver, parameters) configurations of one conv2d/matmul and rank them.
+
+A candidate is the op alone in a fresh module (its non-constant operands become function arguments,
+its constants are kept) with the solver and parameters already written on it, compiled by the whole
+pipeline with the native backend, run on seeded random inputs and timed (the sum of the per-step
+medians, so a solver that needs a transpose kernel pays for it). Candidates are compiled and run in a
+worker process: a configuration that trips an assertion in LLVM or makes its kernel crash kills the
+worker (restarted for the next one), not the compiler. Its output must match the heuristic
+choice's within the dtype's tolerance: a wrong solver never wins, whatever its time.
+
+Search (`plan`): every configuration when the space (applicable solvers x the cartesian product of
+their tunables) has at most EXHAUSTIVE configurations; otherwise each solver's default first, then
+greedy coordinate descent from the best so far (one parameter changed at a time), with random
+samples when the descent is stuck, until the time budget is spent.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import pickle
+import random
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+
+import numpy as np
+from mlir import ir
+from mlir.dialects import func
+
+from openprim.errors import OpenPrimError
+from openprim.targets import parse_target
+
+from . import tuning_db
+from .rewrite import producer
+from .solvers import SOLVERS, applicable, problem_of
+
+EXHAUSTIVE = 24
+TOLERANCE = {"f32": 1e-4, "f16": 2e-2, "bf16": 4e-2}   # max |error| / max(1, max |reference|)
+
+
+@dataclass
+class Result:
+    solver: str
+    params: dict
+    seconds: float | None = None   # None: it failed (error says why)
+    error: str | None = None
+
+
+def unavailable(target: str) -> str | None:
+    """Why candidates cannot be timed here (None: they can): GPU targets need the GPU."""
+    if not parse_target(target).is_gpu:
+        return None
+    from openprim.runtime.gpu import open_device
+    try:
+        open_device(target)
+    except OpenPrimError as e:
+        return (f"cannot time {target} on this machine ({e}); compile the candidates with "
+                f"`openprim tune MODEL --target {target} --measure-on BUNDLE` and time them on the GPU machine")
+    return None
+
+
+def space(op: ir.Operation, target: str) -> list[tuple[str, dict]]:
+    """Every (solver, params) of the applicable solvers; each solver's default first."""
+    problem = problem_of(op)
+    out = []
+    for s, why in applicable(problem, op.name[5:], target):
+        if why is None:
+            t, default = s.tunables(problem), s.default_params(problem)
+            keys = sorted(t)
+            rest = [dict(zip(keys, v)) for v in itertools.product(*(t[k] for k in keys))]
+            out += [(s.name, default)] + [(s.name, p) for p in rest if p != default]
+    return out
+
+
+def candidate_module(op: ir.Operation, solver: str, params: dict) -> str:
+    """MLIR text of a module holding only `op`, with the solver and parameters chosen."""
+    from .prim_select import Choice, apply
+    with op.context, ir.Location.unknown():
+        module = ir.Module.create()
+        args = [v for v in op.operands if producer(v, "prim.constant") is None]
+        with ir.InsertionPoint(module.body):
+            fn = func.FuncOp("layer", ([v.type for v in args], [op.result.type]))
+        block = fn.add_entry_block()
+        with ir.InsertionPoint(block):
+            operands, it = [], iter(block.arguments)
+            for v in op.operands:
+                const = producer(v, "prim.constant")
+                operands.append(next(it) if const is None else const.clone().result)
+            new = ir.Operation.create(op.name, results=[op.result.type], operands=operands,
+                                      attributes={k: op.attributes[k] for k in op.attributes})
+            new = apply(new, Choice(SOLVERS[solver], params, "forced"), problem_of(op))
+            func.ReturnOp([new.result])
+        return str(module)
+
+
+def compile_candidate(text: str, target: str):
+    from openprim import compiler
+    return compiler.jit(compiler.lower(text, target), target)
+
+
+def inputs_of(exe, seed: int = 0) -> list[np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(exe.plan["values"][i["value"]]["shape"]).astype(np.float32) for i in exe.plan["inputs"]]
+
+
+def time_candidate(exe) -> float:
+    """Seconds per run: the sum of the steps' medians (device events on a GPU), repeats for about 50 ms."""
+    if hasattr(exe, "time_ms"):
+        return exe.time_ms() / 1e3
+    once = sum(exe.time_steps(1))
+    return float(sum(exe.time_steps(int(np.clip(0.05 / max(once, 1e-7), 3, 50)))))
+
+
+def mismatch(out, ref, dtype: str) -> str | None:
+    err = float(np.max(np.abs(np.asarray(out, np.float64) - ref))) / max(1.0, float(np.max(np.abs(ref))))
+    return None if err <= TOLERANCE.get(dtype, 1e-4) else f"wrong output (relative error {err:.2e})"
+
+
+def _measure_here(text: str, target: str) -> tuple[np.ndarray, float]:
+    exe = compile_candidate(text, target)
+    out = np.asarray(exe(*inputs_of(exe)), np.float64)
+    return out, time_candidate(exe)
+
+
+def worker() -> None:
+    """The worker's loop: (module text, target) in on stdin, (outputs, seconds) or an error line out."""
+    out = os.fdopen(os.dup(1), "wb")
+    os.dup2(2, 1)  # whatever else writes to stdout must not corrupt the replies
+    while True:
+        try:
+            text, target = pickle.load(sys.stdin.buffer)
+        except EOFError:
+            return
+        try:
+            reply = _measure_here(text, target)
+        except Exception as e:  # noqa: BLE001 - reported to the parent as the candidate's failure
+            reply = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
+        pickle.dump(reply, out)
+        out.flush()
+
+
+_worker = None
+
+
+def measure(text: str, target: str) -> tuple[np.ndarray, float]:
+    """(outputs, seconds) of a candidate module, compiled and run in the worker process."""
+    global _worker
+    if _worker is None or _worker.poll() is not None:
+        _worker = subprocess.Popen([sys.executable, "-c", "from openprim.passes.find import worker; worker()"],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    try:
+        pickle.dump((text, target), _worker.stdin)
+        _worker.stdin.flush()
+        reply = pickle.load(_worker.stdout)
+    except (EOFError, BrokenPipeError):
+        raise OpenPrimError(f"the candidate crashed the compiler or its kernel (exit status {_worker.wait()})") from None
+    if isinstance(reply, str):
+        raise OpenPrimError(reply)
+    return reply
+
+
+class Bench:
+    """Measures candidates of one op against the heuristic choice's output."""
+
+    def __init__(self, op: ir.Operation, target: str):
+        from .prim_select import heuristic
+        self.op, self.target = op, target
+        self.problem = problem_of(op)
+        ref = heuristic(self.problem, op.name[5:], target)
+        params = ref.default_params(self.problem)
+        self.reference, seconds = measure(candidate_module(op, ref.name, params), target)
+        self.results: dict[str, Result] = {self._key(ref.name, params): Result(ref.name, params, seconds)}
+
+    @staticmethod
+    def _key(solver, params):
+        return solver + tuning_db.params_key(params)
+
+    def measured(self, solver, params) -> bool:
+        return self._key(solver, params) in self.results
+
+    def measure(self, solver: str, params: dict) -> Result:
+        key = self._key(solver, params)
+        if key not in self.results:
+            try:
+                out, seconds = measure(candidate_module(self.op, solver, params), self.target)
+                wrong = mismatch(out, self.reference, self.problem.dtype)
+                self.results[key] = Result(solver, params, None if wrong else seconds, wrong)
+            except OpenPrimError as e:  # a configuration that does not compile is just not a candidate
+                self.results[key] = Result(solver, params, error=str(e))
+        return self.results[key]
+
+    def best(self) -> Result:
+        return min((r for r in self.results.values() if r.seconds is not None), key=lambda r: r.seconds)
+
+
+def search(op: ir.Operation, target: str, budget: float, progress=None, seed: int = 0) -> list[Result]:
+    """Measured results, fastest first (failed ones last). The first measurement is the heuristic's
+    choice (the reference); progress(done, total, result) is called after each measurement."""
+    deadline = time.monotonic() + budget
+    bench = Bench(op, target)
+    configs = space(op, target)
+    total = len(configs) if len(configs) <= EXHAUSTIVE else None
+    rng = random.Random(seed)
+
+    def run(solver, params):
+        r = bench.measure(solver, params)
+        if progress:
+            progress(len(bench.results), total, r)
+
+    if total is not None:
+        for solver, params in configs:
+            run(solver, params)
+    else:
+        for solver, params in [c for i, c in enumerate(configs) if i == 0 or configs[i - 1][0] != c[0]]:
+            run(solver, params)  # every solver's default
+        while time.monotonic() < deadline:
+            near = [c for c in _neighbours(bench.best(), bench.problem) if not bench.measured(*c)]
+            rest = [c for c in configs if not bench.measured(*c)]
+            if not rest:
+                break
+            run(*(near[0] if near else rng.choice(rest)))
+    return sorted(bench.results.values(), key=lambda r: (r.seconds is None, r.seconds or 0.0))
+
+
+def _neighbours(best: Result, problem) -> list[tuple[str, dict]]:
+    """Configurations that differ from the best in one parameter."""
+    space_ = SOLVERS[best.solver].tunables(problem)
+    return [(best.solver, {**best.params, k: v}) for k in sorted(space_) for v in space_[k] if v != best.params[k]]
+
+
+def store(problem: str, target: str, results: list[Result]) -> None:
+    """Every successful measurement into the user database."""
+    arch = tuning_db.arch_of(target)
+    for r in results:
+        if r.seconds is not None:
+            tuning_db.record(problem, arch, r.solver, r.params, r.seconds)

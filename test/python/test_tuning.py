@@ -1,0 +1,287 @@
+"""Algorithm selection and tuning: the tuning database (tuning_db.py), prim-select's modes (immediate,
+find, hybrid and their environment variables), find's search (find.py) and the commands (tune, explain,
+conv, db, scripts/measure_tuning.py).
+
+The database cases: records round-trip, the user database wins over the system one, several processes
+write at once with nothing lost, and a missing directory, a corrupt file or a stale record each give
+one warning and are ignored. Find's measurements are planted (find.measure replaced) where a test needs
+them deterministic; the command tests compile and time a tiny model for real.
+
+    python -m pytest test/python/test_tuning.py -q
+"""
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import sqlite3
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+from mlir import ir
+
+from openprim import passes
+from openprim.errors import OpenPrimError
+from openprim.frontend import to_module
+from openprim.passes import find, tuning_db
+from openprim.passes.kernels import graph_functions
+from openprim.passes.tuning_db import TuningDBWarning
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ARCH = tuning_db.arch_of("cpu")
+CONV = "conv2d-1x4x6x6-k8-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-KRSC-f32-relu"
+IM2COL = {"kt": 4, "mt": 4, "nt": 8}   # conv_im2col_gemm's default for CONV, and among its tunables
+MODEL = """
+import numpy as np
+from openprim.frontend import Graph
+
+
+def build():
+    rng = np.random.default_rng(0)
+    g = Graph(layout="NHWC")
+    y = g.relu(g.conv2d(g.input("x", (1, 6, 6, 4)), g.param("w", rng.standard_normal((8, 3, 3, 4))), padding=1))
+    g.output(g.linear(g.flatten(g.global_avg_pool(y)), g.param("fc", rng.standard_normal((4, 8)))))
+    return g
+"""
+
+
+@pytest.fixture(autouse=True)
+def user_db(tmp_path, monkeypatch):
+    """A fresh user database per test, no system database, and every warning shown again."""
+    path = tmp_path / "user.sqlite"
+    monkeypatch.setenv("OPENPRIM_USER_DB_PATH", str(path))
+    monkeypatch.setattr(tuning_db, "SYSTEM_DB", tmp_path / "system.sqlite")
+    monkeypatch.setattr(tuning_db, "_warned", set())
+    monkeypatch.setattr(tuning_db, "_unusable", set())
+    return path
+
+
+def _graph():
+    ns = {}
+    exec(MODEL, ns)
+    return ns["build"]()
+
+
+def _select(options: str = ""):
+    """prim-fuse + prim-select on the tiny model: {op name: (solver, choice, params, measured_us)}."""
+    module = to_module(_graph())
+    passes.run(module, f"prim-fuse,prim-select{{{options}}}")
+    out = {}
+    with module.context:
+        for op in graph_functions(module.operation)[0].regions[0].blocks[0].operations:
+            op = op.operation
+            if "prim.solver" in op.attributes:
+                a = op.attributes
+                out[op.name] = (ir.StringAttr(a["prim.solver"]).value, ir.StringAttr(a["prim.choice"]).value,
+                                {x.name: ir.IntegerAttr(x.attr).value for x in ir.DictAttr(a["prim.params"])},
+                                ir.FloatAttr(a["prim.measured_us"]).value if "prim.measured_us" in a else None)
+    return out
+
+
+def _db_warnings(rec):
+    return [w for w in rec if issubclass(w.category, TuningDBWarning)]
+
+
+# ----------------------------------------------------------------------------- the database
+def test_record_and_best_user_wins(tmp_path):
+    assert tuning_db.best(CONV, ARCH) is None  # no database yet: no record, no warning
+    tuning_db.record(CONV, ARCH, "conv_direct", {"wt": 6, "ft": 8, "ct": 4}, 3e-6, path=tuning_db.SYSTEM_DB)
+    assert tuning_db.best(CONV, ARCH).solver == "conv_direct"
+    tuning_db.record(CONV, ARCH, "conv_im2col_gemm", IM2COL, 5e-6)
+    tuning_db.record(CONV, ARCH, "conv_reference", {}, 9e-6)
+    best = tuning_db.best(CONV, ARCH)  # the user's record wins even though the system's is faster
+    assert (best.solver, best.params, best.source) == ("conv_im2col_gemm", IM2COL, "user")
+    tuning_db.record(CONV, ARCH, "conv_im2col_gemm", IM2COL, 1e-5)  # same key: replaced
+    assert tuning_db.best(CONV, ARCH).solver == "conv_reference"
+    assert tuning_db.best(CONV, "cpu:other") is None
+    raw = sqlite3.connect(tuning_db.user_path()).execute("SELECT params FROM records").fetchall()
+    assert ('{"kt": 4, "mt": 4, "nt": 8}',) in raw  # JSON with sorted keys
+
+
+def _writer(args):
+    path, worker, count = args
+    os.environ["OPENPRIM_USER_DB_PATH"] = path
+    for i in range(count):
+        assert tuning_db.record(f"p{worker}-{i}", ARCH, "conv_reference", {}, 1e-6 * i)
+
+
+def test_concurrent_writers(user_db):
+    """4 processes x 40 records at once: all present, the file intact."""
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
+        pool.map(_writer, [(str(user_db), w, 40) for w in range(4)])
+    conn = sqlite3.connect(user_db)
+    assert conn.execute("SELECT COUNT(*) FROM records").fetchone()[0] == 160
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_unwritable_location_warns_once(tmp_path, monkeypatch):
+    (tmp_path / "file").write_text("")
+    for bad in (tmp_path / "file" / "sub" / "db.sqlite", tmp_path):  # missing directory; a directory, not a file
+        monkeypatch.setenv("OPENPRIM_USER_DB_PATH", str(bad))
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            assert not tuning_db.record(CONV, ARCH, "conv_reference", {}, 1e-6)
+            assert not tuning_db.record(CONV, ARCH, "conv_reference", {}, 1e-6)
+            assert tuning_db.best(CONV, ARCH) is None
+        assert len(_db_warnings(rec)) == 1 and "results are not cached" in str(rec[0].message)
+
+
+def test_corrupt_database_kept_and_ignored(user_db):
+    user_db.write_bytes(b"this is not an SQLite database" * 100)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        assert tuning_db.best(CONV, ARCH) is None
+        assert not tuning_db.record(CONV, ARCH, "conv_reference", {}, 1e-6)
+        assert _select("mode=immediate")["prim.conv2d"][1] == "heuristic"
+    assert len(_db_warnings(rec)) == 1 and "unusable" in str(rec[0].message)
+    assert user_db.read_bytes() == b"this is not an SQLite database" * 100
+
+
+@pytest.mark.parametrize("solver, params, version, why", [
+    ("conv_winograd_f9x9", {}, None, "unknown solver"),
+    ("conv_im2col_gemm", IM2COL, "0.0.1", "compiler version"),
+    ("conv_im2col_gemm", {"kt": 4, "mt": 4}, None, "parameters"),
+    ("conv_im2col_gemm", {**IM2COL, "mt": 5}, None, "invalid values of mt"),
+    ("conv_depthwise", {"wt": 2, "ct": 8}, None, "does not apply"),
+])
+def test_stale_record_ignored_with_one_warning(solver, params, version, why):
+    tuning_db.record(CONV, ARCH, solver, params, 1e-9, version=version)
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        got = _select("mode=immediate")
+        _select("mode=immediate")
+    assert got["prim.conv2d"][1] == "heuristic"
+    assert len(_db_warnings(rec)) == 1 and why in str(rec[0].message)
+
+
+# ----------------------------------------------------------------------------- modes
+def test_immediate_uses_the_database():
+    tuning_db.record(CONV, ARCH, "conv_im2col_gemm", IM2COL, 2.5e-6)
+    heuristic = _select("mode=immediate")["prim.conv2d"]
+    assert heuristic[0] != "conv_reference"
+    tuning_db.record(CONV, ARCH, "conv_reference", {}, 1e-6)
+    assert _select("mode=immediate")["prim.conv2d"] == ("conv_reference", "db", {}, pytest.approx(1.0))
+    assert _select("mode=immediate solver=conv_direct")["prim.conv2d"][:2] == ("conv_direct", "forced")
+
+
+def _planted(monkeypatch, times: dict, wrong=()):
+    """find.measure answering from a table (solver -> seconds); solvers in `wrong` give a wrong output."""
+    calls = []
+
+    def measure(text, target):
+        solver = text.split('prim.solver = "')[1].split('"')[0]
+        calls.append(solver)
+        return np.full(3, 1.0 + (solver in wrong)), times.get(solver, 1e-3)
+    monkeypatch.setattr(find, "measure", measure)
+    return calls
+
+
+def test_find_picks_the_fastest_correct_solver(monkeypatch):
+    calls = _planted(monkeypatch, {"conv_reference": 1e-7, "conv_im2col_gemm": 2e-6, "gemm_reference": 3e-7}, wrong=("conv_reference",))
+    got = _select("mode=find find-budget=0.3")
+    assert got["prim.conv2d"] == ("conv_im2col_gemm", "find", pytest.approx(got["prim.conv2d"][2]), pytest.approx(2.0))
+    assert got["prim.matmul"][:2] == ("gemm_reference", "find")
+    assert "conv_reference" in calls
+    rec = tuning_db.best(CONV, ARCH)  # every correct measurement stored; the wrong one never
+    assert rec.solver == "conv_im2col_gemm"
+    assert all(r.solver != "conv_reference" for r in tuning_db.records(CONV, ARCH))
+
+
+def test_search_exhaustive_or_sampled(monkeypatch):
+    _planted(monkeypatch, {})
+    module = to_module(_graph())
+    passes.run(module, "prim-fuse")
+    from openprim.passes.prim_select import prepare
+    with module.context:
+        conv, matmul = prepare(graph_functions(module.operation)[0])
+        for op in (conv, matmul):
+            space = find.space(op, "cpu")
+            budget0 = find.search(op, "cpu", 0.0)
+            solvers = {s for s, _ in space}
+            if len(space) <= find.EXHAUSTIVE:
+                assert len(budget0) == len(space)
+            else:  # out of time at once: each solver's default, nothing else
+                assert sorted(r.solver for r in budget0) == sorted(solvers)
+            assert len(find.search(op, "cpu", 0.5)) >= len(space)  # time enough: all of it (descent adds neighbours)
+
+
+def test_hybrid_and_environment(monkeypatch):
+    _planted(monkeypatch, {"conv_reference": 1e-7})
+    assert _select()["prim.conv2d"][1] == "heuristic"  # hybrid, NONE: a miss is not searched
+    monkeypatch.setenv("OPENPRIM_FIND_ENFORCE", "SEARCH")
+    assert _select("find-budget=0.2")["prim.conv2d"][:2] == ("conv_reference", "find")
+    monkeypatch.setenv("OPENPRIM_FIND_ENFORCE", "3")
+    assert _select()["prim.conv2d"][:2] == ("conv_reference", "db")  # now a hit: not searched again
+    monkeypatch.setenv("OPENPRIM_FIND_ENFORCE", "DB_UPDATE")
+    _planted(monkeypatch, {"conv_im2col_gemm": 1e-8})
+    assert _select("find-budget=0.2")["prim.conv2d"][:2] == ("conv_im2col_gemm", "find")  # a hit, searched again
+    monkeypatch.delenv("OPENPRIM_FIND_ENFORCE")
+    for value, choice in (("2", "db"), ("fast", "db"), ("normal", "find"), ("1", "find"), ("hybrid", "db")):
+        monkeypatch.setenv("OPENPRIM_FIND_MODE", value)
+        assert _select("find-budget=0.1")["prim.conv2d"][1] == choice, value
+    monkeypatch.setenv("OPENPRIM_FIND_MODE", "sometimes")
+    with pytest.raises(OpenPrimError, match="unknown find mode 'sometimes'"):
+        _select()
+    with pytest.raises(OpenPrimError, match="unknown find enforce"):
+        _select("mode=immediate enforce=ALWAYS")
+
+
+def test_find_on_a_gpu_target_without_the_gpu():
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        got = _select("mode=find target=nvvm:sm_90")
+    assert got["prim.conv2d"][1] == "heuristic"
+    assert len(_db_warnings(rec)) == 1 and "--measure-on" in str(rec[0].message)
+
+
+# ----------------------------------------------------------------------------- commands
+def _cli(*args, env=None, cwd=None):
+    cmd = [sys.executable, "-m", "openprim.cli", *args] if args[0] != "script" else [sys.executable, *args[1:]]
+    return subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **(env or {})}, cwd=cwd)
+
+
+def test_tune_explain_and_conv(tmp_path, user_db):
+    model = tmp_path / "tiny.py"
+    model.write_text(MODEL)
+    r = _cli("tune", str(model), "--budget", "1")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0].startswith(CONV + " x1: best ") and "speedup" in lines[0] and "heuristic" in lines[0]
+    assert "tuned 2 distinct layers" in lines[-1]
+    best = tuning_db.best(CONV, ARCH)
+    assert best is not None and f"{best.solver} {tuning_db.params_key(best.params)}" in lines[0]
+    r = _cli("explain", str(model))
+    assert r.returncode == 0, r.stderr
+    assert f"choice: {best.solver} {tuning_db.params_key(best.params) if best.params else '{}'} from db" in r.stdout
+    assert "conv_depthwise           not applicable: not depthwise" in r.stdout
+    r = _cli("conv", "-c", "4", "-H", "6", "-W", "6", "-k", "8", "-p", "1", "-q", "1", "-u", "2", "--layout", "NHWC",
+             "-t", "1")
+    assert r.returncode == 0, r.stderr
+    assert "(ok)" in r.stdout and "GFLOP/s" in r.stdout
+    for bad, msg in ((["-F", "2"], "only the forward convolution"), (["-g", "3"], "-g 3 must divide"),
+                     (["--solver", "conv_depthwise"], "not applicable")):
+        r = _cli("conv", *bad)
+        assert r.returncode == 1 and r.stderr.count("\n") == 1 and msg in r.stderr, r.stderr
+    r = _cli("tune", str(model), "--target", "nvvm:sm_90")
+    assert r.returncode == 1 and "--measure-on" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_bundle_measure_import(tmp_path, user_db):
+    """--measure-on with the CPU target standing in for a GPU: the bundle, the runtime-only script, db import."""
+    model = tmp_path / "tiny.py"
+    model.write_text(MODEL)
+    r = _cli("tune", str(model), "--measure-on", str(tmp_path / "b.tune"), "--budget", "0")
+    assert r.returncode == 0, r.stderr
+    r = _cli("script", os.path.join(ROOT, "scripts", "measure_tuning.py"), str(tmp_path / "b.tune"),
+             str(tmp_path / "r.json"))
+    assert r.returncode == 0, r.stderr
+    results = json.loads((tmp_path / "r.json").read_text())["results"]
+    assert results and all(r["seconds"] for r in results)
+    r = _cli("db", "import", str(tmp_path / "r.json"))
+    assert r.returncode == 0 and f"imported {len(results)} records" in r.stdout
+    assert tuning_db.best(CONV, ARCH) is not None
+    r = _cli("db", "import", str(model))
+    assert r.returncode == 1 and "cannot read tuning results" in r.stderr
