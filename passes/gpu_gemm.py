@@ -96,6 +96,7 @@ class GemmSpec:
     k: int
     dtype: str
     conv: tuple | None = None     # (N, H, W, C, OH, OW, R, S, sh, sw, pt, pl, dh, dw)
+    groups: int = 1               # grouped convolution: n and k are per group; grid z = group
     bias: bool = False
     residual: bool = False
     activation: str = "none"
@@ -139,9 +140,10 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
     e = Emitter()
     t = tile
     T, dt = t.threads, spec.dtype
-    M, N, K = spec.m, spec.n, spec.k
+    M, N, K, G = spec.m, spec.n, spec.k, spec.groups
+    NT = N * G                                                       # columns of B and of the output
     # Global load widths: A contiguous along k (channels), B along n; whole passes of all the threads.
-    va = next(v for v in (4, 2, 1) if (spec.conv[3] if spec.conv else K) % v == 0 and (t.bm * t.bk) % (T * v) == 0)
+    va = next(v for v in (4, 2, 1) if (spec.conv[3] // G if spec.conv else K) % v == 0 and (t.bm * t.bk) % (T * v) == 0)
     vb = next(v for v in (4, 2, 1) if N % v == 0 and (t.bk * t.bn) % (T * v) == 0)
     gx, gy = -(-N // t.bn), -(-M // t.bm)
     names = [p for p, _ in params_sig]
@@ -150,18 +152,19 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
     bias = names[2] if spec.bias else None
     residual = names[2 + spec.bias] if spec.residual else None
     one, nt = e.c(1), e.c(T)
-    e.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(gx)}, %gy = {e.c(gy)}, %gz = {one}) "
+    e.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(gx)}, %gy = {e.c(gy)}, %gz = {e.c(G)}) "
            f"threads(%tx, %ty, %tz) in (%sx = {nt}, %sy = {one}, %sz = {one}) "
            f"workgroup(%As : memref<{t.bk}x{t.bm}xf32, {WG}>, %Bs : memref<{t.bk}x{t.bn}xf32, {WG}>) {{")
     as_t, bs_t = f"memref<{t.bk}x{t.bm}xf32, {WG}>", f"memref<{t.bk}x{t.bn}xf32, {WG}>"
     tid = "%tx"
     m0, n0 = e.mul("%by", e.c(t.bm)), e.mul("%bx", e.c(t.bn))
-    b2 = _collapse(e, b, types[b], len(types[b][7:].split("x")) - 1, K, N, dt)
-    out2 = _collapse(e, out, types[out], len(types[out][7:].split("x")) - 1, M, N, dt)
-    res2 = _collapse(e, residual, types[residual], len(types[residual][7:].split("x")) - 1, M, N, dt) \
+    b2 = _collapse(e, b, types[b], len(types[b][7:].split("x")) - 1, K, NT, dt)
+    out2 = _collapse(e, out, types[out], len(types[out][7:].split("x")) - 1, M, NT, dt)
+    res2 = _collapse(e, residual, types[residual], len(types[residual][7:].split("x")) - 1, M, NT, dt) \
         if residual else None
     if spec.conv:
         Nb, H, W, C, OH, OW, R, S, sh, sw, pt, pl, dh, dw = spec.conv
+        C //= G                                                      # channels per group
         a_t = types[a]
     else:
         a2 = _collapse(e, a, types[a], len(types[a][7:].split("x")) - 1, M, K, dt)
@@ -186,6 +189,7 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
     b_col = e.mul(e.rem(tid, e.c(per_brow)), e.c(vb))
     b_n = e.add(n0, b_col)
     b_nok = e.cmp("ult", b_n, e.c(N))
+    group_col = (lambda n: e.add(e.mul("%bz", e.c(N)), n)) if G > 1 else (lambda n: n)  # noqa: E731
     tx = e.rem(tid, e.c(t.bn // t.tn))
     ty = e.div(tid, e.c(t.bn // t.tn))
     a_off, b_off = e.mul(ty, e.c(t.tm)), e.mul(tx, e.c(t.tn))
@@ -200,6 +204,8 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
         if spec.conv:
             c = e.rem(k, e.c(C))
             rs = e.div(k, e.c(C))
+            if G > 1:
+                c = e.add(e.mul("%bz", e.c(C)), c)
             dr, ds = e.mul(e.div(rs, e.c(S)), e.c(dh)), e.mul(e.rem(rs, e.c(S)), e.c(dw))
         vecs = []
         for info in a_rows:
@@ -213,8 +219,8 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
                 vecs.append(_load_vec(e, ok, a2, a_t, [info["m"], k], va, dt))
         for kk in b_rows:
             kb = e.add(k0, kk)
-            vecs.append(_load_vec(e, e.both(b_nok, e.cmp("ult", kb, e.c(K))), b2, f"memref<{K}x{N}x{dt}>",
-                                  [kb, b_n], vb, dt))
+            vecs.append(_load_vec(e, e.both(b_nok, e.cmp("ult", kb, e.c(K))), b2, f"memref<{K}x{NT}x{dt}>",
+                                  [kb, group_col(b_n)], vb, dt))
         return vecs
 
     # Software pipelining through registers: the next tiles' global loads are issued before this
@@ -264,13 +270,14 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
                 e.open(f"scf.if {col_ok[j]} {{")
             v = e.fresh("s")
             e.emit(f"{v} = vector.extract {res}#{i}[{j}] : f32 from {acc_t}")
-            for src, idx, mt in ((bias, [n], types[bias] if bias else ""), (res2, [m, n], f"memref<{M}x{N}x{dt}>")):
+            col = group_col(n)
+            for src, idx, mt in ((bias, [col], types[bias] if bias else ""), (res2, [m, col], f"memref<{M}x{NT}x{dt}>")):
                 if src:
                     x = e.fresh("e")
                     e.emit(f"{x} = memref.load {src}[{', '.join(idx)}] : {mt}")
                     v = e.scalar("arith.addf", v, e.to_f32(x, dt))
             v = e.from_f32(activation(e, spec.activation, spec.activation_params, v), dt)
-            e.emit(f"memref.store {v}, {out2}[{m}, {n}] : memref<{M}x{N}x{dt}>")
+            e.emit(f"memref.store {v}, {out2}[{m}, {col}] : memref<{M}x{NT}x{dt}>")
             if ragged and j:
                 e.close()
         e.close()

@@ -502,14 +502,14 @@ class GpuGemmSolver(Solver):
 
 class ConvImplicitGemmGpu(GpuGemmSolver):
     """NHWC convolution as an implicit GEMM (input pixels read in place, zero padding by predicates):
-    M = N*OH*OW, N = K, K = R*S*C; strided and dilated."""
+    M = N*OH*OW, N = K, K = R*S*C; strided, dilated and grouped (one GEMM per group: grid z)."""
     name = "conv_implicit_gemm_gpu"
 
     def is_applicable(self, p, target):
         if p.layout != "NHWC":
             return "needs NHWC activations (prim-select wraps NCHW in transposes)"
-        if p.groups != 1:
-            return f"grouped convolution (groups={p.groups})"
+        if p.groups != 1 and p.k // p.groups < 8:
+            return f"fewer than 8 output channels per group ({p.k // p.groups}; depthwise-like)"
 
     def filter_layout(self):
         return "RSCK"
@@ -519,8 +519,10 @@ class ConvImplicitGemmGpu(GpuGemmSolver):
 
     def spec(self, p, attrs):
         pt, pl, _, _ = p.padding
+        g = p.groups
         conv = (p.n, p.h, p.w, p.c, p.oh, p.ow, p.r, p.s, *p.strides, pt, pl, *p.dilations)
-        return gpu_gemm.GemmSpec(p.n * p.oh * p.ow, p.k, p.r * p.s * p.c, p.dtype, conv, **self._epilogue(p, attrs))
+        return gpu_gemm.GemmSpec(p.n * p.oh * p.ow, p.k // g, p.r * p.s * p.c // g, p.dtype, conv, groups=g,
+                                 **self._epilogue(p, attrs))
 
     def build(self, kt, operands, attrs, shape, dtype, params):
         return emit_conv2d(kt, "conv2d", operands, attrs, shape, dtype)

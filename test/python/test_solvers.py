@@ -65,6 +65,8 @@ CONV = [
          bias=False, epilogue="bias+leaky"),
     dict(id="grouped2", x=(1, 4, 9, 7), K=6, kernel=(3, 3), stride=(1, 2), padding=1, dilation=1, groups=2,
          bias=False, epilogue="bias+res+relu"),
+    dict(id="grouped4_wide", x=(2, 8, 9, 7), K=32, kernel=(3, 3), stride=(2, 1), padding=(1, 0, 1, 2), dilation=1,
+         groups=4, bias=False, epilogue="bias+res+relu"),
     dict(id="dw_multiplier2", x=(1, 3, 9, 7), K=6, kernel=(3, 3), stride=1, padding=1, dilation=1, groups=3,
          bias=True, epilogue="none"),
 ]
@@ -78,7 +80,9 @@ def _pair(v):
 def applies(solver, cfg):
     """Where each conv solver applies, written down independently of solvers.is_applicable."""
     C, G, K = cfg["x"][1], cfg["groups"], cfg["K"]
-    if solver in ("conv_direct", "conv_im2col_gemm", "conv_implicit_gemm_gpu"):
+    if solver == "conv_implicit_gemm_gpu":
+        return G == 1 or K // G >= 8
+    if solver in ("conv_direct", "conv_im2col_gemm"):
         return G == 1
     if solver == "conv_1x1_gemm":
         return G == 1 and tuple(cfg["kernel"]) == (1, 1) and _pair(cfg["stride"]) == (1, 1) and \
@@ -96,7 +100,7 @@ def applies(solver, cfg):
 DEFAULT_CONV_SOLVER = {"3x3_s2_asympad": "conv_direct", "3x3_s1_asympad_odd": "conv_direct", "3x2_dil2_s1x2": "conv_direct",
                        "2x3_dil2x1_plain": "conv_direct", "1x1": "conv_1x1_gemm", "1x1_bias_plain": "conv_1x1_gemm",
                        "1x1_s2": "conv_direct", "1x1_pad1": "conv_direct", "dw_s2_asympad": "conv_depthwise",
-                       "dw_dil2": "conv_depthwise", "grouped2": "conv_reference", "dw_multiplier2": "conv_reference"}
+                       "dw_dil2": "conv_depthwise", "grouped2": "conv_reference", "grouped4_wide": "conv_reference", "dw_multiplier2": "conv_reference"}
 
 
 def conv_case(net: Net, cfg, layout):
@@ -222,7 +226,7 @@ def test_conv_solver_applicability(solver, layout):
     """Forcing a solver: it runs where it applies; elsewhere OpenPrimError names the solver, the problem
     and the reason, at the line of the model that made the convolution."""
     reasons = {"conv_direct": "grouped convolution", "conv_im2col_gemm": "grouped convolution",
-               "conv_implicit_gemm_gpu": "grouped convolution",
+               "conv_implicit_gemm_gpu": "fewer than 8 output channels per group",
                "conv_winograd_f2x3": "not a 3x3, stride-1, undilated convolution|grouped convolution",
                "conv_winograd_f4x3": "not a 3x3, stride-1, undilated convolution|grouped convolution",
                "conv_1x1_gemm": "not a 1x1, stride-1, unpadded convolution|grouped convolution",
