@@ -7,12 +7,15 @@ onnx.checker first. Initializers become `g.param`. Every tensor whose value is k
 Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains of exporters) is kept as a numpy array, folded
 with onnx's reference evaluator, and becomes a graph param only when a compute op consumes it.
 
-Mapped ops: Conv (1-d and 2-d, auto_pad), BatchNormalization (inference), Relu, LeakyRelu, Clip
-(constant bounds), Sigmoid, Tanh, Gelu, Elu, HardSigmoid, HardSwish, Add/Sub/Mul/Div, MaxPool and
-AveragePool (1-d and 2-d), GlobalAveragePool, Gemm, MatMul, Softmax, LogSoftmax, LayerNormalization,
-GroupNormalization (opset 21), InstanceNormalization, Reshape, Flatten, Transpose, Concat, Pad
-(constant), Squeeze/Unsqueeze, Identity, Dropout (inference), Cast to a float type.
+Mapped ops: Conv (1-d and 2-d, auto_pad), BatchNormalization (inference), Relu, LeakyRelu, PRelu,
+Clip (constant bounds), Sigmoid, Tanh, Gelu, Elu, HardSigmoid, HardSwish, Add/Sub/Mul/Div, Neg, Sum,
+MaxPool and AveragePool (1-d and 2-d), GlobalAveragePool, Gemm, MatMul, Softmax, LogSoftmax,
+LayerNormalization, GroupNormalization (opset 21), InstanceNormalization, Reshape, Flatten, Transpose,
+Concat, Pad (constant), Squeeze/Unsqueeze, Identity, Dropout (inference), Cast to a float type.
 
+A model older than opset 13 (the PyTorch-converted models of onnx's backend tests are opset 6-12) is
+first converted to opset 13 with onnx.version_converter, which rewrites the attributes that later
+became inputs (Pad's pads, Clip's bounds, Unsqueeze's axes) and the changed Softmax semantics.
 A model whose opset is newer than 21 is accepted node by node: a node passes only if its op's
 definition at that opset has the same inputs, outputs and attributes as at opset 21 (Conv-22 or
 Reshape-25 only add element types). Unsupported ops and attributes, dynamic shapes and non-float
@@ -477,6 +480,18 @@ class _Importer:
     def op_Tanh(self, a): return self.g.tanh(self.t(0))
     def op_LeakyRelu(self, a): return self.g.leaky_relu(self.t(0), float(a.get("alpha", 0.01)))
     def op_Elu(self, a): return self.g.elu(self.t(0), float(a.get("alpha", 1.0)))
+    def op_Neg(self, a): return self.g.mul(self.t(0), -1.0)
+
+    def op_PRelu(self, a):
+        """x for x >= 0, slope * x below: relu(x) - slope * relu(-x), exact (one term is 0)."""
+        x = self.t(0)
+        try:
+            ok = np.broadcast_shapes(self.shape(1), x.shape) == x.shape
+        except ValueError:
+            ok = False
+        if not ok:
+            self.fail(f"slope of shape {self.shape(1)} does not broadcast to X {x.shape}")
+        return self.g.sub(self.g.relu(x), self.g.mul(self.t(1), self.g.relu(self.g.mul(x, -1.0))))
 
     def op_Gelu(self, a):
         approx = a.get("approximate", "none")
@@ -514,6 +529,12 @@ class _Importer:
     def op_Sub(self, a): return self._binary(self.g.sub)
     def op_Mul(self, a): return self._binary(self.g.mul)
     def op_Div(self, a): return self._binary(self.g.div)
+
+    def op_Sum(self, a):
+        y = self.t(0)
+        for i in range(1, len(self.node.input)):
+            y = self.g.add(y, self.t(i))
+        return y
 
     # --- matmul / gemm
     def op_Gemm(self, a):
@@ -716,7 +737,23 @@ def import_model(model_or_path, input_shapes: dict | None = None) -> Graph:
         onnx.checker.check_model(model)
     except Exception as e:  # noqa: BLE001
         raise OpenPrimError(f"malformed ONNX model: {_first_line(e)}") from None
-    return _Importer(model, input_shapes).run()
+    return _Importer(_upgrade(model), input_shapes).run()
+
+
+def _upgrade(model):
+    """A model below opset 13 converted to opset 13 (unchanged otherwise), or one clear error."""
+    from onnx import version_converter
+    opset = max([i.version for i in model.opset_import if i.domain in ("", "ai.onnx")], default=0)
+    if opset >= MIN_OPSET:
+        return model
+    try:
+        model = version_converter.convert_version(model, MIN_OPSET)
+    except Exception as e:  # noqa: BLE001
+        raise OpenPrimError(f"ONNX model uses opset {opset}; converting it to opset {MIN_OPSET} "
+                            f"failed: {_first_line(e)}") from None
+    # IR < 4 wants every initializer listed as a graph input; the converter adds unlisted ones
+    model.ir_version = max(model.ir_version, 7)
+    return model
 
 
 def _first_line(e):

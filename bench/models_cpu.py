@@ -1,0 +1,83 @@
+"""Benchmark: the PyTorch models of examples/torch_models.py through both importers, on the CPU.
+
+    python bench/models_cpu.py [--repeat 20] [--models resnet18,mobilenet_v2] [--append]
+
+For each model (batch 1; 3x224x224 images, or 64 tokens of width 256 for the transformer block):
+the compile time through torch.export (export + import + openprim.compile) and through ONNX (export
+to ONNX + import + openprim.compile), then the median latency of both executables and of PyTorch
+eager on the same input, in the same process with 2 threads, and the largest difference from eager
+relative to the output's scale. `--append` adds the table to bench/RESULTS.md.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "examples"))
+
+import torch_models  # noqa: E402
+from timing import median_time  # noqa: E402
+
+import openprim  # noqa: E402
+
+HEADING = "## Models through the importers (CPU)"
+
+
+def bench(name, repeat):
+    model, x = torch_models.get(name), torch_models.example_input(name)
+    row = {"model": name, "input": "x".join(map(str, x.shape))}
+    exes = {}
+    for via in ("torch", "onnx"):
+        t0 = time.perf_counter()
+        exes[via] = openprim.compile(torch_models.build(name, via=via), target="cpu")
+        row[via + "_s"] = time.perf_counter() - t0
+    xn = x.numpy()
+    with torch.no_grad():
+        want = model(x).numpy()
+        row["eager_ms"] = 1e3 * median_time(lambda: model(x), repeat)
+    for via, exe in exes.items():
+        row[via + "_ms"] = 1e3 * median_time(lambda: exe(xn), repeat)
+    row["diff"] = max(float(np.abs(np.asarray(exe(xn)) - want).max()) for exe in exes.values()) / float(
+        np.abs(want).max())
+    return row
+
+
+def table(rows, repeat):
+    lines = ["| model | input | compile: torch.export / ONNX | run: ours via torch / via ONNX | PyTorch eager | "
+             "eager / ours | max rel diff |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['model']} | {r['input']} | {r['torch_s']:.1f} s / {r['onnx_s']:.1f} s | "
+                     f"{r['torch_ms']:.2f} / {r['onnx_ms']:.2f} ms | {r['eager_ms']:.2f} ms | "
+                     f"{r['eager_ms'] / r['torch_ms']:.2f}x | {r['diff']:.1e} |")
+    return "\n".join(lines) + f"\n\nMedians of {repeat} runs, 2 threads, fp32, batch 1.\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--models", default=",".join(torch_models.MODELS))
+    ap.add_argument("--append", action="store_true", help="append the table to bench/RESULTS.md")
+    args = ap.parse_args()
+    torch.set_num_threads(2)
+    rows = []
+    for name in args.models.split(","):
+        rows.append(bench(name, args.repeat))
+        print(f"{name}: done", file=sys.stderr)
+    text = table(rows, args.repeat)
+    print(text)
+    if args.append:
+        with open(os.path.join(HERE, "RESULTS.md"), "a") as f:
+            f.write(f"\n{HEADING}\n\n`python bench/models_cpu.py --repeat {args.repeat}`: the models of\n"
+                    "examples/torch_models.py (torchvision's layer structure, random weights). Compile time is\n"
+                    "export + import + openprim.compile; eager is PyTorch 2.13.0 (oneDNN) in the same process.\n\n"
+                    + text)
+
+
+if __name__ == "__main__":
+    main()
