@@ -4,7 +4,8 @@
     python bench/gpu_kernels.py run DIR                            # on the GPU machine: runtime + torch only
 
 Cases: the ResNet-50 3x3 convolution N=32, C=K=128, 28x28 (fp32 and fp16, NCHW and NHWC) against
-torch.nn.functional.conv2d with TF32 off and with PyTorch's default; and memory-bound kernels (relu,
+torch.nn.functional.conv2d with TF32 off and with PyTorch's default; an 8192^3 GEMM (f16 on tensor cores,
+bf16 on the SIMT kernel) against torch.matmul; and memory-bound kernels (relu,
 batch norm, 3x3/s2 max pool, softmax over rows) as achieved bandwidth over a device-to-device copy.
 Every case is also checked against torch in float64 on the same random input before it is timed.
 """
@@ -21,6 +22,14 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from runtime_path import import_runtime  # noqa: E402
 
 CONV = dict(n=32, c=128, h=28, w=28, k=128, r=3, stride=1, pad=1)
+# The ResNet-50 layers of shared/notes/h200-baselines.md (fp16 NHWC, batch 32).
+RESNET50 = [dict(n=32, c=3, h=224, w=224, k=64, r=7, stride=2, pad=3), dict(n=32, c=64, h=56, w=56, k=64, r=1, stride=1, pad=0),
+            dict(n=32, c=64, h=56, w=56, k=64, r=3, stride=1, pad=1), dict(n=32, c=64, h=56, w=56, k=256, r=1, stride=1, pad=0),
+            dict(n=32, c=128, h=28, w=28, k=128, r=3, stride=1, pad=1),
+            dict(n=32, c=256, h=14, w=14, k=256, r=3, stride=1, pad=1),
+            dict(n=32, c=512, h=7, w=7, k=512, r=3, stride=1, pad=1),
+            dict(n=32, c=1024, h=14, w=14, k=256, r=1, stride=1, pad=0)]
+GEMM_SIZE = 8192
 
 
 def cases():
@@ -28,19 +37,32 @@ def cases():
     from openprim.frontend import Graph
     rng = np.random.default_rng(0)
     out = {}
+    def conv_case(p, dtype, layout, epilogue=False):
+        w = rng.standard_normal((p["k"], p["c"], p["r"], p["r"])) * np.sqrt(2 / (p["c"] * p["r"] ** 2))
+        bias = rng.standard_normal(p["k"]) * 0.1
+
+        def conv():
+            g = Graph(name="conv", layout=layout, dtype=dtype)
+            shape = (p["n"], p["c"], p["h"], p["w"]) if layout == "NCHW" else (p["n"], p["h"], p["w"], p["c"])
+            wt = g.param("w", w if layout == "NCHW" else w.transpose(0, 2, 3, 1))
+            y = g.conv2d(g.input("x", shape), wt, bias=g.param("b", bias) if epilogue else None,
+                         stride=p["stride"], padding=p["pad"])
+            g.output(g.relu(y) if epilogue else y)
+            return g
+        return conv, {"kind": "conv", "dtype": dtype, "layout": layout, "conv": p, "w": w,
+                      **({"bias": bias} if epilogue else {})}
     for dtype in ("f32", "f16"):
         for layout in ("NCHW", "NHWC"):
-            p = CONV
-            w = rng.standard_normal((p["k"], p["c"], p["r"], p["r"])) * np.sqrt(2 / (p["c"] * 9))
-
-            def conv(dtype=dtype, layout=layout, w=w):
-                g = Graph(name="conv", layout=layout, dtype=dtype)
-                shape = (p["n"], p["c"], p["h"], p["w"]) if layout == "NCHW" else (p["n"], p["h"], p["w"], p["c"])
-                x = g.input("x", shape)
-                wt = g.param("w", w if layout == "NCHW" else w.transpose(0, 2, 3, 1))
-                g.output(g.conv2d(x, wt, stride=p["stride"], padding=p["pad"]))
-                return g
-            out[f"conv3x3_{dtype}_{layout}"] = (conv, {"kind": "conv", "dtype": dtype, "layout": layout, "w": w})
+            out[f"conv3x3_{dtype}_{layout}"] = conv_case(CONV, dtype, layout)
+    out["conv3x3_bias_relu_f16_NHWC"] = conv_case(CONV, "f16", "NHWC", epilogue=True)
+    for p in RESNET50:
+        out[f"r50_{p['c']}x{p['h']}_k{p['k']}_{p['r']}x{p['r']}s{p['stride']}_f16_NHWC"] = conv_case(p, "f16", "NHWC")
+    for dtype in ("f16", "bf16"):
+        def gemm(dtype=dtype):
+            g = Graph(name="gemm", dtype=dtype)
+            g.output(g.matmul(g.input("a", (GEMM_SIZE, GEMM_SIZE)), g.input("b", (GEMM_SIZE, GEMM_SIZE))))
+            return g
+        out[f"gemm{GEMM_SIZE}_{dtype}"] = (gemm, {"kind": "gemm", "dtype": dtype})
     shape = (32, 56, 56, 128)
     for dtype in ("f32", "f16"):
         def relu(dtype=dtype):
@@ -70,17 +92,20 @@ def cases():
     return out
 
 
-def build(directory, target):
+def build(directory, target, only=()):
     from openprim import compiler
     os.makedirs(directory, exist_ok=True)
     summary = {}
     for name, (fn, meta) in cases().items():
+        if only and not any(o in name for o in only):
+            continue
         t0 = time.perf_counter()
         g = fn()
         info = compiler.save(g, os.path.join(directory, name + ".oprim"), target)
-        meta = {k: v for k, v in meta.items() if k != "w"}
-        if "w" in cases()[name][1]:
-            np.save(os.path.join(directory, name + ".w.npy"), cases()[name][1]["w"])
+        for key in ("w", "bias"):
+            if key in meta:
+                np.save(os.path.join(directory, f"{name}.{key}.npy"), meta[key])
+        meta = {k: v for k, v in meta.items() if k not in ("w", "bias")}
         summary[name] = {**meta, "compile_s": time.perf_counter() - t0, "input": g.inputs[0].shape}
         print(f"{name}: compiled for {target} in {summary[name]['compile_s']:.2f} s")
     with open(os.path.join(directory, "cases.json"), "w") as f:
@@ -93,12 +118,18 @@ def torch_reference(torch, meta, x, directory, name):
     kind = meta["kind"]
     if kind == "conv":
         w = torch.from_numpy(np.load(os.path.join(directory, name + ".w.npy")))
-        nhwc = meta["layout"] == "NHWC"
+        bias_file = os.path.join(directory, name + ".bias.npy")
+        bias = torch.from_numpy(np.load(bias_file)).cuda() if os.path.exists(bias_file) else None
+        nhwc, p = meta["layout"] == "NHWC", meta["conv"]
 
-        def fn(xt, wt):
-            y = F.conv2d(xt.permute(0, 3, 1, 2) if nhwc else xt, wt, stride=CONV["stride"], padding=CONV["pad"])
+        def fn(xt, wt):  # PyTorch eager: cuDNN's conv (with bias), then relu when the case has an epilogue
+            b = None if bias is None else bias.to(wt.dtype)
+            y = F.conv2d(xt.permute(0, 3, 1, 2) if nhwc else xt, wt, b, stride=p["stride"], padding=p["pad"])
+            y = y if bias is None else F.relu(y)
             return y.permute(0, 2, 3, 1) if nhwc else y
         return fn, w
+    if kind == "gemm":
+        return (lambda xt, yt: xt @ yt), None
     if kind == "relu":
         return (lambda xt, _: F.relu(xt)), None
     if kind == "max_pool3x3s2":
@@ -125,11 +156,15 @@ def run(directory):
     for name, meta in summary.items():
         net = runtime.load(os.path.join(directory, name + ".oprim"))
         shape = meta["input"]
-        x = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
-        y = np.asarray(net(x), np.float64)
-        tdt = {"f32": torch.float32, "f16": torch.float16}[meta["dtype"]]
+        rng = np.random.default_rng(1)
+        feeds = [rng.standard_normal(shape).astype(np.float32) for _ in net.plan["inputs"]]
+        x = feeds[0]
+        y = np.asarray(net(*feeds), np.float64)
+        tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[meta["dtype"]]
         fn, w = torch_reference(torch, meta, x, directory, name)
         xt = torch.from_numpy(x).to(dev)
+        if meta["kind"] == "gemm":  # the second input plays the weight; compare on the rounded inputs
+            xt, w = xt.to(tdt).float(), torch.from_numpy(feeds[1]).to(tdt).float()
         row = {"case": name}
         ms = net.time_ms(repeat=50)
         if fn is not None:
@@ -142,9 +177,13 @@ def run(directory):
                 torch.backends.cudnn.allow_tf32 = True
             row["torch_ms"] = triton.testing.do_bench(lambda: fn(xq, wq), return_mode="median")
         row["ms"] = ms
-        if meta["kind"] == "conv":
-            p = CONV
-            flops = 2 * p["n"] * p["k"] * p["h"] * p["w"] * p["c"] * p["r"] * p["r"]
+        if meta["kind"] in ("conv", "gemm"):
+            if meta["kind"] == "conv":
+                p = meta["conv"]
+                oh = (p["h"] + 2 * p["pad"] - p["r"]) // p["stride"] + 1
+                flops = 2 * p["n"] * p["k"] * oh * oh * p["c"] * p["r"] * p["r"]
+            else:
+                flops = 2 * GEMM_SIZE ** 3
             row["tflops"] = flops / ms / 1e9
         else:
             item = 4 if meta["dtype"] == "f32" else 2
@@ -154,10 +193,14 @@ def run(directory):
             row["of_copy"] = row["gbs"] / copy_gbs
         rows.append(row)
         print(json.dumps(row))
+    ratios = [r["torch_ms"] / r["ms"] for r in rows if r["case"].startswith("r50_")]
+    if ratios:
+        print(f"ResNet-50 layers (fp16 NHWC): geometric mean {np.exp(np.mean(np.log(ratios))):.2f}x cuDNN")
     print(f"\n{'case':28s} {'ours ms':>9s} {'torch ms':>9s} {'ratio':>6s}  extra")
     for r in rows:
         ratio = r["torch_ms"] / r["ms"] if "torch_ms" in r else float("nan")
-        extra = (f"{r['tflops']:.1f} TFLOP/s, vs cuDNN no-TF32 {r['torch_ms_no_tf32'] / r['ms']:.2f}x"
+        extra = (f"{r['tflops']:.1f} TFLOP/s" + (f", vs cuDNN no-TF32 {r['torch_ms_no_tf32'] / r['ms']:.2f}x"
+                                                 if "torch_ms_no_tf32" in r else "")
                  if "tflops" in r else f"{r['gbs']:.0f} GB/s = {r['of_copy']:.0%} of copy")
         print(f"{r['case']:28s} {r['ms']:9.3f} {r.get('torch_ms', float('nan')):9.3f} {ratio:6.2f}  {extra}"
               f"  err {r.get('rel_err', float('nan')):.1e}")
@@ -171,5 +214,6 @@ if __name__ == "__main__":
     ap.add_argument("mode", choices=("build", "run"))
     ap.add_argument("dir")
     ap.add_argument("--target", default="nvvm:sm_90")
+    ap.add_argument("--only", nargs="*", default=(), help="build only the cases whose names contain these")
     a = ap.parse_args()
-    build(a.dir, a.target) if a.mode == "build" else run(a.dir)
+    build(a.dir, a.target, a.only) if a.mode == "build" else run(a.dir)

@@ -91,7 +91,7 @@ GPU_MAP = (  # after memref-copy-to-linalg: linalg -> loop nests on the grid -> 
 DEVICE = "device"
 GPU_TO_BINARY = {
     "nvvm": ("nvvm-attach-target{{chip={arch} O=3}}",
-             "gpu.module(fold-memref-alias-ops,expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm{{use-bare-ptr-memref-call-conv=true}})",
+             "gpu.module(fold-memref-alias-ops,expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm{{use-bare-ptr-memref-call-conv=true}},convert-nvgpu-to-nvvm)",
              "reconcile-unrealized-casts", "gpu-module-to-binary{{format=isa}}"),
     "rocdl": ("gpu.module(fold-memref-alias-ops,expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-rocdl{{chipset={arch} "
               "runtime=HIP use-bare-ptr-memref-call-conv=true}})", "reconcile-unrealized-casts"),
@@ -111,11 +111,13 @@ def _pointer_facts(f: ir.Operation) -> None:
 
 def _fits_32_bits(mods) -> bool:
     """Every memref the kernels index has fewer than 2**31 elements (so do the grids: one thread per
-    element at most)."""
+    element at most), and no nvgpu op needs 64-bit descriptors."""
     most = 0
 
     def visit(op):
         nonlocal most
+        if op.name.startswith("nvgpu."):  # convert-nvgpu-to-nvvm lowers memrefs with 64-bit indices
+            most = 2 ** 63
         for r in list(op.results) + [a for reg in op.regions for b in reg.blocks for a in b.arguments]:
             if isinstance(r.type, ir.MemRefType) and r.type.has_static_shape:
                 most = max(most, math.prod(r.type.shape))

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import gpu_gemm, schedules
+from . import gpu_gemm, gpu_mma, schedules
 from .semantics import KernelText, V, amap, emit_conv2d, emit_matmul, epilogue, ttype
 
 
@@ -547,10 +547,40 @@ class GemmGpu(GpuGemmSolver):
         return emit_matmul(kt, "matmul", operands, attrs, shape, dtype)
 
 
+class MmaSolver:
+    """Mixin: the tensor-core kernel (gpu_mma.py) on NVIDIA for f16/bf16, where its 16-byte row loads
+    apply; efficiency is relative to the fp32 SIMT peak that the roofline uses (mma.sync: several times it)."""
+    targets = ("nvvm",)
+    efficiency = 3.0
+
+    def is_applicable(self, p, target):
+        return super().is_applicable(p, target) or gpu_mma.applicable(self.spec(p, {"activation": "none",
+                                                                                      "activation_params": ()}))
+
+    def tunables(self, p):
+        return {}
+
+    def default_params(self, p):
+        return {}
+
+    def gpu_kernel(self, name, signature, p, params, attrs):
+        return gpu_mma.mma_kernel(name, signature, self.spec(p, attrs))
+
+
+class ConvImplicitGemmMma(MmaSolver, ConvImplicitGemmGpu):
+    """Implicit-GEMM convolution on tensor cores (mma.sync m16n8k16, f32 accumulators)."""
+    name = "conv_implicit_gemm_mma"
+
+
+class GemmMma(MmaSolver, GemmGpu):
+    """matmul / linear on tensor cores."""
+    name = "gemm_mma"
+
+
 GEMM = Gemm()
 SOLVERS = {s.name: s for s in (ConvDirect(), Conv1x1Gemm(), ConvIm2colGemm(), ConvDepthwise(), ConvReference(),
                                GEMM, GemmReference(), ConvWinogradF2x3(), ConvWinogradF4x3(), ConvImplicitGemmGpu(),
-                               GemmGpu())}
+                               GemmGpu(), ConvImplicitGemmMma(), GemmMma())}
 
 
 def applicable(problem, op: str, target: str) -> list[tuple["Solver", str | None]]:
