@@ -104,7 +104,7 @@ def build(directory, target, only=()):
         info = compiler.save(g, os.path.join(directory, name + ".oprim"), target)
         for key in ("w", "bias"):
             if key in meta:
-                np.save(os.path.join(directory, f"{name}.{key}.npy"), meta[key])
+                np.save(os.path.join(directory, f"{name}.{key}.npy"), np.float32(meta[key]))
         meta = {k: v for k, v in meta.items() if k not in ("w", "bias")}
         summary[name] = {**meta, "compile_s": time.perf_counter() - t0, "input": g.inputs[0].shape}
         print(f"{name}: compiled for {target} in {summary[name]['compile_s']:.2f} s")

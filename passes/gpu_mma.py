@@ -4,6 +4,7 @@ The same problem as gpu_gemm.py (implicit-GEMM convolution NHWC x RSCK, or matmu
 staging and epilogue, with the inner product on the matrix units:
 
     block 128 x 128, BK = 32, 8 warps as 2 (m) x 4 (n), each warp a 64 x 32 tile = 4 x 4 mma tiles
+    (or 64 x 64 with 4 warps of 32 x 32 when the problem has too few 128 x 128 blocks)
     regs = global tiles at k0 = 0              (16-byte loads: 8 channels / 8 columns per thread)
     for k0 in 0..K step 32:
         regs -> As[128][32+8], Bs[32][128+8]     (rows padded by 16 bytes: ldmatrix without bank conflicts)
@@ -23,10 +24,10 @@ from __future__ import annotations
 from .gpu_gemm import WG, Emitter, GemmSpec, _collapse
 from .semantics import activation
 
-BM, BN, BK, THREADS = 128, 128, 32, 256
-WARPS_M, WARPS_N = 2, 4
-TILES_M, TILES_N = BM // WARPS_M // 16, BN // WARPS_N // 8     # mma tiles per warp: 4 x 4
-PAD = 8
+BK, PAD = 32, 8
+# (BM, BN, warps along m, warps along n): 8 warps with 64x32 warp tiles, or 4 warps with 32x32 ones
+# for problems too small to give every multiprocessor a 128x128 block.
+TILES = {"large": (128, 128, 2, 4), "small": (64, 64, 2, 2)}
 
 
 def applicable(spec: GemmSpec) -> str | None:
@@ -56,7 +57,10 @@ def _load8(e: Emitter, ok: str, memref: str, mtype: str, idx: list, dt: str) -> 
     return n
 
 
-def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec) -> str:
+def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, tile: str = "large") -> str:
+    BM, BN, WARPS_M, WARPS_N = TILES[tile]
+    THREADS = 32 * WARPS_M * WARPS_N
+    TILES_M, TILES_N = BM // WARPS_M // 16, BN // WARPS_N // 8     # mma tiles per warp
     e = Emitter()
     dt = spec.dtype
     M, N, K = spec.m, spec.n, spec.k
@@ -163,27 +167,32 @@ def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec) -> 
     e.emit("gpu.barrier")
     e.emit(f"scf.yield {', '.join(cur + following)} : {', '.join(types_out)}")
     e.close()
-    # Epilogue from the accumulator fragments.
+    # Epilogue from the accumulator fragments: each thread owns column pairs (N is a multiple of 8), so
+    # the two values of a pair are stored together.
     qrow, qcol = e.div(lane, e.c(4)), e.mul(e.rem(lane, e.c(4)), e.c(2))
+    ot = f"memref<{M}x{N}x{dt}>"
     for i in range(TILES_M):
         for r in range(2):
             m = e.add(m0, e.add(wm, e.add(e.c(16 * i + 8 * r), qrow)))
             e.open(f"scf.if {e.cmp('ult', m, e.c(M))} {{")
             for j in range(TILES_N):
+                n = e.add(n0, e.add(wn, e.add(e.c(8 * j), qcol)))
+                e.open(f"scf.if {e.cmp('ult', n, e.c(N))} {{")
+                pair = []
                 for c in range(2):
-                    n = e.add(n0, e.add(wn, e.add(e.c(8 * j + c), qcol)))
-                    e.open(f"scf.if {e.cmp('ult', n, e.c(N))} {{")
                     v = e.fresh("s")
                     e.emit(f"{v} = vector.extract {res}#{i * TILES_N + j}[{r}, {c}] : f32 from {acc_t}")
-                    for src, idx, mt in ((bias, [n], types[bias] if bias else ""),
-                                         (res2, [m, n], f"memref<{M}x{N}x{dt}>")):
+                    col = e.add(n, e.c(c)) if c else n
+                    for src, idx, mt in ((bias, [col], types[bias] if bias else ""), (res2, [m, col], ot)):
                         if src:
                             x = e.fresh("e")
                             e.emit(f"{x} = memref.load {src}[{', '.join(idx)}] : {mt}")
                             v = e.scalar("arith.addf", v, e.to_f32(x, dt))
-                    v = e.from_f32(activation(e, spec.activation, spec.activation_params, v), dt)
-                    e.emit(f"memref.store {v}, {out2}[{m}, {n}] : memref<{M}x{N}x{dt}>")
-                    e.close()
+                    pair.append(e.from_f32(activation(e, spec.activation, spec.activation_params, v), dt))
+                vec = e.fresh("p")
+                e.emit(f"{vec} = vector.from_elements {pair[0]}, {pair[1]} : vector<2x{dt}>")
+                e.emit(f"vector.store {vec}, {out2}[{m}, {n}] {{alignment = 4}} : {ot}, vector<2x{dt}>")
+                e.close()
             e.close()
     e.emit("gpu.terminator")
     e.emit("}")

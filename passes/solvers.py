@@ -558,13 +558,14 @@ class MmaSolver:
                                                                                       "activation_params": ()}))
 
     def tunables(self, p):
-        return {}
+        return {"tile": list(range(len(gpu_mma.TILES)))}
 
     def default_params(self, p):
-        return {}
+        m, n = self.gemm_shape(p)
+        return {"tile": 0 if -(-m // 128) * -(-n // 128) >= GpuGemmSolver.MULTIPROCESSORS else 1}
 
     def gpu_kernel(self, name, signature, p, params, attrs):
-        return gpu_mma.mma_kernel(name, signature, self.spec(p, attrs))
+        return gpu_mma.mma_kernel(name, signature, self.spec(p, attrs), list(gpu_mma.TILES)[params["tile"]])
 
 
 class ConvImplicitGemmMma(MmaSolver, ConvImplicitGemmGpu):
