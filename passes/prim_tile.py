@@ -17,7 +17,7 @@ from openprim import dialect
 from openprim.errors import OpenPrimError
 from openprim.targets import parse_target
 
-from . import gpu_rows, gpu_transpose, schedules
+from . import gpu_pool, gpu_rows, gpu_transpose, schedules
 from .kernels import outline
 from .solvers import SOLVERS, THREADS, problem_of
 
@@ -60,7 +60,8 @@ def _row_op(op) -> int:
 
 def gpu_kernel(text: str, kt, ops) -> ir.Module:
     """GPU targets: the solver's own gpu-dialect kernel (bufferized, with its launch) where it has one,
-    a block-per-row kernel for row reductions, a tiled transpose for layout changes; otherwise the
+    a block-per-row kernel for row reductions, a one-pass pooling kernel, a tiled transpose for layout
+    changes; otherwise the
     linalg kernel, which prim-lower maps onto the grid loop nest by loop nest."""
     op = ops[0]
     header = text[text.index("func.func"):].split("{", 1)[0]
@@ -71,6 +72,10 @@ def gpu_kernel(text: str, kt, ops) -> ir.Module:
         kernel = gpu_rows.row_kernel(name, signature, op.name[5:], reduced, dialect.dtype_name(
             op.result.type.element_type), dialect.op_attrs(op), tuple(g is not None for g in groups[1:3]))
         return ir.Module.parse(kernel)
+    if len(ops) == 1 and op.name in ("prim.max_pool2d", "prim.avg_pool2d") and dialect.op_attrs(op)["layout"] == "NHWC":
+        return ir.Module.parse(gpu_pool.pool_kernel(name, signature, op.name[5:8], dialect.op_attrs(op),
+                                                    tuple(op.result.type.shape),
+                                                    dialect.dtype_name(op.result.type.element_type)))
     if len(ops) == 1 and op.name == "prim.transpose" and gpu_transpose.split(dialect.op_attrs(op)["perm"]):
         return ir.Module.parse(gpu_transpose.transpose_kernel(
             name, signature, dialect.op_attrs(op)["perm"], dialect.dtype_name(op.result.type.element_type)))
