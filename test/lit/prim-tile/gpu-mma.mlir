@@ -6,10 +6,10 @@
 // CHECK-LABEL: func.func @conv2d_0(
 // CHECK-SAME:  prim.solver = "conv_implicit_gemm_mma"
 // CHECK:       gpu.launch
-// CHECK-SAME:  workgroup(%{{.+}} : memref<128x40xf16, #gpu.address_space<workgroup>>, %{{.+}} : memref<32x136xf16, #gpu.address_space<workgroup>>)
+// CHECK-SAME:  workgroup(%{{.+}} : memref<64x40xf16, #gpu.address_space<workgroup>>, %{{.+}} : memref<32x72xf16, #gpu.address_space<workgroup>>)
 // CHECK:       scf.for
-// CHECK:       nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<128x40xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
-// CHECK:       nvgpu.ldmatrix {{.*}} {numTiles = 2 : i32, transpose = true} : memref<32x136xf16, #gpu.address_space<workgroup>> -> vector<2x2xf16>
+// CHECK:       nvgpu.ldmatrix {{.*}} {numTiles = 4 : i32, transpose = false} : memref<64x40xf16, #gpu.address_space<workgroup>> -> vector<4x2xf16>
+// CHECK:       nvgpu.ldmatrix {{.*}} {numTiles = 2 : i32, transpose = true} : memref<32x72xf16, #gpu.address_space<workgroup>> -> vector<2x2xf16>
 // CHECK:       nvgpu.mma.sync({{.*}}) {mmaShape = [16, 8, 16]} : (vector<4x2xf16>, vector<2x2xf16>, vector<2x2xf32>) -> vector<2x2xf32>
 // CHECK:       arith.maximumf
 // CHECK:       arith.truncf {{.*}} : f32 to f16
