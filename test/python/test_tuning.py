@@ -203,8 +203,8 @@ def test_search_exhaustive_or_sampled(monkeypatch):
             solvers = {s for s, _ in space}
             if len(space) <= find.EXHAUSTIVE:
                 assert len(budget0) == len(space)
-            else:  # out of time at once: each solver's default, nothing else
-                assert sorted(r.solver for r in budget0) == sorted(solvers)
+            else:  # out of time at once: the defaults of the two solvers predicted fastest (and the heuristic's)
+                assert 2 <= len({r.solver for r in budget0}) <= 3 and {r.solver for r in budget0} <= solvers
             assert len(find.search(op, "cpu", 0.5)) >= len(space)  # time enough: all of it (descent adds neighbours)
 
 
