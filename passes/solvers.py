@@ -223,6 +223,11 @@ class Conv1x1Gemm(GemmBackedSolver):
             return "not a 1x1, stride-1, unpadded convolution"
         return super().is_applicable(p, target)
 
+    def cost(self, p, target):
+        """Its K loop is the input channels: with few of them the GEMM schedule is mostly overhead
+        (MobileNetV2's 16- and 24-channel layers ran 3.4-7.7x faster on conv_direct; bench/RESULTS.md)."""
+        return super().cost(p, target) * max(1.0, 64 / p.c)
+
     def gemm_problem(self, p):
         return GemmProblem(1, p.n * p.oh * p.ow, p.k, p.c, False, False, p.dtype, p.epilogue)
 

@@ -102,7 +102,7 @@ def applies(solver, cfg, dtype="f32"):
 
 # the heuristic's choice (the cheapest predicted time)
 DEFAULT_CONV_SOLVER = {"3x3_s2_asympad": "conv_direct", "3x3_s1_asympad_odd": "conv_direct", "3x3_c16_k24_pad": "conv_direct", "3x2_dil2_s1x2": "conv_direct",
-                       "2x3_dil2x1_plain": "conv_direct", "1x1": "conv_1x1_gemm", "1x1_bias_plain": "conv_1x1_gemm",
+                       "2x3_dil2x1_plain": "conv_direct", "1x1": "conv_direct", "1x1_bias_plain": "conv_direct",
                        "1x1_s2": "conv_direct", "1x1_pad1": "conv_direct", "dw_s2_asympad": "conv_depthwise",
                        "dw_dil2": "conv_depthwise", "grouped2": "conv_reference", "grouped4_wide": "conv_reference", "dw_multiplier2": "conv_reference"}
 
@@ -280,10 +280,10 @@ def test_solver_from_environment(monkeypatch, rng):
     """$OPENPRIM_SOLVER forces the conv solver; solver= wins over it; a conv solver leaves matmuls to
     the heuristic (and a GEMM solver convolutions)."""
     cfg = CONV_BY_ID["1x1"]
-    assert DEFAULT_CONV_SOLVER["1x1"] not in ("conv_direct", "conv_im2col_gemm")
-    monkeypatch.setenv("OPENPRIM_SOLVER", "conv_direct")
+    assert DEFAULT_CONV_SOLVER["1x1"] not in ("conv_1x1_gemm", "conv_im2col_gemm")
+    monkeypatch.setenv("OPENPRIM_SOLVER", "conv_1x1_gemm")
     g = _conv_graph(cfg)
-    assert attrs(ops_named(_select(g), "prim.conv2d")[0])["prim.solver"] == "conv_direct"
+    assert attrs(ops_named(_select(g), "prim.conv2d")[0])["prim.solver"] == "conv_1x1_gemm"
     assert attrs(ops_named(_select(g, "conv_im2col_gemm"), "prim.conv2d")[0])["prim.solver"] == "conv_im2col_gemm"
     monkeypatch.setenv("OPENPRIM_SOLVER", "conv_depthwise")  # would not apply: the option overrides it
     assert attrs(ops_named(_select(g, "conv_reference"), "prim.conv2d")[0])["prim.solver"] == "conv_reference"
