@@ -10,7 +10,6 @@ batch norm, 3x3/s2 max pool, softmax over rows) as achieved bandwidth over a dev
 Every case is also checked against torch in float64 on the same random input before it is timed.
 """
 import argparse
-import glob
 import json
 import os
 import sys
@@ -101,7 +100,7 @@ def build(directory, target, only=()):
             continue
         t0 = time.perf_counter()
         g = fn()
-        info = compiler.save(g, os.path.join(directory, name + ".oprim"), target)
+        compiler.save(g, os.path.join(directory, name + ".oprim"), target)
         for key in ("w", "bias"):
             if key in meta:
                 np.save(os.path.join(directory, f"{name}.{key}.npy"), np.float32(meta[key]))

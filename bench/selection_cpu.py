@@ -42,11 +42,10 @@ os.environ["OPENPRIM_USER_DB_PATH"] = os.path.join(_TMP.name, "tuning.sqlite")
 
 import warnings  # noqa: E402
 
-import numpy as np  # noqa: E402
 from timing import median_time  # noqa: E402
 
 from openprim import tune  # noqa: E402
-from openprim.passes import find, prim_select, tuning_db  # noqa: E402
+from openprim.passes import find, tuning_db  # noqa: E402
 from openprim.passes.solvers import problem_of  # noqa: E402
 
 TARGET = "cpu"

@@ -87,6 +87,13 @@ class Emitter(KernelText):
     def both(self, a: str, b: str) -> str:
         return self.op("arith.andi", a, b, "i1")
 
+    def function(self, name: str, signature: list[tuple[str, str]]) -> str:
+        """The kernel function around the emitted launch (closed here)."""
+        self.emit("gpu.terminator")
+        self.emit("}")
+        sig = ", ".join(f"{p}: {ty}" for p, ty in signature)
+        return f"func.func @{name}({sig}) {{\n" + "\n".join(self.lines) + "\n    return\n}"
+
 
 @dataclass(frozen=True)
 class GemmSpec:
@@ -113,16 +120,18 @@ def _collapse(e: Emitter, value: str, mtype: str, rank: int, rows: int, cols: in
     return n
 
 
-def _load_vec(e: Emitter, ok: str, memref: str, mtype: str, idx: list, width: int, dtype: str) -> str:
-    """`width` elements at memref[idx] as vector<width x f32> when ok, else zeros."""
-    vt, ft = f"vector<{width}x{dtype}>", f"vector<{width}xf32>"
+def _load_vec(e: Emitter, ok: str, memref: str, mtype: str, idx: list, width: int, dtype: str,
+              widen: bool = True) -> str:
+    """`width` elements at memref[idx] when ok, else zeros: as f32 (widen) or in the input type."""
+    vt = f"vector<{width}x{dtype}>"
+    ft = f"vector<{width}xf32>" if widen else vt
     n = e.fresh("l")
     align = width * {"f32": 4, "f16": 2, "bf16": 2}[dtype]
     e.emit(f"{n} = scf.if {ok} -> ({ft}) {{")
     raw = e.fresh("r")
     e.emit(f"  {raw} = vector.load {memref}[{', '.join(idx)}] {{alignment = {align}}} : {mtype}, {vt}")
     val = raw
-    if dtype != "f32":
+    if widen and dtype != "f32":
         val = e.fresh("x")
         e.emit(f"  {val} = arith.extf {raw} : {vt} to {ft}")
     e.emit(f"  scf.yield {val} : {ft}")
@@ -132,6 +141,57 @@ def _load_vec(e: Emitter, ok: str, memref: str, mtype: str, idx: list, width: in
     e.emit(f"  scf.yield {z} : {ft}")
     e.emit("}")
     return n
+
+
+class OperandA:
+    """Reads of A[m, k]: a matmul's lhs, or a convolution's input at the window tap of k (implicit
+    GEMM: k = (r, s, c) with c fastest, so `width` consecutive k are consecutive channels)."""
+
+    def __init__(self, e: Emitter, spec: GemmSpec, value: str, mtype: str):
+        self.e, self.spec = e, spec
+        M, K, dt = spec.m, spec.k, spec.dtype
+        if spec.conv:
+            self.memref, self.mtype = value, mtype
+        else:
+            self.memref = _collapse(e, value, mtype, len(mtype[7:].split("x")) - 1, M, K, dt)
+            self.mtype = f"memref<{M}x{K}x{dt}>"
+
+    def row(self, m0: str, row: str) -> dict:
+        """What one tile row needs along the whole k loop: its m, bounds, and image position."""
+        e, spec = self.e, self.spec
+        m = e.add(m0, row)
+        info = {"row": row, "m": m, "ok": e.cmp("ult", m, e.c(spec.m))}
+        if spec.conv:
+            _, _, _, _, OH, OW, _, _, sh, sw, pt, pl, _, _ = spec.conv
+            rem = e.rem(m, e.c(OH * OW))
+            info["img"] = e.div(m, e.c(OH * OW))
+            info["ih0"] = e.op("arith.subi", e.mul(e.div(rem, e.c(OW)), e.c(sh)), e.c(pt))
+            info["iw0"] = e.op("arith.subi", e.mul(e.rem(rem, e.c(OW)), e.c(sw)), e.c(pl))
+        return info
+
+    def loads(self, rows: list[dict], k: str, width: int, widen: bool) -> list[str]:
+        """`width` elements at k of every row (zeros outside the image and past K)."""
+        e, spec = self.e, self.spec
+        ok_k = e.cmp("ult", k, e.c(spec.k))
+        if spec.conv:
+            _, H, W, C, _, _, _, S, _, _, _, _, dh, dw = spec.conv
+            C //= spec.groups
+            c, rs = e.rem(k, e.c(C)), e.div(k, e.c(C))
+            if spec.groups > 1:
+                c = e.add(e.mul("%bz", e.c(C)), c)
+            dr, ds = e.mul(e.div(rs, e.c(S)), e.c(dh)), e.mul(e.rem(rs, e.c(S)), e.c(dw))
+        out = []
+        for info in rows:
+            ok = e.both(info["ok"], ok_k)
+            if spec.conv:
+                ih, iw = e.add(info["ih0"], dr), e.add(info["iw0"], ds)
+                for v, hi in ((ih, H), (iw, W)):
+                    ok = e.both(ok, e.both(e.cmp("sge", v, e.c(0)), e.cmp("slt", v, e.c(hi))))
+                idx = [info["img"], ih, iw, c]
+            else:
+                idx = [info["m"], k]
+            out.append(_load_vec(e, ok, self.memref, self.mtype, idx, width, spec.dtype, widen))
+        return out
 
 
 def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, tile: Tile) -> str:
@@ -162,28 +222,10 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
     out2 = _collapse(e, out, types[out], len(types[out][7:].split("x")) - 1, M, NT, dt)
     res2 = _collapse(e, residual, types[residual], len(types[residual][7:].split("x")) - 1, M, NT, dt) \
         if residual else None
-    if spec.conv:
-        Nb, H, W, C, OH, OW, R, S, sh, sw, pt, pl, dh, dw = spec.conv
-        C //= G                                                      # channels per group
-        a_t = types[a]
-    else:
-        a2 = _collapse(e, a, types[a], len(types[a][7:].split("x")) - 1, M, K, dt)
-        a_t = f"memref<{M}x{K}x{dt}>"
-
-    # Per A-load pass: the thread's row of the tile and what does not change along k.
-    per_row = t.bk // va
-    a_rows = []
-    for p in range(t.bm * t.bk // (T * va)):
-        row = e.add(e.c(p * (T // per_row)), e.div(tid, e.c(per_row)))
-        m = e.add(m0, row)
-        info = {"row": row, "m": m, "ok": e.cmp("ult", m, e.c(M))}
-        if spec.conv:
-            img = e.div(m, e.c(OH * OW))
-            rem = e.rem(m, e.c(OH * OW))
-            info["img"] = img
-            info["ih0"] = e.op("arith.subi", e.mul(e.div(rem, e.c(OW)), e.c(sh)), e.c(pt))
-            info["iw0"] = e.op("arith.subi", e.mul(e.rem(rem, e.c(OW)), e.c(sw)), e.c(pl))
-        a_rows.append(info)
+    A = OperandA(e, spec, a, types[a])
+    per_row = t.bk // va         # threads per tile row of A
+    a_rows = [A.row(m0, e.add(e.c(p * (T // per_row)), e.div(tid, e.c(per_row))))
+              for p in range(t.bm * t.bk // (T * va))]
     a_col = e.mul(e.rem(tid, e.c(per_row)), e.c(va))
     per_brow = t.bn // vb
     b_col = e.mul(e.rem(tid, e.c(per_brow)), e.c(vb))
@@ -199,24 +241,7 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
 
     def global_loads(k0: str) -> list[str]:
         """This thread's share of the A and B tiles at k0, as f32 vectors (zeros outside)."""
-        k = e.add(k0, a_col)
-        kok = e.cmp("ult", k, e.c(K))
-        if spec.conv:
-            c = e.rem(k, e.c(C))
-            rs = e.div(k, e.c(C))
-            if G > 1:
-                c = e.add(e.mul("%bz", e.c(C)), c)
-            dr, ds = e.mul(e.div(rs, e.c(S)), e.c(dh)), e.mul(e.rem(rs, e.c(S)), e.c(dw))
-        vecs = []
-        for info in a_rows:
-            ok = e.both(info["ok"], kok)
-            if spec.conv:
-                ih, iw = e.add(info["ih0"], dr), e.add(info["iw0"], ds)
-                for v, hi in ((ih, H), (iw, W)):
-                    ok = e.both(ok, e.both(e.cmp("sge", v, e.c(0)), e.cmp("slt", v, e.c(hi))))
-                vecs.append(_load_vec(e, ok, a, a_t, [info["img"], ih, iw, c], va, dt))
-            else:
-                vecs.append(_load_vec(e, ok, a2, a_t, [info["m"], k], va, dt))
+        vecs = A.loads(a_rows, e.add(k0, a_col), va, widen=True)
         for kk in b_rows:
             kb = e.add(k0, kk)
             vecs.append(_load_vec(e, e.both(b_nok, e.cmp("ult", kb, e.c(K))), b2, f"memref<{K}x{NT}x{dt}>",
@@ -281,7 +306,4 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
             if ragged and j:
                 e.close()
         e.close()
-    e.emit("gpu.terminator")
-    e.emit("}")
-    sig = ", ".join(f"{p}: {ty}" for p, ty in params_sig)
-    return f"func.func @{name}({sig}) {{\n" + "\n".join(e.lines) + "\n    return\n}"
+    return e.function(name, params_sig)

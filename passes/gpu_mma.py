@@ -21,7 +21,7 @@ output channels multiples of 8.
 """
 from __future__ import annotations
 
-from .gpu_gemm import WG, Emitter, GemmSpec, _collapse
+from .gpu_gemm import WG, Emitter, GemmSpec, OperandA, _collapse, _load_vec
 from .semantics import activation
 
 BK, PAD = 32, 8
@@ -39,22 +39,6 @@ def applicable(spec: GemmSpec) -> str | None:
     if spec.groups != 1:
         return "grouped convolution"
     return None
-
-
-def _load8(e: Emitter, ok: str, memref: str, mtype: str, idx: list, dt: str) -> str:
-    """8 elements at memref[idx] when ok, else zeros (kept in the input type)."""
-    vt = f"vector<8x{dt}>"
-    n = e.fresh("l")
-    e.emit(f"{n} = scf.if {ok} -> ({vt}) {{")
-    raw = e.fresh("r")
-    e.emit(f"  {raw} = vector.load {memref}[{', '.join(idx)}] {{alignment = 16}} : {mtype}, {vt}")
-    e.emit(f"  scf.yield {raw} : {vt}")
-    e.emit("} else {")
-    z = e.fresh("z")
-    e.emit(f"  {z} = arith.constant dense<0.0> : {vt}")
-    e.emit(f"  scf.yield {z} : {vt}")
-    e.emit("}")
-    return n
 
 
 def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, tile: str = "large") -> str:
@@ -79,49 +63,22 @@ def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, til
     b2 = _collapse(e, b, types[b], rank(b), K, N, dt)
     out2 = _collapse(e, out, types[out], rank(out), M, N, dt)
     res2 = _collapse(e, residual, types[residual], rank(residual), M, N, dt) if residual else None
-    if spec.conv:
-        _, H, W, C, OH, OW, R, S, sh, sw, pt, pl, dh, dw = spec.conv
-        a_mem, a_t = a, types[a]
-    else:
-        a_mem, a_t = _collapse(e, a, types[a], rank(a), M, K, dt), f"memref<{M}x{K}x{dt}>"
-    # Global loads: A rows of 8 k-contiguous elements, B rows of 8 n-contiguous ones; 2 passes each.
+    A = OperandA(e, spec, a, types[a])
+    # Global loads: A rows of 8 k-contiguous elements, B rows of 8 n-contiguous ones.
     a_col = e.mul(e.rem("%tx", e.c(BK // 8)), e.c(8))
-    rows = []
-    for p in range(BM * BK // (THREADS * 8)):
-        row = e.add(e.c(p * THREADS * 8 // BK), e.div("%tx", e.c(BK // 8)))
-        m = e.add(m0, row)
-        info = {"row": row, "m": m, "ok": e.cmp("ult", m, e.c(M))}
-        if spec.conv:
-            rem = e.rem(m, e.c(OH * OW))
-            info["img"] = e.div(m, e.c(OH * OW))
-            info["ih0"] = e.op("arith.subi", e.mul(e.div(rem, e.c(OW)), e.c(sh)), e.c(pt))
-            info["iw0"] = e.op("arith.subi", e.mul(e.rem(rem, e.c(OW)), e.c(sw)), e.c(pl))
-        rows.append(info)
+    rows = [A.row(m0, e.add(e.c(p * THREADS * 8 // BK), e.div("%tx", e.c(BK // 8))))
+            for p in range(BM * BK // (THREADS * 8))]
     b_col = e.mul(e.rem("%tx", e.c(BN // 8)), e.c(8))
     b_n = e.add(n0, b_col)
     b_nok = e.cmp("ult", b_n, e.c(N))
     b_rows = [e.add(e.c(p * THREADS * 8 // BN), e.div("%tx", e.c(BN // 8))) for p in range(BK * BN // (THREADS * 8))]
 
     def global_loads(k0: str) -> list[str]:
-        k = e.add(k0, a_col)
-        ok_k = e.cmp("ult", k, e.c(K))
-        if spec.conv:
-            c, rs = e.rem(k, e.c(C)), e.div(k, e.c(C))
-            dr, ds = e.mul(e.div(rs, e.c(S)), e.c(dh)), e.mul(e.rem(rs, e.c(S)), e.c(dw))
-        vecs = []
-        for info in rows:
-            ok = e.both(info["ok"], ok_k)
-            if spec.conv:
-                ih, iw = e.add(info["ih0"], dr), e.add(info["iw0"], ds)
-                for v, hi in ((ih, H), (iw, W)):
-                    ok = e.both(ok, e.both(e.cmp("sge", v, e.c(0)), e.cmp("slt", v, e.c(hi))))
-                vecs.append(_load8(e, ok, a_mem, a_t, [info["img"], ih, iw, c], dt))
-            else:
-                vecs.append(_load8(e, ok, a_mem, a_t, [info["m"], k], dt))
+        vecs = A.loads(rows, e.add(k0, a_col), 8, widen=False)
         for kk in b_rows:
             kb = e.add(k0, kk)
-            vecs.append(_load8(e, e.both(b_nok, e.cmp("ult", kb, e.c(K))), b2, f"memref<{K}x{N}x{dt}>",
-                               [kb, b_n], dt))
+            vecs.append(_load_vec(e, e.both(b_nok, e.cmp("ult", kb, e.c(K))), b2, f"memref<{K}x{N}x{dt}>",
+                                  [kb, b_n], 8, dt, widen=False))
         return vecs
 
     warp, lane = e.div("%tx", e.c(32)), e.rem("%tx", e.c(32))
@@ -194,7 +151,4 @@ def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, til
                 e.emit(f"vector.store {vec}, {out2}[{m}, {n}] {{alignment = 4}} : {ot}, vector<2x{dt}>")
                 e.close()
             e.close()
-    e.emit("gpu.terminator")
-    e.emit("}")
-    sig = ", ".join(f"{p}: {ty}" for p, ty in params_sig)
-    return f"func.func @{name}({sig}) {{\n" + "\n".join(e.lines) + "\n    return\n}"
+    return e.function(name, params_sig)

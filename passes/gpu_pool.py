@@ -65,7 +65,4 @@ def pool_kernel(name: str, signature: list[tuple[str, str]], kind: str, attrs: d
         acc = e.scalar("arith.divf", acc, f)
     e.emit(f"memref.store {e.from_f32(acc, dtype)}, {dst}[{n}, {oh}, {ow}, {c}] : {dst_t}")
     e.close()
-    e.emit("gpu.terminator")
-    e.emit("}")
-    sig = ", ".join(f"{p}: {ty}" for p, ty in signature)
-    return f"func.func @{name}({sig}) {{\n" + "\n".join(e.lines) + "\n    return\n}"
+    return e.function(name, signature)

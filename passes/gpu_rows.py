@@ -120,7 +120,4 @@ def row_kernel(name: str, signature: list[tuple[str, str]], kind: str, reduced: 
                 y = e.scalar(op, y, e.to_f32(v, dtype))
             store(e, i, y)
         _row_loop(e, length, T, None, normalize)
-    e.emit("gpu.terminator")
-    e.emit("}")
-    sig = ", ".join(f"{p}: {ty}" for p, ty in signature)
-    return f"func.func @{name}({sig}) {{\n" + "\n".join(e.lines) + "\n    return\n}"
+    return e.function(name, signature)

@@ -76,7 +76,4 @@ def transpose_kernel(name: str, signature: list[tuple[str, str]], perm: list[int
         e.emit(f"{v} = memref.load %tile[%tx, {row}] : {tt}")
         e.emit(f"memref.store {v}, {y}[{', '.join(lead + [qq, rr])}] : {yt}")
         e.close()
-    e.emit("gpu.terminator")
-    e.emit("}")
-    sig = ", ".join(f"{p}: {ty}" for p, ty in signature)
-    return f"func.func @{name}({sig}) {{\n" + "\n".join(e.lines) + "\n    return\n}"
+    return e.function(name, signature)

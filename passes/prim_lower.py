@@ -18,7 +18,6 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from openprim.errors import OpenPrimError
 from openprim.runtime.cpu import openmp_library
 
 from openprim.targets import parse_target

@@ -19,6 +19,27 @@ from .dtypes import STORAGE, from_storage, to_storage
 ALIGN = 64
 
 
+def checked_inputs(plan: dict, args, kwargs) -> list[tuple[int, np.ndarray]]:
+    """(value id, data in its storage dtype) per plan input, from positional and keyword arguments;
+    a wrong count, name or shape is one OpenPrimError."""
+    ins = plan["inputs"]
+    names = [i["name"] for i in ins]
+    if kwargs:
+        args = list(args) + [kwargs.pop(i["name"]) for i in ins[len(args):] if i["name"] in kwargs]
+        if kwargs:
+            raise OpenPrimError(f"unknown input(s) {sorted(kwargs)}; inputs are {names}")
+    if len(args) != len(ins):
+        raise OpenPrimError(f"expected {len(ins)} input(s) {names}, got {len(args)}")
+    out = []
+    for spec, a in zip(ins, args):
+        v = plan["values"][spec["value"]]
+        a = np.asarray(a)
+        if tuple(a.shape) != tuple(v["shape"]):
+            raise OpenPrimError(f"input '{spec['name']}' must have shape {tuple(v['shape'])}, got {a.shape}")
+        out.append((spec["value"], np.ascontiguousarray(to_storage(a, v["dtype"]))))
+    return out
+
+
 def aligned_bytes(n: int) -> np.ndarray:
     """A zeroed uint8 buffer of n bytes whose data pointer is 64-byte aligned."""
     raw = np.zeros(n + ALIGN, np.uint8)
@@ -66,19 +87,8 @@ class CpuExecutable:
         return [i["name"] for i in self.plan["inputs"]]
 
     def __call__(self, *args, **kwargs):
-        ins = self.plan["inputs"]
-        if kwargs:
-            args = list(args) + [kwargs.pop(i["name"]) for i in ins[len(args):] if i["name"] in kwargs]
-            if kwargs:
-                raise OpenPrimError(f"unknown input(s) {sorted(kwargs)}; inputs are {self.input_names}")
-        if len(args) != len(ins):
-            raise OpenPrimError(f"expected {len(ins)} input(s) {self.input_names}, got {len(args)}")
-        for spec, a in zip(ins, args):
-            v = self.plan["values"][spec["value"]]
-            a = np.asarray(a)
-            if tuple(a.shape) != tuple(v["shape"]):
-                raise OpenPrimError(f"input '{spec['name']}' must have shape {tuple(v['shape'])}, got {a.shape}")
-            self.views[spec["value"]][...] = to_storage(a, v["dtype"])
+        for value, data in checked_inputs(self.plan, args, kwargs):
+            self.views[value][...] = data
         self.run_steps()
         outs = [from_storage(self.views[o].copy(), self.plan["values"][o]["dtype"]) for o in self.plan["outputs"]]
         return outs[0] if len(outs) == 1 else tuple(outs)

@@ -12,7 +12,8 @@ import numpy as np
 from openprim.errors import OpenPrimError
 
 from .device import Device, DeviceError
-from .dtypes import STORAGE, from_storage, to_storage
+from .dtypes import STORAGE, from_storage
+from .executor import checked_inputs
 
 
 def open_device(target: str, index: int = 0) -> Device:
@@ -66,16 +67,9 @@ class GpuExecutable:
     def input_names(self):
         return [i["name"] for i in self.plan["inputs"]]
 
-    def __call__(self, *args):
-        ins = self.plan["inputs"]
-        if len(args) != len(ins):
-            raise OpenPrimError(f"expected {len(ins)} input(s) {self.input_names}, got {len(args)}")
-        for spec, a in zip(ins, args):
-            v = self.plan["values"][spec["value"]]
-            a = np.asarray(a)
-            if tuple(a.shape) != tuple(v["shape"]):
-                raise OpenPrimError(f"input '{spec['name']}' must have shape {tuple(v['shape'])}, got {a.shape}")
-            self.device.copy_to_device(self.pointers[spec["value"]], np.ascontiguousarray(to_storage(a, v["dtype"])))
+    def __call__(self, *args, **kwargs):
+        for value, data in checked_inputs(self.plan, args, kwargs):
+            self.device.copy_to_device(self.pointers[value], data)
         self.run_steps()
         outs = []
         for o in self.plan["outputs"]:
