@@ -77,12 +77,7 @@ def jit(module: ir.Module, target: str = "cpu", backend: str = "native") -> CpuE
         return CpuExecutable(plan, engine.raw_lookup, weights, keepalive=engine, packed=True)
     if backend != "native":
         raise OpenPrimError(f"unknown backend '{backend}'; backends: {', '.join(BACKENDS)}")
-    with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f:
-        f.write(shared_object(module))
-    try:
-        lib, address = cpu.load_library(f.name)
-    finally:
-        os.unlink(f.name)
+    lib, address = cpu.load_library(shared_object(module))
     return CpuExecutable(plan, address, weights, keepalive=lib)
 
 

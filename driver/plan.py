@@ -13,6 +13,7 @@ from mlir import ir
 from openprim import __version__, dialect
 from openprim.errors import OpenPrimError
 from openprim.passes.kernels import graph_functions
+from openprim.passes.rewrite import constant_int
 from openprim.runtime.dtypes import ITEMSIZE
 from openprim.runtime.executor import ALIGN
 
@@ -117,10 +118,7 @@ def build_plan(module: ir.Module, target: str) -> tuple[dict, bytes]:
 
 
 def _constant_int(v: ir.Value) -> int:
-    owner = v.owner
-    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
-        raise OpenPrimError("a GPU launch size or scalar argument is not a compile-time constant")
-    return ir.IntegerAttr(owner.attributes["value"]).value
+    return constant_int(v, "a GPU launch size or scalar argument")
 
 
 def gpu_launches(module: ir.Module, weights_bytes: int) -> tuple[dict, bytes]:

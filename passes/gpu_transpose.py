@@ -59,21 +59,23 @@ def transpose_kernel(name: str, signature: list[tuple[str, str]], perm: list[int
     y, yt = view(dst, dst_t, len(dims) - r)
     q0, r0 = e.mul("%bx", e.c(TILE)), e.mul("%by", e.c(TILE))
     lead = ["%bz"] if k else []
-    for i in range(TILE // ROWS):
-        row = e.add("%ty", e.c(i * ROWS))
-        rr, qq = e.add(r0, row), e.add(q0, "%tx")
-        e.open(f"scf.if {e.both(e.cmp('ult', rr, e.c(R)), e.cmp('ult', qq, e.c(Q)))} {{")
-        v = e.fresh("t")
-        e.emit(f"{v} = memref.load {x}[{', '.join(lead + [rr, qq])}] : {xt}")
-        e.emit(f"memref.store {v}, %tile[{row}, %tx] : {tt}")
-        e.close()
+
+    def move(load, store, r_of, q_of):
+        """Each thread moves TILE / ROWS elements of the tile: row ty + i*ROWS, column tx."""
+        for i in range(TILE // ROWS):
+            row = e.add("%ty", e.c(i * ROWS))
+            rr, qq = r_of(row), q_of(row)
+            e.open(f"scf.if {e.both(e.cmp('ult', rr, e.c(R)), e.cmp('ult', qq, e.c(Q)))} {{")
+            v = e.fresh("t")
+            e.emit(f"{v} = memref.load {load(row, rr, qq)}")
+            e.emit(f"memref.store {v}, {store(row, rr, qq)}")
+            e.close()
+
+    move(lambda row, rr, qq: f"{x}[{', '.join(lead + [rr, qq])}] : {xt}",   # coalesced along q
+         lambda row, rr, qq: f"%tile[{row}, %tx] : {tt}",
+         lambda row: e.add(r0, row), lambda row: e.add(q0, "%tx"))
     e.emit("gpu.barrier")
-    for i in range(TILE // ROWS):
-        row = e.add("%ty", e.c(i * ROWS))
-        qq, rr = e.add(q0, row), e.add(r0, "%tx")
-        e.open(f"scf.if {e.both(e.cmp('ult', rr, e.c(R)), e.cmp('ult', qq, e.c(Q)))} {{")
-        v = e.fresh("t")
-        e.emit(f"{v} = memref.load %tile[%tx, {row}] : {tt}")
-        e.emit(f"memref.store {v}, {y}[{', '.join(lead + [qq, rr])}] : {yt}")
-        e.close()
+    move(lambda row, rr, qq: f"%tile[%tx, {row}] : {tt}",
+         lambda row, rr, qq: f"{y}[{', '.join(lead + [qq, rr])}] : {yt}",   # coalesced along r
+         lambda row: e.add(r0, "%tx"), lambda row: e.add(q0, row))
     return e.function(name, signature)

@@ -18,9 +18,9 @@ or, when A*B*C divides by T*F, F elements per thread, T apart (several loads in 
     }
 
 The innermost loop dimension is the fastest-varying one in %lin, so consecutive threads touch
-consecutive addresses (coalesced). Kernel parameters are marked noalias and 16-byte aligned (prim-lower),
-so LLVM may issue the F iterations' loads before their stores. Serial code left at the top level (a reduction whose parallel
-dimensions were all of size 1) runs in a one-thread launch. Kernels written directly in the gpu
+consecutive addresses (coalesced). Kernel parameters are marked noalias and 16-byte aligned
+(prim-lower), so LLVM may issue the F iterations' loads before their stores. Serial code left at the
+top level (a reduction whose parallel dimensions were all of size 1) runs in a one-thread launch. Kernels written directly in the gpu
 dialect (prim.solver GEMM kernels) are left alone.
 """
 from __future__ import annotations
@@ -33,6 +33,8 @@ from mlir.dialects import arith, scf
 
 from openprim.errors import OpenPrimError
 
+from .rewrite import constant_int
+
 NAME = "prim-gpu-map"
 HOST_OPS = ("arith.constant", "memref.alloc", "memref.dealloc", "memref.get_global", "func.return", "gpu.launch")
 
@@ -42,10 +44,7 @@ def _index(v: int) -> ir.Value:
 
 
 def _const(v: ir.Value) -> int:
-    owner = v.owner
-    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
-        raise OpenPrimError("prim-gpu-map: a loop bound is not a constant (kernels have static shapes)")
-    return ir.IntegerAttr(owner.attributes["value"]).value
+    return constant_int(v, "prim-gpu-map: a loop bound (kernels have static shapes)")
 
 
 def _mapping(processors: list[str]) -> ir.Attribute:

@@ -108,22 +108,22 @@ def _pointer_facts(f: ir.Operation) -> None:
     f.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
 
 
-def _fits_32_bits(mods) -> bool:
-    """Every memref the kernels index has fewer than 2**31 elements (so do the grids: one thread per
-    element at most), and no nvgpu op needs 64-bit descriptors."""
-    most = 0
+def _index32(mods) -> bool:
+    """32-bit index math is exact and lowers everywhere: every memref the kernels index has fewer than
+    2**31 elements (so do the grids: one thread per element at most), and there is no nvgpu op
+    (convert-nvgpu-to-nvvm builds 64-bit memref descriptors whatever the data layout says)."""
+    sizes, nvgpu = [0], False
 
     def visit(op):
-        nonlocal most
-        if op.name.startswith("nvgpu."):  # convert-nvgpu-to-nvvm lowers memrefs with 64-bit indices
-            most = 2 ** 63
+        nonlocal nvgpu
+        nvgpu = nvgpu or op.name.startswith("nvgpu.")
         for r in list(op.results) + [a for reg in op.regions for b in reg.blocks for a in b.arguments]:
             if isinstance(r.type, ir.MemRefType) and r.type.has_static_shape:
-                most = max(most, math.prod(r.type.shape))
+                sizes.append(math.prod(r.type.shape))
         return ir.WalkResult.ADVANCE
     for m in mods:
         m.walk(visit)
-    return most < 2 ** 31
+    return not nvgpu and max(sizes) < 2 ** 31
 
 
 def merge_device_modules(module: ir.Operation, index32: bool = True) -> None:
@@ -138,7 +138,7 @@ def merge_device_modules(module: ir.Operation, index32: bool = True) -> None:
             device = ir.Operation.create("gpu.module", attributes={"sym_name": ir.StringAttr.get(DEVICE)}, regions=1)
             device.regions[0].blocks.append()
         dest = device.regions[0].blocks[0]
-        if index32 and _fits_32_bits(mods):  # 32-bit index math: half the cost of 64-bit div/rem by constants
+        if index32 and _index32(mods):  # 32-bit index math: half the cost of 64-bit div/rem by constants
             device.attributes["dlti.dl_spec"] = ir.Attribute.parse("#dlti.dl_spec<#dlti.dl_entry<index, 32 : i32>>")
         renamed = {}
         for m in mods:

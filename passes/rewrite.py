@@ -6,6 +6,7 @@ import numpy as np
 from mlir import ir
 
 from openprim import dialect
+from openprim.errors import OpenPrimError
 from openprim.dialect.ops import OPS
 from openprim.runtime.dtypes import from_storage, to_storage
 
@@ -72,3 +73,11 @@ def swap(old: ir.Operation, new: ir.Operation) -> ir.Operation:
     old.result.replace_all_uses_with(new.result)
     old.erase()
     return new
+
+
+def constant_int(v: ir.Value, what: str) -> int:
+    """The value of an arith.constant integer/index; anything else is an error about `what`."""
+    owner = v.owner
+    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
+        raise OpenPrimError(f"{what} is not a compile-time constant")
+    return ir.IntegerAttr(owner.attributes["value"]).value

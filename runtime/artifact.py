@@ -100,12 +100,7 @@ def load(path: str, device: int = 0):
     if manifest.get("machine") != platform.machine():
         raise OpenPrimError(f"{path}: compiled for {manifest.get('machine')}, this machine is {platform.machine()}")
     from . import cpu
-    with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f:
-        f.write(kernels["kernels.so"])
-    try:
-        lib, address = cpu.load_library(f.name)
-    finally:
-        os.unlink(f.name)  # the mapping stays valid after unlink
+    lib, address = cpu.load_library(kernels["kernels.so"])
     exe = CpuExecutable(manifest["plan"], address, weights, keepalive=lib)
     exe.manifest = manifest
     return exe

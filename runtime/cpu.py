@@ -6,6 +6,7 @@ import functools
 import glob
 import os
 import sys
+import tempfile
 
 
 @functools.lru_cache(None)
@@ -40,7 +41,12 @@ def link_flags() -> list[str]:
     return ([lib, f"-Wl,-rpath,{os.path.dirname(lib)}"] if lib else []) + ["-lm"]
 
 
-def load_library(path: str):
-    """dlopen the kernels; returns (library, name -> address)."""
-    lib = ctypes.CDLL(path)
+def load_library(data: bytes):
+    """dlopen the kernels (the bytes of a shared object); returns (library, name -> address)."""
+    with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f:
+        f.write(data)
+    try:
+        lib = ctypes.CDLL(f.name)
+    finally:
+        os.unlink(f.name)  # the mapping stays valid after unlink
     return lib, lambda name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
