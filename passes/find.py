@@ -192,12 +192,12 @@ class Bench:
         return self.results[key]
 
     def best(self) -> Result:
-        return min((r for r in self.results.values() if r.seconds is not None), key=lambda r: r.seconds)
+        return min((r for r in self.results.values() if r.seconds is not None), key=tuning_db.rank)
 
     def confirm(self, top: int = 3, rounds: int = 2) -> None:
         """Time the `top` fastest again, `rounds` more times each, and keep each one's median: a single
         short measurement on a busy machine must not decide a near-tie (nor what the database keeps)."""
-        leaders = sorted((r for r in self.results.values() if r.seconds is not None), key=lambda r: r.seconds)[:top]
+        leaders = sorted((r for r in self.results.values() if r.seconds is not None), key=tuning_db.rank)[:top]
         if len(leaders) < 2:
             return
         for r in leaders:
@@ -241,7 +241,8 @@ def search(op: ir.Operation, target: str, budget: float, progress=None, seed: in
                 break
             run(*(near[0] if near else rng.choice(rest)))
     bench.confirm()
-    return sorted(bench.results.values(), key=lambda r: (r.seconds is None, r.seconds or 0.0))
+    done = sorted((r for r in bench.results.values() if r.seconds is not None), key=tuning_db.rank)
+    return done + [r for r in bench.results.values() if r.seconds is None]
 
 
 def _neighbours(best: Result, problem) -> list[tuple[str, dict]]:

@@ -154,11 +154,17 @@ def records(problem, arch: str, target: str | None = None) -> list[Record]:
     return out
 
 
+def rank(r) -> tuple:
+    """How measurements order, fastest first: ties (timers tick in nanoseconds, tiny kernels tie)
+    broken by solver and parameters, so that find and the database always agree on the best."""
+    return r.seconds, r.solver, params_key(r.params)
+
+
 def best(problem, arch: str, target: str | None = None) -> Record | None:
     """The fastest valid record; a valid one in the user database wins over the system database."""
     found = records(problem, arch, target)
     user = [r for r in found if r.source == "user"]
-    return min(user or found, key=lambda r: r.seconds, default=None)
+    return min(user or found, key=rank, default=None)
 
 
 def record(problem: str, arch: str, solver: str, params: dict, seconds: float, version: str | None = None,
