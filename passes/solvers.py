@@ -588,9 +588,22 @@ class GemmMma(MmaSolver, GemmGpu):
 
 
 GEMM = Gemm()
-SOLVERS = {s.name: s for s in (ConvDirect(), Conv1x1Gemm(), ConvIm2colGemm(), ConvDepthwise(), ConvReference(),
-                               GEMM, GemmReference(), ConvWinogradF2x3(), ConvWinogradF4x3(), ConvImplicitGemmGpu(),
-                               GemmGpu(), ConvImplicitGemmMma(), GemmMma())}
+# One solver per line, in the order `openprim explain` lists them.
+SOLVERS = {s.name: s for s in (
+    ConvDirect(),
+    Conv1x1Gemm(),
+    ConvIm2colGemm(),
+    ConvDepthwise(),
+    ConvReference(),
+    GEMM,
+    GemmReference(),
+    ConvWinogradF2x3(),
+    ConvWinogradF4x3(),
+    ConvImplicitGemmGpu(),
+    GemmGpu(),
+    ConvImplicitGemmMma(),
+    GemmMma(),
+)}
 
 
 def applicable(problem, op: str, target: str) -> list[tuple["Solver", str | None]]:
