@@ -21,7 +21,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from runtime_path import import_runtime  # noqa: E402
 
 CONV = dict(n=32, c=128, h=28, w=28, k=128, r=3, stride=1, pad=1)
-# The ResNet-50 layers of shared/notes/h200-baselines.md (fp16 NHWC, batch 32).
+# The ResNet-50 layers of shared/notes/h200-baselines.md (fp16 and fp32 NHWC, batch 32).
 RESNET50 = [dict(n=32, c=3, h=224, w=224, k=64, r=7, stride=2, pad=3), dict(n=32, c=64, h=56, w=56, k=64, r=1, stride=1, pad=0),
             dict(n=32, c=64, h=56, w=56, k=64, r=3, stride=1, pad=1), dict(n=32, c=64, h=56, w=56, k=256, r=1, stride=1, pad=0),
             dict(n=32, c=128, h=28, w=28, k=128, r=3, stride=1, pad=1),
@@ -54,8 +54,9 @@ def cases():
         for layout in ("NCHW", "NHWC"):
             out[f"conv3x3_{dtype}_{layout}"] = conv_case(CONV, dtype, layout)
     out["conv3x3_bias_relu_f16_NHWC"] = conv_case(CONV, "f16", "NHWC", epilogue=True)
-    for p in RESNET50:
-        out[f"r50_{p['c']}x{p['h']}_k{p['k']}_{p['r']}x{p['r']}s{p['stride']}_f16_NHWC"] = conv_case(p, "f16", "NHWC")
+    for dtype in ("f16", "f32"):
+        for p in RESNET50:
+            out[f"r50_{p['c']}x{p['h']}_k{p['k']}_{p['r']}x{p['r']}s{p['stride']}_{dtype}_NHWC"] = conv_case(p, dtype, "NHWC")
     for dtype in ("f16", "bf16"):
         def gemm(dtype=dtype):
             g = Graph(name="gemm", dtype=dtype)
@@ -192,9 +193,11 @@ def run(directory):
             row["of_copy"] = row["gbs"] / copy_gbs
         rows.append(row)
         print(json.dumps(row))
-    ratios = [r["torch_ms"] / r["ms"] for r in rows if r["case"].startswith("r50_")]
-    if ratios:
-        print(f"ResNet-50 layers (fp16 NHWC): geometric mean {np.exp(np.mean(np.log(ratios))):.2f}x cuDNN")
+    for dtype, key in (("f16", "torch_ms"), ("f32", "torch_ms_no_tf32"), ("f32", "torch_ms")):
+        ratios = [r[key] / r["ms"] for r in rows if r["case"].startswith("r50_") and f"_{dtype}_" in r["case"]]
+        if ratios:
+            print(f"ResNet-50 layers ({dtype} NHWC): geometric mean {np.exp(np.mean(np.log(ratios))):.2f}x cuDNN"
+                  f"{' without TF32' if key.endswith('tf32') else (' (TF32)' if dtype == 'f32' else '')}")
     print(f"\n{'case':28s} {'ours ms':>9s} {'torch ms':>9s} {'ratio':>6s}  extra")
     for r in rows:
         ratio = r["torch_ms"] / r["ms"] if "torch_ms" in r else float("nan")
