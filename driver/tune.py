@@ -12,6 +12,8 @@ so a layer's descriptor is the key a compile looks up; identical layers are tune
 """
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import os
 import random
@@ -86,12 +88,33 @@ def _reference(op, target, results):
     return next(r for r in results if r.solver == h.name and r.params == h.default_params(problem))
 
 
+def _store_without_weights(bundle_zip: zipfile.ZipFile, artifact: str, name: str, stored: set) -> str:
+    """Copy an artifact into the bundle without its weights.bin, which goes in once per content; its name."""
+    with zipfile.ZipFile(artifact) as a:
+        weights = a.read("weights.bin")
+        key = f"weights/{hashlib.sha256(weights).hexdigest()[:32]}.bin"
+        if key not in stored:
+            bundle_zip.writestr(key, weights)
+            stored.add(key)
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as out:
+            for member in a.namelist():
+                if member != "weights.bin":
+                    out.writestr(member, a.read(member))
+    bundle_zip.writestr(name, buf.getvalue())
+    os.unlink(artifact)
+    return key
+
+
 def bundle(graph, target: str, path: str, budget: float, seed: int = 0) -> int:
     """Compile every candidate of every layer (all of a small space; else the solvers' defaults and random
-    samples, within `budget` seconds of compiling per layer) into one zip: NNNN.oprim + index.json."""
+    samples, within `budget` seconds of compiling per layer) into one zip: NNNN.oprim + index.json, the
+    candidates' weights stored once per distinct content (weights/SHA.bin; scripts/measure_tuning.py puts
+    them back): candidates of a layer mostly share one filter layout, and a bundle must stay small enough
+    to send to the GPU machine."""
     from openprim import compiler
     module, todo = layers(graph)
-    index, rng = [], random.Random(seed)
+    index, rng, stored_weights = [], random.Random(seed), set()
     with module.context, zipfile.ZipFile(path + ".tmp", "w", zipfile.ZIP_STORED) as z, \
             tempfile.TemporaryDirectory() as tmp:
         for i, (op, key, count) in enumerate(todo):
@@ -115,9 +138,8 @@ def bundle(graph, target: str, path: str, budget: float, seed: int = 0) -> int:
                     print(f"\n{key}: {solver} {_params(params)} does not compile: {str(e).splitlines()[0]}",
                           file=sys.stderr)
                     continue
-                z.write(os.path.join(tmp, name), name)
-                os.unlink(os.path.join(tmp, name))
-                entries.append(dict(file=name, problem=key, arch=tuning_db.arch_of(target), solver=solver,
+                weights = _store_without_weights(z, os.path.join(tmp, name), name, stored_weights)
+                entries.append(dict(file=name, weights=weights, problem=key, arch=tuning_db.arch_of(target), solver=solver,
                                     params=params, tolerance=find.TOLERANCE.get(problem_of(op).dtype, 1e-4),
                                     heuristic=solver == h.name and params == h.default_params(problem_of(op))))
             index += entries

@@ -28,6 +28,15 @@ def measure(net):
     return out, seconds
 
 
+def _artifact(bundle: zipfile.ZipFile, candidate: dict, directory: str) -> str:
+    """The candidate's .oprim, its weights put back in (bundles store each distinct weights.bin once)."""
+    path = bundle.extract(candidate["file"], directory)
+    if candidate.get("weights"):
+        with zipfile.ZipFile(path, "a") as a:
+            a.writestr("weights.bin", bundle.read(candidate["weights"]))
+    return path
+
+
 def main(bundle: str, out: str) -> int:
     runtime = import_runtime()
     from openprim.errors import OpenPrimError
@@ -38,7 +47,7 @@ def main(bundle: str, out: str) -> int:
         for n, c in enumerate(sorted(index["candidates"], key=lambda c: not c["heuristic"])):
             row = {k: c[k] for k in ("problem", "arch", "solver", "params")}
             try:
-                net = runtime.load(z.extract(c["file"], tmp))
+                net = runtime.load(_artifact(z, c, tmp))
                 y, row["seconds"] = measure(net)
                 ref = outputs.setdefault(c["problem"], y)
                 err = float(np.max(np.abs(y - ref))) / max(1.0, float(np.max(np.abs(ref))))
