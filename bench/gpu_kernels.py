@@ -1,15 +1,19 @@
 """GPU kernels against PyTorch (cuDNN) on the same GPU, in the same run.
 
     python bench/gpu_kernels.py build DIR [--target nvvm:sm_90]   # here: compile the cases (needs MLIR)
+    python bench/gpu_kernels.py build DIR --only r50_ gemm --mma-configs 0 2 5   # also each case with the
+                                        # tensor-core kernel's configuration i forced (gpu_mma.CONFIGS[i]:
+                                        # block tile, shared-memory stages), named CASE_mmaI
     python bench/gpu_kernels.py run DIR                            # on the GPU machine: runtime + torch only
 
 Cases: the ResNet-50 3x3 convolution N=32, C=K=128, 28x28 (fp32 and fp16, NCHW and NHWC) against
-torch.nn.functional.conv2d with TF32 off and with PyTorch's default; an 8192^3 GEMM (f16 on tensor cores,
-bf16 on the SIMT kernel) against torch.matmul; and memory-bound kernels (relu,
+torch.nn.functional.conv2d with TF32 off and with PyTorch's default; an 8192^3 GEMM (f16 and bf16 on tensor
+cores) against torch.matmul; and memory-bound kernels (relu,
 batch norm, 3x3/s2 max pool, softmax over rows) as achieved bandwidth over a device-to-device copy.
 Every case is also checked against torch in float64 on the same random input before it is timed.
 """
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -92,18 +96,37 @@ def cases():
     return out
 
 
-def build(directory, target, only=()):
+@contextlib.contextmanager
+def mma_config(index):
+    """Cases compiled inside get the tensor-core kernel's configuration `index` (where that kernel is
+    chosen; None: its heuristic) in place of its solvers' default parameters."""
+    from openprim.passes.solvers import SOLVERS
+    solvers = [SOLVERS[name] for name in ("conv_implicit_gemm_mma", "gemm_mma")] if index is not None else []
+    for s in solvers:
+        s.default_params = lambda p: {"tile": index}
+    try:
+        yield
+    finally:
+        for s in solvers:
+            del s.default_params
+
+
+def build(directory, target, only=(), mma_configs=()):
     from openprim import compiler
     os.makedirs(directory, exist_ok=True)
     summary = {}
-    for name, (fn, meta) in cases().items():
+    variants = [(name, fn, meta, None) for name, (fn, meta) in cases().items()]
+    variants += [(f"{name}_mma{i}", fn, {**meta, "weights_of": name}, i) for name, fn, meta, _ in list(variants)
+                 for i in mma_configs if meta["kind"] in ("conv", "gemm") and meta["dtype"] != "f32"]
+    for name, fn, meta, config in variants:
         if only and not any(o in name for o in only):
             continue
         t0 = time.perf_counter()
         g = fn()
-        compiler.save(g, os.path.join(directory, name + ".oprim"), target)
+        with mma_config(config):
+            compiler.save(g, os.path.join(directory, name + ".oprim"), target)
         for key in ("w", "bias"):
-            if key in meta:
+            if key in meta and "weights_of" not in meta:  # a variant reads its case's files
                 np.save(os.path.join(directory, f"{name}.{key}.npy"), np.float32(meta[key]))
         meta = {k: v for k, v in meta.items() if k not in ("w", "bias")}
         summary[name] = {**meta, "compile_s": time.perf_counter() - t0, "input": g.inputs[0].shape}
@@ -117,6 +140,7 @@ def torch_reference(torch, meta, x, directory, name):
     F = torch.nn.functional
     kind = meta["kind"]
     if kind == "conv":
+        name = meta.get("weights_of", name)
         w = torch.from_numpy(np.load(os.path.join(directory, name + ".w.npy")))
         bias_file = os.path.join(directory, name + ".bias.npy")
         bias = torch.from_numpy(np.load(bias_file)).cuda() if os.path.exists(bias_file) else None
@@ -194,7 +218,8 @@ def run(directory):
         rows.append(row)
         print(json.dumps(row))
     for dtype, key in (("f16", "torch_ms"), ("f32", "torch_ms_no_tf32"), ("f32", "torch_ms")):
-        ratios = [r[key] / r["ms"] for r in rows if r["case"].startswith("r50_") and f"_{dtype}_" in r["case"]]
+        ratios = [r[key] / r["ms"] for r in rows
+                  if r["case"].startswith("r50_") and f"_{dtype}_" in r["case"] and "_mma" not in r["case"]]
         if ratios:
             print(f"ResNet-50 layers ({dtype} NHWC): geometric mean {np.exp(np.mean(np.log(ratios))):.2f}x cuDNN"
                   f"{' without TF32' if key.endswith('tf32') else (' (TF32)' if dtype == 'f32' else '')}")
@@ -217,5 +242,7 @@ if __name__ == "__main__":
     ap.add_argument("dir")
     ap.add_argument("--target", default="nvvm:sm_90")
     ap.add_argument("--only", nargs="*", default=(), help="build only the cases whose names contain these")
+    ap.add_argument("--mma-configs", nargs="*", type=int, default=(),
+                    help="also build the f16/bf16 conv and GEMM cases with gpu_mma.CONFIGS[i] forced")
     a = ap.parse_args()
-    build(a.dir, a.target, a.only) if a.mode == "build" else run(a.dir)
+    build(a.dir, a.target, a.only, a.mma_configs) if a.mode == "build" else run(a.dir)

@@ -14,6 +14,7 @@ import pytest
 from openprim import amdgpu, cli, compiler
 from openprim.errors import OpenPrimError
 from openprim.frontend import Graph
+from openprim.plan import build_plan
 from openprim.runtime import artifact, load
 from openprim.runtime.codeobject import amdgpu_kernels, amdgpu_target, cubin_kernels, ptx_kernels
 from openprim.runtime.device import DeviceError
@@ -85,6 +86,51 @@ def small_graph():
     w = g.param("w", np.random.default_rng(0).standard_normal((4, 3, 3, 3)))
     g.output(g.softmax(g.flatten(g.global_avg_pool(g.relu(g.conv2d(x, w, padding=1))))))
     return g
+
+
+@pytest.mark.parametrize("dtype,mma", [("bf16", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
+                                       ("f32", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")])
+def test_nvvm_tensor_cores(tmp_path, capsys, monkeypatch, dtype, mma):
+    """bf16 (and f32 as TF32, opted in) convolutions and matmuls on tensor cores: the PTX has the mma of
+    the type, each launch is in it, and ptxas (when installed) assembles it."""
+    monkeypatch.setenv("OPENPRIM_ALLOW_TF32", "1")
+    rng = np.random.default_rng(0)
+    g = Graph(layout="NHWC", dtype=dtype)
+    y = g.relu(g.conv2d(g.input("x", (2, 9, 9, 16)), g.param("w", rng.standard_normal((32, 3, 3, 16))), padding=1))
+    g.output(g.matmul(g.flatten(y), g.param("m", rng.standard_normal((9 * 9 * 32, 24)))))
+    plan, files = save(g, tmp_path / "mma.oprim", "nvvm:sm_90", capsys, f"{dtype} conv + matmul")
+    ptx = files["kernels.ptx"].decode()
+    bodies = {entry.split("(", 1)[0]: entry for entry in ptx.split(".visible .entry ")[1:]}
+    assert len(launched(plan)) == 2 and all(mma in bodies[name] for name in launched(plan)), launched(plan)
+    if shutil.which("ptxas"):
+        cubin = {k["name"]: k for k in cubin_kernels(files["kernels.cubin"])}
+        assert all(cubin[name]["registers"] > 0 for name in launched(plan))
+
+
+@pytest.mark.parametrize("target", ["nvvm:sm_90", "rocdl:gfx942"])
+def test_nchw_conv_layout_keep(target):
+    """layout=keep: an NCHW convolution (grouped, strided, padded, with a residual and relu) compiles to
+    the SIMT implicit GEMM reading and writing NCHW in place: one launch, in the code object (where the
+    target's toolchain is installed), and no transpose kernels; the default layout runs it in NHWC
+    between transposes."""
+    rng = np.random.default_rng(0)
+    g = Graph(layout="NCHW")
+    y = g.conv2d(g.input("x", (2, 16, 9, 7)), g.param("w", rng.standard_normal((32, 4, 3, 3))), stride=(2, 1),
+                 padding=1, groups=4)
+    g.output(g.relu(g.add(y, g.input("r", (2, 32, 5, 7)))))
+    module = compiler.lower(g, target, layout="keep")
+    plan, _ = build_plan(module, target)
+    assert [s["kernel"] for s in plan["steps"]] == ["conv2d_0"], plan["steps"]
+    default, _ = build_plan(compiler.lower(g, target), target)
+    assert [s["kernel"].split("_")[0] for s in default["steps"]].count("transpose") == 3, default["steps"]
+    if target.startswith("nvvm"):
+        functions = {k["name"] for k in ptx_kernels(compiler.gpu_kernels(module, target)["kernels.ptx"].decode())}
+    else:
+        try:
+            functions = {k["name"] for k in amdgpu_kernels(compiler.gpu_kernels(module, target)["kernels.hsaco"])}
+        except OpenPrimError as e:  # no ld.lld / device libraries here: the plan was still checked
+            pytest.skip(f"AMDGPU toolchain incomplete: {e}")
+    assert launched(plan) <= functions and not any("transpose" in f for f in functions), functions
 
 
 @pytest.fixture(scope="module")
