@@ -120,7 +120,7 @@ def cmd_compile(args) -> int:
     from openprim import compiler
     graph = load_model(args.model, args.define)
     out = args.output or os.path.splitext(os.path.basename(args.model))[0] + ".oprim"
-    info = compiler.save(graph, out, args.target, args.solver)
+    info = compiler.save(graph, out, args.target, args.solver, layout=args.layout)
     plan = info["plan"]
     print(f"compiled {args.model} for {args.target} in {info['seconds']:.2f} s -> {out} "
           f"({info['bytes'] / 2**20:.1f} MiB): {len(plan['steps'])} kernel launches, "
@@ -141,7 +141,7 @@ def cmd_run(args) -> int:
         from openprim import compiler
         graph = load_model(args.model, args.define)
         t0 = time.perf_counter()
-        exe = compiler.compile(graph, args.target, args.solver)
+        exe = compiler.compile(graph, args.target, args.solver, layout=args.layout)
         print(f"compiled {args.model} for {args.target} in {time.perf_counter() - t0:.2f} s "
               f"(passes {exe.compile_seconds['passes']:.2f} s, LLVM {exe.compile_seconds['codegen']:.2f} s), "
               f"{len(exe.plan['steps'])} kernel launches")
@@ -297,6 +297,9 @@ def main(argv=None) -> int:
         p.add_argument("--solver", default="", help="force a convolution/GEMM solver")
         if p is not v:
             p.add_argument("-D", "--define", action="append", default=[], help="build() keyword argument name=value")
+    for p in (c, r):
+        p.add_argument("--layout", default="NHWC", help="NHWC (default): run NCHW convolutions and pools in NHWC; "
+                                                         "keep: leave every op in its own layout")
     args = ap.parse_args(argv)
     try:
         return {"compile": cmd_compile, "run": cmd_run, "inspect": cmd_inspect, "tune": cmd_tune, "explain": cmd_explain,

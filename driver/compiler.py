@@ -40,10 +40,16 @@ def load_module(source, ctx: ir.Context | None = None) -> ir.Module:
     return dialect.parse(text, name, ctx or dialect.new_context())
 
 
-def lower(source, target: str = "cpu", solver: str = "", pipeline: str | None = None) -> ir.Module:
+def lower(source, target: str = "cpu", solver: str = "", pipeline: str | None = None,
+          layout: str = "NHWC") -> ir.Module:
+    """The module through the pipeline. layout: "NHWC" runs NCHW convolutions and pools in NHWC (transposes
+    that cancel between layers); "keep" leaves every op in its own layout (for solvers that read NCHW)."""
+    from openprim.passes.prim_select import check_layout
+    check_layout(layout)
     module = load_module(source)
-    pipeline = pipeline or f"prim-pipeline{{target={check_target(target)}{' solver=' + solver if solver else ''}}}"
-    return passes.run(module, pipeline)
+    options = f"target={check_target(target)}" + (f" solver={solver}" if solver else "") + \
+        (f" layout={layout}" if layout != "NHWC" else "")
+    return passes.run(module, pipeline or f"prim-pipeline{{{options}}}")
 
 
 def kernels_ir(module: ir.Module) -> ir.Module:
@@ -82,10 +88,10 @@ def jit(module: ir.Module, target: str = "cpu", backend: str = "native") -> CpuE
 
 
 def compile(source, target: str = "cpu", solver: str = "", pipeline: str | None = None, backend: str = "native",
-            verbose=False):
+            verbose=False, layout: str = "NHWC"):
     """Compile a Graph (or prim module) for `target` and return a callable on numpy arrays."""
     t0 = time.perf_counter()
-    module = lower(source, target, solver, pipeline)
+    module = lower(source, target, solver, pipeline, layout)
     t1 = time.perf_counter()
     exe = jit(module, target, backend)
     exe.compile_seconds = {"passes": t1 - t0, "codegen": time.perf_counter() - t1}
@@ -180,11 +186,12 @@ def gpu_kernels(module: ir.Module, target: str, cubin_arch: str | None = None) -
     return files
 
 
-def save(source, path: str, target: str = "cpu", solver: str = "", pipeline: str | None = None) -> dict:
+def save(source, path: str, target: str = "cpu", solver: str = "", pipeline: str | None = None,
+         layout: str = "NHWC") -> dict:
     """Compile ahead of time into one .oprim file; returns its manifest (plus timing)."""
     t0 = time.perf_counter()
     target = check_target(target)
-    info = write_artifact(lower(source, target, solver, pipeline), path, target)
+    info = write_artifact(lower(source, target, solver, pipeline, layout), path, target)
     return {**info, "seconds": time.perf_counter() - t0}
 
 

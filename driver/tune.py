@@ -36,14 +36,15 @@ BUNDLE_FORMAT = "openprim-tuning-bundle"
 RESULTS_FORMAT = "openprim-tuning-results"
 
 
-def layers(graph):
-    """(module, [(op, descriptor, count)]) of the distinct conv2d/matmul problems of the graph."""
+def layers(graph, target: str):
+    """(module, [(op, descriptor, count)]) of the distinct conv2d/matmul problems of the graph, as
+    prim-select sees them for `target`."""
     module = to_module(graph)
     passes.run(module, "prim-fuse")
     found = {}
     with module.context:
         for fn in graph_functions(module.operation):
-            for op in prim_select.prepare(fn):
+            for op in prim_select.prepare(fn, target=target):
                 key = problem_of(op).descriptor()
                 found.setdefault(key, [op, key, 0])[2] += 1
     return module, [tuple(v) for v in found.values()]
@@ -62,7 +63,7 @@ def tune(graph, target: str, budget: float) -> list[dict]:
     why_not = find.unavailable(target)
     if why_not:
         raise OpenPrimError(why_not)
-    module, todo = layers(graph)
+    module, todo = layers(graph, target)
     summary = []
     with module.context:
         for i, (op, key, count) in enumerate(todo):
@@ -113,7 +114,7 @@ def bundle(graph, target: str, path: str, budget: float, seed: int = 0) -> int:
     them back): candidates of a layer mostly share one filter layout, and a bundle must stay small enough
     to send to the GPU machine."""
     from openprim import compiler
-    module, todo = layers(graph)
+    module, todo = layers(graph, target)
     index, rng, stored_weights = [], random.Random(seed), set()
     with module.context, zipfile.ZipFile(path + ".tmp", "w", zipfile.ZIP_STORED) as z, \
             tempfile.TemporaryDirectory() as tmp:
@@ -169,7 +170,7 @@ def import_results(path: str) -> int:
 def explain(graph, target: str) -> None:
     """Per layer: its descriptor, every solver (applicable or why not, predicted and measured time), the
     choice a compile makes now and where it comes from."""
-    module, todo = layers(graph)
+    module, todo = layers(graph, target)
     mode = prim_select.find_mode()
     arch = tuning_db.arch_of(target)
     with module.context:

@@ -1,10 +1,17 @@
-"""A tiled SIMT GEMM kernel in the gpu dialect: implicit-GEMM convolution (NHWC x RSCK) and matmul.
+"""A tiled SIMT GEMM kernel in the gpu dialect: implicit-GEMM convolution (NHWC or NCHW x RSCK) and matmul.
 
     C[M, N] = A[M, K] . B[K, N], then act(C + bias[n] + residual[m, n]) in the output dtype.
 
 For a convolution, M = batch*OH*OW (output pixels), N = output channels, K = R*S*C, and A is never
-built: A[m, k] is read straight from the NHWC input at (n, oh*sh - pt + r*dh, ow*sw - pl + s*dw, c),
-zero outside the image (implicit GEMM, no im2col buffer). For a matmul A is the left operand.
+built: A[m, k], m = (n, oh, ow), k = (r, s, c), is read straight from the input at
+ih = oh*sh - pt + r*dh, iw = ow*sw - pl + s*dw, zero outside the image (implicit GEMM, no im2col
+buffer). For a matmul A is the left operand. The input layout decides how A is loaded:
+    NHWC  x[n, ih, iw, c]: consecutive k are consecutive channels, so each thread loads VA of them
+          at once (16-byte vectors along k) and the output C[m, n] is stored row-major ([M, N]);
+    NCHW  x[n, c, ih, iw]: consecutive m are consecutive ow, so the threads of a block take
+          consecutive m (each thread one tile row, scalar loads, coalesced across the threads) and
+          the output is stored as out[n, k, oh, ow] (so is the residual read).
+The filter is read as [K = R*S*C, N] (RSCK) in both.
 
 One block computes a BM x BN tile of C with THREADS threads, each a TM x TN register tile:
 
@@ -108,6 +115,11 @@ class GemmSpec:
     residual: bool = False
     activation: str = "none"
     activation_params: tuple = ()
+    layout: str = "NHWC"          # a convolution's input, output and residual: "NHWC" or "NCHW"
+
+    @property
+    def nchw(self) -> bool:
+        return bool(self.conv) and self.layout == "NCHW"
 
 
 def _collapse(e: Emitter, value: str, mtype: str, rank: int, rows: int, cols: int, dtype: str) -> str:
@@ -117,6 +129,13 @@ def _collapse(e: Emitter, value: str, mtype: str, rank: int, rows: int, cols: in
     n = e.fresh("v")
     e.emit(f"{n} = memref.collapse_shape {value} [[{', '.join(str(i) for i in range(rank - 1))}], [{rank - 1}]] "
            f": {mtype} into memref<{rows}x{cols}x{dtype}>")
+    return n
+
+
+def _nchw_view(e: Emitter, value: str, mtype: str, view_t: str) -> str:
+    """An NCHW memref [N, K, OH, OW] as [N, K, OH*OW]."""
+    n = e.fresh("v")
+    e.emit(f"{n} = memref.collapse_shape {value} [[0], [1], [2, 3]] : {mtype} into {view_t}")
     return n
 
 
@@ -145,7 +164,8 @@ def _load_vec(e: Emitter, ok: str, memref: str, mtype: str, idx: list, width: in
 
 class OperandA:
     """Reads of A[m, k]: a matmul's lhs, or a convolution's input at the window tap of k (implicit
-    GEMM: k = (r, s, c) with c fastest, so `width` consecutive k are consecutive channels)."""
+    GEMM: k = (r, s, c) with c fastest, so in NHWC `width` consecutive k are consecutive channels;
+    an NCHW input is read one element at a time, width 1)."""
 
     def __init__(self, e: Emitter, spec: GemmSpec, value: str, mtype: str):
         self.e, self.spec = e, spec
@@ -175,6 +195,7 @@ class OperandA:
         ok_k = e.cmp("ult", k, e.c(spec.k))
         if spec.conv:
             _, H, W, C, _, _, _, S, _, _, _, _, dh, dw = spec.conv
+            assert width == 1 or not spec.nchw, "an NCHW input is read one element at a time"
             C //= spec.groups
             c, rs = e.rem(k, e.c(C)), e.div(k, e.c(C))
             if spec.groups > 1:
@@ -187,7 +208,7 @@ class OperandA:
                 ih, iw = e.add(info["ih0"], dr), e.add(info["iw0"], ds)
                 for v, hi in ((ih, H), (iw, W)):
                     ok = e.both(ok, e.both(e.cmp("sge", v, e.c(0)), e.cmp("slt", v, e.c(hi))))
-                idx = [info["img"], ih, iw, c]
+                idx = [info["img"], c, ih, iw] if spec.nchw else [info["img"], ih, iw, c]
             else:
                 idx = [info["m"], k]
             out.append(_load_vec(e, ok, self.memref, self.mtype, idx, width, spec.dtype, widen))
@@ -202,8 +223,10 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
     T, dt = t.threads, spec.dtype
     M, N, K, G = spec.m, spec.n, spec.k, spec.groups
     NT = N * G                                                       # columns of B and of the output
-    # Global load widths: A contiguous along k (channels), B along n; whole passes of all the threads.
-    va = next(v for v in (4, 2, 1) if (spec.conv[3] // G if spec.conv else K) % v == 0 and (t.bm * t.bk) % (T * v) == 0)
+    # Global load widths: A contiguous along k (NHWC channels; NCHW: one element), B along n; whole
+    # passes of all the threads.
+    va = 1 if spec.nchw else \
+        next(v for v in (4, 2, 1) if (spec.conv[3] // G if spec.conv else K) % v == 0 and (t.bm * t.bk) % (T * v) == 0)
     vb = next(v for v in (4, 2, 1) if N % v == 0 and (t.bk * t.bn) % (T * v) == 0)
     gx, gy = -(-N // t.bn), -(-M // t.bm)
     names = [p for p, _ in params_sig]
@@ -219,14 +242,27 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
     tid = "%tx"
     m0, n0 = e.mul("%by", e.c(t.bm)), e.mul("%bx", e.c(t.bn))
     b2 = _collapse(e, b, types[b], len(types[b][7:].split("x")) - 1, K, NT, dt)
-    out2 = _collapse(e, out, types[out], len(types[out][7:].split("x")) - 1, M, NT, dt)
-    res2 = _collapse(e, residual, types[residual], len(types[residual][7:].split("x")) - 1, M, NT, dt) \
-        if residual else None
+    if spec.nchw:  # out[n, k, oh, ow] as [N, K, OH*OW]
+        out_t = f"memref<{spec.conv[0]}x{NT}x{M // spec.conv[0]}x{dt}>"
+        out2, res2 = (_nchw_view(e, v, types[v], out_t) if v else None for v in (out, residual))
+    else:
+        out_t = f"memref<{M}x{NT}x{dt}>"
+        out2 = _collapse(e, out, types[out], len(types[out][7:].split("x")) - 1, M, NT, dt)
+        res2 = _collapse(e, residual, types[residual], len(types[residual][7:].split("x")) - 1, M, NT, dt) \
+            if residual else None
     A = OperandA(e, spec, a, types[a])
-    per_row = t.bk // va         # threads per tile row of A
-    a_rows = [A.row(m0, e.add(e.c(p * (T // per_row)), e.div(tid, e.c(per_row))))
-              for p in range(t.bm * t.bk // (T * va))]
-    a_col = e.mul(e.rem(tid, e.c(per_row)), e.c(va))
+    # This thread's loads of the A tile, as (its row's info, first k within the tile): NHWC threads take
+    # VA consecutive k of a row; NCHW threads take consecutive rows, one row and BK*BM/T k each (every
+    # tile has T % BM == 0).
+    if spec.nchw:
+        row = A.row(m0, e.rem(tid, e.c(t.bm)))
+        a_loads = [(row, e.add(e.c(p * (T // t.bm)), e.div(tid, e.c(t.bm)))) for p in range(t.bm * t.bk // T)]
+    else:
+        per_row = t.bk // va         # threads per tile row of A
+        a_rows = [A.row(m0, e.add(e.c(p * (T // per_row)), e.div(tid, e.c(per_row))))
+                  for p in range(t.bm * t.bk // (T * va))]
+        a_col = e.mul(e.rem(tid, e.c(per_row)), e.c(va))
+        a_loads = [(info, a_col) for info in a_rows]
     per_brow = t.bn // vb
     b_col = e.mul(e.rem(tid, e.c(per_brow)), e.c(vb))
     b_n = e.add(n0, b_col)
@@ -241,7 +277,10 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
 
     def global_loads(k0: str) -> list[str]:
         """This thread's share of the A and B tiles at k0, as f32 vectors (zeros outside)."""
-        vecs = A.loads(a_rows, e.add(k0, a_col), va, widen=True)
+        if spec.nchw:
+            vecs = [A.loads([info], e.add(k0, kk), 1, widen=True)[0] for info, kk in a_loads]
+        else:
+            vecs = A.loads([info for info, _ in a_loads], e.add(k0, a_col), va, widen=True)
         for kk in b_rows:
             kb = e.add(k0, kk)
             vecs.append(_load_vec(e, e.both(b_nok, e.cmp("ult", kb, e.c(K))), b2, f"memref<{K}x{NT}x{dt}>",
@@ -251,7 +290,7 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
     # Software pipelining through registers: the next tiles' global loads are issued before this
     # tile's inner products, so their latency hides behind the FMAs.
     first = global_loads(e.c(0))
-    vec_types = [f"vector<{va}xf32>"] * len(a_rows) + [f"vector<{vb}xf32>"] * len(b_rows)
+    vec_types = [f"vector<{va}xf32>"] * len(a_loads) + [f"vector<{vb}xf32>"] * len(b_rows)
     zero = e.fresh("z")
     e.emit(f"{zero} = arith.constant dense<0.0> : {acc_t}")
     accs = [e.fresh("acc") for _ in range(t.tm)]
@@ -260,12 +299,12 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
     carried = [f"{x} = {zero}" for x in accs] + [f"{g} = {v}" for g, v in zip(staged, first)]
     e.open(f"{res}:{t.tm + len(first)} = scf.for %k0 = {e.c(0)} to {e.c(-(-K // t.bk) * t.bk)} step {e.c(t.bk)} "
            f"iter_args({', '.join(carried)}) -> ({', '.join([acc_t] * t.tm + vec_types)}) {{")
-    for vec, info in zip(staged, a_rows):
+    for vec, (info, kk) in zip(staged, a_loads):
         for j in range(va):
             s = e.fresh("s")
             e.emit(f"{s} = vector.extract {vec}[{j}] : f32 from vector<{va}xf32>")
-            e.emit(f"memref.store {s}, %As[{e.add(a_col, e.c(j))}, {info['row']}] : {as_t}")
-    for vec, kk in zip(staged[len(a_rows):], b_rows):
+            e.emit(f"memref.store {s}, %As[{e.add(kk, e.c(j))}, {info['row']}] : {as_t}")
+    for vec, kk in zip(staged[len(a_loads):], b_rows):
         e.emit(f"vector.store {vec}, %Bs[{kk}, {b_col}] {{alignment = {4 * vb}}} : {bs_t}, vector<{vb}xf32>")
     e.emit("gpu.barrier")
     following = global_loads(e.add("%k0", e.c(t.bk)))
@@ -290,19 +329,22 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
     for i in range(t.tm):
         m = e.add(m0, e.add(a_off, e.c(i)))
         e.open(f"scf.if {e.both(e.cmp('ult', m, e.c(M)), col_ok[0])} {{")
+        if spec.nchw:
+            img, pix = e.div(m, e.c(M // spec.conv[0])), e.rem(m, e.c(M // spec.conv[0]))
         for j, n in enumerate(ns):
             if ragged and j:
                 e.open(f"scf.if {col_ok[j]} {{")
             v = e.fresh("s")
             e.emit(f"{v} = vector.extract {res}#{i}[{j}] : f32 from {acc_t}")
             col = group_col(n)
-            for src, idx, mt in ((bias, [col], types[bias] if bias else ""), (res2, [m, col], f"memref<{M}x{NT}x{dt}>")):
+            at = [img, col, pix] if spec.nchw else [m, col]
+            for src, idx, mt in ((bias, [col], types[bias] if bias else ""), (res2, at, out_t)):
                 if src:
                     x = e.fresh("e")
                     e.emit(f"{x} = memref.load {src}[{', '.join(idx)}] : {mt}")
                     v = e.scalar("arith.addf", v, e.to_f32(x, dt))
             v = e.from_f32(activation(e, spec.activation, spec.activation_params, v), dt)
-            e.emit(f"memref.store {v}, {out2}[{m}, {col}] : memref<{M}x{NT}x{dt}>")
+            e.emit(f"memref.store {v}, {out2}[{', '.join(at)}] : {out_t}")
             if ragged and j:
                 e.close()
         e.close()

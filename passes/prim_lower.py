@@ -65,6 +65,40 @@ CPU_TO_LLVM = (  # after memref-copy-to-linalg
 )
 
 
+# f32 -> bf16, round to nearest even (NaN stays a quiet NaN): LLVM's x86 backend calls this compiler-rt
+# builtin for bf16 values it has to promote to f32, and older C libraries (GCC 12's libgcc) lack it.
+TRUNCSFBF2 = """llvm.func weak @__truncsfbf2(%x: f32) -> bf16 {
+  %bits = llvm.bitcast %x : f32 to i32
+  %c16 = llvm.mlir.constant(16 : i32) : i32
+  %c1 = llvm.mlir.constant(1 : i32) : i32
+  %half = llvm.mlir.constant(32767 : i32) : i32
+  %absmask = llvm.mlir.constant(2147483647 : i32) : i32
+  %inf = llvm.mlir.constant(2139095040 : i32) : i32
+  %qnan = llvm.mlir.constant(32704 : i16) : i16
+  %top = llvm.lshr %bits, %c16 : i32
+  %lsb = llvm.and %top, %c1 : i32
+  %bias = llvm.add %half, %lsb : i32
+  %rounded = llvm.add %bits, %bias : i32
+  %hi = llvm.lshr %rounded, %c16 : i32
+  %h16 = llvm.trunc %hi : i32 to i16
+  %abs = llvm.and %bits, %absmask : i32
+  %nan = llvm.icmp "ugt" %abs, %inf : i32
+  %r16 = llvm.select %nan, %qnan, %h16 : i1, i16
+  %r = llvm.bitcast %r16 : i16 to bf16
+  llvm.return %r : bf16
+}"""
+
+
+def bf16_runtime(module: ir.Operation) -> None:
+    """Give the kernels module its own __truncsfbf2 when it computes in bf16 (weak: a C library's wins)."""
+    km = kernels_module(module, "", create=False)
+    if km is None or "bf16" not in str(km):
+        return
+    with module.context, ir.Location.unknown():
+        parsed = ir.Module.parse(TRUNCSFBF2)
+        body(km).append(parsed.body.operations[0].operation)  # moves it out of `parsed`, alive until here
+
+
 def copies_to_linalg(op, _pass=None):
     """memref.copy -> linalg.copy, so strided copies become loops instead of calls to MLIR's
     runtime library (memrefCopy), which neither the JIT nor a standalone .so has."""
@@ -197,7 +231,7 @@ class Options:
         head = [(f"{NAME}-outline", lambda op: outline(op, str(target))),
                 nested(bufferize), ("memref-copy-to-linalg", copies_to_linalg)]
         if not target.is_gpu:
-            return head + [nested(CPU_TO_LLVM)]
+            return head + [nested(CPU_TO_LLVM), ("prim-bf16-runtime", bf16_runtime)]
         gpu_map = prim_gpu_map.Options()
         to_binary = [step.format(arch=target.arch) for step in GPU_TO_BINARY[target.kind]]
         tail = [("prim-gpu-binary", lambda op: rocdl_binary(op, target.arch))] if target.kind == "rocdl" else []

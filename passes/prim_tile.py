@@ -2,9 +2,10 @@
 
 Kernels are outlined as in prim-lower (the chosen solver's linalg form), then the schedule of
 schedules.py, parametrized by the solver's prim.params, is applied with the transform interpreter.
-The result is still on tensors: prim-lower bufferizes it and lowers it to LLVM. On GPU targets a
-solver with a hand-structured gpu kernel (shared-memory tiles, register blocking) supplies it whole;
-every other kernel stays linalg for prim-lower's generic grid mapping.
+The result is still on tensors: prim-lower bufferizes it and lowers it to LLVM. A solver with a
+hand-written kernel supplies it whole instead: on the CPU its cpu_kernel (vector loops on memrefs,
+cpu_implicit_gemm.py), on GPU targets its gpu_kernel (shared-memory tiles, register blocking); every
+other GPU kernel stays linalg for prim-lower's generic grid mapping.
 """
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ def schedule_kernel(text: str, kt, ops) -> ir.Module:
         if not solver.scheduled:
             return ir.Module.parse(text)
         params = {a.name: ir.IntegerAttr(a.attr).value for a in ir.DictAttr(op.attributes["prim.params"])}
+        if hasattr(solver, "cpu_kernel"):
+            return _solver_kernel(solver, solver.cpu_kernel, text, op, params)
         main = solver.schedule(problem_of(op), params)
     elif threaded := schedules.threaded_final_op(kt, THREADS):
         tag, main = threaded
@@ -46,6 +49,20 @@ def schedule_kernel(text: str, kt, ops) -> ir.Module:
         raise OpenPrimError(f"{dialect.where(op.location)}: error: scheduling kernel '{name}' failed: "
                             f"{dialect.format_mlir_error(e)}") from None
     return module
+
+
+def _solver_kernel(solver, make, text: str, op, params) -> ir.Module:
+    """A solver's whole hand-written kernel: make(name, [(argument, memref type)], problem, params,
+    attributes) -> the kernel function text, with the signature of the outlined kernel `text`."""
+    header = text[text.index("func.func"):].split("{", 1)[0]
+    name = header.split("@", 1)[1].split("(", 1)[0]
+    signature = re.findall(r"(%\w+): (memref<[^>]*>)", header)
+    kernel = make(name, signature, problem_of(op), params, dialect.op_attrs(op))
+    try:
+        return ir.Module.parse(kernel)
+    except ir.MLIRError as e:
+        raise OpenPrimError(f"{dialect.where(op.location)}: error: solver '{solver.name}' built an invalid "
+                            f"kernel: {dialect.format_mlir_error(e)}") from None
 
 
 def _row_op(op) -> int:
@@ -83,12 +100,7 @@ def gpu_kernel(text: str, kt, ops) -> ir.Module:
         solver = SOLVERS[ir.StringAttr(op.attributes["prim.solver"]).value]
         if hasattr(solver, "gpu_kernel"):
             params = {a.name: ir.IntegerAttr(a.attr).value for a in ir.DictAttr(op.attributes["prim.params"])}
-            kernel = solver.gpu_kernel(name, signature, problem_of(op), params, dialect.op_attrs(op))
-            try:
-                return ir.Module.parse(kernel)
-            except ir.MLIRError as e:
-                raise OpenPrimError(f"{dialect.where(op.location)}: error: solver '{solver.name}' built an invalid "
-                                    f"kernel: {dialect.format_mlir_error(e)}") from None
+            return _solver_kernel(solver, solver.gpu_kernel, text, op, params)
     return ir.Module.parse(text)
 
 

@@ -55,6 +55,23 @@ def rebuild(op: ir.Operation, operands: list, attrs: dict, loc) -> ir.Operation:
                                attributes=new_attrs, loc=loc)
 
 
+def pad_zeros(v: ir.Value, dim: int, extra: int, loc) -> ir.Value:
+    """v with `extra` zeros appended along `dim`: a prim.pad, or a new constant when v is one."""
+    t = v.type
+    shape = list(t.shape)
+    shape[dim] += extra
+    data = constant(v)
+    if data is not None:
+        widths = [(0, 0)] * len(shape)
+        widths[dim] = (0, extra)
+        return new_constant(np.pad(data, widths), v, loc)
+    pads = [0] * (2 * len(shape))
+    pads[len(shape) + dim] = extra
+    return ir.Operation.create("prim.pad", results=[ir.RankedTensorType.get(shape, t.element_type)], operands=[v],
+                               attributes={"pads": dialect.make_attr(pads, "i64s"),
+                                           "value": dialect.make_attr(0.0, "f64")}, loc=loc).result
+
+
 def transpose(v: ir.Value, perm, loc) -> ir.Value:
     """prim.transpose of v, folded at compile time when v is a constant."""
     t = v.type

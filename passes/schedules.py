@@ -112,6 +112,48 @@ def gemm(par: tuple[int, int], mt: int, nt: int, kt: int) -> str:
   %m2, %rl = transform.structured.tile_using_for %mm tile_sizes [0, 0, {kt}] : ({ANY}) -> ({ANY}, {ANY})"""
 
 
+def grouped_gemm(par: list[int], mt: int, nt: int, kt: int, im2col_channels: int | None) -> str:
+    """The batched GEMM C[g, m, n] = sum_{t, c} A[m, t, g, c] B[t, c, g, n] (solvers.ConvGroupedGemm):
+    threads over M (or the groups), register tiles of one group x MT rows x NT columns, reduction
+    loops over the filter taps t (one at a time) and KT channels c. Inside those loops the unit dims of
+    a step (its group and tap) are then folded away, so what gets vectorized is a plain [MT, KT] x
+    [KT, NT] matmul: outer-product FMAs, the accumulator carried in registers. (The epilogue keeps its
+    unit group dim: folding it there writes the tile through a wrong transfer map.) The im2col copy,
+    when there is one (im2col_channels = C), is tiled to one filter tap of one pixel and its unit dims
+    folded too, so that its strided window read becomes a plain vector copy of the C channels."""
+    im2col = "" if im2col_channels is None else f"""
+  %col = transform.structured.match attributes{{prim.role = "im2col"}} in %root : ({ANY}) -> {ANY}
+  %col1, %cl:6 = transform.structured.tile_using_for %col tile_sizes {_tiles([1] * 5 + [im2col_channels])} : ({ANY}) -> ({ANY}{f", {ANY}" * 6})
+  transform.apply_patterns to %cl#0 {{
+    transform.apply_patterns.linalg.fold_unit_extent_dims_via_slices
+  }} : {ANY}"""
+    return im2col + _fuse_main(par, [mt, 1, nt]) + f"""
+  %mm = transform.structured.match attributes{{prim.role = "contraction"}} in %root : ({ANY}) -> {ANY}
+  %m2, %rl:2 = transform.structured.tile_using_for %mm tile_sizes [0, 0, 0, 1, {kt}] : ({ANY}) -> ({ANY}, {ANY}, {ANY})
+  transform.apply_patterns to %rl#0 {{
+    transform.apply_patterns.linalg.fold_unit_extent_dims_via_slices
+  }} : {ANY}"""
+
+
+def winograd(threads_batch: int, mt: int, nt: int, kt: int, epilogue_inner: list[int]) -> str:
+    """Winograd's (m+2)^2 GEMMs: the batch split between the threads (the accumulator fill fused in), each
+    GEMM in MT x NT register tiles with a K loop of KT; the transforms are aux ops, the epilogue tiled alone
+    (no producer fusion: it would recompute the transforms for every tile). Unit dims are folded away
+    after tiling, so the transforms' overlapping-tile reads (x[i*m + u]) become plain vector loads."""
+    n = sum(1 for t in epilogue_inner if t)
+    return f"""
+  %bmm = transform.structured.match ops{{["linalg.batch_matmul"]}} in %root : ({ANY}) -> {ANY}
+  %b1, %forall = transform.structured.fuse %bmm tile_sizes [{threads_batch}, 0, 0] {{apply_cleanup, use_forall}} : ({ANY}) -> ({ANY}, {ANY})
+  %b2, %regl:3 = transform.structured.fuse %b1 tile_sizes [1, {mt}, {nt}] {{apply_cleanup}} : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})
+  %b3, %rl = transform.structured.tile_using_for %b2 tile_sizes [0, 0, 0, {kt}] : ({ANY}) -> ({ANY}, {ANY})
+  %epi = transform.structured.match attributes{{prim.role = "epilogue"}} in %root : ({ANY}) -> {ANY}
+  %e1, %el:{n} = transform.structured.tile_using_for %epi tile_sizes {epilogue_inner} : ({ANY}) -> ({ANY}{f", {ANY}" * n})
+  %fw = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}
+  transform.apply_patterns to %fw {{
+    transform.apply_patterns.linalg.fold_unit_extent_dims_via_slices
+  }} : {ANY}"""
+
+
 def parallel_epilogue(par: list[int], inner: list[int]) -> str:
     """Threads over one dim of a kernel's final op (its producers fused in), then a vector-sized tile."""
     n = sum(1 for t in inner if t)

@@ -13,12 +13,14 @@ compile time and wraps NCHW convolutions in transposes that cancel between layer
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import gpu_gemm, gpu_mma, schedules
-from .semantics import KernelText, V, amap, emit_conv2d, emit_matmul, epilogue, ttype
+from . import cpu_implicit_gemm, gpu_gemm, gpu_mma, schedules
+from . import gpu_amd_mma
+from .semantics import KernelText, V, activation, amap, emit_conv2d, emit_matmul, epilogue, mac_body, ttype
 
 
 
@@ -302,8 +304,9 @@ class ConvWinograd(DenseNhwcSolver):
     (F(2x2,3x3): about the error of direct convolution; F(4x4,3x3): some 10x more, see README)."""
     m = 2
     targets = ("cpu", "nvvm", "rocdl")
-    efficiency = 0.004  # measured (ResNet-18 3x3 layers, CPU): its batched GEMM runs as untuned loop nests
-    scheduled = False   # the generic aux schedule unrolls its 7-d transforms into minutes of compile time
+    efficiency = 0.6           # of the batched GEMM on the CPU, when it has 64 or more tiles (rows)
+    filter_efficiency = 0.3    # the filter transform, computed on every call (2 (m+2)^2 9 C K flops)
+    gpu_efficiency = 0.004     # GPUs: no tiled kernel yet (generic grid mapping), 25-490x slower on the H200
 
     def is_applicable(self, p, target):
         if (p.r, p.s) != (3, 3) or tuple(p.strides) != (1, 1) or tuple(p.dilations) != (1, 1):
@@ -314,11 +317,36 @@ class ConvWinograd(DenseNhwcSolver):
         return "RSCK"
 
     def cost(self, p, target):
+        """The batched GEMM at an efficiency that falls with fewer than 64 tiles (small images: thin GEMMs),
+        plus the filter transform and the transformed tiles' traffic. Calibrated on ResNet-18's 3x3 layers
+        (batch 1, CPU): F(4x4) beats conv_direct about 2x at 56x56 and 28x28, loses at 14x14 and 7x7."""
         a = self.m + 2
-        tiles = p.n * -(-p.oh // self.m) * -(-p.ow // self.m)
-        flops = 2.0 * tiles * a * a * p.c * p.k
-        nbytes = 4 * (tiles * a * a * (p.c + p.k) + p.n * p.h * p.w * p.c + p.n * p.oh * p.ow * p.k)
-        return roofline(flops, nbytes, target, self.efficiency)
+        batch, tiles, _, _ = self.gemms(p)
+        gemm = 2.0 * batch * tiles * p.c * p.k
+        nbytes = 4 * (3 * tiles * batch * (p.c + p.k) + p.n * p.h * p.w * p.c + p.n * p.oh * p.ow * p.k)
+        if target.partition(":")[0] != "cpu":
+            return roofline(gemm, nbytes, target, self.gpu_efficiency)
+        peak, _ = _rates(target)
+        return (roofline(gemm, nbytes, target, self.efficiency * min(1.0, tiles / 64))
+                + 2.0 * a * a * 9 * p.c * p.k / (peak * 1e9 * self.filter_efficiency))
+
+    def gemms(self, p):
+        """(batch, M, N, K) of the batched GEMM."""
+        a = self.m + 2
+        return a * a, p.n * -(-p.oh // self.m) * -(-p.ow // self.m), p.k, p.c
+
+    def tunables(self, p):
+        return {"mt": [4, 7, 8], "nt": [16, 32, 64], "kt": [4, 8]}
+
+    def default_params(self, p):
+        _, m, n, k = self.gemms(p)
+        return {"mt": next((t for t in (8, 7, 4, 2) if m % t == 0), 1), "nt": _largest_divisor(n, 32),
+                "kt": next((t for t in (8, 4, 2) if k % t == 0), 1)}
+
+    def schedule(self, p, params):
+        batch, _, _, _ = self.gemms(p)
+        return schedules.winograd(batch // THREADS if batch % THREADS == 0 else 1, params["mt"], params["nt"],
+                                  params["kt"], [1, 1, 1, _largest_divisor(p.k, 64)])
 
     def build(self, kt, operands, attrs, shape, dtype, params):
         x, w = operands[0], operands[1]
@@ -342,8 +370,7 @@ class ConvWinograd(DenseNhwcSolver):
         mm = kt.filled((a * a, N * th * tw, K), "f32", 0.0, role="acc")
         prod = kt.fresh("bmm")
         vv, uu = kt.reshape(v, (a * a, N * th * tw, C)), kt.reshape(u, (a * a, C, K))
-        tag = kt.tag(None, [a * a, N * th * tw, K, C])
-        kt.emit(f"{prod} = linalg.batch_matmul {{{tag}}} ins({vv.name}, {uu.name} : {vv.type}, {uu.type}) "
+        kt.emit(f"{prod} = linalg.batch_matmul ins({vv.name}, {uu.name} : {vv.type}, {uu.type}) "
                 f"outs({mm.name} : {mm.type}) -> {mm.type}")
         mv = kt.reshape(V(prod, mm.shape, "f32"), (a, a, N, th, tw, K))
         # output: T2[p,be,n,i,j,k] = sum_al AT[p,al] M[al,be,n,i,j,k]           dims (p be n i j al k)
@@ -507,13 +534,16 @@ class GpuGemmSolver(Solver):
 
 
 class ConvImplicitGemmGpu(GpuGemmSolver):
-    """NHWC convolution as an implicit GEMM (input pixels read in place, zero padding by predicates):
-    M = N*OH*OW, N = K, K = R*S*C; strided, dilated and grouped (one GEMM per group: grid z)."""
+    """NHWC or NCHW convolution as an implicit GEMM (input pixels read in place, zero padding by
+    predicates): M = N*OH*OW, N = K, K = R*S*C; strided, dilated and grouped (one GEMM per group:
+    grid z). NCHW (prim-select's layout=keep) is read and written in place, without transposes."""
     name = "conv_implicit_gemm_gpu"
 
     def is_applicable(self, p, target):
-        if p.layout != "NHWC":
-            return "needs NHWC activations (prim-select wraps NCHW in transposes)"
+        # NCHW is read by gpu_gemm's SIMT kernel only: a subclass with a kernel of its own (the
+        # tensor-core solvers) reads NHWC.
+        if p.layout != "NHWC" and (p.layout != "NCHW" or type(self).gpu_kernel is not GpuGemmSolver.gpu_kernel):
+            return "needs NHWC activations (prim-select's default layout wraps NCHW in transposes)"
         if p.groups != 1 and p.k // p.groups < 8:
             return f"fewer than 8 output channels per group ({p.k // p.groups}; depthwise-like)"
 
@@ -528,7 +558,7 @@ class ConvImplicitGemmGpu(GpuGemmSolver):
         g = p.groups
         conv = (p.n, p.h, p.w, p.c, p.oh, p.ow, p.r, p.s, *p.strides, pt, pl, *p.dilations)
         return gpu_gemm.GemmSpec(p.n * p.oh * p.ow, p.k // g, p.r * p.s * p.c // g, p.dtype, conv, groups=g,
-                                 **self._epilogue(p, attrs))
+                                 layout=p.layout, **self._epilogue(p, attrs))
 
     def build(self, kt, operands, attrs, shape, dtype, params):
         return emit_conv2d(kt, "conv2d", operands, attrs, shape, dtype)
@@ -554,27 +584,38 @@ class GemmGpu(GpuGemmSolver):
 
 
 class MmaSolver:
-    """Mixin: the tensor-core kernel (gpu_mma.py) on NVIDIA for f16/bf16, where its 16-byte row loads
-    apply; efficiency is relative to the fp32 SIMT peak that the roofline uses (mma.sync: several times it)."""
+    """Mixin: the tensor-core kernel (gpu_mma.py) on NVIDIA for f16/bf16 (and f32 as TF32 when
+    OPENPRIM_ALLOW_TF32=1, like PyTorch's allow_tf32), where its 16-byte row loads apply; efficiency is
+    relative to the fp32 SIMT peak that the roofline uses (mma.sync: several times it). The "tile"
+    parameter indexes gpu_mma.CONFIGS: (block tile, shared-memory stages)."""
     targets = ("nvvm",)
     efficiency = 3.0
 
     def is_applicable(self, p, target):
+        if p.dtype == "f32" and os.environ.get("OPENPRIM_ALLOW_TF32", "") != "1":
+            return "f32 on tensor cores needs OPENPRIM_ALLOW_TF32=1 (TF32: 10-bit mantissa)"
         return super().is_applicable(p, target) or gpu_mma.applicable(self.spec(p, {"activation": "none",
                                                                                       "activation_params": ()}))
 
     def tunables(self, p):
-        return {"tile": list(range(len(gpu_mma.TILES)))}
+        return {"tile": [i for i, (tile, stages) in enumerate(gpu_mma.CONFIGS)
+                         if gpu_mma.shared_bytes(p.dtype, tile, stages) <= gpu_mma.STATIC_SHARED_LIMIT]}
 
     def default_params(self, p):
         """The 128x128 block only where it is filled (N >= 128) and still gives every multiprocessor a
-        block; measured on the ResNet-50 layers (bench/RESULTS.md), N = 64 ran 1.4x faster on 64x64."""
+        block; measured on the ResNet-50 layers (bench/RESULTS.md), N = 64 ran 1.4x faster on 64x64.
+        Reductions of 1024 and more (32+ k tiles) go through the cp.async pipeline, with as many stages
+        as fit (2 for 128x128, 4 for 64x64): on the H200 that made the fp16 ResNet-50 layers with
+        K = R*S*C of 1024-4608 1.15-2x faster and the 8192^3 GEMM 1.07x; below that, register
+        prefetch was as fast or faster (K = 64 and 576: up to 1.5x)."""
         m, n = self.gemm_shape(p)
         big = n >= 128 and -(-m // 128) * -(-n // 128) >= GpuGemmSolver.MULTIPROCESSORS
-        return {"tile": 0 if big else 1}
+        k = p.r * p.s * p.c if self.op == "conv2d" else p.k
+        stages = (2 if big else 4) if k >= 1024 else 1
+        return {"tile": gpu_mma.CONFIGS.index(("large" if big else "small", stages))}
 
     def gpu_kernel(self, name, signature, p, params, attrs):
-        return gpu_mma.mma_kernel(name, signature, self.spec(p, attrs), list(gpu_mma.TILES)[params["tile"]])
+        return gpu_mma.mma_kernel(name, signature, self.spec(p, attrs), *gpu_mma.CONFIGS[params["tile"]])
 
 
 class ConvImplicitGemmMma(MmaSolver, ConvImplicitGemmGpu):
@@ -587,6 +628,209 @@ class GemmMma(MmaSolver, GemmGpu):
     name = "gemm_mma"
 
 
+class ConvGroupedGemm(Solver):
+    """Grouped convolution (1 < groups, not depthwise; NHWC x RSCK) as G GEMMs in one batched
+    contraction: per group g, A_g[N*OH*OW, R*S*Cg] (its Cg channels of every filter tap) times the
+    filter's B_g[R*S*Cg, Kg]. A is an im2col buffer [M, R*S, G, Cg] that copies all C channels of a tap
+    at once (a 1x1, stride-1, unpadded convolution reads the input itself, viewed as [M, 1, G, Cg]); the
+    filter is viewed as [R*S, Cg, G, Kg]. One linalg.generic over (g, m, n | t, c) with
+    projected-permutation maps gives C[G, M, Kg], and the epilogue writes it as [M, G, Kg] = [M, K]
+    (NHWC). The GEMM-like schedule (threads over M, register tiles of one group x MT x NT, reduction
+    loops over the taps and KT channels) vectorizes it into FMAs along the group's output channels."""
+    name = "conv_grouped_gemm"
+    efficiency = 0.5
+
+    def is_applicable(self, p, target):
+        if p.groups == 1:
+            return "not a grouped convolution (groups=1)"
+        if p.depthwise:
+            return "depthwise convolution (groups = C = K)"
+        if p.layout != "NHWC":
+            return "needs NHWC activations (prim-select wraps NCHW in transposes)"
+        return None
+
+    def filter_layout(self):
+        return "RSCK"
+
+    @staticmethod
+    def _direct(p) -> bool:
+        """A 1x1, stride-1, unpadded convolution reads its A straight from the input (no im2col)."""
+        return (p.r, p.s) == (1, 1) and tuple(p.strides) == (1, 1) and not any(p.padding)
+
+    def cost(self, p, target):
+        """Its vectors are the group's Kg output channels: narrower than 8 lanes wastes the rest (and
+        tiles that small are mostly loop overhead); the im2col buffer is written and read once."""
+        col = 0 if self._direct(p) else 2 * 4 * p.n * p.oh * p.ow * p.r * p.s * p.c
+        return super().cost(p, target) * max(1.0, 8 * p.groups / p.k) + col / (_rates(target)[1] * 1e9)
+
+    def tunables(self, p):
+        """Whole tiles only: MT divides M, NT the group's output channels, KT its input channels."""
+        m, kg, cg = p.n * p.oh * p.ow, p.k // p.groups, p.c // p.groups
+        return {"mt": [t for t in (1, 2, 4, 7, 8, 14) if m % t == 0],
+                "nt": [t for t in (4, 8, 16, 32) if kg % t == 0] or [_largest_divisor(kg, 32)],
+                "kt": [t for t in (1, 2, 4, 8, 16) if cg % t == 0]}
+
+    def default_params(self, p):
+        m, kg, cg = p.n * p.oh * p.ow, p.k // p.groups, p.c // p.groups
+        mt = next((t for t in (8, 7, 14, 4, 2) if m % t == 0), 1)
+        nt = next((t for t in (32, 16, 8, 4) if kg % t == 0), _largest_divisor(kg, 32))
+        kt = next((t for t in (8, 16, 4, 3, 2) if cg % t == 0), 1)
+        return {"mt": mt, "nt": nt, "kt": kt}
+
+    def build(self, kt, operands, attrs, shape, dtype, params):
+        x, w, bias, residual = operands
+        N, OH, OW, K = shape
+        R, S, Cg, _ = w.shape
+        C, G = x.shape[3], attrs["groups"]
+        M, Kg = N * OH * OW, K // G
+        if (R, S) == (1, 1) and tuple(attrs["strides"]) == (1, 1) and not any(attrs["padding"]):
+            a = kt.reshape(x, (M, 1, G, Cg))
+        else:
+            xp = _pad_nhwc(kt, x, attrs)
+            (sh, sw), (dh, dw) = attrs["strides"], attrs["dilations"]
+            # col[n, oh, ow, r, s, ch] = x[n, oh*sh + r*dh, ow*sw + s*dw, ch] (copied by the schedule's
+            # im2col step, C channels at a time)
+            col = kt.generic([xp], [amap(6, ["d0", f"d1 * {sh} + d3 * {dh}", f"d2 * {sw} + d4 * {dw}", "d5"])],
+                             kt.empty((N, OH, OW, R, S, C), x.dtype), amap(6, [f"d{i}" for i in range(6)]),
+                             ["parallel"] * 6, lambda args, kt: args[0], role="im2col")
+            a = kt.reshape(col, (M, R * S, G, Cg))
+        b = kt.reshape(w, (R * S, Cg, G, Kg))
+        # C[g, m, n] = sum_{t, c} A[m, t, g, c] B[t, c, g, n]        loops (g, m, n | t, c)
+        # (the group leads in C: a register tile's unit group dim is a leading one, which vectors drop)
+        acc = kt.generic([a, b], [amap(5, ["d1", "d3", "d0", "d4"]), amap(5, ["d3", "d4", "d0", "d2"])],
+                         kt.filled((G, M, Kg), "f32", 0.0, role="acc"), amap(5, ["d0", "d1", "d2"]),
+                         ["parallel"] * 3 + ["reduction"] * 2, mac_body([a.dtype, b.dtype]), role="contraction")
+        # the epilogue, loops (m, g, n), writes the output as [M, G, Kg] = NHWC (rows outermost: a
+        # register tile's rows of A are read for every group while they are in cache)
+        nhwc = amap(3, ["d0", "d1", "d2"])
+        ins, maps = [acc], [amap(3, ["d1", "d0", "d2"])]
+        if bias is not None:
+            ins.append(kt.reshape(bias, (G, Kg)))
+            maps.append(amap(3, ["d1", "d2"]))
+        if residual is not None:
+            ins.append(kt.reshape(residual, (M, G, Kg)))
+            maps.append(nhwc)
+
+        def body(args, kt):
+            y = args[0]
+            for arg, v in zip(args[1:len(ins)], ins[1:]):
+                y = kt.scalar("arith.addf", y, kt.to_f32(arg, v.dtype))
+            return kt.from_f32(activation(kt, attrs["activation"], attrs["activation_params"], y), dtype)
+        # its destination is an empty NHWC tensor viewed as [M, G, Kg], so that the result is that tensor
+        # again (viewed back): any copy into the kernel's output then runs along contiguous NHWC rows
+        dest = kt.reshape(kt.empty(shape, dtype), (M, G, Kg))
+        out = kt.generic(ins, maps, dest, nhwc, ["parallel"] * 3, body, role="epilogue")
+        return kt.reshape(out, shape)
+
+    def schedule(self, p, params):
+        m, mt = p.n * p.oh * p.ow, params["mt"]
+        par = [m // THREADS, 0, 0] if m % (THREADS * mt) == 0 else \
+            ([0, p.groups // THREADS, 0] if p.groups % THREADS == 0 else [mt, 0, 0])
+        return schedules.grouped_gemm(par, mt, params["nt"], params["kt"], None if self._direct(p) else p.c)
+
+
+class ConvImplicitGemm(Solver):
+    """Any convolution (NCHW or NHWC, strided, dilated, padded, grouped) as one implicit GEMM per group,
+    a hand-structured vector kernel (cpu_implicit_gemm.py): register tiles of WT output columns x FT
+    output channels, lanes along the layout's contiguous dimension, no im2col buffer, no transposes."""
+    name = "conv_implicit_gemm"
+    targets = ("cpu",)
+    # Measured against conv_direct on the 2-core AVX2 CPU (batch 1, bias+relu, best of interleaved runs):
+    # NHWC with 16+ channels per group ran 1.8-2.8x faster on ResNet-18's 3x3 layers (1.1-1.4x at 7x7),
+    # 2.5-4.6x on 1x1 layers; NCHW (layout=keep) at 0.85-1x its NHWC speed (lanes along OW: 0.5-0.8x).
+    efficiency = 1.35
+
+    def cost(self, p, target):
+        """Its vector lanes run along K/groups (NCHW with few channels per group: along OW): fewer than 16
+        leave the register tile partly empty (depthwise NHWC: 1 of 16), so fuller solvers keep those."""
+        if self.default_params(p).get("lanes", 1):
+            fill = min(p.k // p.groups, 16) / 16 * (0.85 if p.layout == "NCHW" else 1.0)
+        else:
+            fill = min(p.ow, 16) / 16 * (0.8 if p.strides[1] == 1 else 0.3)
+        return super().cost(p, target) / fill
+
+    def filter_layout(self):
+        return "RSCK"
+
+    def tunables(self, p):
+        tiles = {"wt": [2, 3, 4, 6, 7, 8, 12, 16], "ft": [1, 2, 4, 6, 8, 12, 16, 32]}
+        return {**tiles, "lanes": [0, 1]} if p.layout == "NCHW" else tiles
+
+    def default_params(self, p):
+        """Lanes along K/groups (16 = two AVX2 registers) in 6 x 2 accumulator registers of 16 (7 columns,
+        spilling 2, beat 6 + 1); NCHW with fewer than 16 channels per group: along OW."""
+        kg = p.k // p.groups
+        if p.layout == "NCHW" and kg < 16:
+            wt = 16 if p.ow >= 48 else min(p.ow, 8)
+            return {"wt": wt, "ft": min(kg, 6 if wt == 16 else 8), "lanes": 0}
+        ft = 16 if kg >= 16 else 8 if kg >= 8 else kg
+        wt = p.ow if p.ow <= 7 else 6 if ft == 16 else 12
+        return {"wt": wt, "ft": ft, **({"lanes": 1} if p.layout == "NCHW" else {})}
+
+    def cpu_kernel(self, name, signature, p, params, attrs):
+        return cpu_implicit_gemm.conv_kernel(name, signature, p, params, attrs, THREADS)
+
+    def build(self, kt, operands, attrs, shape, dtype, params):
+        return emit_conv2d(kt, "conv2d", operands, attrs, shape, dtype)
+
+
+class AmdMatrixSolver:
+    """Mixin: the AMD matrix-core kernel (gpu_amd_mma.py) for f16/bf16 where its 16-byte row loads apply,
+    on the chips of its instruction family (MFMA: CDNA gfx90a/gfx942/gfx950; WMMA: RDNA3 gfx1100/gfx1101);
+    every other chip and dtype keeps the SIMT kernel. Efficiency is relative to the fp32 SIMT peak that
+    the roofline uses (MFMA f16: 8-16x it on CDNA; WMMA: about 2x on RDNA3)."""
+    targets = ("rocdl",)
+    family = ""
+
+    def is_applicable(self, p, target):
+        arch = target.partition(":")[2]
+        spec = self.spec(p, {"activation": "none", "activation_params": ()})
+        return super().is_applicable(p, target) or gpu_amd_mma.arch_reason(arch, self.family, self.name) \
+            or gpu_amd_mma.applicable(spec)
+
+    def tunables(self, p):
+        return {"tile": list(range(len(gpu_amd_mma.TILES[self.family])))}
+
+    def default_params(self, p):
+        """The 128x128 block where it is filled (N >= 128) and still gives every compute unit a block,
+        else 64x64 (32x32x8 MFMA tiles: the fewest instructions per k step)."""
+        m, n = self.gemm_shape(p)
+        big = n >= 128 and -(-m // 128) * -(-n // 128) >= GpuGemmSolver.MULTIPROCESSORS
+        return {"tile": 0 if big else 1}
+
+    def gpu_kernel(self, name, signature, p, params, attrs):
+        tile = list(gpu_amd_mma.TILES[self.family].values())[params["tile"]]
+        return gpu_amd_mma.mma_kernel(name, signature, self.spec(p, attrs), tile)
+
+
+class ConvImplicitGemmMfma(AmdMatrixSolver, ConvImplicitGemmGpu):
+    """Implicit-GEMM convolution on CDNA matrix cores (v_mfma_f32_32x32x8 / 16x16x16, f32 accumulators)."""
+    name = "conv_implicit_gemm_mfma"
+    family = "mfma"
+    efficiency = 4.0
+
+
+class GemmMfma(AmdMatrixSolver, GemmGpu):
+    """matmul / linear on CDNA matrix cores."""
+    name = "gemm_mfma"
+    family = "mfma"
+    efficiency = 4.0
+
+
+class ConvImplicitGemmWmma(AmdMatrixSolver, ConvImplicitGemmGpu):
+    """Implicit-GEMM convolution on RDNA3 matrix cores (v_wmma_f32_16x16x16, wave32, f32 accumulators)."""
+    name = "conv_implicit_gemm_wmma"
+    family = "wmma"
+    efficiency = 1.0
+
+
+class GemmWmma(AmdMatrixSolver, GemmGpu):
+    """matmul / linear on RDNA3 matrix cores."""
+    name = "gemm_wmma"
+    family = "wmma"
+    efficiency = 1.0
+
+
 GEMM = Gemm()
 # One solver per line, in the order `openprim explain` lists them.
 SOLVERS = {s.name: s for s in (
@@ -595,14 +839,20 @@ SOLVERS = {s.name: s for s in (
     ConvIm2colGemm(),
     ConvDepthwise(),
     ConvReference(),
+    ConvImplicitGemm(),
     GEMM,
     GemmReference(),
     ConvWinogradF2x3(),
     ConvWinogradF4x3(),
     ConvImplicitGemmGpu(),
+    ConvGroupedGemm(),
     GemmGpu(),
     ConvImplicitGemmMma(),
     GemmMma(),
+    ConvImplicitGemmMfma(),
+    GemmMfma(),
+    ConvImplicitGemmWmma(),
+    GemmWmma(),
 )}
 
 

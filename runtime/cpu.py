@@ -41,8 +41,27 @@ def link_flags() -> list[str]:
     return ([lib, f"-Wl,-rpath,{os.path.dirname(lib)}"] if lib else []) + ["-lm"]
 
 
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+KERNEL_BUFFERS_KEPT = 1 << 30
+
+
+def keep_kernel_buffers() -> None:
+    """Let glibc's malloc keep freed buffers up to 1 GiB for reuse instead of giving them back to the OS.
+
+    Kernels allocate their intermediates (padded inputs, im2col, Winograd tiles) on every call; by default
+    glibc maps each large one fresh and unmaps it on free, so every call paid its page faults again: 42%
+    of a Winograd convolution's time was the OS zeroing pages (perf). Other C libraries: nothing to do."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(M_MMAP_THRESHOLD, KERNEL_BUFFERS_KEPT)
+        libc.mallopt(M_TRIM_THRESHOLD, 2 * KERNEL_BUFFERS_KEPT)
+    except (OSError, AttributeError):
+        pass
+
+
 def load_library(data: bytes):
     """dlopen the kernels (the bytes of a shared object); returns (library, name -> address)."""
+    keep_kernel_buffers()
     with tempfile.NamedTemporaryFile(suffix=".so", delete=False) as f:
         f.write(data)
     try:

@@ -82,12 +82,18 @@ def _pair(v):
 def applies(solver, cfg, dtype="f32"):
     """Where each conv solver applies, written down independently of solvers.is_applicable."""
     C, G, K = cfg["x"][1], cfg["groups"], cfg["K"]
-    if solver == "conv_implicit_gemm_mma":
-        return dtype == "f16" and G == 1 and C % 8 == 0 and K % 8 == 0
+    if solver == "conv_implicit_gemm_mma":  # 16-byte rows; f32 only as TF32, when allowed
+        vec = 4 if dtype == "f32" else 8
+        tf32 = os.environ.get("OPENPRIM_ALLOW_TF32", "") == "1"
+        return (dtype != "f32" or tf32) and G == 1 and C % vec == 0 and K % vec == 0
     if solver == "conv_implicit_gemm_gpu":
         return G == 1 or K // G >= 8
     if solver in ("conv_direct", "conv_im2col_gemm"):
         return G == 1
+    if solver == "conv_implicit_gemm":
+        return True
+    if solver == "conv_grouped_gemm":
+        return G > 1 and not G == C == K
     if solver == "conv_1x1_gemm":
         return G == 1 and tuple(cfg["kernel"]) == (1, 1) and _pair(cfg["stride"]) == (1, 1) and \
             not any(ref.pad4(cfg["padding"]))
@@ -101,10 +107,12 @@ def applies(solver, cfg, dtype="f32"):
 
 
 # the heuristic's choice (the cheapest predicted time)
-DEFAULT_CONV_SOLVER = {"3x3_s2_asympad": "conv_direct", "3x3_s1_asympad_odd": "conv_direct", "3x3_c16_k24_pad": "conv_direct", "3x2_dil2_s1x2": "conv_direct",
+DEFAULT_CONV_SOLVER = {"3x3_s2_asympad": "conv_direct", "3x3_s1_asympad_odd": "conv_direct",
+                       "3x3_c16_k24_pad": "conv_implicit_gemm", "3x2_dil2_s1x2": "conv_direct",
                        "2x3_dil2x1_plain": "conv_direct", "1x1": "conv_direct", "1x1_bias_plain": "conv_direct",
                        "1x1_s2": "conv_direct", "1x1_pad1": "conv_direct", "dw_s2_asympad": "conv_depthwise",
-                       "dw_dil2": "conv_depthwise", "grouped2": "conv_reference", "grouped4_wide": "conv_reference", "dw_multiplier2": "conv_reference"}
+                       "dw_dil2": "conv_depthwise", "grouped2": "conv_implicit_gemm", "grouped4_wide": "conv_implicit_gemm",
+                       "dw_multiplier2": "conv_implicit_gemm"}
 
 
 def conv_case(net: Net, cfg, layout):
@@ -197,6 +205,32 @@ def test_conv_solver_forced(solver, layout, dtype, rng):
         check_folded(net, cases, layout)
 
 
+# NCHW cases of several blocks, ragged in M (N*OH*OW) and in N (K per group), for the GPU's NCHW path
+NCHW_BLOCKS = [
+    dict(id="nchw_3x3_k48", x=(2, 32, 19, 17), K=48, kernel=(3, 3), stride=1, padding=1, dilation=1, groups=1,
+         bias=True, epilogue="bn+res+relu"),
+    dict(id="nchw_grouped4_s2", x=(1, 64, 21, 15), K=72, kernel=(3, 3), stride=2, padding=(1, 0, 1, 2), dilation=1,
+         groups=4, bias=False, epilogue="bias+res+relu"),
+]
+
+
+@pytest.mark.skipif(TARGET == "cpu", reason="the GPU SIMT implicit GEMM's NCHW addressing")
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_conv_gpu_nchw_keep(dtype, rng):
+    """layout=keep: every NCHW convolution reaches conv_implicit_gemm_gpu untransposed (NCHW input,
+    residual and output read and written in place, KCRS filters re-laid out at compile time); no
+    transpose kernel runs."""
+    solver = "conv_implicit_gemm_gpu"
+    cases = [c for c in CONV + NCHW_BLOCKS if applies(solver, c, dtype)]
+    net = Net(rng, dtype, "NCHW")
+    built = [conv_case(net, cfg, "NCHW") for cfg in cases]
+    outs = net.run(f"prim-pipeline{{target={TARGET} solver={solver} layout=keep}}", *[y for y, _, _ in built])
+    for out, (_, want, red), cfg in zip(outs, built, cases):
+        assert_close(out, want, dtype, reduction=red, what=f"{cfg['id']} ({solver}, NCHW, layout=keep)")
+    assert conv_launch_solvers(net) == [solver] * len(cases)
+    assert "transpose" not in [op for _, op, _ in net.launches()]
+
+
 DEFAULT_PARAMS = [(lo, dt) for lo in LAYOUTS for dt in DTYPES] if ALL_COMBINATIONS else \
     [("NCHW", "f32"), ("NHWC", "f16"), ("NCHW", "bf16")]
 
@@ -210,6 +244,57 @@ def test_conv_default_solver(layout, dtype, rng):
     assert {cfg["id"]: s for cfg, s in zip(CONV, chosen)} == DEFAULT_CONV_SOLVER
     if dtype != "bf16":
         check_folded(net, CONV, layout)
+
+
+# ----------------------------------------------------------------------------- conv_implicit_gemm (CPU)
+# The hand-written implicit-GEMM kernel (cpu_implicit_gemm.py) reads both layouts natively: every case in
+# NCHW (layout=keep: no transposes in the plan) and NHWC, in every dtype; then register tiles whose
+# widths leave tails (OW % WT columns, K/groups % FT channels), loops of several channel tiles, threads
+# over the channel tiles (filter larger than the input: 3x3_c16_k24_pad with FT = 3), both NCHW orientations.
+def _run_implicit_gemm(rng, layout, dtype, cases):
+    net = Net(rng, dtype, layout)
+    built = [conv_case(net, cfg, layout) for cfg in cases]
+    keep = " layout=keep" if layout == "NCHW" else ""
+    outs = net.run(f"prim-pipeline{{solver=conv_implicit_gemm{keep}}}", *[y for y, _, _ in built])
+    for out, (_, want, red), cfg in zip(outs, built, cases):
+        assert_close(out, want, dtype, reduction=red, what=f"{cfg['id']} (conv_implicit_gemm, {layout})")
+    launches = net.launches()
+    assert [s for _, op, s in launches if op == "conv2d"] == ["conv_implicit_gemm"] * len(cases)
+    assert "transpose" not in [op for _, op, _ in launches], launches
+
+
+@CPU_ONLY
+@pytest.mark.parametrize("layout,dtype", [pytest.param(lo, dt, id=f"{lo}-{dt}") for lo in LAYOUTS for dt in DTYPES])
+def test_conv_implicit_gemm_native_layouts(layout, dtype, rng):
+    _run_implicit_gemm(rng, layout, dtype, CONV)
+
+
+@CPU_ONLY
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("wt,ft,lanes", [(5, 3, 0), (2, 16, 1), (16, 1, 0), (3, 5, 1)])
+def test_conv_implicit_gemm_tiles(layout, wt, ft, lanes, rng, monkeypatch):
+    """lanes (NCHW): 0 along the output columns, 1 along the channels (the tile transposed to store)."""
+    params = {"wt": wt, "ft": ft, "lanes": lanes}
+    monkeypatch.setattr(SOLVERS["conv_implicit_gemm"], "default_params", lambda p: params)
+    _run_implicit_gemm(rng, layout, "f32", [CONV_BY_ID[i] for i in ("3x3_c16_k24_pad", "3x2_dil2_s1x2",
+                                                                      "grouped4_wide", "dw_s2_asympad")])
+
+
+@CPU_ONLY
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_conv_implicit_gemm_activations(layout, rng):
+    """Every fused activation, emitted on the accumulator vectors (semantics.activation retyped)."""
+    acts = [("relu", ()), ("leaky_relu", (0.1,)), ("clamp", (-0.5, 0.7)), ("sigmoid", ()), ("tanh", ()),
+            ("gelu", ()), ("gelu_tanh", ()), ("silu", ()), ("elu", (0.7,))]
+    net = Net(rng, "f32", layout)
+    x, xv = net.input((1, 5, 9, 11) if layout == "NCHW" else (1, 9, 11, 5))
+    w, wv = net.weight((20, 5, 3, 3) if layout == "NCHW" else (20, 3, 3, 5))
+    ys = [net.g.conv2d(x, w, padding=1, activation=a, activation_params=p) for a, p in acts]
+    keep = " layout=keep" if layout == "NCHW" else ""
+    outs = net.run(f"prim-pipeline{{solver=conv_implicit_gemm{keep}}}", *ys)
+    conv = ref.conv2d(xv, wv, None, padding=1, layout=layout)
+    for out, (a, p) in zip(outs, acts):
+        assert_close(out, ref.activation(conv, a, p), "f32", reduction=45, what=f"{a} ({layout})")
 
 
 # ----------------------------------------------------------------------------- forcing: applicability and errors
@@ -233,11 +318,13 @@ def test_conv_solver_applicability(solver, layout):
     and the reason, at the line of the model that made the convolution."""
     reasons = {"conv_direct": "grouped convolution", "conv_im2col_gemm": "grouped convolution",
                "conv_implicit_gemm_gpu": "fewer than 8 output channels per group",
-               "conv_implicit_gemm_mma": "tensor cores here take f16 inputs|fewer than 8 output channels per group",
+               "conv_implicit_gemm_mma": "f32 on tensor cores needs OPENPRIM_ALLOW_TF32=1 \\(TF32: 10-bit mantissa\\)"
+                                         "|fewer than 8 output channels per group|needs input and output channels",
                "conv_winograd_f2x3": "not a 3x3, stride-1, undilated convolution|grouped convolution",
                "conv_winograd_f4x3": "not a 3x3, stride-1, undilated convolution|grouped convolution",
                "conv_1x1_gemm": "not a 1x1, stride-1, unpadded convolution|grouped convolution",
-               "conv_depthwise": "not depthwise"}
+               "conv_depthwise": "not depthwise",
+               "conv_grouped_gemm": "not a grouped convolution|depthwise convolution"}
     for cfg in CONV:
         g = _conv_graph(cfg, layout)
         if applies(solver, cfg):
@@ -382,3 +469,69 @@ def test_gemm_not_applicable():
         with pytest.raises(OpenPrimError, match=r"error: solver 'gemm' is not applicable to gemm-b3-m5-n\d+-k13-\w+"
                                                 r"-batched-f32-\S+: needs a 2-d"):
             openprim.compile(net.g, solver="gemm")
+
+
+# ----------------------------------------------------------------------------- tensor cores (nvvm)
+# The mma kernel (gpu_mma.py) in every configuration of its tunable (block tile, shared-memory stages:
+# 1 = register prefetch, 2-4 = cp.async) and input type (f32 as TF32, opted in), on convolutions whose
+# channels it reads 16 bytes at a time: stride 2 with asymmetric padding, dilation, a last k tile past
+# R*S*C (zero-filled), output channels that leave part of a block empty, several blocks along M.
+MMA_CONV = [dict(id="mma_3x3_s2_asympad", x=(2, 24, 13, 11), K=40, kernel=(3, 3), stride=2, padding=(1, 0, 2, 1),
+                 dilation=1, groups=1, bias=True, epilogue="bias+res+relu"),
+            dict(id="mma_3x2_dil2", x=(3, 16, 15, 13), K=72, kernel=(3, 2), stride=1, padding=(2, 1), dilation=2,
+                 groups=1, bias=False, epilogue="bias+leaky"),
+            CONV_BY_ID["3x3_c16_k24_pad"]]
+NVVM_ONLY = pytest.mark.skipif(TARGET.partition(":")[0] != "nvvm", reason="NVIDIA tensor cores")
+# TF32 keeps 10 mantissa bits of the f32 inputs: checked with the f16 tolerance.
+MMA_TOLERANCE = {"f16": "f16", "bf16": "bf16", "f32": "f16"}
+
+
+def _mma_configs():
+    from openprim.passes.gpu_mma import CONFIGS
+    return [pytest.param(dt, i, id=f"{dt}-{tile}-stages{stages}") for dt in ("f16", "bf16", "f32")
+            for i, (tile, stages) in enumerate(CONFIGS)]
+
+
+def _force_mma_config(dtype, config, monkeypatch):
+    if dtype == "f32":
+        monkeypatch.setenv("OPENPRIM_ALLOW_TF32", "1")
+    for name in ("conv_implicit_gemm_mma", "gemm_mma"):
+        monkeypatch.setattr(SOLVERS[name], "default_params", lambda p: {"tile": config})
+
+
+@NVVM_ONLY
+@pytest.mark.parametrize("dtype,config", _mma_configs())
+def test_mma_conv_configs(dtype, config, rng, monkeypatch):
+    _force_mma_config(dtype, config, monkeypatch)
+    net = Net(rng, dtype, "NHWC")
+    built = [conv_case(net, cfg, "NHWC") for cfg in MMA_CONV]
+    outs = net.run(None, *[y for y, _, _ in built], solver="conv_implicit_gemm_mma")
+    for out, (_, want, red), cfg in zip(outs, built, MMA_CONV):
+        assert_close(out, want, MMA_TOLERANCE[dtype], reduction=red, what=f"{cfg['id']} ({dtype}, config {config})")
+    assert conv_launch_solvers(net) == ["conv_implicit_gemm_mma"] * len(MMA_CONV)
+
+
+@NVVM_ONLY
+@pytest.mark.parametrize("dtype,config", _mma_configs())
+def test_mma_gemm_configs(dtype, config, rng, monkeypatch):
+    """matmul + bias + relu, [2, 35, 200] x [200, 72]: K = 200 ends inside a k tile."""
+    _force_mma_config(dtype, config, monkeypatch)
+    net = Net(rng, dtype)
+    (a, av), (b, bv), (c, cv) = net.input((2, 35, 200)), net.weight((200, 72)), net.weight((72,))
+    out, = net.run(None, net.g.matmul(a, b, c, activation="relu"), solver="gemm_mma")
+    assert_close(out, ref.matmul(av, bv, cv, activation_name="relu"), MMA_TOLERANCE[dtype], reduction=200,
+                 what=f"matmul ({dtype}, config {config})")
+    assert [s for _, op, s in net.launches() if op == "matmul"] == ["gemm_mma"]
+
+
+def test_tf32_is_opt_in(monkeypatch):
+    """f32 reaches the tensor cores only with OPENPRIM_ALLOW_TF32=1 (PyTorch's allow_tf32); bf16 always."""
+    cfg = CONV_BY_ID["3x3_c16_k24_pad"]
+    monkeypatch.delenv("OPENPRIM_ALLOW_TF32", raising=False)
+    with pytest.raises(OpenPrimError, match=r"f32 on tensor cores needs OPENPRIM_ALLOW_TF32=1 \(TF32: 10-bit mantissa\)"):
+        passes.run(to_module(_conv_graph(cfg)), "prim-fuse,prim-select{target=nvvm:sm_90 solver=conv_implicit_gemm_mma}")
+    for dtype, env in (("bf16", "0"), ("f32", "1")):
+        monkeypatch.setenv("OPENPRIM_ALLOW_TF32", env)
+        m = passes.run(to_module(_conv_graph(cfg, dtype=dtype)),
+                       "prim-fuse,prim-select{target=nvvm:sm_90 solver=conv_implicit_gemm_mma}")
+        assert [attrs(c)["prim.solver"] for c in ops_named(m, "prim.conv2d")] == ["conv_implicit_gemm_mma"], dtype

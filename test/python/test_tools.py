@@ -118,6 +118,33 @@ def test_cli_model_errors(tmp_path):
     assert r.returncode == 1 and "unknown solver 'winograd'" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_cli_layout(tmp_path):
+    """--layout keep leaves an NCHW model's convolutions in NCHW (same outputs as the default NHWC);
+    any other value is one error line."""
+    model = tmp_path / "nchw_model.py"
+    model.write_text("import numpy as np\n"
+                     "from openprim.frontend import Graph\n"
+                     "def build():\n"
+                     "    g = Graph(layout='NCHW')\n"
+                     "    x = g.input('x', (1, 8, 9, 7))\n"
+                     "    w = np.random.default_rng(0).standard_normal((8, 2, 3, 3))\n"
+                     "    g.output(g.relu(g.conv2d(x, g.param('w', w), padding=1, groups=4)))\n"
+                     "    return g\n")
+    outs = []
+    for layout in ("NHWC", "keep"):
+        y = str(tmp_path / f"y_{layout}.npy")
+        r = run("openprim", "run", str(model), "--layout", layout, "--repeat", "0", "-o", y)
+        assert r.returncode == 0, r.stderr
+        outs.append(np.load(y))
+    np.testing.assert_allclose(outs[1], outs[0], rtol=1e-5, atol=1e-5)
+    r = run("openprim", "compile", str(model), "--layout", "keep", "-o", str(tmp_path / "m.oprim"))
+    assert r.returncode == 0 and "1 kernel launches" in r.stdout, (r.stdout, r.stderr)
+    r = run("openprim", "compile", str(model), "--layout", "NCHW", "-o", str(tmp_path / "m.oprim"))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stderr.strip() == "openprim: error: unknown layout 'NCHW'; layouts: NHWC (run NCHW ops in NHWC), " \
+        "keep (leave layouts)", r.stderr
+
+
 def test_opt_errors(tmp_path):
     r = run("openprim-opt", "-", "-p", "prim-fuse", stdin="func.func @f( {")
     assert r.returncode == 1 and r.stderr.startswith("<stdin>:1:") and "Traceback" not in r.stderr
