@@ -239,7 +239,7 @@ def test_code_object(toolchain, assembly, tmp_path, chip, case):
 def test_every_tile_compiles(toolchain, assembly, chip):
     """Each tunable tile of the chip's solver (what `openprim tune` would time) becomes a code object."""
     family = CHIPS[chip][0]
-    module, todo = tune.layers(conv_graph("f16", 2, 128, 16, 128, np.random.default_rng(0)))
+    module, todo = tune.layers(conv_graph("f16", 2, 128, 16, 128, np.random.default_rng(0)), f"rocdl:{chip}")
     with module.context:
         (op, _, _), = todo
         tiles = [p for s, p in find.space(op, f"rocdl:{chip}") if s == f"conv_implicit_gemm_{family}"]
