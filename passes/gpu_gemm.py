@@ -189,13 +189,12 @@ class OperandA:
             info["iw0"] = e.op("arith.subi", e.mul(e.rem(rem, e.c(OW)), e.c(sw)), e.c(pl))
         return info
 
-    def loads(self, rows: list[dict], k: str, width: int, widen: bool) -> list[str]:
-        """`width` elements at k of every row (zeros outside the image and past K)."""
+    def addresses(self, rows: list[dict], k: str) -> list[tuple[str, list[str]]]:
+        """(in bounds, indices) of element k of every row: inside the image and below K."""
         e, spec = self.e, self.spec
         ok_k = e.cmp("ult", k, e.c(spec.k))
         if spec.conv:
             _, H, W, C, _, _, _, S, _, _, _, _, dh, dw = spec.conv
-            assert width == 1 or not spec.nchw, "an NCHW input is read one element at a time"
             C //= spec.groups
             c, rs = e.rem(k, e.c(C)), e.div(k, e.c(C))
             if spec.groups > 1:
@@ -211,8 +210,14 @@ class OperandA:
                 idx = [info["img"], c, ih, iw] if spec.nchw else [info["img"], ih, iw, c]
             else:
                 idx = [info["m"], k]
-            out.append(_load_vec(e, ok, self.memref, self.mtype, idx, width, spec.dtype, widen))
+            out.append((ok, idx))
         return out
+
+    def loads(self, rows: list[dict], k: str, width: int, widen: bool) -> list[str]:
+        """`width` elements at k of every row (zeros outside the image and past K)."""
+        assert width == 1 or not self.spec.nchw, "an NCHW input is read one element at a time"
+        return [_load_vec(self.e, ok, self.memref, self.mtype, idx, width, self.spec.dtype, widen)
+                for ok, idx in self.addresses(rows, k)]
 
 
 def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, tile: Tile) -> str:

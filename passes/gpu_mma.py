@@ -79,30 +79,6 @@ def applicable(spec: GemmSpec) -> str | None:
     return None
 
 
-class OperandAAsync(OperandA):
-    """A's rows as addresses for cp.async: (in bounds, clamped indices) instead of loaded vectors."""
-
-    def addresses(self, rows: list[dict], k: str) -> list[tuple[str, list[str]]]:
-        e, spec = self.e, self.spec
-        ok_k = e.cmp("ult", k, e.c(spec.k))
-        if spec.conv:
-            _, H, W, C, _, _, _, S, _, _, _, _, dh, dw = spec.conv
-            c, rs = e.rem(k, e.c(C)), e.div(k, e.c(C))
-            dr, ds = e.mul(e.div(rs, e.c(S)), e.c(dh)), e.mul(e.rem(rs, e.c(S)), e.c(dw))
-        out = []
-        for info in rows:
-            ok = e.both(info["ok"], ok_k)
-            if spec.conv:
-                ih, iw = e.add(info["ih0"], dr), e.add(info["iw0"], ds)
-                for v, hi in ((ih, H), (iw, W)):
-                    ok = e.both(ok, e.both(e.cmp("sge", v, e.c(0)), e.cmp("slt", v, e.c(hi))))
-                idx = [info["img"], ih, iw, c]
-            else:
-                idx = [info["m"], k]
-            out.append((ok, idx))
-        return out
-
-
 def _select(e: Emitter, ok: str, a: str, b: str) -> str:
     n = e.fresh("i")
     e.emit(f"{n} = arith.select {ok}, {a}, {b} : index")
@@ -139,7 +115,7 @@ def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, til
     b2 = _collapse(e, b, types[b], rank(b), K, N, dt)
     out2 = _collapse(e, out, types[out], rank(out), M, N, dt)
     res2 = _collapse(e, residual, types[residual], rank(residual), M, N, dt) if residual else None
-    A = OperandAAsync(e, spec, a, types[a])
+    A = OperandA(e, spec, a, types[a])
     b_t = f"memref<{K}x{N}x{dt}>"
     # Global reads, VEC elements (16 bytes) each: A rows along k, B rows along n.
     a_col = e.mul(e.rem("%tx", e.c(BK // VEC)), e.c(VEC))
