@@ -1,9 +1,9 @@
 """GPU kernels against PyTorch (cuDNN) on the same GPU, in the same run.
 
     python bench/gpu_kernels.py build DIR [--target nvvm:sm_90]   # here: compile the cases (needs MLIR)
-    python bench/gpu_kernels.py build DIR --only r50_ gemm --mma-configs 0 2 5   # also each case with the
-                                        # tensor-core kernel's configuration i forced (gpu_mma.CONFIGS[i]:
-                                        # block tile, shared-memory stages), named CASE_mmaI
+    python bench/gpu_kernels.py build DIR --only r50_ gemm --configs mma:2 wgmma:0   # also each case with a
+                                        # tensor-core kernel and its configuration forced (gpu_mma.CONFIGS,
+                                        # gpu_wgmma.CONFIGS), named CASE_mma2, CASE_wgmma0
     python bench/gpu_kernels.py run DIR                            # on the GPU machine: runtime + torch only
 
 Cases: the ResNet-50 3x3 convolution N=32, C=K=128, 28x28 (fp32 and fp16, NCHW and NHWC) against
@@ -96,35 +96,45 @@ def cases():
     return out
 
 
+# --configs FAMILY:I forces a tensor-core kernel and its configuration I on the conv and GEMM cases.
+FAMILIES = {"mma": ("conv_implicit_gemm_mma", "gemm_mma"), "wgmma": ("conv_implicit_gemm_wgmma", "gemm_wgmma")}
+
+
 @contextlib.contextmanager
-def mma_config(index):
-    """Cases compiled inside get the tensor-core kernel's configuration `index` (where that kernel is
-    chosen; None: its heuristic) in place of its solvers' default parameters."""
+def forced_config(family, index):
+    """Cases compiled inside get `family`'s kernel with its configuration `index` (None: the kernel's
+    heuristic; family None: the selection's choice); yields the solver to force per case kind."""
     from openprim.passes.solvers import SOLVERS
-    solvers = [SOLVERS[name] for name in ("conv_implicit_gemm_mma", "gemm_mma")] if index is not None else []
-    for s in solvers:
+    solvers = [SOLVERS[name] for name in FAMILIES[family]] if family else []
+    for s in solvers if index is not None else ():
         s.default_params = lambda p: {"tile": index}
     try:
-        yield
+        yield {"conv": solvers[0].name, "gemm": solvers[1].name} if family else {}
     finally:
-        for s in solvers:
+        for s in solvers if index is not None else ():
             del s.default_params
 
 
-def build(directory, target, only=(), mma_configs=()):
+def build(directory, target, only=(), configs=()):
     from openprim import compiler
+    from openprim.errors import OpenPrimError
     os.makedirs(directory, exist_ok=True)
     summary = {}
     variants = [(name, fn, meta, None) for name, (fn, meta) in cases().items()]
-    variants += [(f"{name}_mma{i}", fn, {**meta, "weights_of": name}, i) for name, fn, meta, _ in list(variants)
-                 for i in mma_configs if meta["kind"] in ("conv", "gemm") and meta["dtype"] != "f32"]
+    variants += [(f"{name}_{c.replace(':', '')}", fn, {**meta, "weights_of": name}, c) for name, fn, meta, _ in list(variants)
+                 for c in configs if meta["kind"] in ("conv", "gemm") and meta["dtype"] != "f32"]
     for name, fn, meta, config in variants:
         if only and not any(o in name for o in only):
             continue
         t0 = time.perf_counter()
         g = fn()
-        with mma_config(config):
-            compiler.save(g, os.path.join(directory, name + ".oprim"), target)
+        family, _, index = (config or "").partition(":")
+        with forced_config(family or None, int(index) if index else None) as solver:
+            try:
+                compiler.save(g, os.path.join(directory, name + ".oprim"), target, solver=solver.get(meta["kind"], ""))
+            except OpenPrimError as e:
+                print(f"{name}: skipped ({str(e).splitlines()[0][:150]})")
+                continue
         for key in ("w", "bias"):
             if key in meta and "weights_of" not in meta:  # a variant reads its case's files
                 np.save(os.path.join(directory, f"{name}.{key}.npy"), np.float32(meta[key]))
@@ -219,7 +229,7 @@ def run(directory):
         print(json.dumps(row))
     for dtype, key in (("f16", "torch_ms"), ("f32", "torch_ms_no_tf32"), ("f32", "torch_ms")):
         ratios = [r[key] / r["ms"] for r in rows
-                  if r["case"].startswith("r50_") and f"_{dtype}_" in r["case"] and "_mma" not in r["case"]]
+                  if r["case"].startswith("r50_") and f"_{dtype}_" in r["case"] and r["case"].endswith("_NHWC")]
         if ratios:
             print(f"ResNet-50 layers ({dtype} NHWC): geometric mean {np.exp(np.mean(np.log(ratios))):.2f}x cuDNN"
                   f"{' without TF32' if key.endswith('tf32') else (' (TF32)' if dtype == 'f32' else '')}")
@@ -242,7 +252,8 @@ if __name__ == "__main__":
     ap.add_argument("dir")
     ap.add_argument("--target", default="nvvm:sm_90")
     ap.add_argument("--only", nargs="*", default=(), help="build only the cases whose names contain these")
-    ap.add_argument("--mma-configs", nargs="*", type=int, default=(),
-                    help="also build the f16/bf16 conv and GEMM cases with gpu_mma.CONFIGS[i] forced")
+    ap.add_argument("--configs", nargs="*", default=(),
+                    help="also build the f16/bf16 conv and GEMM cases with a tensor-core kernel and its "
+                         "configuration forced: mma:I (gpu_mma.CONFIGS[I]) or wgmma:I (gpu_wgmma.CONFIGS[I]); without :I, the kernel's heuristic")
     a = ap.parse_args()
-    build(a.dir, a.target, a.only, a.mma_configs) if a.mode == "build" else run(a.dir)
+    build(a.dir, a.target, a.only, a.configs) if a.mode == "build" else run(a.dir)

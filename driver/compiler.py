@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -181,7 +182,8 @@ def gpu_kernels(module: ir.Module, target: str, cubin_arch: str | None = None) -
     if t.kind == "rocdl":
         return {"kernels.hsaco": image}
     files = {"kernels.ptx": image}
-    if (cubin_arch or t.arch) == t.arch and (cubin := ptxas(image, t.arch)):
+    chip = re.search(rb"\.target\s+(sm_\w+)", image)       # sm_90 targets compile as sm_90a
+    if (cubin_arch or t.arch) == t.arch and (cubin := ptxas(image, chip.group(1).decode() if chip else t.arch)):
         files["kernels.cubin"] = cubin
     return files
 

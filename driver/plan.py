@@ -7,6 +7,8 @@ one arena, shared with any value whose lifetime does not overlap (greedy first-f
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 from mlir import ir
 
@@ -121,6 +123,22 @@ def _constant_int(v: ir.Value) -> int:
     return constant_int(v, "a GPU launch size or scalar argument")
 
 
+def _tensor_map(op: ir.Operation, where: dict) -> dict:
+    """What the runtime needs to encode a TMA tensor map (cuTensorMapEncodeTiled) of the buffer under a
+    memref.cast: the memory, dims and box outermost first, 128-byte swizzle, zeros out of bounds."""
+    source = op.operands[0].owner
+    ranked = ir.MemRefType(source.operands[0].type)
+    desc = str(op.result.type)
+    box = [int(x) for x in re.search(r"tensor = memref<([\dx]+)x[a-z]", desc).group(1).split("x")]
+    for key, want in (("swizzle", "swizzle_128b"), ("oob", "zero"), ("interleave", "none")):
+        if f"{key} = {want}" not in desc:
+            raise OpenPrimError(f"tensor map {desc}: only {key} = {want} is supported")
+    l2 = re.search(r"l2promo = (\w+)", desc).group(1)
+    return {"memory": where[op.operands[0]], "dtype": dialect.dtype_name(ranked.element_type),
+            "shape": list(ranked.shape), "box": box, "swizzle": 128,
+            "l2promo": {"none": 0, "l2promo_64b": 64, "l2promo_128b": 128, "l2promo_256b": 256}[l2]}
+
+
 def gpu_launches(module: ir.Module, weights_bytes: int) -> tuple[dict, bytes]:
     """Per kernel function of a GPU-lowered module: its launches in order and its scratch buffers;
     and the bytes of the constant tables the kernels read, to append to the weights blob.
@@ -128,7 +146,9 @@ def gpu_launches(module: ir.Module, weights_bytes: int) -> tuple[dict, bytes]:
     A host kernel function only allocates scratch buffers, takes constant tables and launches: each
     `gpu.launch_func` becomes {"function", "grid", "block", "shared", "args"}, an argument being
     ["arg", i] (the i-th buffer the plan passes the kernel, output last), ["scratch", offset] (a byte
-    offset in the scratch area), ["weight", offset] (in the weights) or ["i64", value]."""
+    offset in the scratch area), ["weight", offset] (in the weights), ["i64", value] or ["tensormap", spec]
+    (the address of a TMA tensor map the runtime encodes at load time over spec["memory"], one of the
+    others; see _tensor_map)."""
     from openprim.passes.kernels import kernels_module
     km = kernels_module(module.operation, "", create=False)
     globals_ = {ir.StringAttr(o.attributes["sym_name"]).value: o.operation for o in km.regions[0].blocks[0].operations
@@ -151,6 +171,11 @@ def gpu_launches(module: ir.Module, weights_bytes: int) -> tuple[dict, bytes]:
                     table_at[name] = weights_bytes + sum(len(t) for t in tables)
                     tables.append(data + bytes(_round(len(data)) - len(data)))
                 where[op.result] = ["weight", table_at[name]]
+            elif op.name in ("memref.cast", "memref.collapse_shape", "memref.expand_shape",
+                             "builtin.unrealized_conversion_cast"):
+                where[op.result] = where[op.operands[0]]            # a view: the same address
+            elif op.name == "nvgpu.tma.create.descriptor":
+                where[op.result] = ["tensormap", _tensor_map(op, where)]
             elif op.name == "gpu.launch_func":
                 launch = op.opview
                 sizes = [_constant_int(v) for v in (launch.gridSizeX, launch.gridSizeY, launch.gridSizeZ,

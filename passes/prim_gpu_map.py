@@ -36,7 +36,8 @@ from openprim.errors import OpenPrimError
 from .rewrite import constant_int
 
 NAME = "prim-gpu-map"
-HOST_OPS = ("arith.constant", "memref.alloc", "memref.dealloc", "memref.get_global", "func.return", "gpu.launch")
+HOST_OPS = ("arith.constant", "memref.alloc", "memref.dealloc", "memref.get_global", "func.return", "gpu.launch",
+            "memref.cast", "memref.collapse_shape", "nvgpu.tma.create.descriptor")  # views, TMA maps
 
 
 def _index(v: int) -> ir.Value:

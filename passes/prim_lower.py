@@ -123,8 +123,9 @@ GPU_MAP = (  # after memref-copy-to-linalg: linalg -> loop nests on the grid -> 
 )
 DEVICE = "device"
 GPU_TO_BINARY = {
+    # nvgpu before gpu (the tensor-map and mbarrier types), nvvm-to-llvm for the ops that are inline PTX
     "nvvm": ("nvvm-attach-target{{chip={arch} O=3}}",
-             "gpu.module(fold-memref-alias-ops,expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-nvvm{{use-bare-ptr-memref-call-conv=true}},convert-nvgpu-to-nvvm)",
+             "gpu.module(fold-memref-alias-ops,expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{{use-bare-ptr-memref-call-conv=true}},convert-nvvm-to-llvm)",
              "reconcile-unrealized-casts", "gpu-module-to-binary{{format=isa}}"),
     "rocdl": ("gpu.module(fold-memref-alias-ops,expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-rocdl{{chipset={arch} "
               "runtime=HIP use-bare-ptr-memref-call-conv=true}})", "reconcile-unrealized-casts"),
@@ -140,6 +141,26 @@ def _pointer_facts(f: ir.Operation) -> None:
     attrs = [ir.DictAttr.get({"llvm.noalias": unit, "llvm.align": align}) if isinstance(t, ir.MemRefType)
              else ir.DictAttr.get({}) for t in ftype.inputs]
     f.attributes["arg_attrs"] = ir.ArrayAttr.get(attrs)
+
+
+def _tensor_map_pointers(f: ir.Operation) -> None:
+    """Tensor-map parameters become pointers (to the 128-byte CUtensorMap the runtime puts in device
+    memory), cast back to their nvgpu type inside: convert-gpu-to-nvvm cannot type a kernel
+    parameter of nvgpu type, and the launch passes an address anyway."""
+    block = f.regions[0].blocks[0]
+    ptr = ir.Type.parse("!llvm.ptr")
+    changed = False
+    for arg in block.arguments:
+        if str(arg.type).startswith("!nvgpu.tensormap.descriptor"):
+            typed = arg.type
+            arg.set_type(ptr)
+            with ir.InsertionPoint.at_block_begin(block), ir.Location.unknown():
+                cast = ir.Operation.create("builtin.unrealized_conversion_cast", results=[typed], operands=[arg])
+            arg.replace_all_uses_except(cast.result, cast)
+            changed = True
+    if changed:
+        ftype = ir.FunctionType(ir.TypeAttr(f.attributes["function_type"]).value)
+        f.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get([a.type for a in block.arguments], ftype.results))
 
 
 def _index32(mods) -> bool:
@@ -181,6 +202,7 @@ def merge_device_modules(module: ir.Operation, index32: bool = True) -> None:
                 if f.name == "gpu.func":
                     renamed[(old, ir.StringAttr(f.attributes["sym_name"]).value)] = old
                     f.attributes["sym_name"] = ir.StringAttr.get(old)
+                    _tensor_map_pointers(f)
                     _pointer_facts(f)
                     if "workgroup_attributions" in f.attributes:  # 16-byte aligned: vector shared loads
                         n = ir.IntegerAttr(f.attributes["workgroup_attributions"]).value
@@ -193,6 +215,11 @@ def merge_device_modules(module: ir.Operation, index32: bool = True) -> None:
             if op.name == "gpu.launch_func":
                 path = ir.SymbolRefAttr(op.attributes["kernel"]).value
                 op.attributes["kernel"] = ir.SymbolRefAttr.get([DEVICE, renamed[tuple(path)]])
+                for i, v in enumerate(op.operands):  # tensor maps: passed as pointers (_tensor_map_pointers)
+                    if str(v.type).startswith("!nvgpu.tensormap.descriptor"):
+                        with ir.InsertionPoint(op), ir.Location.unknown():
+                            op.operands[i] = ir.Operation.create("builtin.unrealized_conversion_cast",
+                                                                 results=[ir.Type.parse("!llvm.ptr")], operands=[v]).result
             return ir.WalkResult.ADVANCE
         km.walk(retarget)
 
@@ -233,7 +260,9 @@ class Options:
         if not target.is_gpu:
             return head + [nested(CPU_TO_LLVM), ("prim-bf16-runtime", bf16_runtime)]
         gpu_map = prim_gpu_map.Options()
-        to_binary = [step.format(arch=target.arch) for step in GPU_TO_BINARY[target.kind]]
+        # sm_90 code may use the arch-specific wgmma and TMA (sm_90a: runs on sm_90 GPUs only)
+        arch = "sm_90a" if target.arch == "sm_90" else target.arch
+        to_binary = [step.format(arch=arch) for step in GPU_TO_BINARY[target.kind]]
         tail = [("prim-gpu-binary", lambda op: rocdl_binary(op, target.arch))] if target.kind == "rocdl" else []
         return (head + [nested(GPU_MAP[:3]), ("prim-gpu-map", gpu_map.run), nested(GPU_MAP[4:]),
                         ("prim-gpu-merge", lambda op: merge_device_modules(op, target.kind == "nvvm")), nested(to_binary)] + tail)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import cpu_implicit_gemm, gpu_gemm, gpu_mma, schedules
-from . import gpu_amd_mma
+from . import gpu_amd_mma, gpu_wgmma
 from .semantics import KernelText, V, activation, amap, emit_conv2d, emit_matmul, epilogue, mac_body, ttype
 
 
@@ -628,6 +628,47 @@ class GemmMma(MmaSolver, GemmGpu):
     name = "gemm_mma"
 
 
+class WgmmaSolver:
+    """Mixin: the sm_90 warpgroup kernel (gpu_wgmma.py: TMA, mbarriers, wgmma) for f16/bf16 where TMA's
+    boxes apply (stride 1, 16-byte strides); elsewhere mma.sync. The "tile" parameter indexes
+    gpu_wgmma.CONFIGS: (BM, BN, warpgroups, stages)."""
+    targets = ("nvvm",)
+    efficiency = 6.0
+
+    def is_applicable(self, p, target):
+        arch = target.partition(":")[2]
+        if arch not in ("sm_90", "sm_90a"):
+            return f"wgmma and TMA need sm_90 ({arch or target} has mma.sync only)"
+        return super().is_applicable(p, target) or gpu_wgmma.applicable(self.spec(p, {"activation": "none",
+                                                                                        "activation_params": ()}))
+
+    def tunables(self, p):
+        return {"tile": list(range(len(gpu_wgmma.CONFIGS)))}
+
+    def default_params(self, p):
+        """128x256 blocks (two warpgroups) where they fill the GPU, else 128x128, else 128x64 (N = 64)."""
+        m, n = self.gemm_shape(p)
+        blocks = lambda bm, bn: -(-m // bm) * -(-n // bn)  # noqa: E731
+        if n >= 256 and blocks(128, 256) >= GpuGemmSolver.MULTIPROCESSORS:
+            return {"tile": 1}
+        if n >= 128 and blocks(128, 128) >= GpuGemmSolver.MULTIPROCESSORS:
+            return {"tile": 0}
+        return {"tile": 3 if blocks(128, 64) >= GpuGemmSolver.MULTIPROCESSORS else 4}
+
+    def gpu_kernel(self, name, signature, p, params, attrs):
+        return gpu_wgmma.wgmma_kernel(name, signature, self.spec(p, attrs), params["tile"])
+
+
+class ConvImplicitGemmWgmma(WgmmaSolver, ConvImplicitGemmGpu):
+    """Implicit-GEMM convolution on sm_90 warpgroup MMA, the input read in place by TMA boxes."""
+    name = "conv_implicit_gemm_wgmma"
+
+
+class GemmWgmma(WgmmaSolver, GemmGpu):
+    """matmul / linear on sm_90 warpgroup MMA with TMA loads."""
+    name = "gemm_wgmma"
+
+
 class ConvGroupedGemm(Solver):
     """Grouped convolution (1 < groups, not depthwise; NHWC x RSCK) as G GEMMs in one batched
     contraction: per group g, A_g[N*OH*OW, R*S*Cg] (its Cg channels of every filter tap) times the
@@ -849,6 +890,8 @@ SOLVERS = {s.name: s for s in (
     GemmGpu(),
     ConvImplicitGemmMma(),
     GemmMma(),
+    ConvImplicitGemmWgmma(),
+    GemmWgmma(),
     ConvImplicitGemmMfma(),
     GemmMfma(),
     ConvImplicitGemmWmma(),

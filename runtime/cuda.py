@@ -82,6 +82,32 @@ class CudaDevice(Device):
         self._check("cuLaunchKernel", self.cu.cuLaunchKernel(function, *grid, *block, shared_bytes, self.stream,
                                                              ctypes.addressof(params), 0))
 
+    def allow_shared(self, function, nbytes: int) -> None:
+        attr = self.cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
+        self._check("cuFuncSetAttribute", self.cu.cuFuncSetAttribute(function, attr, nbytes))
+
+    def tensor_map(self, address: int, spec: dict) -> int:
+        """cuTensorMapEncodeTiled into a host CUtensorMap, copied to 128 bytes of device memory (the
+        kernel reads it through a global pointer, as MLIR's CUDA runtime passes it)."""
+        cu = self.cu
+        kinds = {"f16": "FLOAT16", "bf16": "BFLOAT16", "f32": "FLOAT32"}
+        itemsize = {"f16": 2, "bf16": 2, "f32": 4}[spec["dtype"]]
+        dims = list(reversed(spec["shape"]))                       # innermost first
+        strides = [itemsize * int(np.prod(dims[:i + 1])) for i in range(len(dims) - 1)]
+        box = list(reversed(spec["box"]))
+        l2 = {0: "NONE", 64: "L2_64B", 128: "L2_128B", 256: "L2_256B"}[spec["l2promo"]]
+        tmap = self._check("cuTensorMapEncodeTiled", cu.cuTensorMapEncodeTiled(
+            getattr(cu.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{kinds[spec['dtype']]}"), len(dims),
+            address, [cu.cuuint64_t(d) for d in dims], [cu.cuuint64_t(s) for s in strides],
+            [cu.cuuint32_t(b) for b in box], [cu.cuuint32_t(1)] * len(dims),
+            cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
+            getattr(cu.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{spec['swizzle']}B"),
+            getattr(cu.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{l2}"),
+            cu.CUtensorMapFloatOOBfill.CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE))
+        ptr = self.alloc(128)
+        self._check("cuMemcpyHtoD", cu.cuMemcpyHtoD(ptr, tmap.getPtr(), 128))
+        return ptr
+
     def synchronize(self) -> None:
         self._check("cuCtxSynchronize", self.cu.cuCtxSynchronize())
 

@@ -19,6 +19,7 @@ class Device:
     """One GPU of one vendor. Drivers raise DeviceError with the failing call and the driver's message."""
 
     kind = ""          # "cuda" or "hip"
+    DEFAULT_SHARED = 48 * 1024   # dynamic shared memory a launch may use without allow_shared
 
     def arch(self) -> str:
         """The device's architecture as targets name it: 'sm_90', 'gfx942', ..."""
@@ -51,6 +52,14 @@ class Device:
                shared_bytes: int = 0) -> None:
         """Launch on the device's stream; every argument is passed as a 64-bit value."""
         raise NotImplementedError
+
+    def allow_shared(self, function, nbytes: int) -> None:
+        """Let `function` launch with nbytes of dynamic shared memory (above DEFAULT_SHARED)."""
+        raise DeviceError(f"{self.kind}: kernels with {nbytes} bytes of dynamic shared memory are not supported")
+
+    def tensor_map(self, address: int, spec: dict) -> int:
+        """The device address of a TMA tensor map over `address` (spec: see driver/plan.py _tensor_map)."""
+        raise DeviceError(f"{self.kind}: TMA tensor maps need an NVIDIA sm_90 GPU")
 
     def synchronize(self) -> None:
         raise NotImplementedError

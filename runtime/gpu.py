@@ -23,7 +23,8 @@ def open_device(target: str, index: int = 0) -> Device:
         from .cuda import CudaDevice
         dev = CudaDevice(index)
         have = dev.arch()
-        if int(have[3:]) < int(arch[3:].rstrip("a")):
+        if int(have[3:]) < int(arch[3:].rstrip("a")) or (arch.startswith("sm_90") and have != "sm_90"):
+            # sm_90 code is compiled as sm_90a (wgmma, TMA): for sm_90 GPUs only
             raise DeviceError(f"compiled for {arch}, but GPU {index} ({dev.name()}) is {have}")
     elif kind == "rocdl":
         from .hip import HipDevice
@@ -50,6 +51,7 @@ class GpuExecutable:
         self.pointers = [(self.arena if v["storage"] == "arena" else self.weights) + v["offset"]
                          for v in plan["values"]]
         functions = {}
+        self.tensor_maps = {}  # (address, spec) -> device address of the encoded map
         self.launches = []  # (function, grid, block, args, shared, step index)
         for i, step in enumerate(plan["steps"]):
             buffers = [self.pointers[a] for a in step["args"]]
@@ -57,11 +59,24 @@ class GpuExecutable:
                 name = launch["function"]
                 if name not in functions:
                     functions[name] = device.function(self.module, name)
-                base = {"scratch": self.scratch, "weight": self.weights, "i64": 0}
-                args = [buffers[v] if kind == "arg" else base[kind] + v for kind, v in launch["args"]]
+                args = [self._tensor_map(buffers, v) if kind == "tensormap" else self._address(buffers, kind, v)
+                        for kind, v in launch["args"]]
+                if launch["shared"] > device.DEFAULT_SHARED:
+                    device.allow_shared(functions[name], launch["shared"])
                 self.launches.append((functions[name], tuple(launch["grid"]), tuple(launch["block"]), args,
                                       launch["shared"], i))
         self.functions = functions
+
+    def _address(self, buffers, kind, v) -> int:
+        return buffers[v] if kind == "arg" else {"scratch": self.scratch, "weight": self.weights, "i64": 0}[kind] + v
+
+    def _tensor_map(self, buffers, spec) -> int:
+        """The device address of a TMA tensor map over one of the step's buffers (made once, at load)."""
+        address = self._address(buffers, *spec["memory"])
+        key = (address, repr(sorted((k, v) for k, v in spec.items() if k != "memory")))
+        if key not in self.tensor_maps:
+            self.tensor_maps[key] = self.device.tensor_map(address, spec)
+        return self.tensor_maps[key]
 
     @property
     def input_names(self):
@@ -102,7 +117,7 @@ class GpuExecutable:
 
     def __del__(self):
         try:
-            for p in (self.arena, self.weights, self.scratch):
+            for p in (self.arena, self.weights, self.scratch, *self.tensor_maps.values()):
                 self.device.free(p)
         except Exception:  # interpreter shutdown or a lost device: nothing left to free
             pass

@@ -535,3 +535,42 @@ def test_tf32_is_opt_in(monkeypatch):
         m = passes.run(to_module(_conv_graph(cfg, dtype=dtype)),
                        "prim-fuse,prim-select{target=nvvm:sm_90 solver=conv_implicit_gemm_mma}")
         assert [attrs(c)["prim.solver"] for c in ops_named(m, "prim.conv2d")] == ["conv_implicit_gemm_mma"], dtype
+
+
+# ----------------------------------------------------------------------------- sm_90 warpgroup MMA (nvvm)
+# The wgmma kernel (gpu_wgmma.py: TMA boxes, mbarrier stages, wgmma) in every configuration (BM, BN,
+# warpgroups, stages) on the convolutions its TMA boxes read: padding past every edge, dilation with
+# asymmetric padding, channels that are not a multiple of the 64-channel k tile (TMA zero-fills
+# both operands), output channels that leave part of a 64-wide B box empty, images smaller than the
+# pixel box (several images per box), a 1x1 read as a flat [M, C] matrix with a ragged last M tile.
+WGMMA_CONV = [dict(id="wg_3x3_pad", x=(2, 40, 13, 11), K=72, kernel=(3, 3), stride=1, padding=1, dilation=1,
+                   groups=1, bias=True, epilogue="bias+res+relu"),
+              dict(id="wg_3x2_dil2", x=(3, 16, 9, 10), K=24, kernel=(3, 2), stride=1, padding=(2, 1, 0, 3),
+                   dilation=2, groups=1, bias=False, epilogue="bias+leaky"),
+              dict(id="wg_5x5_small", x=(5, 136, 5, 6), K=200, kernel=(5, 5), stride=1, padding=2, dilation=1,
+                   groups=1, bias=True, epilogue="none"),
+              dict(id="wg_1x1_flat", x=(3, 64, 7, 9), K=264, kernel=(1, 1), stride=1, padding=0, dilation=1,
+                   groups=1, bias=False, epilogue="bias+res+relu")]
+
+
+def _wgmma_configs():
+    from openprim.passes.gpu_wgmma import CONFIGS
+    return [pytest.param(dt, i, id=f"{dt}-{bm}x{bn}-wg{wgs}-stages{st}") for dt in ("f16", "bf16")
+            for i, (bm, bn, wgs, st) in enumerate(CONFIGS)]
+
+
+@NVVM_ONLY
+@pytest.mark.parametrize("dtype,config", _wgmma_configs())
+def test_wgmma_conv_configs(dtype, config, rng, monkeypatch):
+    for name in ("conv_implicit_gemm_wgmma", "gemm_wgmma"):
+        monkeypatch.setattr(SOLVERS[name], "default_params", lambda p: {"tile": config})
+    net = Net(rng, dtype, "NHWC")
+    built = [conv_case(net, cfg, "NHWC") for cfg in WGMMA_CONV]
+    (a, av), (b, bv), (c, cv) = net.input((2, 35, 200)), net.weight((200, 72)), net.weight((72,))
+    mm = net.g.matmul(a, b, c, activation="relu")
+    outs = net.run(None, *[y for y, _, _ in built], mm, solver="conv_implicit_gemm_wgmma")
+    for out, (_, want, red), cfg in zip(outs, built, WGMMA_CONV):
+        assert_close(out, want, dtype, reduction=red, what=f"{cfg['id']} ({dtype}, config {config})")
+    assert_close(outs[-1], ref.matmul(av, bv, cv, activation_name="relu"), dtype, reduction=200,
+                 what=f"matmul ({dtype}, config {config})")
+    assert conv_launch_solvers(net) == ["conv_implicit_gemm_wgmma"] * len(WGMMA_CONV)

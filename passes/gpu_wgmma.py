@@ -1,0 +1,319 @@
+"""The sm_90 (Hopper: H100/H200) tensor-core GEMM: TMA loads, an mbarrier pipeline, warpgroup MMA (wgmma).
+
+The same problems as gpu_mma.py (implicit-GEMM convolution NHWC x RSCK, matmul [M, K] x [K, N]) in
+f16/bf16 with f32 accumulation, built from the sm_90 pieces that mma.sync kernels lack:
+
+    TMA       nvgpu.tma.async.load: one thread asks the copy engine for a whole box of a tensor; the
+              box lands in shared memory in the 128-byte swizzled layout wgmma reads, and coordinates
+              outside the tensor (negative ones included) read zeros. The tensor map (shape, strides,
+              box, swizzle) is made on the host: the runtime encodes it with cuTensorMapEncodeTiled
+              into device memory and passes its address (gpu_launches: ["tensormap", ...]).
+    mbarrier  stage s's barrier completes when the TMA bytes it expects have landed (expect_tx), so
+              the consumers wait on a phase bit instead of a block-wide barrier per copy.
+    wgmma     nvgpu.warpgroup.mma: a warpgroup (128 threads) multiplies a BMW x 64 A tile by a 64 x BN
+              B tile, both read from shared memory through descriptors, into registers
+              (m64nBNk16 instructions, asynchronous: wgmma.wait_group bounds those in flight).
+
+A convolution's A is read in place, the implicit GEMM done by TMA: for a stride-1 convolution a k tile
+is one filter tap (r, s) and 64 channels, and the M tile a box of bi x bh x bw output pixels (bi
+images, bh rows, bw columns; bi*bh*bw = BM), so the A tile is the input box at
+    [n0, oh0 - pt + r*dh, ow0 - pl + s*dw, c0]      (NHWC; out of the image: zeros = the padding).
+The box is chosen per problem to waste the fewest pixels past the image (7x7: 2 images of 8x8).
+A 1x1, stride-1, unpadded convolution and a matmul read A as the 2-d [M, K] matrix (box BM x 64).
+B is the filter as RSCK [R, S, C, K] (box 1 x 1 x 64 x 64; channels past C read zeros, so C need not
+be a multiple of 64) or the matmul's [K, N]; its smem tile is BN/64 boxes of 64 k x 64 n, the layout
+wgmma reads as a transposed (n-contiguous) B.
+
+One block: WGS consumer warpgroups, each BM/WGS rows of the BM x BN tile; STAGES smem slots of
+(A tile, B tile). Thread 0 issues the copies; k tile kt = (tap, channel block):
+
+    prologue: thread 0 inits the STAGES mbarriers, barrier; loads tiles 0 .. STAGES-2
+    for kt:   wait on barrier kt % STAGES (parity (kt / STAGES) % 2)
+              acc = wgmma(A slot, B slot, acc)          (issued asynchronously)
+              wgmma.wait_group 1: tile kt-1's multiply is done; barrier: in every warpgroup
+              thread 0: expect_tx + TMA loads of tile kt + STAGES-1 into slot (kt-1) % STAGES
+    epilogue: wait_group 0, barrier; the accumulators go to shared memory (rows padded by 4 floats
+              against bank conflicts, over the now idle slots), barrier; each thread then reads 8
+              consecutive columns of a row, adds bias and residual, applies the activation, casts, and
+              stores 16 bytes (coalesced: a row's columns are consecutive threads).
+
+Shared memory is dynamic (the host raises the 48 KB default: cuFuncSetAttribute) and aligned by hand to
+1024 bytes, the period of the 128-byte swizzle that TMA writes and the wgmma descriptors assume.
+Applies on sm_90 to f16/bf16, groups 1, stride 1, channels (K) and output channels multiples of 8
+(TMA's 16-byte strides); other problems keep the mma.sync kernel.
+"""
+from __future__ import annotations
+
+from .gpu_gemm import WG, Emitter, GemmSpec, _collapse
+from .semantics import activation
+
+BK = 64                               # k per tile: 128 bytes of f16/bf16, one swizzle row
+SMEM_LIMIT = 227 * 1024               # dynamic shared memory per block on sm_90
+ALIGN = 1024                          # the 128-byte swizzle's period
+# (BM, BN, warpgroups, stages), indexed by the solver's "tile" parameter.
+CONFIGS = [(128, 128, 1, 4), (128, 256, 2, 4), (256, 128, 2, 4), (128, 64, 1, 6), (64, 64, 1, 8)]
+SWZ = "swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none"
+
+
+def smem_bytes(config) -> int:
+    bm, bn, _, stages = config
+    loads = stages * (bm + bn) * BK * 2
+    return ALIGN + max(loads, bm * (bn + 4) * 4)
+
+
+def geometry(spec: GemmSpec) -> tuple:
+    """(N, H, W, C, OH, OW, R, S, pt, pl, dh, dw, flat): the problem as a stride-1 convolution; flat when
+    A is read as the 2-d [M, K] matrix (matmul, or a 1x1 stride-1 unpadded convolution)."""
+    if not spec.conv:
+        return 1, 1, spec.m, spec.k, 1, spec.m, 1, 1, 0, 0, 1, 1, True
+    n, h, w, c, oh, ow, r, s, _, _, pt, pl, dh, dw = spec.conv
+    return n, h, w, c, oh, ow, r, s, pt, pl, dh, dw, (r, s, pt, pl) == (1, 1, 0, 0)
+
+
+def applicable(spec: GemmSpec) -> str | None:
+    c = spec.conv[3] if spec.conv else spec.k
+    if spec.dtype not in ("f16", "bf16"):
+        return "wgmma kernel takes f16/bf16 inputs"
+    if c % 8 or spec.n % 8:
+        return "needs input and output channels (or K and N) that are multiples of 8 (TMA strides)"
+    if spec.groups != 1:
+        return "grouped convolution"
+    if spec.nchw:
+        return "needs NHWC"
+    if spec.conv and tuple(spec.conv[8:10]) != (1, 1):
+        return "strided convolution (the TMA box reads stride 1)"
+    return None
+
+
+def pixel_box(bm: int, n: int, oh: int, ow: int) -> tuple[int, int, int]:
+    """(bi, bh, bw), bi*bh*bw = bm, covering N x OH x OW with the fewest pixels computed in vain."""
+    pows = [1 << i for i in range(9) if 1 << i <= bm]
+    best = None
+    for bw in pows:
+        for bh in pows:
+            if bm % (bw * bh) or bm // (bw * bh) > 256:
+                continue
+            bi = bm // (bw * bh)
+            if bi > 1 and (bh < oh or bw < ow):
+                continue                      # several images per box only when each fits whole
+            waste = -(-n // bi) * -(-oh // bh) * -(-ow // bw) * bm
+            key = (waste, -bw)
+            if best is None or key < best[0]:
+                best = (key, (bi, bh, bw))
+    return best[1]
+
+
+def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, config: int = 0) -> str:
+    BM, BN, WGS, STAGES = CONFIGS[config]
+    BMW = BM // WGS                                         # rows per warpgroup
+    dt = spec.dtype
+    N, H, W, C, OH, OW, R, S, pt, pl, dh, dw, flat = geometry(spec)
+    M, NO = spec.m, spec.n
+    CB = -(-C // BK)                                        # channel blocks per tap
+    KT = R * S * CB
+    bi, bh, bw = (1, 1, BM) if flat else pixel_box(BM, N, OH, OW)
+    tiles_w, tiles_h, tiles_i = -(-OW // bw), -(-OH // bh), -(-N // bi)
+    blocks_m = -(-M // BM) if flat else tiles_i * tiles_h * tiles_w
+    T = 128 * WGS
+    A_BYTES, B_BYTES = BM * BK * 2, BK * BN * 2
+    e = Emitter()
+    names = [p for p, _ in params_sig]
+    types = dict(params_sig)
+    rank = lambda p: len(types[p][7:].split("x")) - 1  # noqa: E731
+    a, b, out = names[0], names[1], names[-1]
+    bias = names[2] if spec.bias else None
+    residual = names[2 + spec.bias] if spec.residual else None
+
+    # ---- host: the tensor maps
+    def tensor_map(value: str, mtype: str, shape: list[int], box: list[int]) -> tuple[str, str]:
+        cast = e.fresh("u")
+        e.emit(f"{cast} = memref.cast {value} : {mtype} to memref<*x{dt}>")
+        tm_t = f"!nvgpu.tensormap.descriptor<tensor = memref<{'x'.join(map(str, box))}x{dt}, 3>, {SWZ}>"
+        tm = e.fresh("tm")
+        e.emit(f"{tm} = nvgpu.tma.create.descriptor {cast} box[{', '.join(e.c(x) for x in box)}] : memref<*x{dt}> -> {tm_t}")
+        return tm, tm_t
+
+    if flat:
+        a_shape = [M, C]
+        a2 = _collapse(e, a, types[a], rank(a), M, C, dt)
+        tma_a, tma_a_t = tensor_map(a2, f"memref<{M}x{C}x{dt}>", a_shape, [BM, BK])
+    else:
+        tma_a, tma_a_t = tensor_map(a, types[a], [N, H, W, C], [bi, bh, bw, BK])
+    if spec.conv:
+        tma_b, tma_b_t = tensor_map(b, types[b], [R, S, C, NO], [1, 1, BK, 64])
+    else:
+        tma_b, tma_b_t = tensor_map(b, types[b], [C, NO], [BK, 64])
+    smem = smem_bytes(CONFIGS[config])
+    sm = e.fresh("smem")
+    e.emit(f"{sm} = arith.constant {smem} : i32")
+    one = e.c(1)
+    e.open(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-NO // BN))}, %gy = {e.c(blocks_m)}, %gz = {one}) "
+           f"threads(%tx, %ty, %tz) in (%sx = {e.c(T)}, %sy = {one}, %sz = {one}) dynamic_shared_memory_size {sm} {{")
+    out2 = _collapse(e, out, types[out], rank(out), M, NO, dt)
+    res2 = _collapse(e, residual, types[residual], rank(residual), M, NO, dt) if residual else None
+    # The 2-d view of the tensor maps that wgmma descriptors want (only the swizzle is read from them).
+    desc_tm = {}
+    for tm, tm_t, rows, cols in ((tma_a, tma_a_t, BMW, BK), (tma_b, tma_b_t, BK, 64)):
+        p, t2 = e.fresh("p"), e.fresh("tm")
+        e.emit(f"{p} = builtin.unrealized_conversion_cast {tm} : {tm_t} to !llvm.ptr")
+        t2_t = f"!nvgpu.tensormap.descriptor<tensor = memref<{rows}x{cols}x{dt}, 3>, {SWZ}>"
+        e.emit(f"{t2} = builtin.unrealized_conversion_cast {p} : !llvm.ptr to {t2_t}")
+        desc_tm[tm] = (t2, t2_t)
+    mbar_t = f"!nvgpu.mbarrier.group<memorySpace = {WG}, num_barriers = {STAGES}>"
+    bars = e.fresh("bar")
+    e.emit(f"{bars} = nvgpu.mbarrier.create -> {mbar_t}")
+    zero = e.c(0)
+    tid = "%tx"
+    leader = e.cmp("eq", tid, zero)
+    e.open(f"scf.if {leader} {{")
+    for s in range(STAGES):
+        e.emit(f"nvgpu.mbarrier.init {bars}[{e.c(s)}], {one} : {mbar_t}")
+    e.close()
+    e.emit("gpu.barrier")
+    # Dynamic shared memory, its base rounded up to ALIGN.
+    dyn = e.fresh("dyn")
+    smem_t = f"memref<?xi8, {WG}>"
+    e.emit(f"{dyn} = gpu.dynamic_shared_memory : {smem_t}")
+    addr = e.fresh("i")
+    e.emit(f"{addr} = memref.extract_aligned_pointer_as_index {dyn} : {smem_t} -> index")
+    base = e.rem(e.op("arith.subi", e.c(ALIGN), e.rem(addr, e.c(ALIGN))), e.c(ALIGN))
+
+    def view(offset: str, shape: str, elem: str = dt) -> str:
+        v = e.fresh("sv")
+        e.emit(f"{v} = memref.view {dyn}[{e.add(base, offset)}][] : {smem_t} to memref<{shape}x{elem}, {WG}>")
+        return v
+
+    # Block -> output tile: columns n0; rows m0 (flat) or the pixel box (i0, oh0, ow0).
+    n0 = e.mul("%bx", e.c(BN))
+    if flat:
+        m0 = e.mul("%by", e.c(BM))
+    else:
+        tw = e.rem("%by", e.c(tiles_w))
+        th = e.rem(e.div("%by", e.c(tiles_w)), e.c(tiles_h))
+        ti = e.div("%by", e.c(tiles_w * tiles_h))
+        i0, oh0, ow0 = e.mul(ti, e.c(bi)), e.mul(th, e.c(bh)), e.mul(tw, e.c(bw))
+
+    a_box_t = f"{BM}x{BK}" if flat else f"{bi}x{bh}x{bw}x{BK}"
+    b_box_t = f"{BK}x64" if not spec.conv else f"1x1x{BK}x64"
+
+    def load_tile(kt: str, slot: str, pred: str) -> None:
+        """Thread `pred`: the A and B boxes of k tile kt into `slot`, on that slot's barrier."""
+        e.emit(f"nvgpu.mbarrier.arrive.expect_tx {bars}[{slot}], {e.c(A_BYTES + B_BYTES)}, predicate = {pred} : {mbar_t}")
+        cb, rs = e.rem(kt, e.c(CB)), e.div(kt, e.c(CB))
+        c0 = e.mul(cb, e.c(BK))
+        a_dst = view(e.mul(slot, e.c(A_BYTES)), a_box_t)
+        if flat:
+            coords = [c0, m0]
+        else:
+            r, s = e.div(rs, e.c(S)), e.rem(rs, e.c(S))
+            h = e.op("arith.subi", e.add(oh0, e.mul(r, e.c(dh))), e.c(pt))
+            w = e.op("arith.subi", e.add(ow0, e.mul(s, e.c(dw))), e.c(pl))
+            coords = [c0, w, h, i0]
+        e.emit(f"nvgpu.tma.async.load {tma_a}[{', '.join(coords)}], {bars}[{slot}] to {a_dst}, predicate = {pred} "
+               f": {tma_a_t}, {mbar_t} -> memref<{a_box_t}x{dt}, {WG}>")
+        for j in range(BN // 64):
+            b_dst = view(e.add(e.c(STAGES * A_BYTES + j * BK * 64 * 2), e.mul(slot, e.c(B_BYTES))), b_box_t)
+            n = e.add(n0, e.c(64 * j))
+            bc = [n, c0, e.rem(rs, e.c(S)), e.div(rs, e.c(S))] if spec.conv else [n, e.mul(kt, e.c(BK))]
+            e.emit(f"nvgpu.tma.async.load {tma_b}[{', '.join(bc)}], {bars}[{slot}] to {b_dst}, predicate = {pred} "
+                   f": {tma_b_t}, {mbar_t} -> memref<{b_box_t}x{dt}, {WG}>")
+
+    for s in range(min(STAGES - 1, KT)):
+        load_tile(e.c(s), e.c(s), leader)
+    wg = e.div(tid, e.c(128))
+    acc_t = f"!nvgpu.warpgroup.accumulator<fragmented = vector<{BMW}x{BN}xf32>>"
+    da_t = f"!nvgpu.warpgroup.descriptor<tensor = memref<{BMW}x{BK}x{dt}, {WG}>>"
+    db_t = f"!nvgpu.warpgroup.descriptor<tensor = memref<{BK}x{BN}x{dt}, {WG}>>"
+    acc0, res = e.fresh("acc"), e.fresh("res")
+    e.emit(f"{acc0} = nvgpu.warpgroup.mma.init.accumulator -> {acc_t}")
+    acc = e.fresh("acc")
+    e.open(f"{res} = scf.for %kt = {zero} to {e.c(KT)} step {one} iter_args({acc} = {acc0}) -> ({acc_t}) {{")
+    slot = e.rem("%kt", e.c(STAGES))
+    parity = e.fresh("ph")
+    e.emit(f"{parity} = arith.index_cast {e.rem(e.div('%kt', e.c(STAGES)), e.c(2))} : index to i1")
+    e.emit(f"nvgpu.mbarrier.try_wait.parity {bars}[{slot}], {parity}, {e.c(10000000)} : {mbar_t}")
+    a_view = view(e.add(e.mul(slot, e.c(A_BYTES)), e.mul(wg, e.c(BMW * BK * 2))), f"{BMW}x{BK}")
+    b_view = view(e.add(e.c(STAGES * A_BYTES), e.mul(slot, e.c(B_BYTES))), f"{BK}x{BN}")
+    da, db, nxt = e.fresh("da"), e.fresh("db"), e.fresh("acc")
+    (ta2, ta2_t), (tb2, tb2_t) = desc_tm[tma_a], desc_tm[tma_b]
+    e.emit(f"{da} = nvgpu.warpgroup.generate.descriptor {a_view}, {ta2} : memref<{BMW}x{BK}x{dt}, {WG}>, {ta2_t} -> {da_t}")
+    e.emit(f"{db} = nvgpu.warpgroup.generate.descriptor {b_view}, {tb2} : memref<{BK}x{BN}x{dt}, {WG}>, {tb2_t} -> {db_t}")
+    e.emit(f"{nxt} = nvgpu.warpgroup.mma {da}, {db}, {acc} {{transposeB}} : {da_t}, {db_t}, {acc_t} -> {acc_t}")
+    # (the op's lowering ends with wgmma.wait_group 1: tile kt-1's multiply is done)
+    if KT > STAGES - 1:     # else the prologue loaded every tile (and a constant predicate is bad PTX)
+        e.emit("gpu.barrier")
+        ahead = e.add("%kt", e.c(STAGES - 1))
+        load_tile(ahead, e.rem(ahead, e.c(STAGES)), e.both(leader, e.cmp("ult", ahead, e.c(KT))))
+    e.emit(f"scf.yield {nxt} : {acc_t}")
+    e.close()
+    e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
+    e.emit("gpu.barrier")
+    # Epilogue: accumulators -> shared (f32, rows of BN + 4) -> act(acc + bias + residual) -> global.
+    RS = BN + 4
+    stage = view(e.mul(wg, e.c(BMW * RS * 4)), f"{BMW}x{RS}", "f32")
+    sub = e.fresh("sv")
+    sub_t = f"memref<{BMW}x{BN}xf32, strided<[{RS}, 1]>, {WG}>"
+    e.emit(f"{sub} = memref.subview {stage}[0, 0] [{BMW}, {BN}] [1, 1] : memref<{BMW}x{RS}xf32, {WG}> to {sub_t}")
+    e.emit(f"nvgpu.warpgroup.mma.store {res}, {sub} : {acc_t} to {sub_t}")
+    e.emit("gpu.barrier")
+    tile = view(zero, f"{BM}x{RS}", "f32")
+    tile_t = f"memref<{BM}x{RS}xf32, {WG}>"
+    per_row = BN // 8
+    col = e.mul(e.rem(tid, e.c(per_row)), e.c(8))
+    n = e.add(n0, col)
+    e.open(f"scf.if {e.cmp('ult', n, e.c(NO))} {{")
+    v8, o8 = "vector<8xf32>", f"vector<8x{dt}>"
+    if bias:
+        bv = e.fresh("bias")
+        e.emit(f"{bv} = vector.load {bias}[{n}] : {types[bias]}, {o8}")
+        bias_f = e.fresh("bias")
+        e.emit(f"{bias_f} = arith.extf {bv} : {o8} to {v8}")
+    rows_per_pass = T // per_row
+    for p in range(BM // rows_per_pass):
+        i = e.add(e.c(p * rows_per_pass), e.div(tid, e.c(per_row)))
+        if flat:
+            m = e.add(m0, i)
+            ok = e.cmp("ult", m, e.c(M))
+        else:
+            img = e.add(i0, e.div(i, e.c(bh * bw)))
+            oh = e.add(oh0, e.rem(e.div(i, e.c(bw)), e.c(bh)))
+            ow = e.add(ow0, e.rem(i, e.c(bw)))
+            ok = e.both(e.cmp("ult", img, e.c(N)), e.both(e.cmp("ult", oh, e.c(OH)), e.cmp("ult", ow, e.c(OW))))
+            m = e.add(e.mul(e.add(e.mul(img, e.c(OH)), oh), e.c(OW)), ow)
+        e.open(f"scf.if {ok} {{")
+        halves = []
+        for h in range(2):
+            x = e.fresh("x")
+            e.emit(f"{x} = vector.load {tile}[{i}, {e.add(col, e.c(4 * h))}] : {tile_t}, vector<4xf32>")
+            halves.append(x)
+        v = e.fresh("x")
+        e.emit(f"{v} = vector.shuffle {halves[0]}, {halves[1]} [0, 1, 2, 3, 4, 5, 6, 7] : vector<4xf32>, vector<4xf32>")
+        if bias:
+            v = e.op("arith.addf", v, bias_f, v8)
+        if res2:
+            r8, rf = e.fresh("r"), e.fresh("r")
+            e.emit(f"{r8} = vector.load {res2}[{m}, {n}] : memref<{M}x{NO}x{dt}>, {o8}")
+            e.emit(f"{rf} = arith.extf {r8} : {o8} to {v8}")
+            v = e.op("arith.addf", v, rf, v8)
+        if spec.activation != "none":
+            vals = []
+            for j in range(8):
+                s_ = e.fresh("s")
+                e.emit(f"{s_} = vector.extract {v}[{j}] : f32 from {v8}")
+                vals.append(activation(e, spec.activation, spec.activation_params, s_))
+            v = e.fresh("x")
+            e.emit(f"{v} = vector.from_elements {', '.join(vals)} : {v8}")
+        o = e.fresh("o")
+        e.emit(f"{o} = arith.truncf {v} : {v8} to {o8}")
+        e.emit(f"vector.store {o}, {out2}[{m}, {n}] {{alignment = 16}} : memref<{M}x{NO}x{dt}>, {o8}")
+        e.close()
+    e.close()
+    e.emit("gpu.terminator")
+    e.close("}")
+    return _host_function(e, name, params_sig)
+
+
+def _host_function(e: Emitter, name: str, signature) -> str:
+    """The function: host lines (tensor maps), then the launch (already closed)."""
+    sig = ", ".join(f"{p}: {ty}" for p, ty in signature)
+    return f"func.func @{name}({sig}) {{\n" + "\n".join(e.lines) + "\n    return\n}"
