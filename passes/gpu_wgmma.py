@@ -27,7 +27,8 @@ wgmma reads as a transposed (n-contiguous) B.
 One block: WGS consumer warpgroups, each BM/WGS rows of the BM x BN tile; STAGES smem slots of
 (A tile, B tile). Thread 0 issues the copies; k tile kt = (tap, channel block):
 
-    prologue: thread 0 inits the STAGES mbarriers, barrier; loads tiles 0 .. STAGES-2
+    prologue: thread 0 inits the STAGES mbarriers (STAGES <= the number of k tiles), barrier; loads
+              tiles 0 .. STAGES-2 (all of them when they fit)
     for kt:   wait on barrier kt % STAGES (parity (kt / STAGES) % 2)
               acc = wgmma(A slot, B slot, acc)          (issued asynchronously)
               wgmma.wait_group 1: tile kt-1's multiply is done; barrier: in every warpgroup
@@ -50,14 +51,17 @@ from .semantics import activation
 BK = 64                               # k per tile: 128 bytes of f16/bf16, one swizzle row
 SMEM_LIMIT = 227 * 1024               # dynamic shared memory per block on sm_90
 ALIGN = 1024                          # the 128-byte swizzle's period
-# (BM, BN, warpgroups, stages), indexed by the solver's "tile" parameter.
-CONFIGS = [(128, 128, 1, 4), (128, 256, 2, 4), (256, 128, 2, 4), (128, 64, 1, 6), (64, 64, 1, 8)]
+# (BM, BN, warpgroups, stages), indexed by the solver's "tile" parameter. (128 x 64 with one warpgroup,
+# two m64 fragments of n64, computed wrong rows on the H200: the 128 x 64 tile takes two warpgroups.)
+CONFIGS = [(128, 128, 1, 4), (128, 256, 2, 4), (256, 128, 2, 4), (128, 64, 2, 6), (64, 64, 1, 8)]
 SWZ = "swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none"
 
 
-def smem_bytes(config) -> int:
+def smem_bytes(config, k_tiles: int) -> int:
+    """Dynamic shared memory of a block: the stage slots (no more than there are k tiles, so short
+    reductions leave room for more blocks per multiprocessor), reused by the f32 epilogue tile."""
     bm, bn, _, stages = config
-    loads = stages * (bm + bn) * BK * 2
+    loads = min(stages, k_tiles) * (bm + bn) * BK * 2
     return ALIGN + max(loads, bm * (bn + 4) * 4)
 
 
@@ -111,6 +115,7 @@ def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, c
     M, NO = spec.m, spec.n
     CB = -(-C // BK)                                        # channel blocks per tap
     KT = R * S * CB
+    STAGES = min(STAGES, KT)
     bi, bh, bw = (1, 1, BM) if flat else pixel_box(BM, N, OH, OW)
     tiles_w, tiles_h, tiles_i = -(-OW // bw), -(-OH // bh), -(-N // bi)
     blocks_m = -(-M // BM) if flat else tiles_i * tiles_h * tiles_w
@@ -143,7 +148,7 @@ def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, c
         tma_b, tma_b_t = tensor_map(b, types[b], [R, S, C, NO], [1, 1, BK, 64])
     else:
         tma_b, tma_b_t = tensor_map(b, types[b], [C, NO], [BK, 64])
-    smem = smem_bytes(CONFIGS[config])
+    smem = smem_bytes(CONFIGS[config], KT)
     sm = e.fresh("smem")
     e.emit(f"{sm} = arith.constant {smem} : i32")
     one = e.c(1)
@@ -218,7 +223,8 @@ def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, c
             e.emit(f"nvgpu.tma.async.load {tma_b}[{', '.join(bc)}], {bars}[{slot}] to {b_dst}, predicate = {pred} "
                    f": {tma_b_t}, {mbar_t} -> memref<{b_box_t}x{dt}, {WG}>")
 
-    for s in range(min(STAGES - 1, KT)):
+    # all the tiles when they fit in the slots, else STAGES - 1 (the loop refills one ahead)
+    for s in range(KT if KT == STAGES else STAGES - 1):
         load_tile(e.c(s), e.c(s), leader)
     wg = e.div(tid, e.c(128))
     acc_t = f"!nvgpu.warpgroup.accumulator<fragmented = vector<{BMW}x{BN}xf32>>"
@@ -240,7 +246,7 @@ def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, c
     e.emit(f"{db} = nvgpu.warpgroup.generate.descriptor {b_view}, {tb2} : memref<{BK}x{BN}x{dt}, {WG}>, {tb2_t} -> {db_t}")
     e.emit(f"{nxt} = nvgpu.warpgroup.mma {da}, {db}, {acc} {{transposeB}} : {da_t}, {db_t}, {acc_t} -> {acc_t}")
     # (the op's lowering ends with wgmma.wait_group 1: tile kt-1's multiply is done)
-    if KT > STAGES - 1:     # else the prologue loaded every tile (and a constant predicate is bad PTX)
+    if KT > STAGES:     # else the prologue loaded every tile (and a constant predicate is bad PTX)
         e.emit("gpu.barrier")
         ahead = e.add("%kt", e.c(STAGES - 1))
         load_tile(ahead, e.rem(ahead, e.c(STAGES)), e.both(leader, e.cmp("ult", ahead, e.c(KT))))
@@ -249,8 +255,11 @@ def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, c
     e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
     e.emit("gpu.barrier")
     # Epilogue: accumulators -> shared (f32, rows of BN + 4) -> act(acc + bias + residual) -> global.
+    # The store's lowering puts warp w's rows at 16 w (w = tid / 32, over all warpgroups) plus 64 per
+    # m64 fragment, so warpgroup g is offset by its rows past the first 64 only.
     RS = BN + 4
-    stage = view(e.mul(wg, e.c(BMW * RS * 4)), f"{BMW}x{RS}", "f32")
+    # (the view has the accumulator's shape, as the op wants; its rows past BMW are not bounds-checked)
+    stage = view(e.mul(wg, e.c((BMW - 64) * RS * 4)), f"{BMW}x{RS}", "f32")
     sub = e.fresh("sv")
     sub_t = f"memref<{BMW}x{BN}xf32, strided<[{RS}, 1]>, {WG}>"
     e.emit(f"{sub} = memref.subview {stage}[0, 0] [{BMW}, {BN}] [1, 1] : memref<{BMW}x{RS}xf32, {WG}> to {sub_t}")

@@ -646,12 +646,17 @@ class WgmmaSolver:
         return {"tile": list(range(len(gpu_wgmma.CONFIGS)))}
 
     def default_params(self, p):
-        """128x256 blocks (two warpgroups) where they fill the GPU, else 128x128, else 128x64 (N = 64)."""
+        """Measured on the H200 (bench/RESULTS.md): 128x128 with one warpgroup is the fastest on every
+        ResNet-50 layer with N >= 128, even where it gives fewer blocks than multiprocessors (1.2-1.7x
+        cuDNN; 128x64 and 64x64 ran 1.3-1.5x slower there); 256x128 with two warpgroups on long
+        reductions (the 8192^3 GEMM: 655-723 TFLOP/s); N = 64 takes 128x64 (two warpgroups: 1.1-1.3x
+        faster than 128x128 on the 64-channel layers), small problems 64x64."""
         m, n = self.gemm_shape(p)
+        k = p.r * p.s * p.c if self.op == "conv2d" else p.k
         blocks = lambda bm, bn: -(-m // bm) * -(-n // bn)  # noqa: E731
-        if n >= 256 and blocks(128, 256) >= GpuGemmSolver.MULTIPROCESSORS:
-            return {"tile": 1}
-        if n >= 128 and blocks(128, 128) >= GpuGemmSolver.MULTIPROCESSORS:
+        if n >= 256 and k >= 2048 and blocks(256, 128) >= 2 * GpuGemmSolver.MULTIPROCESSORS:
+            return {"tile": 2}
+        if n > 64:
             return {"tile": 0}
         return {"tile": 3 if blocks(128, 64) >= GpuGemmSolver.MULTIPROCESSORS else 4}
 

@@ -3,6 +3,7 @@ launch checked against the code object (its function is there, with registers an
 size); refused artifacts, loading without the GPU, and `openprim inspect`, each with one-line errors."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -88,23 +89,44 @@ def small_graph():
     return g
 
 
-@pytest.mark.parametrize("dtype,mma", [("bf16", "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32"),
-                                       ("f32", "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32")])
-def test_nvvm_tensor_cores(tmp_path, capsys, monkeypatch, dtype, mma):
+@pytest.mark.parametrize("dtype,target,mma", [
+    ("bf16", "nvvm:sm_80", r"mma\.sync\.aligned\.m16n8k16\.row\.col\.f32\.bf16\.bf16\.f32"),
+    ("f32", "nvvm:sm_90", r"mma\.sync\.aligned\.m16n8k8\.row\.col\.f32\.tf32\.tf32\.f32"),
+    ("bf16", "nvvm:sm_90", r"wgmma\.mma_async\.sync\.aligned\.m64n\d+k16\.f32\.bf16\.bf16")])
+def test_nvvm_tensor_cores(tmp_path, capsys, monkeypatch, dtype, target, mma):
     """bf16 (and f32 as TF32, opted in) convolutions and matmuls on tensor cores: the PTX has the mma of
-    the type, each launch is in it, and ptxas (when installed) assembles it."""
+    the type and chip (sm_90: warpgroup MMA), each launch is in it, and ptxas (when installed)
+    assembles it."""
     monkeypatch.setenv("OPENPRIM_ALLOW_TF32", "1")
     rng = np.random.default_rng(0)
     g = Graph(layout="NHWC", dtype=dtype)
     y = g.relu(g.conv2d(g.input("x", (2, 9, 9, 16)), g.param("w", rng.standard_normal((32, 3, 3, 16))), padding=1))
     g.output(g.matmul(g.flatten(y), g.param("m", rng.standard_normal((9 * 9 * 32, 24)))))
-    plan, files = save(g, tmp_path / "mma.oprim", "nvvm:sm_90", capsys, f"{dtype} conv + matmul")
+    plan, files = save(g, tmp_path / "mma.oprim", target, capsys, f"{dtype} conv + matmul")
     ptx = files["kernels.ptx"].decode()
     bodies = {entry.split("(", 1)[0]: entry for entry in ptx.split(".visible .entry ")[1:]}
-    assert len(launched(plan)) == 2 and all(mma in bodies[name] for name in launched(plan)), launched(plan)
+    assert len(launched(plan)) == 2 and all(re.search(mma, bodies[name]) for name in launched(plan)), launched(plan)
     if shutil.which("ptxas"):
         cubin = {k["name"]: k for k in cubin_kernels(files["kernels.cubin"])}
         assert all(cubin[name]["registers"] > 0 for name in launched(plan))
+
+
+def test_wgmma_launch_plan(tmp_path, capsys, monkeypatch):
+    """A wgmma launch passes TMA tensor maps for the runtime to encode (the buffer, its shape and the box,
+    outermost first) and asks for more dynamic shared memory than the 48 KB default."""
+    from openprim.passes.gpu_wgmma import CONFIGS, smem_bytes
+    from openprim.passes.solvers import SOLVERS
+    monkeypatch.setattr(SOLVERS["conv_implicit_gemm_wgmma"], "default_params", lambda p: {"tile": 1})
+    rng = np.random.default_rng(0)
+    g = Graph(layout="NHWC", dtype="f16")
+    g.output(g.conv2d(g.input("x", (2, 14, 14, 64)), g.param("w", rng.standard_normal((256, 3, 3, 64))), padding=1))
+    plan, _ = save(g, tmp_path / "wg.oprim", "nvvm:sm_90", capsys, "f16 conv on wgmma")
+    launch, = launches(plan)
+    maps = [v for kind, v in launch["args"] if kind == "tensormap"]
+    assert [(m["memory"], m["shape"], m["box"], m["dtype"], m["swizzle"]) for m in maps] == [
+        (["arg", 0], [2, 14, 14, 64], [1, 8, 16, 64], "f16", 128),  # pixel box: 8 x 16 covers 14 x 14
+        (["arg", 1], [3, 3, 64, 256], [1, 1, 64, 64], "f16", 128)]
+    assert launch["shared"] == smem_bytes(CONFIGS[1], 9) > 48 * 1024 and launch["block"] == [256, 1, 1]
 
 
 @pytest.mark.parametrize("target", ["nvvm:sm_90", "rocdl:gfx942"])

@@ -547,7 +547,7 @@ WGMMA_CONV = [dict(id="wg_3x3_pad", x=(2, 40, 13, 11), K=72, kernel=(3, 3), stri
                    groups=1, bias=True, epilogue="bias+res+relu"),
               dict(id="wg_3x2_dil2", x=(3, 16, 9, 10), K=24, kernel=(3, 2), stride=1, padding=(2, 1, 0, 3),
                    dilation=2, groups=1, bias=False, epilogue="bias+leaky"),
-              dict(id="wg_5x5_small", x=(5, 136, 5, 6), K=200, kernel=(5, 5), stride=1, padding=2, dilation=1,
+              dict(id="wg_5x5_small", x=(5, 72, 5, 6), K=136, kernel=(5, 5), stride=1, padding=2, dilation=1,
                    groups=1, bias=True, epilogue="none"),
               dict(id="wg_1x1_flat", x=(3, 64, 7, 9), K=264, kernel=(1, 1), stride=1, padding=0, dilation=1,
                    groups=1, bias=False, epilogue="bias+res+relu")]

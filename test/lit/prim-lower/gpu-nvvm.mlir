@@ -1,6 +1,6 @@
 // prim-lower{target=nvvm:sm_90}: every kernel function keeps only its host side, scratch buffers
 // (memref.alloc) and `gpu.launch_func @device::@...` with constant grid and block sizes (the launch
-// plan), and the device code of all kernels is one `gpu.binary @device` holding PTX for sm_90 with an
+// plan), and the device code of all kernels is one `gpu.binary @device` holding PTX for sm_90a (sm_90 compiles with its wgmma and TMA) with an
 // `.entry` per launched function. The graph keeps its calls on tensors.
 // RUN: openprim-opt %s -p 'prim-lower{target=nvvm:sm_90}' | filecheck %s
 
@@ -26,8 +26,8 @@
 // CHECK-NEXT:  }
 // CHECK-NOT:   func.func
 // CHECK-NOT:   gpu.module
-// CHECK:       gpu.binary @device {{.*}}[#gpu.object<#nvvm.target<O = 3, chip = "sm_90">
-// CHECK-SAME:  assembly = "{{.*}}.target sm_90
+// CHECK:       gpu.binary @device {{.*}}[#gpu.object<#nvvm.target<O = 3, chip = "sm_90a">
+// CHECK-SAME:  assembly = "{{.*}}.target sm_90a
 // CHECK-SAME:  .visible .entry relu_0_kernel(
 // CHECK-SAME:  .visible .entry softmax_1_kernel(
 // CHECK-SAME:  .visible .entry softmax_1_kernel_3(

@@ -27,7 +27,7 @@
 // CHECK-NOT:   func.func
 // CHECK-NOT:   "prim.
 // CHECK-NOT:   gpu.module
-// CHECK-COUNT-1: gpu.binary @device {{.*}}#nvvm.target<O = 3, chip = "sm_90">
+// CHECK-COUNT-1: gpu.binary @device {{.*}}#nvvm.target<O = 3, chip = "sm_90a">
 // CHECK-SAME:  .entry transpose_0_kernel(
 // CHECK-SAME:  .entry conv2d_1_kernel
 // CHECK-SAME:  .entry transpose_2_kernel(

@@ -1,9 +1,10 @@
+// (sm_80: on sm_90 these shapes take the wgmma kernel, prim-tile/gpu-wgmma.mlir.)
 // bf16 convolutions and matmuls with channels in multiples of 8 run on tensor cores too: MLIR 22's
 // nvgpu.mma.sync has no bf16 PTX type, so the kernel emits nvvm.mma.sync m16n8k16 with bf16 multiplicands
 // directly, its A (4) and B (2) registers being the ldmatrix fragments as i32, f32 accumulators.
-// RUN: openprim-opt %s -p 'prim-select{target=nvvm:sm_90},prim-tile{target=nvvm:sm_90}' | filecheck %s
+// RUN: openprim-opt %s -p 'prim-select{target=nvvm:sm_80},prim-tile{target=nvvm:sm_80}' | filecheck %s
 // The PTX instruction (and a cubin, when ptxas is installed, through the same pipeline):
-// RUN: openprim-opt %s -p 'prim-pipeline{target=nvvm:sm_90}' | filecheck %s --check-prefix=PTX
+// RUN: openprim-opt %s -p 'prim-pipeline{target=nvvm:sm_80}' | filecheck %s --check-prefix=PTX
 
 // CHECK-LABEL: func.func @conv2d_0(
 // CHECK-SAME:  prim.solver = "conv_implicit_gemm_mma"

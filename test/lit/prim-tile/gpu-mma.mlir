@@ -1,7 +1,8 @@
+// (sm_80: on sm_90 these shapes take the wgmma kernel, prim-tile/gpu-wgmma.mlir.)
 // f16 convolutions and matmuls with channels in multiples of 8 run on tensor cores (nvgpu.mma.sync
 // m16n8k16, f32 accumulators): fragments come from padded shared-memory tiles through ldmatrix
 // (B transposed), and the epilogue is fused.
-// RUN: openprim-opt %s -p 'prim-select{target=nvvm:sm_90},prim-tile{target=nvvm:sm_90}' | filecheck %s
+// RUN: openprim-opt %s -p 'prim-select{target=nvvm:sm_80},prim-tile{target=nvvm:sm_80}' | filecheck %s
 
 // CHECK-LABEL: func.func @conv2d_0(
 // CHECK-SAME:  prim.solver = "conv_implicit_gemm_mma"
