@@ -86,6 +86,9 @@ def applies(solver, cfg, dtype="f32"):
         vec = 4 if dtype == "f32" else 8
         tf32 = os.environ.get("OPENPRIM_ALLOW_TF32", "") == "1"
         return (dtype != "f32" or tf32) and G == 1 and C % vec == 0 and K % vec == 0
+    if solver == "conv_implicit_gemm_wgmma":  # TMA boxes: stride 1, 16-byte strides; sm_90, f16/bf16
+        return dtype in ("f16", "bf16") and G == 1 and C % 8 == 0 and K % 8 == 0 and \
+            _pair(cfg["stride"]) == (1, 1) and TARGET.partition(":")[2] in ("sm_90", "sm_90a")
     if solver == "conv_implicit_gemm_gpu":
         return G == 1 or K // G >= 8
     if solver in ("conv_direct", "conv_im2col_gemm"):
@@ -320,6 +323,8 @@ def test_conv_solver_applicability(solver, layout):
                "conv_implicit_gemm_gpu": "fewer than 8 output channels per group",
                "conv_implicit_gemm_mma": "f32 on tensor cores needs OPENPRIM_ALLOW_TF32=1 \\(TF32: 10-bit mantissa\\)"
                                          "|fewer than 8 output channels per group|needs input and output channels",
+               "conv_implicit_gemm_wgmma": "wgmma kernel takes f16/bf16 inputs|wgmma and TMA need sm_90"
+                                           "|fewer than 8 output channels per group",
                "conv_winograd_f2x3": "not a 3x3, stride-1, undilated convolution|grouped convolution",
                "conv_winograd_f4x3": "not a 3x3, stride-1, undilated convolution|grouped convolution",
                "conv_1x1_gemm": "not a 1x1, stride-1, unpadded convolution|grouped convolution",
@@ -445,8 +450,9 @@ def run_gemms(rng, cases, dtype, solver=""):
 
 @pytest.mark.parametrize("solver,dtype", [pytest.param(s, dt, id=f"{s}-{dt}") for s in GEMM_SOLVERS for dt in DTYPES])
 def test_gemm_solver_forced(solver, dtype, rng):
-    if solver == "gemm_mma":
-        pytest.skip("the GEMM cases have K and N that are not multiples of 8 (bench/gpu_kernels.py checks gemm_mma)")
+    if solver in ("gemm_mma", "gemm_wgmma"):
+        pytest.skip(f"the GEMM cases have K and N that are not multiples of 8 (bench/gpu_kernels.py and the "
+                    f"tensor-core config tests check {solver})")
     cases = [c for c in GEMM if solver == "gemm_reference" or c["kind"] != "batched"]
     assert run_gemms(rng, cases, dtype, solver) == [solver] * len(cases)
 
@@ -574,3 +580,40 @@ def test_wgmma_conv_configs(dtype, config, rng, monkeypatch):
     assert_close(outs[-1], ref.matmul(av, bv, cv, activation_name="relu"), dtype, reduction=200,
                  what=f"matmul ({dtype}, config {config})")
     assert conv_launch_solvers(net) == ["conv_implicit_gemm_wgmma"] * len(WGMMA_CONV)
+
+
+@pytest.mark.parametrize("target, stride, dtype, why", [
+    ("nvvm:sm_80", 1, "f16", "wgmma and TMA need sm_90 (sm_80 has mma.sync only)"),
+    ("nvvm:sm_90", 2, "f16", "strided convolution (the TMA box reads stride 1)"),
+    ("nvvm:sm_90", 1, "f32", "wgmma kernel takes f16/bf16 inputs"),
+])
+def test_wgmma_fallback_named_by_explain(target, stride, dtype, why, capsys):
+    """Where the warpgroup kernel does not apply, mma.sync (or the SIMT kernel) is chosen and `explain`
+    says why; a stride-1 f16 convolution on sm_90 takes it."""
+    from openprim import tune
+    from openprim.frontend import Graph
+    g = Graph(layout="NHWC", dtype=dtype)
+    w = g.param("w", np.random.default_rng(0).standard_normal((64, 3, 3, 64)))
+    g.output(g.conv2d(g.input("x", (2, 9, 9, 64)), w, stride=stride, padding=1))
+    tune.explain(g, target)
+    out = capsys.readouterr().out
+    assert re.search(rf"conv_implicit_gemm_wgmma\s+not applicable: {re.escape(why)}", out), out
+    assert "choice: conv_implicit_gemm_wgmma" not in out
+    g2 = Graph(layout="NHWC", dtype="f16")
+    g2.output(g2.conv2d(g2.input("x", (2, 9, 9, 64)), g2.param("w", np.ones((64, 3, 3, 64))), padding=1))
+    tune.explain(g2, "nvvm:sm_90")
+    assert "choice: conv_implicit_gemm_wgmma" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("bm, n, oh, ow, box", [
+    (128, 32, 56, 56, (1, 2, 64)),    # 2 rows x 64 columns: 8 of 64 columns wasted (as 8 x 16; wider wins)
+    (128, 32, 7, 7, (2, 8, 8)),       # two 7x7 images per box (77% used) rather than one (38%)
+    (128, 2, 13, 11, (1, 8, 16)),
+    (64, 5, 5, 6, (1, 8, 8)),
+    (128, 1, 1, 300, (1, 1, 128)),
+])
+def test_wgmma_pixel_box(bm, n, oh, ow, box):
+    """The TMA box of output pixels per M tile: bm pixels, fewest computed in vain, whole images only
+    when several share a box."""
+    from openprim.passes.gpu_wgmma import pixel_box
+    assert pixel_box(bm, n, oh, ow) == box
