@@ -9,6 +9,8 @@ assembled that way must equal numpy's matmul. The compiled kernels are then chec
 instructions (the assembly of the same LLVM module the code object is made from) and their resources.
 """
 import re
+import shutil
+import subprocess
 import zipfile
 
 import numpy as np
@@ -209,6 +211,31 @@ def assembly(monkeypatch):
     return texts
 
 
+def amdgpu_objdump() -> str | None:
+    """An llvm-objdump that disassembles AMDGPU code objects: ROCm's, or Debian's llvm-17+ (the MLIR
+    wheels' own has no AMDGPU target); CI installs Debian's llvm-19."""
+    for tool in ["/opt/rocm/llvm/bin/llvm-objdump", *(f"llvm-objdump-{v}" for v in range(22, 16, -1))]:
+        path = shutil.which(tool)
+        if path:
+            return path
+    return None
+
+
+def disassembled_matrix_ops(hsaco: bytes, chip: str, tmp_path) -> set[str] | None:
+    """The v_mfma/v_wmma instructions of the code object's disassembly (None: no AMDGPU objdump here, or
+    one that does not know the chip)."""
+    tool = amdgpu_objdump()
+    if not tool:
+        return None
+    path = tmp_path / f"{chip}.hsaco"
+    path.write_bytes(hsaco)
+    run = subprocess.run([tool, "-d", f"--mcpu={chip}", str(path)], capture_output=True, text=True)
+    if "not a recognized processor" in run.stderr:     # gfx950 needs LLVM 20+
+        return None
+    assert run.returncode == 0, run.stderr
+    return set(re.findall(r"\b(v_(?:mfma|wmma)_\w+)", run.stdout))
+
+
 @pytest.mark.parametrize("case", CASES)
 @pytest.mark.parametrize("chip", CHIPS)
 def test_code_object(toolchain, assembly, tmp_path, chip, case):
@@ -226,6 +253,9 @@ def test_code_object(toolchain, assembly, tmp_path, chip, case):
     instrs = set(re.findall(r"\b(v_(?:mfma|wmma)_\w+)", "".join(assembly)))
     dtype = "bf16" if "bf16" in case else "f16"
     assert instrs and all(i.startswith(f"v_{family}_f32_") and dtype in i for i in instrs), instrs
+    disassembled = disassembled_matrix_ops(hsaco, chip, tmp_path)
+    if disassembled is not None:
+        assert disassembled == instrs, (disassembled, instrs)       # the hsaco holds what LLVM listed
     (kernel,) = amdgpu_kernels(hsaco)
     tile = list(amm.TILES[family].values())[1]          # these problems take the 64x64 block
     assert kernel["wavefront_size"] == wave
