@@ -42,8 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .gpu_gemm import WG, Emitter, GemmSpec, OperandA, _collapse, _load_vec
-from .semantics import activation
+from .gpu_gemm import WG, Emitter, GemmSpec, _load_vec, epilogue_scalar, tile_launch
 
 BK, PAD = 32, 8          # k per staged tile; LDS rows padded by 16 bytes against bank conflicts
 MFMA_ARCHS = ("gfx90a", "gfx942", "gfx950")
@@ -209,22 +208,8 @@ def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, til
     e = Emitter()
     dt = spec.dtype
     M, N, K = spec.m, spec.n, spec.k
-    names = [p for p, _ in params_sig]
-    types = dict(params_sig)
-    rank = lambda p: len(types[p][7:].split("x")) - 1  # noqa: E731
-    a, b, out = names[0], names[1], names[-1]
-    bias = names[2] if spec.bias else None
-    residual = names[2 + spec.bias] if spec.residual else None
-    one = e.c(1)
     as_t, bt_t = f"memref<{BM}x{BK + PAD}x{dt}, {WG}>", f"memref<{BN}x{BK + PAD}x{dt}, {WG}>"
-    e.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-N // BN))}, %gy = {e.c(-(-M // BM))}, %gz = {one}) "
-           f"threads(%tx, %ty, %tz) in (%sx = {e.c(T)}, %sy = {one}, %sz = {one}) "
-           f"workgroup(%As : {as_t}, %Bt : {bt_t}) {{")
-    m0, n0 = e.mul("%by", e.c(BM)), e.mul("%bx", e.c(BN))
-    b2 = _collapse(e, b, types[b], rank(b), K, N, dt)
-    out2 = _collapse(e, out, types[out], rank(out), M, N, dt)
-    res2 = _collapse(e, residual, types[residual], rank(residual), M, N, dt) if residual else None
-    A = OperandA(e, spec, a, types[a])
+    m0, n0, A, b2, out2, res2, bias, bias_t = tile_launch(e, spec, params_sig, BM, BN, T, [("%As", as_t), ("%Bt", bt_t)])
     # Global loads: A rows of 8 k-contiguous elements, B rows of 8 n-contiguous ones.
     tid = Lane(e, "%tx")
     a_at = [a_staging(t, tid, p) for p in range(BM * BK // (T * 8))]
@@ -306,12 +291,7 @@ def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, til
                 e.open(f"scf.if {ok} {{")
                 v = e.fresh("s")
                 e.emit(f"{v} = vector.extract {res}#{i * t.tn + j}[{r}] : f32 from {acc_t}")
-                for src, idx, mt in ((bias, [n], types[bias] if bias else ""), (res2, [m, n], ot)):
-                    if src:
-                        x = e.fresh("e")
-                        e.emit(f"{x} = memref.load {src}[{', '.join(idx)}] : {mt}")
-                        v = e.scalar("arith.addf", v, e.to_f32(x, dt))
-                v = e.from_f32(activation(e, spec.activation, spec.activation_params, v), dt)
+                v = epilogue_scalar(e, spec, v, [(bias, [n], bias_t), (res2, [m, n], ot)])
                 e.emit(f"memref.store {v}, {out2}[{m}, {n}] : {ot}")
                 e.close()
             e.close()

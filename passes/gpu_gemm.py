@@ -122,6 +122,27 @@ class GemmSpec:
         return bool(self.conv) and self.layout == "NCHW"
 
 
+def operands(params_sig: list[tuple[str, str]], spec: GemmSpec):
+    """A GEMM kernel's parameters by role: (types by name, rank of a parameter, (A, B, bias or None,
+    residual or None, out)); params_sig is A (or x), B, bias?, residual?, out, as outline() passes them."""
+    names = [p for p, _ in params_sig]
+    types = dict(params_sig)
+    bias = names[2] if spec.bias else None
+    residual = names[2 + spec.bias] if spec.residual else None
+    return types, (lambda p: len(types[p][7:].split("x")) - 1), (names[0], names[1], bias, residual, names[-1])
+
+
+def epilogue_scalar(e: Emitter, spec: GemmSpec, v: str, adds: list[tuple[str | None, list[str], str]]) -> str:
+    """act(v + each loaded addend) in the output type: adds = (memref or None, indices, memref type)
+    (the bias at the column, the residual at the output element)."""
+    for src, idx, mt in adds:
+        if src:
+            x = e.fresh("e")
+            e.emit(f"{x} = memref.load {src}[{', '.join(idx)}] : {mt}")
+            v = e.scalar("arith.addf", v, e.to_f32(x, spec.dtype))
+    return e.from_f32(activation(e, spec.activation, spec.activation_params, v), spec.dtype)
+
+
 def _collapse(e: Emitter, value: str, mtype: str, rank: int, rows: int, cols: int, dtype: str) -> str:
     """A [rows, cols] view of a row-major memref whose last dimension is cols."""
     if rank == 2:
@@ -220,6 +241,24 @@ class OperandA:
                 for ok, idx in self.addresses(rows, k)]
 
 
+def tile_launch(e: Emitter, spec: GemmSpec, params_sig: list[tuple[str, str]], bm: int, bn: int, threads: int,
+                shared: list[tuple[str, str]]) -> tuple:
+    """Open the launch of one block per bm x bn output tile (grid x over N, y over M), with the
+    workgroup buffers `shared` [(name, memref type)], for the matrix-core kernels (NHWC or matmul).
+    Returns (m0, n0, OperandA, B as [K, N], out and residual (or None) as [M, N], bias, bias type)."""
+    types, rank, (a, b, bias, residual, out) = operands(params_sig, spec)
+    M, N, K, dt = spec.m, spec.n, spec.k, spec.dtype
+    one = e.c(1)
+    e.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-N // bn))}, %gy = {e.c(-(-M // bm))}, %gz = {one}) "
+           f"threads(%tx, %ty, %tz) in (%sx = {e.c(threads)}, %sy = {one}, %sz = {one}) "
+           f"workgroup({', '.join(f'{n} : {t}' for n, t in shared)}) {{")
+    m0, n0 = e.mul("%by", e.c(bm)), e.mul("%bx", e.c(bn))
+    b2 = _collapse(e, b, types[b], rank(b), K, N, dt)
+    out2 = _collapse(e, out, types[out], rank(out), M, N, dt)
+    res2 = _collapse(e, residual, types[residual], rank(residual), M, N, dt) if residual else None
+    return m0, n0, OperandA(e, spec, a, types[a]), b2, out2, res2, bias, types[bias] if bias else ""
+
+
 def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, tile: Tile) -> str:
     """The kernel function: params_sig = [(ssa name, memref type)] of the inputs then the output
     (A or x, B as RSCK or [K, N], bias?, residual?, out), as outline() calls it."""
@@ -234,11 +273,7 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
         next(v for v in (4, 2, 1) if (spec.conv[3] // G if spec.conv else K) % v == 0 and (t.bm * t.bk) % (T * v) == 0)
     vb = next(v for v in (4, 2, 1) if N % v == 0 and (t.bk * t.bn) % (T * v) == 0)
     gx, gy = -(-N // t.bn), -(-M // t.bm)
-    names = [p for p, _ in params_sig]
-    types = dict(params_sig)
-    a, b, out = names[0], names[1], names[-1]
-    bias = names[2] if spec.bias else None
-    residual = names[2 + spec.bias] if spec.residual else None
+    types, _, (a, b, bias, residual, out) = operands(params_sig, spec)
     one, nt = e.c(1), e.c(T)
     e.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(gx)}, %gy = {e.c(gy)}, %gz = {e.c(G)}) "
            f"threads(%tx, %ty, %tz) in (%sx = {nt}, %sy = {one}, %sz = {one}) "
@@ -343,12 +378,7 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
             e.emit(f"{v} = vector.extract {res}#{i}[{j}] : f32 from {acc_t}")
             col = group_col(n)
             at = [img, col, pix] if spec.nchw else [m, col]
-            for src, idx, mt in ((bias, [col], types[bias] if bias else ""), (res2, at, out_t)):
-                if src:
-                    x = e.fresh("e")
-                    e.emit(f"{x} = memref.load {src}[{', '.join(idx)}] : {mt}")
-                    v = e.scalar("arith.addf", v, e.to_f32(x, dt))
-            v = e.from_f32(activation(e, spec.activation, spec.activation_params, v), dt)
+            v = epilogue_scalar(e, spec, v, [(bias, [col], types[bias] if bias else ""), (res2, at, out_t)])
             e.emit(f"memref.store {v}, {out2}[{', '.join(at)}] : {out_t}")
             if ragged and j:
                 e.close()

@@ -41,8 +41,7 @@ multiples of 8 (f16, bf16) or 4 (f32).
 """
 from __future__ import annotations
 
-from .gpu_gemm import WG, Emitter, GemmSpec, OperandA, _collapse, _load_vec
-from .semantics import activation
+from .gpu_gemm import WG, Emitter, GemmSpec, _load_vec, epilogue_scalar, tile_launch
 
 BYTES = {"f16": 2, "bf16": 2, "f32": 4}
 ROW_BYTES = 64                      # bytes of k per shared row: BK = 32 (f16, bf16) or 16 (f32)
@@ -98,24 +97,11 @@ def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, til
     tf32 = dt == "f32"
     e = Emitter()
     M, N, K = spec.m, spec.n, spec.k
-    names = [p for p, _ in params_sig]
-    types = dict(params_sig)
-    rank = lambda p: len(types[p][7:].split("x")) - 1  # noqa: E731
-    a, b, out = names[0], names[1], names[-1]
-    bias = names[2] if spec.bias else None
-    residual = names[2 + spec.bias] if spec.residual else None
-    one = e.c(1)
     lead = f"{stages}x" if stages > 1 else ""          # one shared buffer per stage
     as_t, bs_t = f"memref<{lead}{BM}x{BK + PAD_A}x{dt}, {WG}>", f"memref<{lead}{BK}x{BN + PAD_B}x{dt}, {WG}>"
     at = lambda buf, stage, *idx: f"{buf}[{', '.join(([stage] if stages > 1 else []) + list(idx))}]"  # noqa: E731
-    e.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-N // BN))}, %gy = {e.c(-(-M // BM))}, %gz = {one}) "
-           f"threads(%tx, %ty, %tz) in (%sx = {e.c(THREADS)}, %sy = {one}, %sz = {one}) "
-           f"workgroup(%As : {as_t}, %Bs : {bs_t}) {{")
-    m0, n0 = e.mul("%by", e.c(BM)), e.mul("%bx", e.c(BN))
-    b2 = _collapse(e, b, types[b], rank(b), K, N, dt)
-    out2 = _collapse(e, out, types[out], rank(out), M, N, dt)
-    res2 = _collapse(e, residual, types[residual], rank(residual), M, N, dt) if residual else None
-    A = OperandA(e, spec, a, types[a])
+    m0, n0, A, b2, out2, res2, bias, bias_t = tile_launch(e, spec, params_sig, BM, BN, THREADS,
+                                                          [("%As", as_t), ("%Bs", bs_t)])
     b_t = f"memref<{K}x{N}x{dt}>"
     # Global reads, VEC elements (16 bytes) each: A rows along k, B rows along n.
     a_col = e.mul(e.rem("%tx", e.c(BK // VEC)), e.c(VEC))
@@ -282,12 +268,7 @@ def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, til
                     v = e.fresh("s")
                     e.emit(f"{v} = vector.extract {res}#{i * TILES_N + j}[{r}, {c}] : f32 from {acc_t}")
                     col = e.add(n, e.c(c)) if c else n
-                    for src, idx, mt in ((bias, [col], types[bias] if bias else ""), (res2, [m, col], ot)):
-                        if src:
-                            x = e.fresh("e")
-                            e.emit(f"{x} = memref.load {src}[{', '.join(idx)}] : {mt}")
-                            v = e.scalar("arith.addf", v, e.to_f32(x, dt))
-                    pair.append(e.from_f32(activation(e, spec.activation, spec.activation_params, v), dt))
+                    pair.append(epilogue_scalar(e, spec, v, [(bias, [col], bias_t), (res2, [m, col], ot)]))
                 vec = e.fresh("p")
                 e.emit(f"{vec} = vector.from_elements {pair[0]}, {pair[1]} : vector<2x{dt}>")
                 e.emit(f"vector.store {vec}, {out2}[{m}, {n}] {{alignment = {2 * BYTES[dt]}}} : {ot}, vector<2x{dt}>")

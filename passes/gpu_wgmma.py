@@ -45,7 +45,7 @@ Applies on sm_90 to f16/bf16, groups 1, stride 1, channels (K) and output channe
 """
 from __future__ import annotations
 
-from .gpu_gemm import WG, Emitter, GemmSpec, _collapse
+from .gpu_gemm import WG, Emitter, GemmSpec, _collapse, operands
 from .semantics import activation
 
 BK = 64                               # k per tile: 128 bytes of f16/bf16, one swizzle row
@@ -122,12 +122,7 @@ def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, c
     T = 128 * WGS
     A_BYTES, B_BYTES = BM * BK * 2, BK * BN * 2
     e = Emitter()
-    names = [p for p, _ in params_sig]
-    types = dict(params_sig)
-    rank = lambda p: len(types[p][7:].split("x")) - 1  # noqa: E731
-    a, b, out = names[0], names[1], names[-1]
-    bias = names[2] if spec.bias else None
-    residual = names[2 + spec.bias] if spec.residual else None
+    types, rank, (a, b, bias, residual, out) = operands(params_sig, spec)
 
     # ---- host: the tensor maps
     def tensor_map(value: str, mtype: str, shape: list[int], box: list[int]) -> tuple[str, str]:
