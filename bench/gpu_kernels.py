@@ -32,6 +32,10 @@ RESNET50 = [dict(n=32, c=3, h=224, w=224, k=64, r=7, stride=2, pad=3), dict(n=32
             dict(n=32, c=256, h=14, w=14, k=256, r=3, stride=1, pad=1),
             dict(n=32, c=512, h=7, w=7, k=512, r=3, stride=1, pad=1),
             dict(n=32, c=1024, h=14, w=14, k=256, r=1, stride=1, pad=0)]
+# ResNet-50 (v1.5) downsampling layers, strided (not in the baseline table; fp16 NHWC, batch 32).
+RESNET50_STRIDED = [dict(n=32, c=128, h=56, w=56, k=128, r=3, stride=2, pad=1),
+                    dict(n=32, c=256, h=56, w=56, k=512, r=1, stride=2, pad=0),
+                    dict(n=32, c=256, h=28, w=28, k=256, r=3, stride=2, pad=1)]
 GEMM_SIZE = 8192
 
 
@@ -61,6 +65,8 @@ def cases():
     for dtype in ("f16", "f32"):
         for p in RESNET50:
             out[f"r50_{p['c']}x{p['h']}_k{p['k']}_{p['r']}x{p['r']}s{p['stride']}_{dtype}_NHWC"] = conv_case(p, dtype, "NHWC")
+    for p in RESNET50_STRIDED:
+        out[f"r50down_{p['c']}x{p['h']}_k{p['k']}_{p['r']}x{p['r']}s{p['stride']}_f16_NHWC"] = conv_case(p, "f16", "NHWC")
     for dtype in ("f16", "bf16"):
         def gemm(dtype=dtype):
             g = Graph(name="gemm", dtype=dtype)

@@ -125,7 +125,9 @@ def _constant_int(v: ir.Value) -> int:
 
 def _tensor_map(op: ir.Operation, where: dict) -> dict:
     """What the runtime needs to encode a TMA tensor map (cuTensorMapEncodeTiled) of the buffer under a
-    memref.cast: the memory, dims and box outermost first, 128-byte swizzle, zeros out of bounds."""
+    memref.cast: the memory, dims and box (what lands in shared memory) outermost first, element strides
+    (openprim.element_strides: box[i] * strides[i] elements are traversed), 128-byte swizzle, zeros out
+    of bounds."""
     source = op.operands[0].owner
     ranked = ir.MemRefType(source.operands[0].type)
     desc = str(op.result.type)
@@ -134,8 +136,10 @@ def _tensor_map(op: ir.Operation, where: dict) -> dict:
         if f"{key} = {want}" not in desc:
             raise OpenPrimError(f"tensor map {desc}: only {key} = {want} is supported")
     l2 = re.search(r"l2promo = (\w+)", desc).group(1)
+    strides = [int(x) for x in ir.DenseI64ArrayAttr(op.attributes["openprim.element_strides"])] \
+        if "openprim.element_strides" in op.attributes else [1] * len(box)
     return {"memory": where[op.operands[0]], "dtype": dialect.dtype_name(ranked.element_type),
-            "shape": list(ranked.shape), "box": box, "swizzle": 128,
+            "shape": list(ranked.shape), "box": box, "element_strides": strides, "swizzle": 128,
             "l2promo": {"none": 0, "l2promo_64b": 64, "l2promo_128b": 128, "l2promo_256b": 256}[l2]}
 
 

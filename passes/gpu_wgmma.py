@@ -14,10 +14,11 @@ f16/bf16 with f32 accumulation, built from the sm_90 pieces that mma.sync kernel
               B tile, both read from shared memory through descriptors, into registers
               (m64nBNk16 instructions, asynchronous: wgmma.wait_group bounds those in flight).
 
-A convolution's A is read in place, the implicit GEMM done by TMA: for a stride-1 convolution a k tile
-is one filter tap (r, s) and 64 channels, and the M tile a box of bi x bh x bw output pixels (bi
-images, bh rows, bw columns; bi*bh*bw = BM), so the A tile is the input box at
-    [n0, oh0 - pt + r*dh, ow0 - pl + s*dw, c0]      (NHWC; out of the image: zeros = the padding).
+A convolution's A is read in place, the implicit GEMM done by TMA: a k tile is one filter tap (r, s)
+and 64 channels, and the M tile a box of bi x bh x bw output pixels (bi images, bh rows, bw columns;
+bi*bh*bw = BM), so the A tile is the input box at
+    [n0, oh0*sh - pt + r*dh, ow0*sw - pl + s*dw, c0]   (NHWC; out of the image: zeros = the padding),
+read every sh-th row and sw-th column (the tensor map's element strides: a strided convolution).
 The box is chosen per problem to waste the fewest pixels past the image (7x7: 2 images of 8x8).
 A 1x1, stride-1, unpadded convolution and a matmul read A as the 2-d [M, K] matrix (box BM x 64).
 B is the filter as RSCK [R, S, C, K] (box 1 x 1 x 64 x 64; channels past C read zeros, so C need not
@@ -40,8 +41,8 @@ One block: WGS consumer warpgroups, each BM/WGS rows of the BM x BN tile; STAGES
 
 Shared memory is dynamic (the host raises the 48 KB default: cuFuncSetAttribute) and aligned by hand to
 1024 bytes, the period of the 128-byte swizzle that TMA writes and the wgmma descriptors assume.
-Applies on sm_90 to f16/bf16, groups 1, stride 1, channels (K) and output channels multiples of 8
-(TMA's 16-byte strides); other problems keep the mma.sync kernel.
+Applies on sm_90 to f16/bf16, groups 1, strides up to 8, channels (K) and output channels multiples
+of 8 (TMA's 16-byte strides); other problems keep the mma.sync kernel.
 """
 from __future__ import annotations
 
@@ -66,12 +67,13 @@ def smem_bytes(config, k_tiles: int) -> int:
 
 
 def geometry(spec: GemmSpec) -> tuple:
-    """(N, H, W, C, OH, OW, R, S, pt, pl, dh, dw, flat): the problem as a stride-1 convolution; flat when
-    A is read as the 2-d [M, K] matrix (matmul, or a 1x1 stride-1 unpadded convolution)."""
+    """(N, H, W, C, OH, OW, R, S, sh, sw, pt, pl, dh, dw, flat): the problem as a convolution (a matmul:
+    one image of 1 x M pixels); flat when A is read as the 2-d [M, K] matrix (matmul, or a 1x1
+    stride-1 unpadded convolution)."""
     if not spec.conv:
-        return 1, 1, spec.m, spec.k, 1, spec.m, 1, 1, 0, 0, 1, 1, True
-    n, h, w, c, oh, ow, r, s, _, _, pt, pl, dh, dw = spec.conv
-    return n, h, w, c, oh, ow, r, s, pt, pl, dh, dw, (r, s, pt, pl) == (1, 1, 0, 0)
+        return 1, 1, spec.m, spec.k, 1, spec.m, 1, 1, 1, 1, 0, 0, 1, 1, True
+    n, h, w, c, oh, ow, r, s, sh, sw, pt, pl, dh, dw = spec.conv
+    return n, h, w, c, oh, ow, r, s, sh, sw, pt, pl, dh, dw, (r, s, sh, sw, pt, pl) == (1, 1, 1, 1, 0, 0)
 
 
 def applicable(spec: GemmSpec) -> str | None:
@@ -84,18 +86,19 @@ def applicable(spec: GemmSpec) -> str | None:
         return "grouped convolution"
     if spec.nchw:
         return "needs NHWC"
-    if spec.conv and tuple(spec.conv[8:10]) != (1, 1):
-        return "strided convolution (the TMA box reads stride 1)"
+    if spec.conv and max(spec.conv[8:10]) > 8:
+        return "stride above 8 (TMA element strides)"
     return None
 
 
-def pixel_box(bm: int, n: int, oh: int, ow: int) -> tuple[int, int, int]:
-    """(bi, bh, bw), bi*bh*bw = bm, covering N x OH x OW with the fewest pixels computed in vain."""
+def pixel_box(bm: int, n: int, oh: int, ow: int, sh: int = 1, sw: int = 1) -> tuple[int, int, int]:
+    """(bi, bh, bw), bi*bh*bw = bm, covering N x OH x OW with the fewest pixels computed in vain (the
+    input box it reads spans bh*sh x bw*sw pixels: at most 256 each, TMA's limit)."""
     pows = [1 << i for i in range(9) if 1 << i <= bm]
     best = None
     for bw in pows:
         for bh in pows:
-            if bm % (bw * bh) or bm // (bw * bh) > 256:
+            if bm % (bw * bh) or bm // (bw * bh) > 256 or bh * sh > 256 or bw * sw > 256:
                 continue
             bi = bm // (bw * bh)
             if bi > 1 and (bh < oh or bw < ow):
@@ -111,12 +114,12 @@ def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, c
     BM, BN, WGS, STAGES = CONFIGS[config]
     BMW = BM // WGS                                         # rows per warpgroup
     dt = spec.dtype
-    N, H, W, C, OH, OW, R, S, pt, pl, dh, dw, flat = geometry(spec)
+    N, H, W, C, OH, OW, R, S, sh, sw, pt, pl, dh, dw, flat = geometry(spec)
     M, NO = spec.m, spec.n
     CB = -(-C // BK)                                        # channel blocks per tap
     KT = R * S * CB
     STAGES = min(STAGES, KT)
-    bi, bh, bw = (1, 1, BM) if flat else pixel_box(BM, N, OH, OW)
+    bi, bh, bw = (1, 1, BM) if flat else pixel_box(BM, N, OH, OW, sh, sw)
     tiles_w, tiles_h, tiles_i = -(-OW // bw), -(-OH // bh), -(-N // bi)
     blocks_m = -(-M // BM) if flat else tiles_i * tiles_h * tiles_w
     T = 128 * WGS
@@ -125,24 +128,24 @@ def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, c
     types, rank, (a, b, bias, residual, out) = operands(params_sig, spec)
 
     # ---- host: the tensor maps
-    def tensor_map(value: str, mtype: str, shape: list[int], box: list[int]) -> tuple[str, str]:
+    def tensor_map(value: str, mtype: str, box: list[int], strides: tuple = ()) -> tuple[str, str]:
+        """A tensor map whose loads land as `box` in shared memory; with element strides, TMA steps over
+        the input (a strided convolution: box[i] * strides[i] input elements read every strides[i]-th)."""
         cast = e.fresh("u")
         e.emit(f"{cast} = memref.cast {value} : {mtype} to memref<*x{dt}>")
         tm_t = f"!nvgpu.tensormap.descriptor<tensor = memref<{'x'.join(map(str, box))}x{dt}, 3>, {SWZ}>"
         tm = e.fresh("tm")
-        e.emit(f"{tm} = nvgpu.tma.create.descriptor {cast} box[{', '.join(e.c(x) for x in box)}] : memref<*x{dt}> -> {tm_t}")
+        attr = f" {{openprim.element_strides = array<i64: {', '.join(map(str, strides))}>}}" if any(x > 1 for x in strides) else ""
+        e.emit(f"{tm} = nvgpu.tma.create.descriptor {cast} box[{', '.join(e.c(x) for x in box)}]{attr} "
+               f": memref<*x{dt}> -> {tm_t}")
         return tm, tm_t
 
     if flat:
-        a_shape = [M, C]
         a2 = _collapse(e, a, types[a], rank(a), M, C, dt)
-        tma_a, tma_a_t = tensor_map(a2, f"memref<{M}x{C}x{dt}>", a_shape, [BM, BK])
+        tma_a, tma_a_t = tensor_map(a2, f"memref<{M}x{C}x{dt}>", [BM, BK])
     else:
-        tma_a, tma_a_t = tensor_map(a, types[a], [N, H, W, C], [bi, bh, bw, BK])
-    if spec.conv:
-        tma_b, tma_b_t = tensor_map(b, types[b], [R, S, C, NO], [1, 1, BK, 64])
-    else:
-        tma_b, tma_b_t = tensor_map(b, types[b], [C, NO], [BK, 64])
+        tma_a, tma_a_t = tensor_map(a, types[a], [bi, bh, bw, BK], (1, sh, sw, 1))
+    tma_b, tma_b_t = tensor_map(b, types[b], [1, 1, BK, 64] if spec.conv else [BK, 64])
     smem = smem_bytes(CONFIGS[config], KT)
     sm = e.fresh("smem")
     e.emit(f"{sm} = arith.constant {smem} : i32")
@@ -206,8 +209,8 @@ def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, c
             coords = [c0, m0]
         else:
             r, s = e.div(rs, e.c(S)), e.rem(rs, e.c(S))
-            h = e.op("arith.subi", e.add(oh0, e.mul(r, e.c(dh))), e.c(pt))
-            w = e.op("arith.subi", e.add(ow0, e.mul(s, e.c(dw))), e.c(pl))
+            h = e.op("arith.subi", e.add(e.mul(oh0, e.c(sh)), e.mul(r, e.c(dh))), e.c(pt))
+            w = e.op("arith.subi", e.add(e.mul(ow0, e.c(sw)), e.mul(s, e.c(dw))), e.c(pl))
             coords = [c0, w, h, i0]
         e.emit(f"nvgpu.tma.async.load {tma_a}[{', '.join(coords)}], {bars}[{slot}] to {a_dst}, predicate = {pred} "
                f": {tma_a_t}, {mbar_t} -> memref<{a_box_t}x{dt}, {WG}>")

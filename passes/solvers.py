@@ -642,6 +642,13 @@ class WgmmaSolver:
         return super().is_applicable(p, target) or gpu_wgmma.applicable(self.spec(p, {"activation": "none",
                                                                                         "activation_params": ()}))
 
+    def cost(self, p, target):
+        """A k tile is 64 channels of one filter tap (or 64 of K): fewer channels are multiplied as zeros
+        (the 8-channel padded stem: 8x the work, so it stays on mma.sync, whose k runs across taps)."""
+        c = p.c if self.op == "conv2d" else p.k
+        wasted = p.flops * (-(-c // gpu_wgmma.BK) * gpu_wgmma.BK / c - 1)
+        return super().cost(p, target) + wasted / (_rates(target)[0] * 1e9 * self.efficiency)
+
     def tunables(self, p):
         return {"tile": list(range(len(gpu_wgmma.CONFIGS)))}
 

@@ -94,12 +94,13 @@ class CudaDevice(Device):
         itemsize = {"f16": 2, "bf16": 2, "f32": 4}[spec["dtype"]]
         dims = list(reversed(spec["shape"]))                       # innermost first
         strides = [itemsize * int(np.prod(dims[:i + 1])) for i in range(len(dims) - 1)]
-        box = list(reversed(spec["box"]))
+        steps = list(reversed(spec.get("element_strides", [1] * len(dims))))
+        box = [b * t for b, t in zip(reversed(spec["box"]), steps)]      # elements traversed per dimension
         l2 = {0: "NONE", 64: "L2_64B", 128: "L2_128B", 256: "L2_256B"}[spec["l2promo"]]
         tmap = self._check("cuTensorMapEncodeTiled", cu.cuTensorMapEncodeTiled(
             getattr(cu.CUtensorMapDataType, f"CU_TENSOR_MAP_DATA_TYPE_{kinds[spec['dtype']]}"), len(dims),
             address, [cu.cuuint64_t(d) for d in dims], [cu.cuuint64_t(s) for s in strides],
-            [cu.cuuint32_t(b) for b in box], [cu.cuuint32_t(1)] * len(dims),
+            [cu.cuuint32_t(b) for b in box], [cu.cuuint32_t(t) for t in steps],
             cu.CUtensorMapInterleave.CU_TENSOR_MAP_INTERLEAVE_NONE,
             getattr(cu.CUtensorMapSwizzle, f"CU_TENSOR_MAP_SWIZZLE_{spec['swizzle']}B"),
             getattr(cu.CUtensorMapL2promotion, f"CU_TENSOR_MAP_L2_PROMOTION_{l2}"),

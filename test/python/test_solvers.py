@@ -86,9 +86,9 @@ def applies(solver, cfg, dtype="f32"):
         vec = 4 if dtype == "f32" else 8
         tf32 = os.environ.get("OPENPRIM_ALLOW_TF32", "") == "1"
         return (dtype != "f32" or tf32) and G == 1 and C % vec == 0 and K % vec == 0
-    if solver == "conv_implicit_gemm_wgmma":  # TMA boxes: stride 1, 16-byte strides; sm_90, f16/bf16
+    if solver == "conv_implicit_gemm_wgmma":  # TMA boxes: 16-byte strides; sm_90, f16/bf16
         return dtype in ("f16", "bf16") and G == 1 and C % 8 == 0 and K % 8 == 0 and \
-            _pair(cfg["stride"]) == (1, 1) and TARGET.partition(":")[2] in ("sm_90", "sm_90a")
+            TARGET.partition(":")[2] in ("sm_90", "sm_90a")
     if solver == "conv_implicit_gemm_gpu":
         return G == 1 or K // G >= 8
     if solver in ("conv_direct", "conv_im2col_gemm"):
@@ -548,7 +548,9 @@ def test_tf32_is_opt_in(monkeypatch):
 # warpgroups, stages) on the convolutions its TMA boxes read: padding past every edge, dilation with
 # asymmetric padding, channels that are not a multiple of the 64-channel k tile (TMA zero-fills
 # both operands), output channels that leave part of a 64-wide B box empty, images smaller than the
-# pixel box (several images per box), a 1x1 read as a flat [M, C] matrix with a ragged last M tile.
+# pixel box (several images per box), a 1x1 read as a flat [M, C] matrix with a ragged last M tile,
+# strided convolutions (TMA element strides: 3x3 stride 2 with asymmetric padding, 1x1 stride 2, a 7x7
+# stem with strides 2 x 3 and 8 channels).
 WGMMA_CONV = [dict(id="wg_3x3_pad", x=(2, 40, 13, 11), K=72, kernel=(3, 3), stride=1, padding=1, dilation=1,
                    groups=1, bias=True, epilogue="bias+res+relu"),
               dict(id="wg_3x2_dil2", x=(3, 16, 9, 10), K=24, kernel=(3, 2), stride=1, padding=(2, 1, 0, 3),
@@ -556,7 +558,13 @@ WGMMA_CONV = [dict(id="wg_3x3_pad", x=(2, 40, 13, 11), K=72, kernel=(3, 3), stri
               dict(id="wg_5x5_small", x=(5, 72, 5, 6), K=136, kernel=(5, 5), stride=1, padding=2, dilation=1,
                    groups=1, bias=True, epilogue="none"),
               dict(id="wg_1x1_flat", x=(3, 64, 7, 9), K=264, kernel=(1, 1), stride=1, padding=0, dilation=1,
-                   groups=1, bias=False, epilogue="bias+res+relu")]
+                   groups=1, bias=False, epilogue="bias+res+relu"),
+              dict(id="wg_3x3_s2_asympad", x=(2, 48, 15, 12), K=40, kernel=(3, 3), stride=2, padding=(1, 0, 2, 1),
+                   dilation=1, groups=1, bias=True, epilogue="bias+res+relu"),
+              dict(id="wg_1x1_s2", x=(2, 72, 9, 13), K=136, kernel=(1, 1), stride=2, padding=0, dilation=1,
+                   groups=1, bias=False, epilogue="none"),
+              dict(id="wg_7x7_s2_stem", x=(2, 8, 23, 21), K=64, kernel=(7, 7), stride=(2, 3), padding=3, dilation=1,
+                   groups=1, bias=True, epilogue="bias+leaky")]
 
 
 def _wgmma_configs():
@@ -584,7 +592,7 @@ def test_wgmma_conv_configs(dtype, config, rng, monkeypatch):
 
 @pytest.mark.parametrize("target, stride, dtype, why", [
     ("nvvm:sm_80", 1, "f16", "wgmma and TMA need sm_90 (sm_80 has mma.sync only)"),
-    ("nvvm:sm_90", 2, "f16", "strided convolution (the TMA box reads stride 1)"),
+    ("nvvm:sm_90", 9, "f16", "stride above 8 (TMA element strides)"),
     ("nvvm:sm_90", 1, "f32", "wgmma kernel takes f16/bf16 inputs"),
 ])
 def test_wgmma_fallback_named_by_explain(target, stride, dtype, why, capsys):
