@@ -1,4 +1,5 @@
-"""ResNet-18/34 (torchvision's layout of layers) built with the OpenPrim frontend, random weights.
+"""ResNet-18/34/50/101 (torchvision's layout of layers: basic blocks, or bottlenecks with the stride on
+the 3x3 as in v1.5) built with the OpenPrim frontend, random weights.
 
 `openprim compile examples/resnet.py` and `openprim run examples/resnet.py` use `build()`; the
 weights come from a seeded generator (He-initialized convolutions, batch-norm statistics near
@@ -6,9 +7,8 @@ identity), so runs are reproducible and nothing is downloaded.
 """
 import numpy as np
 
-from openprim.frontend import Graph
-
-BLOCKS = {18: [2, 2, 2, 2], 34: [3, 4, 6, 3]}
+BLOCKS = {18: [2, 2, 2, 2], 34: [3, 4, 6, 3], 50: [3, 4, 6, 3], 101: [3, 4, 23, 3]}
+BOTTLENECK = 4  # depth >= 50: blocks 1x1 (width) -> 3x3 (width, stride) -> 1x1 (4 x width)
 
 
 class Weights:
@@ -53,18 +53,34 @@ def basic_block(g, p, x, name, k, stride):
     return g.relu(y + x)
 
 
-def build(depth=18, batch=1, size=224, layout="NCHW", dtype="f32", classes=1000, seed=0):
-    g = Graph(name=f"resnet{depth}", layout=layout, dtype=dtype)
+def bottleneck(g, p, x, name, width, stride):
+    c = x.shape[1] if g.layout == "NCHW" else x.shape[3]
+    y = conv_bn(g, p, x, f"{name}.conv1", f"{name}.bn1", width, 1, 1)
+    y = conv_bn(g, p, y, f"{name}.conv2", f"{name}.bn2", width, 3, stride)
+    y = conv_bn(g, p, y, f"{name}.conv3", f"{name}.bn3", width * BOTTLENECK, 1, 1, relu=False)
+    if stride != 1 or c != width * BOTTLENECK:
+        x = conv_bn(g, p, x, f"{name}.downsample.0", f"{name}.downsample.1", width * BOTTLENECK, 1, stride, relu=False)
+    return g.relu(y + x)
+
+
+def build(depth=18, batch=1, size=224, layout="NCHW", dtype="f32", classes=1000, seed=0, graph=None):
+    """The network in an OpenPrim Graph, or in `graph` (any object with the frontend's methods: the GPU
+    network benchmark replays it in PyTorch with the same seeded weights)."""
+    if graph is None:
+        from openprim.frontend import Graph
+        graph = Graph(name=f"resnet{depth}", layout=layout, dtype=dtype)
+    g = graph
     p = Weights(g, seed)
     shape = (batch, 3, size, size) if layout == "NCHW" else (batch, size, size, 3)
     x = g.input("x", shape)
     y = conv_bn(g, p, x, "conv1", "bn1", 64, 7, 2)
     y = g.max_pool2d(y, 3, stride=2, padding=1)
+    block = bottleneck if depth >= 50 else basic_block
     for i, (k, n) in enumerate(zip((64, 128, 256, 512), BLOCKS[depth])):
         for j in range(n):
-            y = basic_block(g, p, y, f"layer{i + 1}.{j}", k, 2 if (j == 0 and i > 0) else 1)
+            y = block(g, p, y, f"layer{i + 1}.{j}", k, 2 if (j == 0 and i > 0) else 1)
     y = g.flatten(g.global_avg_pool(y))
-    y = g.linear(y, *p.linear("fc", classes, 512))
+    y = g.linear(y, *p.linear("fc", classes, 512 * (BOTTLENECK if depth >= 50 else 1)))
     g.output(y)
     g.weights = p.arrays
     return g

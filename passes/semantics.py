@@ -601,14 +601,15 @@ def emit_global_avg_pool(kt, op, operands, attrs, shape, dtype):
     N, C = shape[0], (shape[1] if nchw else shape[3])
     HW = x.shape[2] * x.shape[3] if nchw else x.shape[1] * x.shape[2]
     x3 = kt.reshape(x, (N, C, HW) if nchw else (N, HW, C))
-    keep = [0, 1] if nchw else [0, 2]
-    its = ["parallel", "parallel", "reduction"] if nchw else ["parallel", "reduction", "parallel"]
-    kmap = amap(3, [f"d{d}" for d in keep])
+    # Iterations (n, c | hw) in both layouts: the parallel dimensions outermost, so a GPU maps one
+    # thread per (n, c) (coalesced along c in NHWC) rather than one per image.
+    xmap = amap(3, ["d0", "d1", "d2"] if nchw else ["d0", "d2", "d1"])
 
     def sum_body(args, kt):
         return kt.scalar("arith.addf", args[1], kt.to_f32(args[0], x.dtype))
 
-    total = kt.generic([x3], [amap(3, ["d0", "d1", "d2"])], kt.filled((N, C), "f32", 0.0), kmap, its, sum_body)
+    total = kt.generic([x3], [xmap], kt.filled((N, C), "f32", 0.0), amap(3, ["d0", "d1"]),
+                       ["parallel", "parallel", "reduction"], sum_body)
     mean = elementwise(kt, [total], (N, C), dtype, lambda kt, xs: kt.scalar("arith.mulf", xs[0], kt.const(1 / HW)))
     return kt.reshape(mean, shape)
 
