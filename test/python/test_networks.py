@@ -96,3 +96,25 @@ def test_aot_artifact_matches_jit(tmp_path):
     check(g, net(x), evaluate(g, [x])[0], "f32")
     engine = openprim.compile(g, backend="engine")
     check(g, engine(x), evaluate(g, [x])[0], "f32")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(TARGET != "cpu", reason="on GPUs ResNet-50 is checked by bench/gpu_networks.py (51 MB of fp16 weights)")
+def test_resnet50_bottlenecks_and_torch_replay():
+    """ResNet-50 (bottleneck blocks, stride on the 3x3) against float64 numpy, and the PyTorch replay that
+    bench/gpu_networks.py times it against on GPUs (the same build() and seeded weights through
+    TorchGraph) against both: the GPU benchmark compares like with like."""
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
+    from gpu_networks import TorchGraph
+    kw = dict(depth=50, batch=2, size=32, layout="NHWC", dtype="f32", classes=10)
+    g = resnet.build(**kw)
+    assert sum(n.op == "conv2d" for n in g.nodes) == 53
+    x = np.random.default_rng(3).standard_normal(g.inputs[0].shape).astype(np.float32)
+    out = openprim.compile(g)(x)
+    check(g, out, evaluate(g, [x])[0], "f32")
+    tg = TorchGraph(torch, "NHWC", "f32", device="cpu")
+    resnet.build(**kw, graph=tg)
+    with torch.no_grad():
+        replay = tg.forward(torch.tensor(x).permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last))
+    check(g, out, replay.double().numpy(), "f32")
