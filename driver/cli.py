@@ -204,7 +204,12 @@ def cmd_inspect(args) -> int:
     for i, step in enumerate(plan["steps"]):
         for launch in plan["kernels"][step["kernel"]]["launches"]:
             grid, block = (",".join(map(str, launch[k])) for k in ("grid", "block"))
-            print(f"  {i} {step['kernel']} -> {launch['function']} grid=({grid}) block=({block})")
+            extra = f" dynamic shared {launch['shared']} B" if launch.get("shared") else ""
+            maps = [v for kind, v in launch["args"] if kind == "tensormap"]
+            extra += "".join(f" tma[{'x'.join(map(str, m['box']))}" +
+                             (f" every {'x'.join(map(str, m['element_strides']))}" if max(m.get("element_strides", [1])) > 1 else "")
+                             + "]" for m in maps)
+            print(f"  {i} {step['kernel']} -> {launch['function']} grid=({grid}) block=({block}){extra}")
     return 0
 
 

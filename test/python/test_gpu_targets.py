@@ -127,6 +127,9 @@ def test_wgmma_launch_plan(tmp_path, capsys, monkeypatch):
         (["arg", 0], [2, 14, 14, 64], [1, 8, 16, 64], "f16", 128),  # pixel box: 8 x 16 covers 14 x 14
         (["arg", 1], [3, 3, 64, 256], [1, 1, 64, 64], "f16", 128)]
     assert launch["shared"] == smem_bytes(CONFIGS[1], 9) > 48 * 1024 and launch["block"] == [256, 1, 1]
+    capsys.readouterr()
+    assert cli.main(["inspect", str(tmp_path / "wg.oprim")]) == 0
+    assert f"block=(256,1,1) dynamic shared {launch['shared']} B tma[1x8x16x64] tma[1x1x64x64]" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("target", ["nvvm:sm_90", "rocdl:gfx942"])
