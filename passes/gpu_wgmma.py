@@ -147,6 +147,8 @@ def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, c
         tma_a, tma_a_t = tensor_map(a, types[a], [bi, bh, bw, BK], (1, sh, sw, 1))
     tma_b, tma_b_t = tensor_map(b, types[b], [1, 1, BK, 64] if spec.conv else [BK, 64])
     smem = smem_bytes(CONFIGS[config], KT)
+    if smem > SMEM_LIMIT:
+        raise ValueError(f"wgmma config {CONFIGS[config]} needs {smem} bytes of shared memory (limit {SMEM_LIMIT})")
     sm = e.fresh("smem")
     e.emit(f"{sm} = arith.constant {smem} : i32")
     one = e.c(1)
