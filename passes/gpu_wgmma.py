@@ -46,7 +46,9 @@ of 8 (TMA's 16-byte strides); other problems keep the mma.sync kernel.
 """
 from __future__ import annotations
 
-from .gpu_gemm import WG, Emitter, GemmSpec, _collapse, operands
+import dataclasses
+
+from .gpu_gemm import WG, Emitter, GemmSpec, _collapse, _load_vec, operands
 from .semantics import activation
 
 BK = 64                               # k per tile: 128 bytes of f16/bf16, one swizzle row
@@ -111,6 +113,16 @@ def pixel_box(bm: int, n: int, oh: int, ow: int, sh: int = 1, sw: int = 1) -> tu
 
 
 def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, config: int = 0) -> str:
+    e = Emitter()
+    emit_wgmma(e, params_sig, spec, config)
+    return _host_function(e, name, params_sig)
+
+
+def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, config: int = 0, batch: int = 1,
+               out_f32: bool = False) -> None:
+    """The tensor maps and the launch of the kernel, emitted into `e` (host lines, then the launch).
+    batch > 1: `batch` matmuls on grid z, A [batch, M, K] x B [batch, K, N] -> out [batch, M, N] (f32
+    with out_f32; a Winograd transform's GEMMs)."""
     BM, BN, WGS, STAGES = CONFIGS[config]
     BMW = BM // WGS                                         # rows per warpgroup
     dt = spec.dtype
@@ -124,7 +136,6 @@ def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, c
     blocks_m = -(-M // BM) if flat else tiles_i * tiles_h * tiles_w
     T = 128 * WGS
     A_BYTES, B_BYTES = BM * BK * 2, BK * BN * 2
-    e = Emitter()
     types, rank, (a, b, bias, residual, out) = operands(params_sig, spec)
 
     # ---- host: the tensor maps
@@ -140,21 +151,29 @@ def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, c
                f": memref<*x{dt}> -> {tm_t}")
         return tm, tm_t
 
-    if flat:
+    od = "f32" if out_f32 else dt
+    if batch > 1:
+        tma_a, tma_a_t = tensor_map(a, types[a], [1, BM, BK])
+    elif flat:
         a2 = _collapse(e, a, types[a], rank(a), M, C, dt)
         tma_a, tma_a_t = tensor_map(a2, f"memref<{M}x{C}x{dt}>", [BM, BK])
     else:
         tma_a, tma_a_t = tensor_map(a, types[a], [bi, bh, bw, BK], (1, sh, sw, 1))
-    tma_b, tma_b_t = tensor_map(b, types[b], [1, 1, BK, 64] if spec.conv else [BK, 64])
+    if spec.conv:
+        tma_b, tma_b_t = tensor_map(b, types[b], [1, 1, BK, 64])
+    elif batch > 1:
+        tma_b, tma_b_t = tensor_map(b, types[b], [1, BK, 64])
+    else:                                   # [K, N] (an RSCK filter of an im2col GEMM: [R*S*C, K])
+        tma_b, tma_b_t = tensor_map(_collapse(e, b, types[b], rank(b), C, NO, dt), f"memref<{C}x{NO}x{dt}>", [BK, 64])
     smem = smem_bytes(CONFIGS[config], KT)
     if smem > SMEM_LIMIT:
         raise ValueError(f"wgmma config {CONFIGS[config]} needs {smem} bytes of shared memory (limit {SMEM_LIMIT})")
     sm = e.fresh("smem")
     e.emit(f"{sm} = arith.constant {smem} : i32")
     one = e.c(1)
-    e.open(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-NO // BN))}, %gy = {e.c(blocks_m)}, %gz = {one}) "
+    e.open(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-NO // BN))}, %gy = {e.c(blocks_m)}, %gz = {e.c(batch)}) "
            f"threads(%tx, %ty, %tz) in (%sx = {e.c(T)}, %sy = {one}, %sz = {one}) dynamic_shared_memory_size {sm} {{")
-    out2 = _collapse(e, out, types[out], rank(out), M, NO, dt)
+    out2 = _collapse(e, out, types[out], rank(out), M * batch, NO, od)
     res2 = _collapse(e, residual, types[residual], rank(residual), M, NO, dt) if residual else None
     # The 2-d view of the tensor maps that wgmma descriptors want (only the swizzle is read from them).
     desc_tm = {}
@@ -198,8 +217,8 @@ def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, c
         ti = e.div("%by", e.c(tiles_w * tiles_h))
         i0, oh0, ow0 = e.mul(ti, e.c(bi)), e.mul(th, e.c(bh)), e.mul(tw, e.c(bw))
 
-    a_box_t = f"{BM}x{BK}" if flat else f"{bi}x{bh}x{bw}x{BK}"
-    b_box_t = f"{BK}x64" if not spec.conv else f"1x1x{BK}x64"
+    a_box_t = f"1x{BM}x{BK}" if batch > 1 else f"{BM}x{BK}" if flat else f"{bi}x{bh}x{bw}x{BK}"
+    b_box_t = f"1x1x{BK}x64" if spec.conv else f"1x{BK}x64" if batch > 1 else f"{BK}x64"
 
     def load_tile(kt: str, slot: str, pred: str) -> None:
         """Thread `pred`: the A and B boxes of k tile kt into `slot`, on that slot's barrier."""
@@ -208,7 +227,7 @@ def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, c
         c0 = e.mul(cb, e.c(BK))
         a_dst = view(e.mul(slot, e.c(A_BYTES)), a_box_t)
         if flat:
-            coords = [c0, m0]
+            coords = [c0, m0] + (["%bz"] if batch > 1 else [])
         else:
             r, s = e.div(rs, e.c(S)), e.rem(rs, e.c(S))
             h = e.op("arith.subi", e.add(e.mul(oh0, e.c(sh)), e.mul(r, e.c(dh))), e.c(pt))
@@ -219,7 +238,8 @@ def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, c
         for j in range(BN // 64):
             b_dst = view(e.add(e.c(STAGES * A_BYTES + j * BK * 64 * 2), e.mul(slot, e.c(B_BYTES))), b_box_t)
             n = e.add(n0, e.c(64 * j))
-            bc = [n, c0, e.rem(rs, e.c(S)), e.div(rs, e.c(S))] if spec.conv else [n, e.mul(kt, e.c(BK))]
+            bc = [n, c0, e.rem(rs, e.c(S)), e.div(rs, e.c(S))] if spec.conv else \
+                [n, e.mul(kt, e.c(BK))] + (["%bz"] if batch > 1 else [])
             e.emit(f"nvgpu.tma.async.load {tma_b}[{', '.join(bc)}], {bars}[{slot}] to {b_dst}, predicate = {pred} "
                    f": {tma_b_t}, {mbar_t} -> memref<{b_box_t}x{dt}, {WG}>")
 
@@ -271,12 +291,12 @@ def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, c
     col = e.mul(e.rem(tid, e.c(per_row)), e.c(8))
     n = e.add(n0, col)
     e.open(f"scf.if {e.cmp('ult', n, e.c(NO))} {{")
-    v8, o8 = "vector<8xf32>", f"vector<8x{dt}>"
+    o8 = f"vector<8x{dt}>"
     if bias:
         bv = e.fresh("bias")
         e.emit(f"{bv} = vector.load {bias}[{n}] : {types[bias]}, {o8}")
         bias_f = e.fresh("bias")
-        e.emit(f"{bias_f} = arith.extf {bv} : {o8} to {v8}")
+        e.emit(f"{bias_f} = arith.extf {bv} : {o8} to vector<8xf32>")
     rows_per_pass = T // per_row
     for p in range(BM // rows_per_pass):
         i = e.add(e.c(p * rows_per_pass), e.div(tid, e.c(per_row)))
@@ -297,28 +317,66 @@ def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, c
             halves.append(x)
         v = e.fresh("x")
         e.emit(f"{v} = vector.shuffle {halves[0]}, {halves[1]} [0, 1, 2, 3, 4, 5, 6, 7] : vector<4xf32>, vector<4xf32>")
-        if bias:
-            v = e.op("arith.addf", v, bias_f, v8)
-        if res2:
-            r8, rf = e.fresh("r"), e.fresh("r")
-            e.emit(f"{r8} = vector.load {res2}[{m}, {n}] : memref<{M}x{NO}x{dt}>, {o8}")
-            e.emit(f"{rf} = arith.extf {r8} : {o8} to {v8}")
-            v = e.op("arith.addf", v, rf, v8)
-        if spec.activation != "none":
-            vals = []
-            for j in range(8):
-                s_ = e.fresh("s")
-                e.emit(f"{s_} = vector.extract {v}[{j}] : f32 from {v8}")
-                vals.append(activation(e, spec.activation, spec.activation_params, s_))
-            v = e.fresh("x")
-            e.emit(f"{v} = vector.from_elements {', '.join(vals)} : {v8}")
-        o = e.fresh("o")
-        e.emit(f"{o} = arith.truncf {v} : {v8} to {o8}")
-        e.emit(f"vector.store {o}, {out2}[{m}, {n}] {{alignment = 16}} : memref<{M}x{NO}x{dt}>, {o8}")
+        if batch > 1:                                   # batched: rows of GEMM %bz follow GEMM %bz - 1
+            m = e.add(m, e.mul("%bz", e.c(M)))
+        store8(e, spec, v, bias_f if bias else None, (res2, [m, n], f"memref<{M}x{NO}x{dt}>") if res2 else None,
+               (out2, [m, n], f"memref<{M * batch}x{NO}x{od}>"))
         e.close()
     e.close()
     e.emit("gpu.terminator")
     e.close("}")
+
+
+def store8(e: Emitter, spec: GemmSpec, v: str, bias_f: str | None, residual, out) -> None:
+    """8 consecutive output channels: v (vector<8xf32>) + bias + residual, activation, cast, one
+    16-byte store. residual / out: (memref, indices, memref type); out may be f32 (no cast)."""
+    v8, o8 = "vector<8xf32>", f"vector<8x{spec.dtype}>"
+    if bias_f:
+        v = e.op("arith.addf", v, bias_f, v8)
+    if residual:
+        r8, rf = e.fresh("r"), e.fresh("r")
+        e.emit(f"{r8} = vector.load {residual[0]}[{', '.join(residual[1])}] : {residual[2]}, {o8}")
+        e.emit(f"{rf} = arith.extf {r8} : {o8} to {v8}")
+        v = e.op("arith.addf", v, rf, v8)
+    if spec.activation != "none":
+        vals = []
+        for j in range(8):
+            s_ = e.fresh("s")
+            e.emit(f"{s_} = vector.extract {v}[{j}] : f32 from {v8}")
+            vals.append(activation(e, spec.activation, spec.activation_params, s_))
+        v = e.fresh("x")
+        e.emit(f"{v} = vector.from_elements {', '.join(vals)} : {v8}")
+    if not out[2].endswith("xf32>"):
+        o = e.fresh("o")
+        e.emit(f"{o} = arith.truncf {v} : {v8} to {o8}")
+        v = o
+    e.emit(f"vector.store {v}, {out[0]}[{', '.join(out[1])}] {{alignment = 16}} : {out[2]}, "
+           f"vector<8x{'f32' if out[2].endswith('xf32>') else spec.dtype}>")
+
+
+def im2col_gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, config: int = 0) -> str:
+    """A convolution as im2col + GEMM on wgmma: one launch copies every filter window into a row of a
+    [M, R*S*C] scratch buffer (16 bytes per thread, zeros outside the image), then the flat wgmma
+    GEMM multiplies it by the filter viewed as [R*S*C, K], epilogue fused. The implicit GEMM reads the
+    same rows in place, so this costs an extra round trip of the buffer (a find candidate)."""
+    N, H, W, C, OH, OW, R, S, sh, sw, pt, pl, dh, dw = spec.conv
+    M, KK, dt = spec.m, spec.k, spec.dtype
+    x, x_t = params_sig[0]
+    e = Emitter()
+    col_t = f"memref<{M}x{KK}x{dt}>"
+    e.emit(f"%col = memref.alloc() {{alignment = 64 : i64}} : {col_t}")
+    rest, c = _vec_launch(e, M * R * S, C)                   # rest = (m, tap)
+    tap, m = e.rem(rest, e.c(R * S)), e.div(rest, e.c(R * S))
+    pix = e.rem(m, e.c(OH * OW))
+    ih = e.op("arith.subi", e.add(e.mul(e.div(pix, e.c(OW)), e.c(sh)), e.mul(e.div(tap, e.c(S)), e.c(dh))), e.c(pt))
+    iw = e.op("arith.subi", e.add(e.mul(e.rem(pix, e.c(OW)), e.c(sw)), e.mul(e.rem(tap, e.c(S)), e.c(dw))), e.c(pl))
+    ok = e.both(e.both(e.cmp("sge", ih, e.c(0)), e.cmp("slt", ih, e.c(H))),
+                e.both(e.cmp("sge", iw, e.c(0)), e.cmp("slt", iw, e.c(W))))
+    v = _load_vec(e, ok, x, x_t, [e.div(m, e.c(OH * OW)), ih, iw, c], 8, dt, widen=False)
+    e.emit(f"vector.store {v}, %col[{m}, {e.add(e.mul(tap, e.c(C)), c)}] {{alignment = 16}} : {col_t}, vector<8x{dt}>")
+    _close_launch(e)
+    gemm = dataclasses.replace(spec, conv=None)
+    emit_wgmma(e, [("%col", col_t)] + params_sig[1:], gemm, config)
     return _host_function(e, name, params_sig)
 
 
@@ -326,3 +384,156 @@ def _host_function(e: Emitter, name: str, signature) -> str:
     """The function: host lines (tensor maps), then the launch (already closed)."""
     sig = ", ".join(f"{p}: {ty}" for p, ty in signature)
     return f"func.func @{name}({sig}) {{\n" + "\n".join(e.lines) + "\n    return\n}"
+
+
+
+def _transform(e: Emitter, mat, rows: list[str]) -> list[str]:
+    """mat (a constant matrix) times the column `rows` of vector<8xf32> values: the zero coefficients
+    skipped, the unit ones as adds and subtracts."""
+    v8 = "vector<8xf32>"
+
+    def scaled(c, r):
+        if abs(c) == 1:
+            return r
+        k = e.fresh("k")
+        e.emit(f"{k} = arith.constant dense<{abs(float(c))!r}> : {v8}")
+        return e.op("arith.mulf", r, k, v8)
+    out = []
+    for coeffs in mat:
+        acc = None
+        for c, r in ((c, r) for c, r in zip(coeffs, rows) if c != 0):
+            t = scaled(c, r)
+            if acc is None and c > 0:
+                acc = t
+            elif acc is None:
+                z = e.fresh("z")
+                e.emit(f"{z} = arith.constant dense<0.0> : {v8}")
+                acc = e.op("arith.subf", z, t, v8)
+            else:
+                acc = e.op("arith.subf" if c < 0 else "arith.addf", acc, t, v8)
+        out.append(acc)
+    return out
+
+
+def _vec_launch(e: Emitter, rows: int, cols: int) -> tuple[str, str]:
+    """Open a 1-d launch with a thread per 8 consecutive columns of a rows x cols matrix (256 threads a
+    block, columns fastest) and an scf.if on the bounds; returns (row, first column)."""
+    one, total = e.c(1), rows * (cols // 8)
+    e.open(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-total // 256))}, %gy = {one}, %gz = {one}) "
+           f"threads(%tx, %ty, %tz) in (%sx = {e.c(256)}, %sy = {one}, %sz = {one}) {{")
+    idx = e.add(e.mul("%bx", e.c(256)), "%tx")
+    e.open(f"scf.if {e.cmp('ult', idx, e.c(total))} {{")
+    return e.div(idx, e.c(cols // 8)), e.mul(e.rem(idx, e.c(cols // 8)), e.c(8))
+
+
+def _close_launch(e: Emitter) -> None:
+    e.close()
+    e.emit("gpu.terminator")
+    e.close("}")
+
+
+def winograd_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, m: int, winograd,
+                    config: int = 0) -> str:
+    """Winograd F(m x m, 3x3) with its (m+2)^2 GEMMs on wgmma (NHWC x RSCK, stride 1, undilated), four
+    launches over scratch buffers:
+        input transform    V[t, p, c] = (B^T d B)[t] of every (m+2)^2 input tile d (p = n, tile row,
+                           tile column; zeros outside the image), a thread per 8 channels of a tile
+        filter transform   U[t, c, k] = (G g G^T)[t], a thread per 8 output channels of a channel
+        batched GEMM       M[t] = V[t] x U[t]: the TMA/wgmma kernel on grid z = t, f32 out
+        output transform   Y = A^T M A, then bias, residual, activation and the cast, a thread per 8
+                           output channels of a tile (its m x m pixels, cropped at the edges)
+    winograd = (B^T, G, A^T) as numpy matrices."""
+    BT, G, AT = winograd
+    a = m + 2
+    T = a * a
+    N, H, W, C, OH, OW, _, _, _, _, pt, pl, _, _ = spec.conv
+    K, dt = spec.n, spec.dtype
+    th, tw = -(-OH // m), -(-OW // m)
+    P = N * th * tw
+    types, _, (x, w, bias, residual, out) = operands(params_sig, spec)
+    o8, v8 = f"vector<8x{dt}>", "vector<8xf32>"
+    e = Emitter()
+    v_t, u_t, m_t = f"memref<{T}x{P}x{C}x{dt}>", f"memref<{T}x{C}x{K}x{dt}>", f"memref<{T}x{P}x{K}xf32>"
+    for buf, ty in (("%wv", v_t), ("%wu", u_t), ("%wm", m_t)):
+        e.emit(f"{buf} = memref.alloc() {{alignment = 64 : i64}} : {ty}")
+
+    def tile_of(p):
+        return e.div(p, e.c(th * tw)), e.rem(e.div(p, e.c(tw)), e.c(th)), e.rem(p, e.c(tw))
+
+    def extended(raw):
+        f = e.fresh("f")
+        e.emit(f"{f} = arith.extf {raw} : {o8} to {v8}")
+        return f
+
+    def narrowed(v):
+        n_ = e.fresh("h")
+        e.emit(f"{n_} = arith.truncf {v} : {v8} to {o8}")
+        return n_
+
+    def separable(mat_rows, mat_cols, d):
+        """mat_rows . d . mat_cols^T for a 2-d list d of vector<8xf32>."""
+        cols = [_transform(e, mat_rows, [d[u][j] for u in range(len(d))]) for j in range(len(d[0]))]
+        rows = [[cols[j][i] for j in range(len(d[0]))] for i in range(len(mat_rows))]
+        return [_transform(e, mat_cols, r) for r in rows]
+
+    # input transform
+    p, c = _vec_launch(e, P, C)
+    n, i, j = tile_of(p)
+    d = []
+    for u in range(a):
+        ih = e.op("arith.subi", e.add(e.mul(i, e.c(m)), e.c(u)), e.c(pt))
+        row = []
+        for v in range(a):
+            iw = e.op("arith.subi", e.add(e.mul(j, e.c(m)), e.c(v)), e.c(pl))
+            ok = e.both(e.both(e.cmp("sge", ih, e.c(0)), e.cmp("slt", ih, e.c(H))),
+                        e.both(e.cmp("sge", iw, e.c(0)), e.cmp("slt", iw, e.c(W))))
+            row.append(_load_vec(e, ok, x, types[x], [n, ih, iw, c], 8, dt, widen=True))
+        d.append(row)
+    for t, val in enumerate(x_ for r in separable(BT, BT, d) for x_ in r):
+        e.emit(f"vector.store {narrowed(val)}, %wv[{e.c(t)}, {p}, {c}] {{alignment = 16}} : {v_t}, {o8}")
+    _close_launch(e)
+    # filter transform (RSCK)
+    c, k = _vec_launch(e, C, K)
+    g = []
+    for r in range(3):
+        row = []
+        for s_ in range(3):
+            raw = e.fresh("g")
+            e.emit(f"{raw} = vector.load {w}[{e.c(r)}, {e.c(s_)}, {c}, {k}] : {types[w]}, {o8}")
+            row.append(extended(raw))
+        g.append(row)
+    for t, val in enumerate(x_ for r in separable(G, G, g) for x_ in r):
+        e.emit(f"vector.store {narrowed(val)}, %wu[{e.c(t)}, {c}, {k}] {{alignment = 16}} : {u_t}, {o8}")
+    _close_launch(e)
+    # the (m+2)^2 GEMMs
+    gemm = dataclasses.replace(spec, m=P, k=C, conv=None, bias=False, residual=False, activation="none",
+                               activation_params=())
+    emit_wgmma(e, [("%wv", v_t), ("%wu", u_t), ("%wm", m_t)], gemm, config, batch=T, out_f32=True)
+    # output transform and epilogue
+    p, k = _vec_launch(e, P, K)
+    n, i, j = tile_of(p)
+    mm = []
+    for al in range(a):
+        row = []
+        for be in range(a):
+            val = e.fresh("mv")
+            e.emit(f"{val} = vector.load %wm[{e.c(al * a + be)}, {p}, {k}] : {m_t}, {v8}")
+            row.append(val)
+        mm.append(row)
+    y = separable(AT, AT, mm)
+    bias_f = None
+    if bias:
+        raw = e.fresh("b")
+        e.emit(f"{raw} = vector.load {bias}[{k}] : {types[bias]}, {o8}")
+        bias_f = extended(raw)
+    for pp in range(m):
+        oh = e.add(e.mul(i, e.c(m)), e.c(pp))
+        for qq in range(m):
+            ow = e.add(e.mul(j, e.c(m)), e.c(qq))
+            e.open(f"scf.if {e.both(e.cmp('ult', oh, e.c(OH)), e.cmp('ult', ow, e.c(OW)))} {{")
+            at = [n, oh, ow, k]
+            store8(e, spec, y[pp][qq], bias_f, (residual, at, types[residual]) if residual else None,
+                   (out, at, types[out]))
+            e.close()
+    _close_launch(e)
+    return _host_function(e, name, params_sig)

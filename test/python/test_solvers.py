@@ -86,7 +86,10 @@ def applies(solver, cfg, dtype="f32"):
         vec = 4 if dtype == "f32" else 8
         tf32 = os.environ.get("OPENPRIM_ALLOW_TF32", "") == "1"
         return (dtype != "f32" or tf32) and G == 1 and C % vec == 0 and K % vec == 0
-    if solver == "conv_implicit_gemm_wgmma":  # TMA boxes: 16-byte strides; sm_90, f16/bf16
+    if solver.startswith("conv_winograd") and solver.endswith("_wgmma") and not (
+            tuple(cfg["kernel"]) == (3, 3) and _pair(cfg["stride"]) == (1, 1) and _pair(cfg.get("dilation", 1)) == (1, 1)):
+        return False
+    if solver.endswith("_wgmma"):  # TMA: 16-byte strides; sm_90, f16/bf16
         return dtype in ("f16", "bf16") and G == 1 and C % 8 == 0 and K % 8 == 0 and \
             TARGET.partition(":")[2] in ("sm_90", "sm_90a")
     if solver == "conv_implicit_gemm_gpu":
@@ -325,6 +328,12 @@ def test_conv_solver_applicability(solver, layout):
                                          "|fewer than 8 output channels per group|needs input and output channels",
                "conv_implicit_gemm_wgmma": "wgmma kernel takes f16/bf16 inputs|wgmma and TMA need sm_90"
                                            "|fewer than 8 output channels per group",
+               "conv_im2col_gemm_wgmma": "wgmma kernel takes f16/bf16 inputs|wgmma and TMA need sm_90"
+                                         "|fewer than 8 output channels per group",
+               "conv_winograd_f2x3_wgmma": "not a 3x3, stride-1, undilated convolution|wgmma kernel takes "
+                                           "f16/bf16 inputs|wgmma and TMA need sm_90|fewer than 8 output channels",
+               "conv_winograd_f4x3_wgmma": "not a 3x3, stride-1, undilated convolution|wgmma kernel takes "
+                                           "f16/bf16 inputs|wgmma and TMA need sm_90|fewer than 8 output channels",
                "conv_winograd_f2x3": "not a 3x3, stride-1, undilated convolution|grouped convolution",
                "conv_winograd_f4x3": "not a 3x3, stride-1, undilated convolution|grouped convolution",
                "conv_1x1_gemm": "not a 1x1, stride-1, unpadded convolution|grouped convolution",
@@ -588,6 +597,40 @@ def test_wgmma_conv_configs(dtype, config, rng, monkeypatch):
     assert_close(outs[-1], ref.matmul(av, bv, cv, activation_name="relu"), dtype, reduction=200,
                  what=f"matmul ({dtype}, config {config})")
     assert conv_launch_solvers(net) == ["conv_implicit_gemm_wgmma"] * len(WGMMA_CONV)
+
+
+@NVVM_ONLY
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_im2col_gemm_wgmma(dtype, rng):
+    """im2col + GEMM on wgmma (a scratch [M, R*S*C] buffer, then the flat TMA/wgmma GEMM) on the wgmma
+    convolution cases: padding, dilation, strides, channels that are not a multiple of 64."""
+    net = Net(rng, dtype, "NHWC")
+    built = [conv_case(net, cfg, "NHWC") for cfg in WGMMA_CONV]
+    outs = net.run(None, *[y for y, _, _ in built], solver="conv_im2col_gemm_wgmma")
+    for out, (_, want, red), cfg in zip(outs, built, WGMMA_CONV):
+        assert_close(out, want, dtype, reduction=red, what=f"{cfg['id']} ({dtype})")
+    assert conv_launch_solvers(net) == ["conv_im2col_gemm_wgmma"] * len(WGMMA_CONV)
+
+
+WINOGRAD_WGMMA = [WGMMA_CONV[0],
+                  dict(id="wino_3x3_asympad", x=(3, 16, 10, 9), K=24, kernel=(3, 3), stride=1, padding=(0, 2, 1, 1),
+                       dilation=1, groups=1, bias=True, epilogue="bias+leaky"),
+                  dict(id="wino_3x3_c72_k136", x=(2, 72, 7, 8), K=136, kernel=(3, 3), stride=1, padding=1, dilation=1,
+                       groups=1, bias=False, epilogue="none")]
+
+
+@NVVM_ONLY
+@pytest.mark.parametrize("solver", ["conv_winograd_f2x3_wgmma", "conv_winograd_f4x3_wgmma"])
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_winograd_wgmma(solver, dtype, rng):
+    """Winograd F(2x2) / F(4x4) with the (m+2)^2 GEMMs on wgmma (batched on grid z): output tiles cropped
+    at odd edges, asymmetric padding, channels past one 64-channel k tile, the fused epilogue."""
+    net = Net(rng, dtype, "NHWC")
+    built = [conv_case(net, cfg, "NHWC") for cfg in WINOGRAD_WGMMA]
+    outs = net.run(None, *[y for y, _, _ in built], solver=solver)
+    for out, (_, want, red), cfg in zip(outs, built, WINOGRAD_WGMMA):
+        assert_close(out, want, dtype, reduction=red, what=f"{cfg['id']} ({solver}, {dtype})")
+    assert conv_launch_solvers(net) == [solver] * len(WINOGRAD_WGMMA)
 
 
 @pytest.mark.parametrize("target, stride, dtype, why", [
