@@ -105,7 +105,7 @@ def cases():
 # --configs FAMILY:I forces a tensor-core kernel and its configuration I on the conv and GEMM cases.
 FAMILIES = {"mma": ("conv_implicit_gemm_mma", "gemm_mma"), "wgmma": ("conv_implicit_gemm_wgmma", "gemm_wgmma"),
             "im2col": ("conv_im2col_gemm_wgmma", "gemm_wgmma"), "wino2": ("conv_winograd_f2x3_wgmma", "gemm_wgmma"),
-            "wino4": ("conv_winograd_f4x3_wgmma", "gemm_wgmma")}
+            "wino4": ("conv_winograd_f4x3_wgmma", "gemm_wgmma"), "s2d": ("conv_space_to_depth_wgmma", "gemm_wgmma")}
 
 
 @contextlib.contextmanager
@@ -263,6 +263,7 @@ if __name__ == "__main__":
     ap.add_argument("--configs", nargs="*", default=(),
                     help="also build the f16/bf16 conv and GEMM cases with a tensor-core kernel and its "
                          "configuration forced: mma:I (gpu_mma.CONFIGS[I]) or wgmma:I (gpu_wgmma.CONFIGS[I]); without :I, the kernel's heuristic; "
-                         "im2col, wino2, wino4: im2col + GEMM and Winograd F(2x2)/F(4x4) on wgmma")
+                         "im2col, wino2, wino4: im2col + GEMM and Winograd F(2x2)/F(4x4) on wgmma; "
+                         "s2d[:I]: space-to-depth on wgmma (few-channel convolutions: the stem)")
     a = ap.parse_args()
     build(a.dir, a.target, a.only, a.configs) if a.mode == "build" else run(a.dir)

@@ -138,9 +138,15 @@ def _tensor_map(op: ir.Operation, where: dict) -> dict:
     l2 = re.search(r"l2promo = (\w+)", desc).group(1)
     strides = [int(x) for x in ir.DenseI64ArrayAttr(op.attributes["openprim.element_strides"])] \
         if "openprim.element_strides" in op.attributes else [1] * len(box)
-    return {"memory": where[op.operands[0]], "dtype": dialect.dtype_name(ranked.element_type),
+    spec = {"memory": where[op.operands[0]], "dtype": dialect.dtype_name(ranked.element_type),
             "shape": list(ranked.shape), "box": box, "element_strides": strides, "swizzle": 128,
             "l2promo": {"none": 0, "l2promo_64b": 64, "l2promo_128b": 128, "l2promo_256b": 256}[l2]}
+    layout, offset = ranked.get_strides_and_offset()
+    if offset:
+        raise OpenPrimError(f"tensor map {desc}: a view with an offset ({offset}) is not supported")
+    if layout != [int(np.prod(ranked.shape[i + 1:])) for i in range(ranked.rank)]:
+        spec["strides"] = layout       # a strided (possibly overlapping) view: elements, outermost first
+    return spec
 
 
 def gpu_launches(module: ir.Module, weights_bytes: int) -> tuple[dict, bytes]:
@@ -176,7 +182,7 @@ def gpu_launches(module: ir.Module, weights_bytes: int) -> tuple[dict, bytes]:
                     tables.append(data + bytes(_round(len(data)) - len(data)))
                 where[op.result] = ["weight", table_at[name]]
             elif op.name in ("memref.cast", "memref.collapse_shape", "memref.expand_shape",
-                             "builtin.unrealized_conversion_cast"):
+                             "memref.reinterpret_cast", "builtin.unrealized_conversion_cast"):
                 where[op.result] = where[op.operands[0]]            # a view: the same address
             elif op.name == "nvgpu.tma.create.descriptor":
                 where[op.result] = ["tensormap", _tensor_map(op, where)]

@@ -180,12 +180,14 @@ def explain(graph, target: str) -> None:
             for rec in reversed(tuning_db.records(problem, arch, target)):  # the fastest per solver wins
                 measured[rec.solver] = rec
             print(f"{key} x{count}")
-            for s, why in applicable(problem, op.name[5:], target):
+            listed = applicable(problem, op.name[5:], target)
+            width = max(len(s.name) for s, _ in listed)
+            for s, why in listed:
                 rec = measured.get(s.name)
                 state = f"not applicable: {why}" if why else \
                     f"predicted {_us(s.cost(problem, target))}, measured " + \
                     (f"{_us(rec.seconds)} with {_params(rec.params)} ({rec.source} db)" if rec else "-")
-                print(f"  {s.name:24} {state}")
+                print(f"  {s.name:{width}} {state}")
             if mode == "find":
                 print("  choice: made by find when compiled (mode find)")
                 continue

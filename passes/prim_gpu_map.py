@@ -37,7 +37,8 @@ from .rewrite import constant_int
 
 NAME = "prim-gpu-map"
 HOST_OPS = ("arith.constant", "memref.alloc", "memref.dealloc", "memref.get_global", "func.return", "gpu.launch",
-            "memref.cast", "memref.collapse_shape", "nvgpu.tma.create.descriptor")  # views, TMA maps
+            "memref.cast", "memref.collapse_shape", "memref.reinterpret_cast",  # views
+            "nvgpu.tma.create.descriptor")  # TMA maps
 
 
 def _index(v: int) -> ir.Value:

@@ -735,6 +735,32 @@ class ConvWinogradF4x3Wgmma(ConvWinogradWgmma):
     m = 4
 
 
+class ConvSpaceToDepthWgmma(WgmmaSolver, ConvImplicitGemmGpu):
+    """Few input channels (an RGB stem) on sm_90 warpgroup MMA: the input repacked space-to-depth so that
+    one filter row's taps x channels are 64 contiguous elements, read as k tiles through an overlapping
+    TMA view (gpu_wgmma.space_to_depth_kernel). The 7x7/2 stem on 3 channels multiplies 4 x 64 per
+    output instead of the implicit GEMM's 49 x 64 (or mma.sync's 49 x 8 after padding to 8 channels)."""
+    name = "conv_space_to_depth_wgmma"
+
+    def is_applicable(self, p, target):
+        arch = target.partition(":")[2]
+        if arch not in ("sm_90", "sm_90a"):
+            return f"wgmma and TMA need sm_90 ({arch or target} has mma.sync only)"
+        return ConvImplicitGemmGpu.is_applicable(self, p, target) or gpu_wgmma.space_to_depth_applicable(
+            self.spec(p, {"activation": "none", "activation_params": ()}))
+
+    def cost(self, p, target):
+        """The GEMM at R2 k tiles per output (zeros included), the repack's write and the filter's."""
+        g = gpu_wgmma.space_to_depth_shape(self.spec(p, {"activation": "none", "activation_params": ()}).conv)
+        flops = 2.0 * p.n * p.oh * p.ow * p.k * g["r2"] * gpu_wgmma.BK
+        item = 2
+        nbytes = item * (p.n * p.h * p.w * p.c + 2 * p.n * g["hb"] * g["wb"] * g["cq"] + p.n * p.oh * p.ow * p.k)
+        return roofline(flops, nbytes, target, self.efficiency)
+
+    def gpu_kernel(self, name, signature, p, params, attrs):
+        return gpu_wgmma.space_to_depth_kernel(name, signature, self.spec(p, attrs), params["tile"])
+
+
 class GemmWgmma(WgmmaSolver, GemmGpu):
     """matmul / linear on sm_90 warpgroup MMA with TMA loads."""
     name = "gemm_wgmma"
@@ -965,6 +991,7 @@ SOLVERS = {s.name: s for s in (
     ConvIm2colGemmWgmma(),
     ConvWinogradF2x3Wgmma(),
     ConvWinogradF4x3Wgmma(),
+    ConvSpaceToDepthWgmma(),
     GemmWgmma(),
     ConvImplicitGemmMfma(),
     GemmMfma(),

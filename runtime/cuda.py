@@ -88,12 +88,16 @@ class CudaDevice(Device):
 
     def tensor_map(self, address: int, spec: dict) -> int:
         """cuTensorMapEncodeTiled into a host CUtensorMap, copied to 128 bytes of device memory (the
-        kernel reads it through a global pointer, as MLIR's CUDA runtime passes it)."""
+        kernel reads it through a global pointer, as MLIR's CUDA runtime passes it). spec["strides"]
+        (elements, outermost first) describes a strided view, else the tensor is contiguous."""
         cu = self.cu
         kinds = {"f16": "FLOAT16", "bf16": "BFLOAT16", "f32": "FLOAT32"}
         itemsize = {"f16": 2, "bf16": 2, "f32": 4}[spec["dtype"]]
         dims = list(reversed(spec["shape"]))                       # innermost first
-        strides = [itemsize * int(np.prod(dims[:i + 1])) for i in range(len(dims) - 1)]
+        if "strides" in spec:                                      # a strided view (elements)
+            strides = [itemsize * s for s in reversed(spec["strides"][:-1])]
+        else:
+            strides = [itemsize * int(np.prod(dims[:i + 1])) for i in range(len(dims) - 1)]
         steps = list(reversed(spec.get("element_strides", [1] * len(dims))))
         box = [b * t for b, t in zip(reversed(spec["box"]), steps)]      # elements traversed per dimension
         l2 = {0: "NONE", 64: "L2_64B", 128: "L2_128B", 256: "L2_256B"}[spec["l2promo"]]

@@ -89,6 +89,12 @@ def applies(solver, cfg, dtype="f32"):
     if solver.startswith("conv_winograd") and solver.endswith("_wgmma") and not (
             tuple(cfg["kernel"]) == (3, 3) and _pair(cfg["stride"]) == (1, 1) and _pair(cfg.get("dilation", 1)) == (1, 1)):
         return False
+    if solver == "conv_space_to_depth_wgmma":  # a filter row of stride blocks (16-byte pixels) in 64 channels
+        (sh, sw), (R, S) = _pair(cfg["stride"]), cfg["kernel"]
+        step = 8 // np.gcd(8, sh * sw)
+        block_channels = sh * sw * -(-C // step) * step
+        return dtype in ("f16", "bf16") and G == 1 and K % 8 == 0 and _pair(cfg.get("dilation", 1)) == (1, 1) and \
+            -(-S // sw) * block_channels <= 64 and R > sh and TARGET.partition(":")[2] in ("sm_90", "sm_90a")
     if solver.endswith("_wgmma"):  # TMA: 16-byte strides; sm_90, f16/bf16
         return dtype in ("f16", "bf16") and G == 1 and C % 8 == 0 and K % 8 == 0 and \
             TARGET.partition(":")[2] in ("sm_90", "sm_90a")
@@ -334,6 +340,8 @@ def test_conv_solver_applicability(solver, layout):
                                            "f16/bf16 inputs|wgmma and TMA need sm_90|fewer than 8 output channels",
                "conv_winograd_f4x3_wgmma": "not a 3x3, stride-1, undilated convolution|wgmma kernel takes "
                                            "f16/bf16 inputs|wgmma and TMA need sm_90|fewer than 8 output channels",
+               "conv_space_to_depth_wgmma": "wgmma kernel takes f16/bf16 inputs|wgmma and TMA need sm_90"
+                                            "|fewer than 8 output channels per group|needs an ungrouped",
                "conv_winograd_f2x3": "not a 3x3, stride-1, undilated convolution|grouped convolution",
                "conv_winograd_f4x3": "not a 3x3, stride-1, undilated convolution|grouped convolution",
                "conv_1x1_gemm": "not a 1x1, stride-1, unpadded convolution|grouped convolution",
@@ -631,6 +639,67 @@ def test_winograd_wgmma(solver, dtype, rng):
     for out, (_, want, red), cfg in zip(outs, built, WINOGRAD_WGMMA):
         assert_close(out, want, dtype, reduction=red, what=f"{cfg['id']} ({solver}, {dtype})")
     assert conv_launch_solvers(net) == [solver] * len(WINOGRAD_WGMMA)
+
+
+# Few-channel convolutions repacked space-to-depth (gpu_wgmma.space_to_depth_kernel): the RGB stem at an
+# odd size; strides 2 x 3 (6-pixel blocks, 2 channels padded to 4); stride 1 (no blocks, 5 channels
+# padded to 8); a single channel; a filter that the stride divides (4x4/2) with asymmetric padding.
+S2D_CONV = [dict(id="s2d_stem_7x7_s2", x=(2, 3, 23, 21), K=64, kernel=(7, 7), stride=2, padding=3, dilation=1,
+                 groups=1, bias=True, epilogue="bias+res+relu"),
+            dict(id="s2d_5x5_s2x3", x=(3, 2, 17, 19), K=24, kernel=(5, 5), stride=(2, 3), padding=(2, 1, 0, 2),
+                 dilation=1, groups=1, bias=False, epilogue="bias+leaky"),
+            dict(id="s2d_3x3_s1_c5", x=(2, 5, 9, 11), K=136, kernel=(3, 3), stride=1, padding=1, dilation=1,
+                 groups=1, bias=True, epilogue="none"),
+            dict(id="s2d_5x5_s2_c1", x=(2, 1, 12, 13), K=8, kernel=(5, 5), stride=2, padding=2, dilation=1,
+                 groups=1, bias=True, epilogue="none"),
+            dict(id="s2d_4x4_s2_asympad", x=(1, 4, 10, 11), K=72, kernel=(4, 4), stride=2, padding=(2, 1, 1, 2),
+                 dilation=1, groups=1, bias=False, epilogue="bias+res+relu")]
+
+
+@NVVM_ONLY
+@pytest.mark.parametrize("config", [0, 3, 4])
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+def test_space_to_depth_wgmma(dtype, config, rng, monkeypatch):
+    """The repack, the filter transform and the GEMM over the overlapping TMA view, against float64."""
+    monkeypatch.setattr(SOLVERS["conv_space_to_depth_wgmma"], "default_params", lambda p: {"tile": config})
+    net = Net(rng, dtype, "NHWC")
+    built = [conv_case(net, cfg, "NHWC") for cfg in S2D_CONV]
+    outs = net.run(None, *[y for y, _, _ in built], solver="conv_space_to_depth_wgmma")
+    for out, (_, want, red), cfg in zip(outs, built, S2D_CONV):
+        assert_close(out, want, dtype, reduction=red, what=f"{cfg['id']} ({dtype}, config {config})")
+    assert conv_launch_solvers(net) == ["conv_space_to_depth_wgmma"] * len(S2D_CONV)
+
+
+@pytest.mark.parametrize("conv, shape", [
+    ((32, 224, 224, 3, 112, 112, 7, 7, 2, 2, 3, 3, 1, 1), dict(cp=4, cq=16, r2=4, s2=4, hb=115, wb=115)),
+    ((2, 17, 19, 2, 9, 6, 5, 5, 2, 3, 2, 1, 1, 1), dict(cp=4, cq=24, r2=3, s2=2, hb=11, wb=8)),
+    ((2, 9, 11, 5, 9, 11, 3, 3, 1, 1, 1, 1, 1, 1), dict(cp=8, cq=8, r2=3, s2=3, hb=11, wb=18)),
+])
+def test_space_to_depth_shape(conv, shape):
+    """Channels padded to whole 16-byte block pixels; the repacked image holds every row the output
+    reads and the last window's 64 elements."""
+    from openprim.passes.gpu_wgmma import space_to_depth_shape
+    assert space_to_depth_shape(conv) == shape
+
+
+def test_space_to_depth_picked_for_the_stem(capsys):
+    """On sm_90 the 3-channel 7x7/2 stem goes to space-to-depth (no channel padding launch); with 16
+    channels a filter row of blocks no longer fits a k tile and `explain` says so."""
+    from openprim import compiler, tune
+    from openprim.frontend import Graph
+    for c, picked in ((3, True), (16, False)):
+        g = Graph(layout="NHWC", dtype="f16")
+        w = g.param("w", np.random.default_rng(0).standard_normal((64, 7, 7, c)))
+        g.output(g.relu(g.conv2d(g.input("x", (8, 64, 64, c)), w, stride=2, padding=3)))
+        tune.explain(g, "nvvm:sm_90")
+        out = capsys.readouterr().out
+        assert ("choice: conv_space_to_depth_wgmma" in out) == picked, out
+        if not picked:
+            assert "conv_space_to_depth_wgmma not applicable: a filter row of blocks has 256 channels" in out, out
+    g = Graph(layout="NHWC", dtype="f16")
+    g.output(g.conv2d(g.input("x", (4, 32, 32, 3)), g.param("w", np.ones((64, 7, 7, 3))), stride=2, padding=3))
+    selected = str(compiler.lower(g, pipeline="prim-select{target=nvvm:sm_90}"))
+    assert "prim.pad" not in selected and 'prim.solver = "conv_space_to_depth_wgmma"' in selected, selected
 
 
 @pytest.mark.parametrize("target, stride, dtype, why", [
