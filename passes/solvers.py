@@ -653,19 +653,26 @@ class WgmmaSolver:
         return {"tile": list(range(len(gpu_wgmma.CONFIGS)))}
 
     def default_params(self, p):
-        """Measured on the H200 (bench/RESULTS.md): 128x128 with one warpgroup is the fastest on every
-        ResNet-50 layer with N >= 128, even where it gives fewer blocks than multiprocessors (1.2-1.7x
-        cuDNN; 128x64 and 64x64 ran 1.3-1.5x slower there); 256x128 with two warpgroups on long
-        reductions (the 8192^3 GEMM: 655-723 TFLOP/s); N = 64 takes 128x64 (two warpgroups: 1.1-1.3x
-        faster than 128x128 on the 64-channel layers), small problems 64x64."""
+        """Measured on the H200 (bench/RESULTS.md, same runs as cuDNN): 128x128 with one warpgroup and 4
+        stages is the fastest on the ResNet-50 layers with N >= 128 and 16+ k tiles (1.2-1.7x cuDNN;
+        128x64 and 64x64 ran 1.3-1.5x slower there); with 4 k tiles or fewer, 2 stages (3 blocks per
+        multiprocessor instead of 1: the 1x1/2 downsampling layer 0.77x -> 0.92x cuDNN); 256x128 with two
+        warpgroups on long reductions (the 8192^3 GEMM: 655-723 TFLOP/s); N <= 64 takes 64x64 with 4
+        stages (64@56 3x3: 0.87x -> 1.12x cuDNN, against 128x64 with 6), or 128x64 with 3 when there are
+        one or two k tiles (64@56 1x1: 1.32x against 1.15-1.26x on 64x64)."""
         m, n = self.gemm_shape(p)
         k = p.r * p.s * p.c if self.op == "conv2d" else p.k
+        k_tiles = self.k_tiles(p)
         blocks = lambda bm, bn: -(-m // bm) * -(-n // bn)  # noqa: E731
         if n >= 256 and k >= 2048 and blocks(256, 128) >= 2 * GpuGemmSolver.MULTIPROCESSORS:
             return {"tile": 2}
         if n > 64:
-            return {"tile": 0}
-        return {"tile": 3 if blocks(128, 64) >= GpuGemmSolver.MULTIPROCESSORS else 4}
+            return {"tile": 7 if k_tiles <= 4 else 0}
+        return {"tile": 5 if k_tiles <= 2 else 6}
+
+    def k_tiles(self, p) -> int:
+        """64-wide k tiles per output tile: one per filter tap and 64 channels (a matmul: of K)."""
+        return p.r * p.s * -(-p.c // gpu_wgmma.BK) if self.op == "conv2d" else -(-p.k // gpu_wgmma.BK)
 
     def gpu_kernel(self, name, signature, p, params, attrs):
         return gpu_wgmma.wgmma_kernel(name, signature, self.spec(p, attrs), params["tile"])
@@ -756,6 +763,9 @@ class ConvSpaceToDepthWgmma(WgmmaSolver, ConvImplicitGemmGpu):
         item = 2
         nbytes = item * (p.n * p.h * p.w * p.c + 2 * p.n * g["hb"] * g["wb"] * g["cq"] + p.n * p.oh * p.ow * p.k)
         return roofline(flops, nbytes, target, self.efficiency)
+
+    def k_tiles(self, p):
+        return -(-p.r // p.strides[0])                  # one per filter row of blocks
 
     def gpu_kernel(self, name, signature, p, params, attrs):
         return gpu_wgmma.space_to_depth_kernel(name, signature, self.spec(p, attrs), params["tile"])

@@ -657,7 +657,7 @@ S2D_CONV = [dict(id="s2d_stem_7x7_s2", x=(2, 3, 23, 21), K=64, kernel=(7, 7), st
 
 
 @NVVM_ONLY
-@pytest.mark.parametrize("config", [0, 3, 4])
+@pytest.mark.parametrize("config", [0, 3, 6, 7])
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_space_to_depth_wgmma(dtype, config, rng, monkeypatch):
     """The repack, the filter transform and the GEMM over the overlapping TMA view, against float64."""
