@@ -437,26 +437,15 @@ def space_to_depth_kernel(name: str, params_sig: list[tuple[str, str]], spec: Ge
     s_t, w2_t = f"memref<{N}x{hb}x{wb}x{cq}x{dt}>", f"memref<{r2}x1x{BK}x{K}x{dt}>"
     e.emit(f"%s2d = memref.alloc() {{alignment = 64 : i64}} : {s_t}")
     e.emit(f"%w2 = memref.alloc() {{alignment = 64 : i64}} : {w2_t}")
-    zero = f"arith.constant 0.0 : {dt}"
-
     def gathered(q0: str, load) -> str:
-        """Elements q0 .. q0 + 7, each load(q), as one vector."""
-        vals = [load(e.add(q0, e.c(t))) for t in range(8)]
+        """Elements q0 .. q0 + 7, each load(q) (an optional one-element vector), as one vector."""
+        vals = []
+        for t in range(8):
+            x1, v = load(e.add(q0, e.c(t))), e.fresh("s")
+            e.emit(f"{v} = vector.extract {x1}[0] : {dt} from vector<1x{dt}>")
+            vals.append(v)
         v = e.fresh("g")
         e.emit(f"{v} = vector.from_elements {', '.join(vals)} : vector<8x{dt}>")
-        return v
-
-    def guarded(ok: str, memref: str, mtype: str, idx: list[str]) -> str:
-        v = e.fresh("l")
-        e.emit(f"{v} = scf.if {ok} -> ({dt}) {{")
-        r = e.fresh("r")
-        e.emit(f"  {r} = memref.load {memref}[{', '.join(idx)}] : {mtype}")
-        e.emit(f"  scf.yield {r} : {dt}")
-        e.emit("} else {")
-        z = e.fresh("z")
-        e.emit(f"  {z} = {zero}")
-        e.emit(f"  scf.yield {z} : {dt}")
-        e.emit("}")
         return v
 
     # repack: a thread per 8 channels of a block pixel (n, A, B)
@@ -469,7 +458,7 @@ def space_to_depth_kernel(name: str, params_sig: list[tuple[str, str]], spec: Ge
         iw = e.op("arith.subi", e.add(e.mul(B, e.c(sw)), e.rem(ij, e.c(sw))), e.c(pl))
         ok = e.both(e.both(e.cmp("sge", ih, e.c(0)), e.cmp("slt", ih, e.c(H))),
                     e.both(e.both(e.cmp("sge", iw, e.c(0)), e.cmp("slt", iw, e.c(W))), e.cmp("ult", c, e.c(C))))
-        return guarded(ok, x, types[x], [n, ih, iw, c])
+        return _load_vec(e, ok, x, types[x], [n, ih, iw, c], 1, dt, widen=False)
     v = gathered(q0, input_at)
     e.emit(f"vector.store {v}, %s2d[{n}, {A}, {B}, {q0}] {{alignment = 16}} : {s_t}, vector<8x{dt}>")
     _close_launch(e)

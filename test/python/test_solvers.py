@@ -612,11 +612,7 @@ def test_wgmma_conv_configs(dtype, config, rng, monkeypatch):
 def test_im2col_gemm_wgmma(dtype, rng):
     """im2col + GEMM on wgmma (a scratch [M, R*S*C] buffer, then the flat TMA/wgmma GEMM) on the wgmma
     convolution cases: padding, dilation, strides, channels that are not a multiple of 64."""
-    net = Net(rng, dtype, "NHWC")
-    built = [conv_case(net, cfg, "NHWC") for cfg in WGMMA_CONV]
-    outs = net.run(None, *[y for y, _, _ in built], solver="conv_im2col_gemm_wgmma")
-    for out, (_, want, red), cfg in zip(outs, built, WGMMA_CONV):
-        assert_close(out, want, dtype, reduction=red, what=f"{cfg['id']} ({dtype})")
+    net = run_convs(rng, WGMMA_CONV, "NHWC", dtype, "conv_im2col_gemm_wgmma")
     assert conv_launch_solvers(net) == ["conv_im2col_gemm_wgmma"] * len(WGMMA_CONV)
 
 
@@ -633,11 +629,7 @@ WINOGRAD_WGMMA = [WGMMA_CONV[0],
 def test_winograd_wgmma(solver, dtype, rng):
     """Winograd F(2x2) / F(4x4) with the (m+2)^2 GEMMs on wgmma (batched on grid z): output tiles cropped
     at odd edges, asymmetric padding, channels past one 64-channel k tile, the fused epilogue."""
-    net = Net(rng, dtype, "NHWC")
-    built = [conv_case(net, cfg, "NHWC") for cfg in WINOGRAD_WGMMA]
-    outs = net.run(None, *[y for y, _, _ in built], solver=solver)
-    for out, (_, want, red), cfg in zip(outs, built, WINOGRAD_WGMMA):
-        assert_close(out, want, dtype, reduction=red, what=f"{cfg['id']} ({solver}, {dtype})")
+    net = run_convs(rng, WINOGRAD_WGMMA, "NHWC", dtype, solver)
     assert conv_launch_solvers(net) == [solver] * len(WINOGRAD_WGMMA)
 
 
@@ -662,11 +654,7 @@ S2D_CONV = [dict(id="s2d_stem_7x7_s2", x=(2, 3, 23, 21), K=64, kernel=(7, 7), st
 def test_space_to_depth_wgmma(dtype, config, rng, monkeypatch):
     """The repack, the filter transform and the GEMM over the overlapping TMA view, against float64."""
     monkeypatch.setattr(SOLVERS["conv_space_to_depth_wgmma"], "default_params", lambda p: {"tile": config})
-    net = Net(rng, dtype, "NHWC")
-    built = [conv_case(net, cfg, "NHWC") for cfg in S2D_CONV]
-    outs = net.run(None, *[y for y, _, _ in built], solver="conv_space_to_depth_wgmma")
-    for out, (_, want, red), cfg in zip(outs, built, S2D_CONV):
-        assert_close(out, want, dtype, reduction=red, what=f"{cfg['id']} ({dtype}, config {config})")
+    net = run_convs(rng, S2D_CONV, "NHWC", dtype, "conv_space_to_depth_wgmma")
     assert conv_launch_solvers(net) == ["conv_space_to_depth_wgmma"] * len(S2D_CONV)
 
 

@@ -11,7 +11,7 @@
 // CHECK:       %[[S:.+]] = memref.alloc() {alignment = 64 : i64} : memref<2x15x14x16xf16>
 // CHECK:       %[[W:.+]] = memref.alloc() {alignment = 64 : i64} : memref<4x1x64x64xf16>
 // CHECK:       gpu.launch
-// CHECK-COUNT-6: memref.load %arg0
+// CHECK-COUNT-6: vector.load %arg0[{{.*}}] {alignment = 2 : i64} : memref<2x23x21x3xf16>, vector<1xf16>
 // CHECK:       vector.from_elements
 // CHECK:       vector.store {{.*}}, %[[S]][{{.*}}] {alignment = 16 : i64} : memref<2x15x14x16xf16>, vector<8xf16>
 // CHECK:       gpu.launch
