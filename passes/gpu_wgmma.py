@@ -372,8 +372,7 @@ def im2col_gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmS
     pix = e.rem(m, e.c(OH * OW))
     ih = e.op("arith.subi", e.add(e.mul(e.div(pix, e.c(OW)), e.c(sh)), e.mul(e.div(tap, e.c(S)), e.c(dh))), e.c(pt))
     iw = e.op("arith.subi", e.add(e.mul(e.rem(pix, e.c(OW)), e.c(sw)), e.mul(e.rem(tap, e.c(S)), e.c(dw))), e.c(pl))
-    ok = e.both(e.both(e.cmp("sge", ih, e.c(0)), e.cmp("slt", ih, e.c(H))),
-                e.both(e.cmp("sge", iw, e.c(0)), e.cmp("slt", iw, e.c(W))))
+    ok = _in_image(e, ih, iw, H, W)
     v = _load_vec(e, ok, x, x_t, [e.div(m, e.c(OH * OW)), ih, iw, c], 8, dt, widen=False)
     e.emit(f"vector.store {v}, %col[{m}, {e.add(e.mul(tap, e.c(C)), c)}] {{alignment = 16}} : {col_t}, vector<8x{dt}>")
     _close_launch(e)
@@ -437,29 +436,21 @@ def space_to_depth_kernel(name: str, params_sig: list[tuple[str, str]], spec: Ge
     s_t, w2_t = f"memref<{N}x{hb}x{wb}x{cq}x{dt}>", f"memref<{r2}x1x{BK}x{K}x{dt}>"
     e.emit(f"%s2d = memref.alloc() {{alignment = 64 : i64}} : {s_t}")
     e.emit(f"%w2 = memref.alloc() {{alignment = 64 : i64}} : {w2_t}")
-    def gathered(q0: str, load) -> str:
-        """Elements q0 .. q0 + 7, each load(q) (an optional one-element vector), as one vector."""
-        vals = []
-        for t in range(8):
-            x1, v = load(e.add(q0, e.c(t))), e.fresh("s")
-            e.emit(f"{v} = vector.extract {x1}[0] : {dt} from vector<1x{dt}>")
-            vals.append(v)
-        v = e.fresh("g")
-        e.emit(f"{v} = vector.from_elements {', '.join(vals)} : vector<8x{dt}>")
-        return v
-
-    # repack: a thread per 8 channels of a block pixel (n, A, B)
+    # repack: a thread per 8 channels q0 .. q0 + 7 of a block pixel (n, A, B), each loaded alone
     pix, q0 = _vec_launch(e, N * hb * wb, cq)
     n, A, B = e.div(pix, e.c(hb * wb)), e.rem(e.div(pix, e.c(wb)), e.c(hb)), e.rem(pix, e.c(wb))
-
-    def input_at(q):
+    vals = []
+    for t in range(8):
+        q = e.add(q0, e.c(t))
         ij, c = e.div(q, e.c(cp)), e.rem(q, e.c(cp))
         ih = e.op("arith.subi", e.add(e.mul(A, e.c(sh)), e.div(ij, e.c(sw))), e.c(pt))
         iw = e.op("arith.subi", e.add(e.mul(B, e.c(sw)), e.rem(ij, e.c(sw))), e.c(pl))
-        ok = e.both(e.both(e.cmp("sge", ih, e.c(0)), e.cmp("slt", ih, e.c(H))),
-                    e.both(e.both(e.cmp("sge", iw, e.c(0)), e.cmp("slt", iw, e.c(W))), e.cmp("ult", c, e.c(C))))
-        return _load_vec(e, ok, x, types[x], [n, ih, iw, c], 1, dt, widen=False)
-    v = gathered(q0, input_at)
+        ok = e.both(_in_image(e, ih, iw, H, W), e.cmp("ult", c, e.c(C)))
+        one, val = _load_vec(e, ok, x, types[x], [n, ih, iw, c], 1, dt, widen=False), e.fresh("s")
+        e.emit(f"{val} = vector.extract {one}[0] : {dt} from vector<1x{dt}>")
+        vals.append(val)
+    v = e.fresh("g")
+    e.emit(f"{v} = vector.from_elements {', '.join(vals)} : vector<8x{dt}>")
     e.emit(f"vector.store {v}, %s2d[{n}, {A}, {B}, {q0}] {{alignment = 16}} : {s_t}, vector<8x{dt}>")
     _close_launch(e)
     # filter transform: a thread per 8 output channels of a (block row a, k-tile element kk)
@@ -480,6 +471,12 @@ def space_to_depth_kernel(name: str, params_sig: list[tuple[str, str]], spec: Ge
     gemm = dataclasses.replace(spec, k=r2 * BK, conv=(N, hb, OW, BK, OH, OW, r2, 1, 1, 1, 0, 0, 1, 1))
     emit_wgmma(e, [("%s2d_view", view_t), ("%w2", w2_t)] + params_sig[2:], gemm, config)
     return _host_function(e, name, params_sig)
+
+
+def _in_image(e: Emitter, ih: str, iw: str, h: int, w: int) -> str:
+    """0 <= ih < h and 0 <= iw < w (signed: a padded window starts before the image)."""
+    return e.both(e.both(e.cmp("sge", ih, e.c(0)), e.cmp("slt", ih, e.c(h))),
+                  e.both(e.cmp("sge", iw, e.c(0)), e.cmp("slt", iw, e.c(w))))
 
 
 def _host_function(e: Emitter, name: str, signature) -> str:
@@ -587,8 +584,7 @@ def winograd_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec
         row = []
         for v in range(a):
             iw = e.op("arith.subi", e.add(e.mul(j, e.c(m)), e.c(v)), e.c(pl))
-            ok = e.both(e.both(e.cmp("sge", ih, e.c(0)), e.cmp("slt", ih, e.c(H))),
-                        e.both(e.cmp("sge", iw, e.c(0)), e.cmp("slt", iw, e.c(W))))
+            ok = _in_image(e, ih, iw, H, W)
             row.append(_load_vec(e, ok, x, types[x], [n, ih, iw, c], 8, dt, widen=True))
         d.append(row)
     for t, val in enumerate(x_ for r in separable(BT, BT, d) for x_ in r):

@@ -527,6 +527,10 @@ class GpuGemmSolver(Solver):
     def gpu_kernel(self, name, signature, p, params, attrs):
         return gpu_gemm.gemm_kernel(name, signature, self.spec(p, attrs), list(gpu_gemm.TILES.values())[params["tile"]])
 
+    def kernel_spec(self, p):
+        """The kernel's problem without an epilogue: what applicability and costs look at."""
+        return self.spec(p, {"activation": "none", "activation_params": ()})
+
     @staticmethod
     def _epilogue(p, attrs) -> dict:
         return dict(bias="bias" in p.epilogue.split("+"), residual="residual" in p.epilogue.split("+"),
@@ -594,8 +598,7 @@ class MmaSolver:
     def is_applicable(self, p, target):
         if p.dtype == "f32" and os.environ.get("OPENPRIM_ALLOW_TF32", "") != "1":
             return "f32 on tensor cores needs OPENPRIM_ALLOW_TF32=1 (TF32: 10-bit mantissa)"
-        return super().is_applicable(p, target) or gpu_mma.applicable(self.spec(p, {"activation": "none",
-                                                                                      "activation_params": ()}))
+        return super().is_applicable(p, target) or gpu_mma.applicable(self.kernel_spec(p))
 
     def tunables(self, p):
         return {"tile": [i for i, (tile, stages) in enumerate(gpu_mma.CONFIGS)
@@ -639,8 +642,10 @@ class WgmmaSolver:
         arch = target.partition(":")[2]
         if arch not in ("sm_90", "sm_90a"):
             return f"wgmma and TMA need sm_90 ({arch or target} has mma.sync only)"
-        return super().is_applicable(p, target) or gpu_wgmma.applicable(self.spec(p, {"activation": "none",
-                                                                                        "activation_params": ()}))
+        return super().is_applicable(p, target) or self.kernel_applicable(self.kernel_spec(p))
+
+    def kernel_applicable(self, spec) -> str | None:
+        return gpu_wgmma.applicable(spec)
 
     def cost(self, p, target):
         """A k tile is 64 channels of one filter tap (or 64 of K): fewer channels are multiplied as zeros
@@ -749,19 +754,15 @@ class ConvSpaceToDepthWgmma(WgmmaSolver, ConvImplicitGemmGpu):
     output instead of the implicit GEMM's 49 x 64 (or mma.sync's 49 x 8 after padding to 8 channels)."""
     name = "conv_space_to_depth_wgmma"
 
-    def is_applicable(self, p, target):
-        arch = target.partition(":")[2]
-        if arch not in ("sm_90", "sm_90a"):
-            return f"wgmma and TMA need sm_90 ({arch or target} has mma.sync only)"
-        return ConvImplicitGemmGpu.is_applicable(self, p, target) or gpu_wgmma.space_to_depth_applicable(
-            self.spec(p, {"activation": "none", "activation_params": ()}))
+    def kernel_applicable(self, spec):
+        return gpu_wgmma.space_to_depth_applicable(spec)
 
     def cost(self, p, target):
-        """The GEMM at R2 k tiles per output (zeros included), the repack's write and the filter's."""
-        g = gpu_wgmma.space_to_depth_shape(self.spec(p, {"activation": "none", "activation_params": ()}).conv)
+        """The GEMM at R2 k tiles per output (zeros included); the input read, the repacked image written
+        and read, the output written (2-byte elements)."""
+        g = gpu_wgmma.space_to_depth_shape(self.kernel_spec(p).conv)
         flops = 2.0 * p.n * p.oh * p.ow * p.k * g["r2"] * gpu_wgmma.BK
-        item = 2
-        nbytes = item * (p.n * p.h * p.w * p.c + 2 * p.n * g["hb"] * g["wb"] * g["cq"] + p.n * p.oh * p.ow * p.k)
+        nbytes = 2 * (p.n * p.h * p.w * p.c + 2 * p.n * g["hb"] * g["wb"] * g["cq"] + p.n * p.oh * p.ow * p.k)
         return roofline(flops, nbytes, target, self.efficiency)
 
     def k_tiles(self, p):
@@ -932,9 +933,8 @@ class AmdMatrixSolver:
 
     def is_applicable(self, p, target):
         arch = target.partition(":")[2]
-        spec = self.spec(p, {"activation": "none", "activation_params": ()})
         return super().is_applicable(p, target) or gpu_amd_mma.arch_reason(arch, self.family, self.name) \
-            or gpu_amd_mma.applicable(spec)
+            or gpu_amd_mma.applicable(self.kernel_spec(p))
 
     def tunables(self, p):
         return {"tile": list(range(len(gpu_amd_mma.TILES[self.family])))}
