@@ -41,7 +41,7 @@ GEMM_SIZE = 8192
 
 def cases():
     """name -> (builder of the Graph, metadata the run side needs to build the torch reference)."""
-    from openprim.frontend import Graph
+    from openprim.pyfrontend import Graph
     rng = np.random.default_rng(0)
     out = {}
     def conv_case(p, dtype, layout, epilogue=False):
@@ -112,7 +112,7 @@ FAMILIES = {"mma": ("conv_implicit_gemm_mma", "gemm_mma"), "wgmma": ("conv_impli
 def forced_config(family, index):
     """Cases compiled inside get `family`'s kernel with its configuration `index` (None: the kernel's
     heuristic; family None: the selection's choice); yields the solver to force per case kind."""
-    from openprim.passes.solvers import SOLVERS
+    from openprim.solvers.registry import SOLVERS
     solvers = [SOLVERS[name] for name in FAMILIES[family]] if family else []
     for s in solvers if index is not None else ():
         s.default_params = lambda p: {"tile": index}
@@ -125,7 +125,7 @@ def forced_config(family, index):
 
 def build(directory, target, only=(), configs=()):
     from openprim import compiler
-    from openprim.errors import OpenPrimError
+    from openprim.base.errors import OpenPrimError
     os.makedirs(directory, exist_ok=True)
     summary = {}
     variants = [(name, fn, meta, None) for name, (fn, meta) in cases().items()]

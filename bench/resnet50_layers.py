@@ -7,7 +7,7 @@
 """
 import numpy as np
 
-from openprim.frontend import Graph
+from openprim.pyfrontend import Graph
 
 LAYERS = [(3, 224, 64, 7, 2), (64, 56, 64, 1, 1), (64, 56, 64, 3, 1), (64, 56, 256, 1, 1), (128, 28, 128, 3, 1),
           (256, 14, 256, 3, 1), (512, 7, 512, 3, 1), (1024, 14, 256, 1, 1)]   # C, H=W, K, R=S, stride

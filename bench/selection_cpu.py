@@ -6,7 +6,7 @@
 
 For the distinct conv2d/matmul layers of ResNet-18 and MobileNetV2 (batch 1, 224x224, fp32, as `openprim tune`
 sees them: NHWC after the layout stage, epilogue fused), this runs the project's own find
-(`openprim.passes.find.search`, exactly what `openprim tune` runs per layer, then `find.store`) with a user
+(`openprim.tuning.find.search`, exactly what `openprim tune` runs per layer, then `find.store`) with a user
 database in a temporary directory (OPENPRIM_USER_DB_PATH), and reports per layer:
 
   * the heuristic's solver and find's solver + parameters, with find's own measured speedup;
@@ -44,9 +44,10 @@ import warnings  # noqa: E402
 
 from timing import median_time  # noqa: E402
 
-from openprim import tune  # noqa: E402
-from openprim.passes import find, tuning_db  # noqa: E402
-from openprim.passes.solvers import problem_of  # noqa: E402
+from openprim.tuning import tune  # noqa: E402
+from openprim.tuning import db as tuning_db  # noqa: E402
+from openprim.tuning import find  # noqa: E402
+from openprim.solvers.registry import problem_of  # noqa: E402
 
 TARGET = "cpu"
 # default strategy layers: large spaces (3x3 with 5 solvers / 1x1 with 4 solvers)

@@ -12,11 +12,11 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import irdl
 
-from openprim.errors import OpenPrimError
-from openprim.runtime.dtypes import to_storage
+from openprim.base.errors import OpenPrimError
+from openprim.base.dtypes import to_storage
 
-from . import ops as _ops
-from .ops import OPS, ShapeError
+from openprim.base import ops as _ops
+from openprim.base.ops import OPS, ShapeError
 
 IRDL_PATH = Path(__file__).with_name("prim.irdl.mlir")
 _ATTR_BASE = {"i64": "#builtin.integer", "f64": "#builtin.float", "str": "#builtin.string",

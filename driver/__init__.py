@@ -12,7 +12,7 @@ Attributes are imported lazily so that `openprim.runtime` stays importable witho
 """
 __version__ = "0.1.0"
 
-_LAZY = {"Graph": "openprim.frontend", "compile": "openprim.compiler", "OpenPrimError": "openprim.errors"}
+_LAZY = {"Graph": "openprim.pyfrontend", "compile": "openprim.compiler", "OpenPrimError": "openprim.base.errors"}
 
 
 def __getattr__(name):

@@ -10,7 +10,7 @@
     openprim db import results.json                            # GPU measurements (see driver/tune.py)
 
 A model is an ONNX file, or Python that defines `build(**kwargs)` returning an
-`openprim.frontend.Graph` (`-D name=value` passes keyword arguments, e.g. -D batch=8 -D layout=NHWC).
+`openprim.pyfrontend.Graph` (`-D name=value` passes keyword arguments, e.g. -D batch=8 -D layout=NHWC).
 """
 from __future__ import annotations
 
@@ -23,8 +23,8 @@ from collections import Counter
 
 import numpy as np
 
-from openprim.errors import OpenPrimError, one_line
-from openprim.targets import NVVM_ARCHS, ROCDL_ARCHS
+from openprim.base.errors import OpenPrimError, one_line
+from openprim.base.target import NVVM_ARCHS, ROCDL_ARCHS
 
 
 def _value(text: str):
@@ -41,7 +41,7 @@ def load_model(path: str, defines: list[str]):
     if not os.path.exists(path):
         raise OpenPrimError(f"{path}: no such file")
     if path.endswith(".onnx"):
-        from openprim.onnx import import_model
+        from openprim.pyfrontend.onnx import import_model
         return import_model(path)
     kwargs = {}
     for d in defines:
@@ -63,9 +63,9 @@ def load_model(path: str, defines: list[str]):
         raise OpenPrimError(_where_raised(e, path)) from None
     finally:
         sys.path.pop(0)
-    from openprim.frontend import Graph
+    from openprim.pyfrontend import Graph
     if not isinstance(graph, Graph):
-        raise OpenPrimError(f"{path}: build() returned {type(graph).__name__}, not an openprim.frontend.Graph")
+        raise OpenPrimError(f"{path}: build() returned {type(graph).__name__}, not an openprim.pyfrontend.Graph")
     return graph
 
 
@@ -214,7 +214,7 @@ def cmd_inspect(args) -> int:
 
 
 def cmd_tune(args) -> int:
-    from openprim import tune
+    from openprim.tuning import tune
     graph = load_model(args.model, args.define)
     t0 = time.perf_counter()
     if args.measure_on:
@@ -230,19 +230,19 @@ def cmd_tune(args) -> int:
 
 
 def cmd_explain(args) -> int:
-    from openprim import tune
+    from openprim.tuning import tune
     tune.explain(load_model(args.model, args.define), args.target)
     return 0
 
 
 def cmd_conv(args) -> int:
-    from openprim import tune
+    from openprim.tuning import tune
     tune.run_conv(args)
     return 0
 
 
 def cmd_db(args) -> int:
-    from openprim import tune
+    from openprim.tuning import tune
     if args.action == "add":
         if len(args.args) != 5:
             raise OpenPrimError("db add expects DESCRIPTOR ARCH SOLVER PARAMS_JSON SECONDS")

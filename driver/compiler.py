@@ -19,13 +19,13 @@ from pathlib import Path
 from mlir import ir
 
 from openprim import dialect, passes
-from openprim.errors import OpenPrimError
-from openprim.frontend import Graph, to_module
-from openprim.passes.kernels import body, kernels_module
+from openprim.base.errors import OpenPrimError
+from openprim.pyfrontend import Graph, to_module
+from openprim.passes.outline import body, kernels_module
 from openprim.plan import build_plan, device_image
 from openprim.runtime import cpu
 from openprim.runtime.executor import CpuExecutable
-from openprim.targets import parse_target
+from openprim.base.target import parse_target
 
 def check_target(target: str) -> str:
     return str(parse_target(target))

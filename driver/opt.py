@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from openprim import dialect, passes
-from openprim.errors import OpenPrimError, one_line
+from openprim.base.errors import OpenPrimError, one_line
 
 
 def main(argv=None) -> int:

@@ -13,10 +13,10 @@ import numpy as np
 from mlir import ir
 
 from openprim import __version__, dialect
-from openprim.errors import OpenPrimError
-from openprim.passes.kernels import graph_functions
+from openprim.base.errors import OpenPrimError
+from openprim.passes.outline import graph_functions
 from openprim.passes.rewrite import constant_int
-from openprim.runtime.dtypes import ITEMSIZE
+from openprim.base.dtypes import ITEMSIZE
 from openprim.runtime.executor import ALIGN
 
 PLAN_VERSION = 1
@@ -159,7 +159,7 @@ def gpu_launches(module: ir.Module, weights_bytes: int) -> tuple[dict, bytes]:
     offset in the scratch area), ["weight", offset] (in the weights), ["i64", value] or ["tensormap", spec]
     (the address of a TMA tensor map the runtime encodes at load time over spec["memory"], one of the
     others; see _tensor_map)."""
-    from openprim.passes.kernels import kernels_module
+    from openprim.passes.outline import kernels_module
     km = kernels_module(module.operation, "", create=False)
     globals_ = {ir.StringAttr(o.attributes["sym_name"]).value: o.operation for o in km.regions[0].blocks[0].operations
                 if o.operation.name == "memref.global"}

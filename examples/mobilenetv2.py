@@ -4,7 +4,7 @@ Inverted residual blocks: 1x1 expand + ReLU6, 3x3 depthwise + ReLU6, 1x1 project
 the shape is kept. Batch norms are folded into the convolutions by prim-fuse.
 """
 
-from openprim.frontend import Graph
+from openprim.pyfrontend import Graph
 from resnet import Weights  # noqa: E402  (examples/ is on sys.path for model files)
 
 # (expansion t, output channels c, repeats n, first stride s)

@@ -67,7 +67,7 @@ def build(depth=18, batch=1, size=224, layout="NCHW", dtype="f32", classes=1000,
     """The network in an OpenPrim Graph, or in `graph` (any object with the frontend's methods: the GPU
     network benchmark replays it in PyTorch with the same seeded weights)."""
     if graph is None:
-        from openprim.frontend import Graph
+        from openprim.pyfrontend import Graph
         graph = Graph(name=f"resnet{depth}", layout=layout, dtype=dtype)
     g = graph
     p = Weights(g, seed)

@@ -10,9 +10,9 @@ It is also an OpenPrim model file: `build()` returns the Graph of one model thro
 
     openprim run examples/torch_models.py -D model=resnet50 -D via=onnx -D size=128
 
-via=torch uses torch.export (openprim.frontend.torch_import); via=onnx exports with PyTorch's
+via=torch uses torch.export (openprim.pyfrontend.torch_import); via=onnx exports with PyTorch's
 TorchScript exporter at opset 20 (the dynamo exporter needs onnxscript; opset 20 keeps GELU one
-Gelu node instead of an Erf expansion) and imports the file with openprim.onnx.import_model.
+Gelu node instead of an Erf expansion) and imports the file with openprim.pyfrontend.onnx.import_model.
 """
 import io
 import warnings
@@ -21,7 +21,7 @@ import torch
 from torch import nn
 import torch.nn.functional as F
 
-from openprim.errors import OpenPrimError
+from openprim.base.errors import OpenPrimError
 
 ONNX_OPSET = 20
 MODELS = ("resnet18", "resnet50", "mobilenet_v2", "transformer_block")
@@ -228,9 +228,9 @@ def build(model="resnet18", batch=1, size=None, via="torch"):
     """The OpenPrim Graph of `model` for a [batch, ...] input, through torch.export or ONNX."""
     module, x = get(model), example_input(model, batch, size)
     if via == "torch":
-        from openprim.frontend.torch_import import import_exported
+        from openprim.pyfrontend.torch_import import import_exported
         return import_exported(torch.export.export(module, (x,)))[0]
     if via == "onnx":
-        from openprim.onnx import import_model
+        from openprim.pyfrontend.onnx import import_model
         return import_model(to_onnx(module, x))
     raise OpenPrimError(f"via must be 'torch' or 'onnx', got '{via}'")

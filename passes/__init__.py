@@ -11,7 +11,7 @@ import re
 from mlir import ir, passmanager
 
 from openprim import dialect
-from openprim.errors import OpenPrimError
+from openprim.base.errors import OpenPrimError
 
 from . import prim_fuse, prim_gpu_map, prim_lower, prim_pipeline, prim_select, prim_tile
 

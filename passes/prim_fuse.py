@@ -20,11 +20,11 @@ from mlir import ir
 from mlir.dialects import func
 
 from openprim import dialect
-from openprim.dialect.ops import ELEMENTWISE
+from openprim.base.ops import ELEMENTWISE
 
-from .kernels import body, graph_functions
+from .outline import body, graph_functions
 from .rewrite import constant, new_constant, producer, rebuild, single_use, transpose
-from .semantics import unary_activation
+from openprim.kernels.semantics import unary_activation
 
 NAME = "prim-fuse"
 ACTIVATION_OPS = ("relu", "leaky_relu", "clamp", "sigmoid", "tanh", "gelu", "silu", "elu")

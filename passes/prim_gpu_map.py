@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, scf
 
-from openprim.errors import OpenPrimError
+from openprim.base.errors import OpenPrimError
 
 from .rewrite import constant_int
 
@@ -193,7 +193,7 @@ class Options:
         return [(NAME, self.run)]
 
     def run(self, module_op):
-        from .kernels import kernels_module
+        from .outline import kernels_module
         root = kernels_module(module_op, "", create=False) or module_op  # the kernels, never the graph
         with module_op.context, ir.Location.unknown():
             fns = []

@@ -20,10 +20,10 @@ from mlir import ir
 
 from openprim.runtime.cpu import openmp_library
 
-from openprim.targets import parse_target
+from openprim.base.target import parse_target
 
 from . import prim_gpu_map
-from .kernels import body, kernels_module, outline
+from .outline import body, kernels_module, outline
 
 NAME = "prim-lower"
 
@@ -226,7 +226,7 @@ def merge_device_modules(module: ir.Operation, index32: bool = True) -> None:
 
 def rocdl_binary(module: ir.Operation, arch: str) -> None:
     """gpu.module @device (ROCDL/LLVM dialect) -> gpu.binary @device holding the linked hsaco."""
-    from openprim.amdgpu import code_object
+    from openprim.backends.rocdl.compiler import code_object
     from mlir.dialects import gpu
     km = kernels_module(module, "", create=False)
     for m in [o.operation for o in body(km).operations if o.operation.name == "gpu.module"]:

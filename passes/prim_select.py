@@ -30,14 +30,15 @@ from dataclasses import dataclass
 from mlir import ir
 
 from openprim import dialect
-from openprim.errors import OpenPrimError
+from openprim.base.errors import OpenPrimError
 
-from .kernels import graph_functions
+from .outline import graph_functions
 from .rewrite import pad_zeros, producer, rebuild, swap, transpose
-from openprim.targets import parse_target
+from openprim.base.target import parse_target
 
-from . import find, tuning_db
-from .solvers import SOLVERS, applicable, problem_of
+from openprim.tuning import db as tuning_db
+from openprim.tuning import find
+from openprim.solvers.registry import SOLVERS, applicable, problem_of
 
 NAME = "prim-select"
 TO_NHWC, TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]

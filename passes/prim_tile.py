@@ -15,12 +15,16 @@ from dataclasses import dataclass
 from mlir import ir, passmanager
 
 from openprim import dialect
-from openprim.errors import OpenPrimError
-from openprim.targets import parse_target
+from openprim.base.errors import OpenPrimError
+from openprim.base.target import parse_target
 
-from . import gpu_pool, gpu_rows, gpu_transpose, schedules
-from .kernels import outline
-from .solvers import SOLVERS, THREADS, problem_of
+from openprim.kernels import schedules
+from openprim.kernels.gpu import pool as gpu_pool
+from openprim.kernels.gpu import rows as gpu_rows
+from openprim.kernels.gpu import transpose as gpu_transpose
+from openprim.solvers.registry import SOLVERS, THREADS, problem_of
+
+from .outline import outline
 
 NAME = "prim-tile"
 

@@ -6,9 +6,9 @@ import numpy as np
 from mlir import ir
 
 from openprim import dialect
-from openprim.errors import OpenPrimError
-from openprim.dialect.ops import OPS
-from openprim.runtime.dtypes import from_storage, to_storage
+from openprim.base.errors import OpenPrimError
+from openprim.base.ops import OPS
+from openprim.base.dtypes import from_storage, to_storage
 
 
 def single_use(v: ir.Value) -> bool:

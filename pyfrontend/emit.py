@@ -5,8 +5,8 @@ from mlir import ir
 from mlir.dialects import func
 
 from openprim import dialect
-from openprim.dialect.ops import OPS
-from openprim.errors import OpenPrimError
+from openprim.base.ops import OPS
+from openprim.base.errors import OpenPrimError
 
 
 def _constant_attr(value, t: ir.RankedTensorType) -> ir.Attribute:

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from openprim.dialect import ops as spec
-from openprim.errors import OpenPrimError
-from openprim.runtime.dtypes import to_storage
+from openprim.base import ops as spec
+from openprim.base.errors import OpenPrimError
+from openprim.base.dtypes import to_storage
 
 _LIBRARY_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
-                      for m in (sys.modules["openprim"], sys.modules["openprim.errors"], spec))
+                      for m in (sys.modules["openprim"], sys.modules["openprim.base.errors"], spec))
 
 
 def _user_location():

@@ -1,6 +1,6 @@
 """PyTorch importer: a `torch.export.ExportedProgram` (core ATen ops) becomes an OpenPrim Graph.
 
-    from openprim.frontend.torch_import import import_exported, compile_module, openprim_backend
+    from openprim.pyfrontend.torch_import import import_exported, compile_module, openprim_backend
     g, names = import_exported(torch.export.export(model.eval(), (x,)))
     run = compile_module(model, (x,))          # torch tensors in, torch tensors out
     fast = torch.compile(model, backend=openprim_backend)
@@ -16,8 +16,8 @@ import operator
 import warnings
 
 import numpy as np
-from openprim.errors import OpenPrimError
-from openprim.frontend.graph import Graph, Tensor
+from openprim.base.errors import OpenPrimError
+from openprim.pyfrontend.graph import Graph, Tensor
 
 try:  # torch is optional for OpenPrim; this module needs it
     import torch

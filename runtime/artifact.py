@@ -21,7 +21,7 @@ import platform
 import tempfile
 import zipfile
 
-from openprim.errors import OpenPrimError
+from openprim.base.errors import OpenPrimError
 
 from .executor import CpuExecutable
 

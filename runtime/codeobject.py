@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import struct
 
-from openprim.errors import OpenPrimError
+from openprim.base.errors import OpenPrimError
 
 EM_AMDGPU, EM_CUDA = 224, 190
 NT_AMDGPU_METADATA = 32

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from openprim.errors import OpenPrimError
+from openprim.base.errors import OpenPrimError
 
 
 class DeviceError(OpenPrimError):

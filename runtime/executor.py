@@ -12,9 +12,9 @@ import time
 
 import numpy as np
 
-from openprim.errors import OpenPrimError
+from openprim.base.errors import OpenPrimError
 
-from .dtypes import STORAGE, from_storage, to_storage
+from openprim.base.dtypes import STORAGE, from_storage, to_storage
 
 ALIGN = 64
 

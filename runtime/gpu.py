@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from openprim.errors import OpenPrimError
+from openprim.base.errors import OpenPrimError
 
 from .device import Device, DeviceError
-from .dtypes import STORAGE, from_storage
+from openprim.base.dtypes import STORAGE, from_storage
 from .executor import checked_inputs
 
 

@@ -20,7 +20,7 @@ from runtime_path import import_runtime  # noqa: E402
 
 def main(cases: str, out: str) -> int:
     runtime = import_runtime()
-    from openprim.errors import OpenPrimError
+    from openprim.base.errors import OpenPrimError
     results, failed = {}, 0
     paths = sorted(glob.glob(os.path.join(cases, "*.oprim")))
     t0 = time.perf_counter()

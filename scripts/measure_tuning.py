@@ -39,7 +39,7 @@ def _artifact(bundle: zipfile.ZipFile, candidate: dict, directory: str) -> str:
 
 def main(bundle: str, out: str) -> int:
     runtime = import_runtime()
-    from openprim.errors import OpenPrimError
+    from openprim.base.errors import OpenPrimError
     with zipfile.ZipFile(bundle) as z, tempfile.TemporaryDirectory() as tmp:
         index = json.loads(z.read("index.json"))
         outputs, results = {}, []

@@ -15,7 +15,7 @@ def import_runtime():
     except ImportError:
         pass
     pkg = types.ModuleType("openprim")
-    pkg.__path__ = [os.path.join(ROOT, "driver")]  # openprim.errors lives there
+    pkg.__path__ = [os.path.join(ROOT, "driver")]  # openprim.base.errors lives there
     sys.modules["openprim"] = pkg
     where = os.path.join(ROOT, "runtime")
     spec = importlib.util.spec_from_file_location("openprim.runtime", os.path.join(where, "__init__.py"),

@@ -1,6 +1,6 @@
 """ONNX in OpenPrim: `import_model` (ONNX -> Graph) and `backend` (onnx.backend.base.Backend).
 
-Installed as `openprim.onnx`: `from openprim.onnx import import_model`, `import openprim.onnx.backend`.
+Installed as `openprim.pyfrontend.onnx`: `from openprim.pyfrontend.onnx import import_model`, `import openprim.pyfrontend.onnx.backend`.
 """
 from .importer import import_model
 

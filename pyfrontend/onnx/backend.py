@@ -1,6 +1,6 @@
 """An `onnx.backend.base.Backend` that compiles ONNX models with OpenPrim (CPU), like onnxruntime.backend.
 
-    import openprim.onnx.backend as onnx_backend
+    import openprim.pyfrontend.onnx.backend as onnx_backend
     rep = onnx_backend.prepare(model)          # import + compile once
     outputs = rep.run([x])                     # a tuple of numpy arrays, one per graph output
 
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from openprim.errors import OpenPrimError
+from openprim.base.errors import OpenPrimError
 
 try:
     import onnx

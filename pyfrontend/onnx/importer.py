@@ -27,8 +27,8 @@ import math
 
 import numpy as np
 
-from openprim.errors import OpenPrimError
-from openprim.frontend.graph import Graph, Tensor
+from openprim.base.errors import OpenPrimError
+from openprim.pyfrontend.graph import Graph, Tensor
 
 MIN_OPSET, MAX_OPSET = 13, 21
 _FLOAT_TYPES = {1: "float", 10: "float16", 11: "double"}  # TensorProto elem types that run as f32

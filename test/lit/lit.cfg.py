@@ -57,8 +57,8 @@ def _amdgpu_toolchain():
     """`REQUIRES: amdgpu-toolchain`: llvmlite, ld.lld and the ROCm device libraries (CI installs them)."""
     try:
         import llvmlite  # noqa: F401
-        from openprim import amdgpu
-        amdgpu.ld_lld(), amdgpu.device_libs()
+        from openprim.backends.rocdl import compiler as rocdl
+        rocdl.ld_lld(), rocdl.device_libs()
     except Exception as e:  # ImportError or OpenPrimError: the tests that need it report UNSUPPORTED
         lit_config.note(f"AMDGPU tests unsupported: {e}")
         return False

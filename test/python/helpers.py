@@ -18,9 +18,9 @@ import openprim
 import openprim.compiler
 import openprim.plan
 from openprim import dialect
-from openprim.frontend import Graph
-from openprim.passes.kernels import body, graph_functions, kernels_module
-from openprim.runtime.dtypes import from_storage, to_storage
+from openprim.pyfrontend import Graph
+from openprim.passes.outline import body, graph_functions, kernels_module
+from openprim.base.dtypes import from_storage, to_storage
 
 DTYPES = ("f32", "f16", "bf16")
 # GPU targets: tests compile here and run on a GPU machine that has no MLIR, in two passes:

@@ -1,4 +1,4 @@
-"""AMDGPU code objects: a gpu.module lowered by convert-gpu-to-rocdl -> openprim.amdgpu.code_object -> hsaco,
+"""AMDGPU code objects: a gpu.module lowered by convert-gpu-to-rocdl -> openprim.backends.rocdl.compiler.code_object -> hsaco,
 checked through the metadata that openprim.runtime.codeobject reads (no AMD GPU is needed).
 
 The kernels use what pulls in each device library: math.erf (ocml) and a dynamic gpu.block_dim (ockl;
@@ -10,8 +10,8 @@ import sys
 import pytest
 from mlir import ir, passmanager
 
-from openprim import amdgpu
-from openprim.errors import OpenPrimError
+from openprim.backends.rocdl import compiler as rocdl
+from openprim.base.errors import OpenPrimError
 from openprim.runtime.codeobject import amdgpu_kernels, amdgpu_target
 
 N = 256
@@ -62,7 +62,7 @@ def lowered_gpu_module(chip: str) -> str:
 def toolchain():
     try:
         import llvmlite  # noqa: F401
-        amdgpu.ld_lld(), amdgpu.device_libs()
+        rocdl.ld_lld(), rocdl.device_libs()
     except (ImportError, OpenPrimError) as e:
         pytest.skip(f"AMDGPU toolchain incomplete: {e}")
 
@@ -71,7 +71,7 @@ def toolchain():
 def test_code_object(toolchain, chip, wave):
     gpu_module = lowered_gpu_module(chip)
     assert "__ocml_erf_f32" in gpu_module     # rocdl.workgroup.dim becomes __ockl_get_local_size in LLVM IR
-    hsaco = amdgpu.code_object(gpu_module, chip)
+    hsaco = rocdl.code_object(gpu_module, chip)
     assert hsaco[:4] == b"\x7fELF"
     assert chip in amdgpu_target(hsaco)
     kernels = {k["name"]: k for k in amdgpu_kernels(hsaco)}
@@ -87,9 +87,9 @@ def test_code_object(toolchain, chip, wave):
 
 
 def test_isa_version():
-    assert [amdgpu.isa_version(c) for c in ("gfx90a", "gfx942", "gfx1100", "gfx1030")] == [9010, 9402, 11000, 10300]
+    assert [rocdl.isa_version(c) for c in ("gfx90a", "gfx942", "gfx1100", "gfx1030")] == [9010, 9402, 11000, 10300]
     with pytest.raises(OpenPrimError, match="unknown AMDGPU chip"):
-        amdgpu.isa_version("sm_90")
+        rocdl.isa_version("sm_90")
 
 
 @pytest.mark.parametrize("data, why", [(b"", "no ELF magic"), (b"\x7fELF\x01\x01" + bytes(58), "64-bit"),
@@ -103,12 +103,12 @@ def test_missing_tools(monkeypatch):
     """Each missing piece is one OpenPrimError that says how to install it."""
     monkeypatch.setitem(sys.modules, "llvmlite.binding", None)
     with pytest.raises(OpenPrimError, match=r"pip install llvmlite==0\.50\.0"):
-        amdgpu.code_object("", "gfx942")
+        rocdl.code_object("", "gfx942")
     monkeypatch.setattr(amdgpu, "_ROCM", "/nonexistent")
-    monkeypatch.setattr(amdgpu.importlib.util, "find_spec", lambda name: None)
-    monkeypatch.setattr(amdgpu.shutil, "which", lambda name: None)
-    monkeypatch.setattr(amdgpu.os.path, "exists", lambda path: False)
-    for probe, advice in [(amdgpu.ld_lld, "pip install ziglang"), (amdgpu.device_libs, "rocm-device-libs")]:
+    monkeypatch.setattr(rocdl.importlib.util, "find_spec", lambda name: None)
+    monkeypatch.setattr(rocdl.shutil, "which", lambda name: None)
+    monkeypatch.setattr(rocdl.os.path, "exists", lambda path: False)
+    for probe, advice in [(rocdl.ld_lld, "pip install ziglang"), (rocdl.device_libs, "rocm-device-libs")]:
         probe.cache_clear()
         with pytest.raises(OpenPrimError, match=advice):
             probe()

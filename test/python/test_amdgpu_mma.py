@@ -16,11 +16,13 @@ import zipfile
 import numpy as np
 import pytest
 
-from openprim import amdgpu, compiler, tune
-from openprim.errors import OpenPrimError
-from openprim.frontend import Graph
-from openprim.passes import find
-from openprim.passes import gpu_amd_mma as amm
+from openprim import compiler
+from openprim.backends.rocdl import compiler as rocdl
+from openprim.tuning import tune
+from openprim.base.errors import OpenPrimError
+from openprim.pyfrontend import Graph
+from openprim.tuning import find
+from openprim.kernels.amd import mma as amm
 from openprim.runtime.codeobject import amdgpu_kernels, amdgpu_target
 
 # IREE's description (IREEGPUAttrs.cpp, getSingleSubgroupLayout): per fragment (outer, thread, thread
@@ -166,7 +168,7 @@ def toolchain():
     """llvmlite and ld.lld (these kernels call no device library)."""
     try:
         import llvmlite  # noqa: F401
-        amdgpu.ld_lld()
+        rocdl.ld_lld()
     except (ImportError, OpenPrimError) as e:
         pytest.skip(f"AMDGPU toolchain incomplete: {e}")
 
@@ -199,7 +201,7 @@ EPILOGUES = {"conv3x3_f16_residual": "bias+residual+relu", "conv3x3_s2_d2_odd_bf
 
 @pytest.fixture
 def assembly(monkeypatch):
-    """The assembly of every module amdgpu.code_object emits an object from (a clone: codegen edits IR)."""
+    """The assembly of every module rocdl.code_object emits an object from (a clone: codegen edits IR)."""
     import llvmlite.binding as llb
     texts = []
     emit_object = llb.TargetMachine.emit_object

@@ -14,7 +14,7 @@ import pytest
 from mlir import ir, passmanager
 from mlir.dialects import gpu
 
-from openprim.errors import OpenPrimError
+from openprim.base.errors import OpenPrimError
 from openprim.runtime.codeobject import cubin_kernels, ptx_kernels
 from openprim.runtime.device import DeviceError
 from openprim.runtime.hip import HipDevice

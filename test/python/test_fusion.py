@@ -21,7 +21,7 @@ import pytest
 import reference as ref
 from helpers import Net, assert_close, fused_bodies, graph_ops, op_names, operands
 from openprim import dialect, passes
-from openprim.frontend import to_module
+from openprim.pyfrontend import to_module
 
 FUSION_DTYPES = ("f32", "f16")
 

@@ -9,7 +9,7 @@ import pytest
 import openprim
 import reference as ref
 from helpers import assert_close
-from openprim.frontend import Graph
+from openprim.pyfrontend import Graph
 from openprim.runtime.device import DeviceError
 
 

@@ -12,9 +12,10 @@ import zipfile
 import numpy as np
 import pytest
 
-from openprim import amdgpu, cli, compiler
-from openprim.errors import OpenPrimError
-from openprim.frontend import Graph
+from openprim import cli, compiler
+from openprim.backends.rocdl import compiler as rocdl
+from openprim.base.errors import OpenPrimError
+from openprim.pyfrontend import Graph
 from openprim.plan import build_plan
 from openprim.runtime import artifact, load
 from openprim.runtime.codeobject import amdgpu_kernels, amdgpu_target, cubin_kernels, ptx_kernels
@@ -33,7 +34,7 @@ WAVEFRONT = {"rocdl:gfx90a": 64, "rocdl:gfx942": 64, "rocdl:gfx1100": 32}
 def amdgpu_toolchain():
     try:
         import llvmlite  # noqa: F401
-        amdgpu.ld_lld(), amdgpu.device_libs()
+        rocdl.ld_lld(), rocdl.device_libs()
     except (ImportError, OpenPrimError) as e:
         pytest.skip(f"AMDGPU toolchain incomplete: {e}")
 
@@ -114,8 +115,8 @@ def test_nvvm_tensor_cores(tmp_path, capsys, monkeypatch, dtype, target, mma):
 def test_wgmma_launch_plan(tmp_path, capsys, monkeypatch):
     """A wgmma launch passes TMA tensor maps for the runtime to encode (the buffer, its shape and the box,
     outermost first) and asks for more dynamic shared memory than the 48 KB default."""
-    from openprim.passes.gpu_wgmma import CONFIGS, smem_bytes
-    from openprim.passes.solvers import SOLVERS
+    from openprim.kernels.nvidia.wgmma import CONFIGS, smem_bytes
+    from openprim.solvers.registry import SOLVERS
     monkeypatch.setattr(SOLVERS["conv_implicit_gemm_wgmma"], "default_params", lambda p: {"tile": 1})
     rng = np.random.default_rng(0)
     g = Graph(layout="NHWC", dtype="f16")

@@ -1,5 +1,5 @@
 """End-to-end: the models of examples/torch_models.py (ResNet-18, ResNet-50, MobileNetV2, a pre-LN
-transformer block) through both importers (torch.export and ONNX export + openprim.onnx), compiled
+transformer block) through both importers (torch.export and ONNX export + openprim.pyfrontend.onnx), compiled
 for the CPU and compared with PyTorch eager in float32 on the same random input.
 
 Tolerance: 1e-4 of the output's largest magnitude; the two sides differ only in fp32 accumulation
@@ -17,7 +17,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("onnx")
 
 import openprim  # noqa: E402
-from openprim.errors import OpenPrimError  # noqa: E402
+from openprim.base.errors import OpenPrimError  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 import torch_models  # noqa: E402

@@ -9,7 +9,7 @@ import pytest
 import openprim
 from openprim import compiler
 from openprim.runtime import load
-from openprim.runtime.dtypes import from_storage
+from openprim.base.dtypes import from_storage
 
 import reference as ref
 from helpers import TARGET, run_on_gpu
@@ -79,7 +79,7 @@ NETS = [
 def test_network(build, kwargs):
     g = build(**kwargs)
     x = np.random.default_rng(3).standard_normal(g.inputs[0].shape).astype(np.float32)
-    xr = from_storage(openprim.runtime.dtypes.to_storage(x, kwargs["dtype"]), kwargs["dtype"])
+    xr = from_storage(openprim.base.dtypes.to_storage(x, kwargs["dtype"]), kwargs["dtype"])
     out = run_on_gpu(g, [x])[2] if TARGET != "cpu" else openprim.compile(g)(x)
     check(g, out, evaluate(g, [xr])[0], kwargs["dtype"])
 

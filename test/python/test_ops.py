@@ -24,8 +24,8 @@ import pytest
 
 import reference as ref
 from helpers import DTYPES, Net, assert_close, rounded
-from openprim.errors import OpenPrimError
-from openprim.frontend import Graph
+from openprim.base.errors import OpenPrimError
+from openprim.pyfrontend import Graph
 
 PIPELINES = {"lower": "prim-lower", "full": None}
 

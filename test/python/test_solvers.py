@@ -24,9 +24,9 @@ import openprim
 import reference as ref
 from helpers import DTYPES, TARGET, Net, assert_close, attrs, ops_named, operands
 from openprim import passes
-from openprim.errors import OpenPrimError
-from openprim.frontend import to_module
-from openprim.passes.solvers import SOLVERS
+from openprim.base.errors import OpenPrimError
+from openprim.pyfrontend import to_module
+from openprim.solvers.registry import SOLVERS
 
 # The solvers with kernels for the target under test (OPENPRIM_TEST_TARGET, see helpers.py).
 CONV_SOLVERS = [n for n, s in SOLVERS.items() if s.op == "conv2d" and TARGET.partition(":")[0] in s.targets]
@@ -510,7 +510,7 @@ MMA_TOLERANCE = {"f16": "f16", "bf16": "bf16", "f32": "f16"}
 
 
 def _mma_configs():
-    from openprim.passes.gpu_mma import CONFIGS
+    from openprim.kernels.nvidia.mma import CONFIGS
     return [pytest.param(dt, i, id=f"{dt}-{tile}-stages{stages}") for dt in ("f16", "bf16", "f32")
             for i, (tile, stages) in enumerate(CONFIGS)]
 
@@ -585,7 +585,7 @@ WGMMA_CONV = [dict(id="wg_3x3_pad", x=(2, 40, 13, 11), K=72, kernel=(3, 3), stri
 
 
 def _wgmma_configs():
-    from openprim.passes.gpu_wgmma import CONFIGS
+    from openprim.kernels.nvidia.wgmma import CONFIGS
     return [pytest.param(dt, i, id=f"{dt}-{bm}x{bn}-wg{wgs}-stages{st}") for dt in ("f16", "bf16")
             for i, (bm, bn, wgs, st) in enumerate(CONFIGS)]
 
@@ -666,15 +666,16 @@ def test_space_to_depth_wgmma(dtype, config, rng, monkeypatch):
 def test_space_to_depth_shape(conv, shape):
     """Channels padded to whole 16-byte block pixels; the repacked image holds every row the output
     reads and the last window's 64 elements."""
-    from openprim.passes.gpu_wgmma import space_to_depth_shape
+    from openprim.kernels.nvidia.wgmma import space_to_depth_shape
     assert space_to_depth_shape(conv) == shape
 
 
 def test_space_to_depth_picked_for_the_stem(capsys):
     """On sm_90 the 3-channel 7x7/2 stem goes to space-to-depth (no channel padding launch); with 16
     channels a filter row of blocks no longer fits a k tile and `explain` says so."""
-    from openprim import compiler, tune
-    from openprim.frontend import Graph
+    from openprim import compiler
+    from openprim.tuning import tune
+    from openprim.pyfrontend import Graph
     for c, picked in ((3, True), (16, False)):
         g = Graph(layout="NHWC", dtype="f16")
         w = g.param("w", np.random.default_rng(0).standard_normal((64, 7, 7, c)))
@@ -698,8 +699,8 @@ def test_space_to_depth_picked_for_the_stem(capsys):
 def test_wgmma_fallback_named_by_explain(target, stride, dtype, why, capsys):
     """Where the warpgroup kernel does not apply, mma.sync (or the SIMT kernel) is chosen and `explain`
     says why; a stride-1 f16 convolution on sm_90 takes it."""
-    from openprim import tune
-    from openprim.frontend import Graph
+    from openprim.tuning import tune
+    from openprim.pyfrontend import Graph
     g = Graph(layout="NHWC", dtype=dtype)
     w = g.param("w", np.random.default_rng(0).standard_normal((64, 3, 3, 64)))
     g.output(g.conv2d(g.input("x", (2, 9, 9, 64)), w, stride=stride, padding=1))
@@ -723,5 +724,5 @@ def test_wgmma_fallback_named_by_explain(target, stride, dtype, why, capsys):
 def test_wgmma_pixel_box(bm, n, oh, ow, box):
     """The TMA box of output pixels per M tile: bm pixels, fewest computed in vain, whole images only
     when several share a box."""
-    from openprim.passes.gpu_wgmma import pixel_box
+    from openprim.kernels.nvidia.wgmma import pixel_box
     assert pixel_box(bm, n, oh, ow) == box

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from openprim import compiler
-from openprim.frontend import Graph
+from openprim.pyfrontend import Graph
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 
@@ -103,7 +103,7 @@ def test_bad_artifact_is_refused(artifact, tmp_path, damage):
 
 def test_cli_model_errors(tmp_path):
     model = tmp_path / "bad_model.py"
-    model.write_text("from openprim.frontend import Graph\n"
+    model.write_text("from openprim.pyfrontend import Graph\n"
                      "def build():\n"
                      "    g = Graph()\n"
                      "    x = g.input('x', (1, 3, 8, 8))\n"
@@ -123,7 +123,7 @@ def test_cli_layout(tmp_path):
     any other value is one error line."""
     model = tmp_path / "nchw_model.py"
     model.write_text("import numpy as np\n"
-                     "from openprim.frontend import Graph\n"
+                     "from openprim.pyfrontend import Graph\n"
                      "def build():\n"
                      "    g = Graph(layout='NCHW')\n"
                      "    x = g.input('x', (1, 8, 9, 7))\n"

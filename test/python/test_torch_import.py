@@ -1,4 +1,4 @@
-"""The PyTorch importer (openprim.frontend.torch_import): torch.export -> Graph -> openprim.compile,
+"""The PyTorch importer (openprim.pyfrontend.torch_import): torch.export -> Graph -> openprim.compile,
 and the torch.compile backend. Small hand-written nn.Modules in eval mode with random weights; the
 reference is the same model run eagerly in float64. Skipped without torch."""
 import copy
@@ -11,9 +11,9 @@ torch = pytest.importorskip("torch")
 nn = torch.nn
 F = torch.nn.functional
 
-from openprim.errors import OpenPrimError
-from openprim.frontend import torch_import
-from openprim.frontend.torch_import import (
+from openprim.base.errors import OpenPrimError
+from openprim.pyfrontend import torch_import
+from openprim.pyfrontend.torch_import import (
     SUPPORTED_OPS,
     compile_module,
     import_exported,

@@ -25,11 +25,12 @@ import pytest
 from mlir import ir
 
 from openprim import passes
-from openprim.errors import OpenPrimError
-from openprim.frontend import to_module
-from openprim.passes import find, tuning_db
-from openprim.passes.kernels import graph_functions
-from openprim.passes.tuning_db import TuningDBWarning
+from openprim.base.errors import OpenPrimError
+from openprim.pyfrontend import to_module
+from openprim.tuning import db as tuning_db
+from openprim.tuning import find
+from openprim.passes.outline import graph_functions
+from openprim.tuning.db import TuningDBWarning
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ARCH = tuning_db.arch_of("cpu")
@@ -37,7 +38,7 @@ CONV = "conv2d-1x4x6x6-k8-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-KRSC-f32-relu"
 IM2COL = {"kt": 4, "mt": 4, "nt": 8}   # conv_im2col_gemm's default for CONV, and among its tunables
 MODEL = """
 import numpy as np
-from openprim.frontend import Graph
+from openprim.pyfrontend import Graph
 
 
 def build():

@@ -18,15 +18,19 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import cpu_implicit_gemm, gpu_gemm, gpu_mma, schedules
-from . import gpu_amd_mma, gpu_wgmma
-from .semantics import KernelText, V, activation, amap, emit_conv2d, emit_matmul, epilogue, mac_body, ttype
+from openprim.kernels import schedules
+from openprim.kernels.amd import mma as gpu_amd_mma
+from openprim.kernels.cpu import implicit_gemm as cpu_implicit_gemm
+from openprim.kernels.gpu import gemm as gpu_gemm
+from openprim.kernels.nvidia import mma as gpu_mma
+from openprim.kernels.nvidia import wgmma as gpu_wgmma
+from openprim.kernels.semantics import KernelText, V, activation, amap, emit_conv2d, emit_matmul, epilogue, mac_body, ttype
 
 
 
 def _rates(target: str) -> tuple[float, float]:
     """(GFLOP/s, GB/s) of the target: used only to rank solvers, never to time them."""
-    from openprim.targets import parse_target
+    from openprim.base.target import parse_target
     return parse_target(target).rates
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from openprim.errors import OpenPrimError
+from openprim.base.errors import OpenPrimError
 
 NVVM_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
 ROCDL_ARCHS = ("gfx90a", "gfx942", "gfx950", "gfx1030", "gfx1100", "gfx1101", "gfx1200")

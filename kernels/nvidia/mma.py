@@ -41,7 +41,7 @@ multiples of 8 (f16, bf16) or 4 (f32).
 """
 from __future__ import annotations
 
-from .gpu_gemm import WG, Emitter, GemmSpec, _load_vec, epilogue_scalar, tile_launch
+from openprim.kernels.gpu.gemm import WG, Emitter, GemmSpec, _load_vec, epilogue_scalar, tile_launch
 
 BYTES = {"f16": 2, "bf16": 2, "f32": 4}
 ROW_BYTES = 64                      # bytes of k per shared row: BK = 32 (f16, bf16) or 16 (f32)

@@ -29,12 +29,13 @@ import numpy as np
 from mlir import ir
 from mlir.dialects import func
 
-from openprim.errors import OpenPrimError
-from openprim.targets import parse_target
+from openprim.base.errors import OpenPrimError
+from openprim.base.target import parse_target
 
-from . import tuning_db
-from .rewrite import producer
-from .solvers import SOLVERS, applicable, problem_of
+from openprim.passes.rewrite import producer
+
+from . import db as tuning_db
+from openprim.solvers.registry import SOLVERS, applicable, problem_of
 
 EXHAUSTIVE = 24
 TOLERANCE = {"f32": 1e-4, "f16": 2e-2, "bf16": 4e-2}   # max |error| / max(1, max |reference|)
@@ -76,7 +77,7 @@ def space(op: ir.Operation, target: str) -> list[tuple[str, dict]]:
 
 def candidate_module(op: ir.Operation, solver: str, params: dict) -> str:
     """MLIR text of a module holding only `op`, with the solver and parameters chosen."""
-    from .prim_select import Choice, apply
+    from openprim.passes.prim_select import Choice, apply
     with op.context, ir.Location.unknown():
         module = ir.Module.create()
         args = [v for v in op.operands if producer(v, "prim.constant") is None]
@@ -148,7 +149,7 @@ def measure(text: str, target: str) -> tuple[np.ndarray, float]:
     """(outputs, seconds) of a candidate module, compiled and run in the worker process."""
     global _worker
     if _worker is None or _worker.poll() is not None:
-        _worker = subprocess.Popen([sys.executable, "-c", "from openprim.passes.find import worker; worker()"],
+        _worker = subprocess.Popen([sys.executable, "-c", "from openprim.tuning.find import worker; worker()"],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         pickle.dump((text, target), _worker.stdin)
@@ -165,7 +166,7 @@ class Bench:
     """Measures candidates of one op against the heuristic choice's output."""
 
     def __init__(self, op: ir.Operation, target: str):
-        from .prim_select import heuristic
+        from openprim.passes.prim_select import heuristic
         self.op, self.target = op, target
         self.problem = problem_of(op)
         ref = heuristic(self.problem, op.name[5:], target)

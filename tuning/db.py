@@ -115,7 +115,7 @@ def _rows(path: Path, source: str, problem: str, arch: str) -> list[Record]:
 def invalid(rec: Record, problem=None, target: str | None = None) -> str | None:
     """Why a record cannot be used (None: it can). With the problem object and the target, the solver
     must apply to it and its parameters must be among the solver's tunables (or its default)."""
-    from .solvers import SOLVERS, applicable
+    from openprim.solvers.registry import SOLVERS, applicable
     if rec.version != compiler_version():
         return f"made by compiler version {rec.version}, this is {compiler_version()}"
     solver = SOLVERS.get(rec.solver)

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .gpu_gemm import WG, Emitter, GemmSpec, _load_vec, epilogue_scalar, tile_launch
+from openprim.kernels.gpu.gemm import WG, Emitter, GemmSpec, _load_vec, epilogue_scalar, tile_launch
 
 BK, PAD = 32, 8          # k per staged tile; LDS rows padded by 16 bytes against bank conflicts
 MFMA_ARCHS = ("gfx90a", "gfx942", "gfx950")

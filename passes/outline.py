@@ -18,7 +18,7 @@ from mlir.dialects import func
 
 from openprim import dialect
 
-from .semantics import EMITTERS, KernelText, V, emit_fused, mtype
+from openprim.kernels.semantics import EMITTERS, KernelText, V, emit_fused, mtype
 
 KERNELS = "kernels"
 NOT_KERNELS = ("prim.constant", "prim.reshape")
@@ -63,7 +63,7 @@ def _value_v(v: ir.Value, name: str) -> V:
 def _emitter(op):
     """The op's chosen solver's build (prim-select), else its reference semantics."""
     if "prim.solver" in op.attributes:
-        from .solvers import SOLVERS
+        from openprim.solvers.registry import SOLVERS
         solver = SOLVERS[ir.StringAttr(op.attributes["prim.solver"]).value]
         params = {a.name: ir.IntegerAttr(a.attr).value for a in ir.DictAttr(op.attributes["prim.params"])} \
             if "prim.params" in op.attributes else {}

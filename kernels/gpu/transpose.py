@@ -15,8 +15,8 @@ from __future__ import annotations
 
 import math
 
-from .gpu_gemm import WG, Emitter
-from .gpu_rows import _shape
+from .gemm import WG, Emitter
+from .rows import _shape
 
 TILE, ROWS = 32, 8     # a 32x32 tile moved by 32x8 threads, 4 elements each
 

@@ -24,7 +24,7 @@ import tempfile
 from mlir import ir
 from mlir.dialects.llvm import translate_module_to_llvmir
 
-from openprim.errors import OpenPrimError
+from openprim.base.errors import OpenPrimError
 
 _ROCM = os.environ.get("ROCM_PATH", "/opt/rocm")
 

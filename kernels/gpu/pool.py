@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 
-from .gpu_gemm import Emitter
+from .gemm import Emitter
 
 THREADS = 256
 

@@ -49,8 +49,8 @@ from __future__ import annotations
 import dataclasses
 import math
 
-from .gpu_gemm import WG, Emitter, GemmSpec, _collapse, _load_vec, operands
-from .semantics import activation
+from openprim.kernels.gpu.gemm import WG, Emitter, GemmSpec, _collapse, _load_vec, operands
+from openprim.kernels.semantics import activation
 
 BK = 64                               # k per tile: 128 bytes of f16/bf16, one swizzle row
 SMEM_LIMIT = 227 * 1024               # dynamic shared memory per block on sm_90

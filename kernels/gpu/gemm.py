@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .semantics import KernelText, activation
+from openprim.kernels.semantics import KernelText, activation
 
 WG = "#gpu.address_space<workgroup>"
 

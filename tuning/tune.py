@@ -26,11 +26,14 @@ import numpy as np
 from mlir import ir
 
 from openprim import passes
-from openprim.errors import OpenPrimError
-from openprim.frontend import Graph, to_module
-from openprim.passes import find, prim_select, tuning_db
-from openprim.passes.kernels import graph_functions
-from openprim.passes.solvers import SOLVERS, applicable, problem_of
+from openprim.base.errors import OpenPrimError
+from openprim.pyfrontend import Graph, to_module
+from openprim.passes import prim_select
+
+from . import db as tuning_db
+from . import find
+from openprim.passes.outline import graph_functions
+from openprim.solvers.registry import SOLVERS, applicable, problem_of
 
 BUNDLE_FORMAT = "openprim-tuning-bundle"
 RESULTS_FORMAT = "openprim-tuning-results"

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import math
 
-from .semantics import activation, flit
+from openprim.kernels.semantics import activation, flit
 
 
 class _Body:

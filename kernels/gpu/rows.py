@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import math
 
-from .gpu_gemm import Emitter
+from .gemm import Emitter
 
 
 def _shape(mtype: str) -> list[int]:
