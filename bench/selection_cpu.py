@@ -46,7 +46,7 @@ from timing import median_time  # noqa: E402
 
 from openprim.tuning import tune  # noqa: E402
 from openprim.tuning import db as tuning_db  # noqa: E402
-from openprim.tuning import find  # noqa: E402
+from openprim.tuning import find, worker  # noqa: E402
 from openprim.solvers.registry import problem_of  # noqa: E402
 
 TARGET = "cpu"
@@ -79,8 +79,8 @@ def short(key):
 
 
 def compiled(op, solver, params):
-    exe = find.compile_candidate(find.candidate_module(op, solver, params), TARGET)
-    exe(*find.inputs_of(exe))
+    exe = worker.compile_candidate(find.candidate_module(op, solver, params), TARGET)
+    exe(*worker.inputs_of(exe))
     return exe.run_steps
 
 

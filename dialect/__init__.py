@@ -251,3 +251,36 @@ def to_numpy(attr: ir.Attribute) -> np.ndarray:
         values = [float(v) for v in re.findall(r"[-+0-9.eEinfa]+|0x[0-9A-Fa-f]+", body.split(":")[0]) if v not in "+-"]
         return to_storage(np.array(values, np.float32).reshape(t.shape), "bf16")
     return np.array(dense)
+
+
+# ----------------------------------------------------------------------------- module structure
+# A compiled module holds the graph functions (public definitions), private kernel declarations, and a
+# nested `module @kernels` with the kernels themselves (created by outlining, tagged with its target).
+KERNELS = "kernels"
+
+
+def body(module: ir.Operation) -> ir.Block:
+    """The block of a builtin.module operation (passes receive operations, not ir.Module)."""
+    return module.regions[0].blocks[0]
+
+
+def kernels_module(module: ir.Operation, target=None):
+    """The nested `module @kernels`; created (for `target`) when missing and a target is given, else None."""
+    for op in body(module).operations:
+        if op.operation.name == "builtin.module" and "sym_name" in op.attributes:
+            if ir.StringAttr(op.attributes["sym_name"]).value == KERNELS:
+                return op
+    if target is None:
+        return None
+    with module.context, ir.Location.unknown(), ir.InsertionPoint(body(module)):
+        km = ir.Operation.create("builtin.module", regions=1,
+                                 attributes={"sym_name": ir.StringAttr.get(KERNELS),
+                                             "prim.target": ir.StringAttr.get(str(target))})
+        km.regions[0].blocks.append()
+    return km
+
+
+def graph_functions(module):
+    """Public function definitions: the graphs (fused helpers are private, kernels are declarations)."""
+    return [op for op in body(module).operations
+            if op.operation.name == "func.func" and "sym_visibility" not in op.attributes and len(op.regions[0].blocks)]

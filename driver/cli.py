@@ -24,7 +24,7 @@ from collections import Counter
 import numpy as np
 
 from openprim.base.errors import OpenPrimError, one_line
-from openprim.base.target import NVVM_ARCHS, ROCDL_ARCHS
+from openprim.base.target import archs, parse_target
 
 
 def _value(text: str):
@@ -162,10 +162,10 @@ def _shape(spec: dict) -> str:
     return f"{spec['dtype']}[{', '.join(map(str, spec['shape']))}]"
 
 
-def _resources(target: str, kernels: dict[str, bytes]) -> tuple[str, list[str]]:
+def _resources(target, kernels: dict[str, bytes]) -> tuple[str, list[str]]:
     """(the code object read, one line per device function: registers, shared/LDS, local/scratch bytes)."""
     from openprim.runtime import codeobject
-    if target.startswith("rocdl"):
+    if target.kind == "rocdl":
         return "kernels.hsaco", [
             f"{k['name']}: sgpr {k['sgpr_count']} vgpr {k['vgpr_count']} agpr {k.get('agpr_count', 0)} "
             f"lds {k['lds_bytes']} B scratch {k['scratch_bytes']} B wavefront {k['wavefront_size']}"
@@ -180,7 +180,7 @@ def _resources(target: str, kernels: dict[str, bytes]) -> tuple[str, list[str]]:
 def cmd_inspect(args) -> int:
     from openprim.runtime import artifact
     manifest, kernels, _ = artifact.read(args.artifact)
-    plan, target = manifest["plan"], manifest["target"]
+    plan, target = manifest["plan"], parse_target(manifest["target"])
     values = plan["values"]
     print(f"{args.artifact}: {manifest['format']} version {manifest['version']}, {manifest.get('compiler')}, "
           f"target {target}")
@@ -189,9 +189,9 @@ def cmd_inspect(args) -> int:
     for n, o in enumerate(plan["outputs"]):
         print(f"output {n}: {_shape(values[o])}")
     print(f"memory: arena {plan['arena_bytes']} B (naive {plan['naive_bytes']} B), weights {plan['weights_bytes']} B"
-          + (f", scratch {plan.get('scratch_bytes', 0)} B" if target != "cpu" else ""))
+          + (f", scratch {plan.get('scratch_bytes', 0)} B" if target.is_gpu else ""))
     print(f"steps: {len(plan['steps'])}")
-    if target == "cpu":
+    if not target.is_gpu:
         print(f"kernels ({', '.join(manifest['kernel_files'])}):")
         for name, n in Counter(s["kernel"] for s in plan["steps"]).items():
             print(f"  {name} x{n}")
@@ -297,8 +297,8 @@ def main(argv=None) -> int:
     d.add_argument("args", nargs="*", help="add: DESCRIPTOR ARCH (cpu: this CPU, or e.g. nvvm:sm_90) SOLVER PARAMS_JSON SECONDS; "
                                                       "import: RESULTS.json")
     for p in (c, r, t, e, v):
-        p.add_argument("--target", default="cpu", help=f"cpu (default), nvvm:<{'|'.join(NVVM_ARCHS)}> "
-                                                       f"or rocdl:<{'|'.join(ROCDL_ARCHS)}>")
+        p.add_argument("--target", default="cpu", help=f"cpu (default), cpu:<mcpu>, nvvm:<{'|'.join(archs('nvvm'))}> "
+                                                       f"or rocdl:<{'|'.join(archs('rocdl'))}>")
         p.add_argument("--solver", default="", help="force a convolution/GEMM solver")
         if p is not v:
             p.add_argument("-D", "--define", action="append", default=[], help="build() keyword argument name=value")

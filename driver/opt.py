@@ -13,6 +13,7 @@ import sys
 
 from openprim import dialect, passes
 from openprim.base.errors import OpenPrimError, one_line
+from openprim.tuning.tuner import Tuner
 
 
 def main(argv=None) -> int:
@@ -37,7 +38,7 @@ def main(argv=None) -> int:
             if args.verify_only:
                 dialect.verify(module)
             else:
-                passes.run(module, args.pass_pipeline, args.print_ir_after_all)
+                passes.run(module, args.pass_pipeline, args.print_ir_after_all, Tuner())
             out = module.operation.get_asm(large_elements_limit=args.elide_large_elements)
         if args.output == "-":
             sys.stdout.write(out)

@@ -14,7 +14,8 @@ from mlir import ir
 
 from openprim import __version__, dialect
 from openprim.base.errors import OpenPrimError
-from openprim.passes.outline import graph_functions
+from openprim.base.target import Target
+from openprim.dialect import graph_functions, kernels_module
 from openprim.passes.rewrite import constant_int
 from openprim.base.dtypes import ITEMSIZE
 from openprim.runtime.executor import ALIGN
@@ -44,7 +45,7 @@ def assign_offsets(sizes: list[int], lifetimes: list[tuple[int, int]]) -> tuple[
     return offsets, max((offsets[i] + sizes[i] for i in range(len(sizes))), default=0)
 
 
-def build_plan(module: ir.Module, target: str) -> tuple[dict, bytes]:
+def build_plan(module: ir.Module, target: Target) -> tuple[dict, bytes]:
     fns = graph_functions(module.operation)
     if len(fns) != 1:
         raise OpenPrimError(f"expected exactly one graph function, found {len(fns)}")
@@ -108,10 +109,10 @@ def build_plan(module: ir.Module, target: str) -> tuple[dict, bytes]:
         elif roots[i] != i:
             v["offset"] = values[roots[i]]["offset"]
     plan = {"format": "openprim-plan", "version": PLAN_VERSION, "compiler": f"openprim {__version__}",
-            "target": target, "values": values, "inputs": inputs, "outputs": outputs, "steps": steps,
+            "target": str(target), "values": values, "inputs": inputs, "outputs": outputs, "steps": steps,
             "arena_bytes": arena, "weights_bytes": weight_off,
             "naive_bytes": sum(sizes)}
-    if target != "cpu":
+    if target.is_gpu:
         plan["kernels"], tables = gpu_launches(module, weight_off)
         plan["scratch_bytes"] = max((k["scratch_bytes"] for k in plan["kernels"].values()), default=0)
         plan["weights_bytes"] += len(tables)
@@ -159,8 +160,7 @@ def gpu_launches(module: ir.Module, weights_bytes: int) -> tuple[dict, bytes]:
     offset in the scratch area), ["weight", offset] (in the weights), ["i64", value] or ["tensormap", spec]
     (the address of a TMA tensor map the runtime encodes at load time over spec["memory"], one of the
     others; see _tensor_map)."""
-    from openprim.passes.outline import kernels_module
-    km = kernels_module(module.operation, "", create=False)
+    km = kernels_module(module.operation)
     globals_ = {ir.StringAttr(o.attributes["sym_name"]).value: o.operation for o in km.regions[0].blocks[0].operations
                 if o.operation.name == "memref.global"}
     tables, table_at = [], {}
@@ -200,13 +200,3 @@ def gpu_launches(module: ir.Module, weights_bytes: int) -> tuple[dict, bytes]:
                                     f"'{op.name}' is not a launch (was the module lowered for a GPU target?)")
         kernels[ir.StringAttr(fn.attributes["sym_name"]).value] = {"launches": launches, "scratch_bytes": scratch}
     return kernels, b"".join(tables)
-
-
-def device_image(module: ir.Module) -> bytes:
-    """The bytes of the `gpu.binary @device` object: PTX text (nvvm) or an hsaco (rocdl)."""
-    from mlir.dialects import gpu
-    found = []
-    module.operation.walk(lambda o: (found.append(o) if o.name == "gpu.binary" else None, ir.WalkResult.ADVANCE)[1])
-    if len(found) != 1:
-        raise OpenPrimError(f"expected one gpu.binary in the lowered module, found {len(found)}")
-    return bytes(gpu.ObjectAttr(found[0].attributes["objects"][0]).object)

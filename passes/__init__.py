@@ -44,10 +44,15 @@ def split_pipeline(text: str) -> list[tuple[str, str]]:
     return out
 
 
-def parse_options(cls, text: str):
-    """'a=1 b=x' into the pass's option dataclass (types from the field defaults)."""
-    fields = {f.name.replace("_", "-"): f for f in dataclasses.fields(cls)}
-    values = {}
+# Options that are objects, not text: the driver supplies them to the passes that declare the field.
+SERVICES = ("tuner",)
+
+
+def parse_options(cls, text: str, services: dict | None = None):
+    """'a=1 b=x' into the pass's option dataclass (types from the field defaults), plus the services
+    (SERVICES) that the dataclass declares."""
+    fields = {f.name.replace("_", "-"): f for f in dataclasses.fields(cls) if f.name not in SERVICES}
+    values = {k: v for k, v in (services or {}).items() if k in {f.name for f in dataclasses.fields(cls)}}
     for item in text.split():
         key, _, val = item.partition("=")
         if key not in fields:
@@ -58,12 +63,13 @@ def parse_options(cls, text: str):
     return cls(**values)
 
 
-def build(pipeline: str, print_ir_after_all: bool = False) -> passmanager.PassManager:
-    """A PassManager for the pipeline, in the current context."""
+def build(pipeline: str, print_ir_after_all: bool = False, tuner=None) -> passmanager.PassManager:
+    """A PassManager for the pipeline, in the current context. tuner: prim-select's source of measured
+    choices (openprim.tuning.tuner.Tuner; None: the heuristic only)."""
     pm = passmanager.PassManager("builtin.module")
     for name, opts in split_pipeline(pipeline):
         if name in PASSES:
-            for entry in parse_options(PASSES[name].Options, opts).entries():
+            for entry in parse_options(PASSES[name].Options, opts, {"tuner": tuner}).entries():
                 if isinstance(entry, str):
                     pm.add(entry)
                 else:
@@ -81,11 +87,11 @@ def build(pipeline: str, print_ir_after_all: bool = False) -> passmanager.PassMa
     return pm
 
 
-def run(module: ir.Module, pipeline: str, print_ir_after_all: bool = False) -> ir.Module:
+def run(module: ir.Module, pipeline: str, print_ir_after_all: bool = False, tuner=None) -> ir.Module:
     """Verify the module (MLIR + prim shape rules), then run the pipeline on it in place."""
     with module.context:
         dialect.verify(module)
-        pm = build(pipeline, print_ir_after_all)
+        pm = build(pipeline, print_ir_after_all, tuner)
         try:
             pm.run(module.operation)
         except ir.MLIRError as e:

@@ -2,7 +2,7 @@
 
 Every compute op of a graph function (or every call of a prim-fuse'd elementwise function) becomes a
 kernel: a destination-passing function in the nested `module @kernels` (reference semantics from
-semantics.py, then a schedule if one is given), plus a private declaration at the top level that the
+kernels/semantics.py, then a schedule if one is given), plus a private declaration at the top level that the
 graph calls. The graph function then reads as the launch plan:
 
     func.func private @conv2d_0(tensor<..>, tensor<..>) -> tensor<..> attributes {prim.kernel}
@@ -17,42 +17,17 @@ from mlir import ir
 from mlir.dialects import func
 
 from openprim import dialect
-
+from openprim.base.target import Target
+from openprim.dialect import body, graph_functions, kernels_module
 from openprim.kernels.semantics import EMITTERS, KernelText, V, emit_fused, mtype
+from openprim.solvers.registry import SOLVERS
 
-KERNELS = "kernels"
 NOT_KERNELS = ("prim.constant", "prim.reshape")
-
-
-def body(module: ir.Operation) -> ir.Block:
-    """The block of a builtin.module operation (passes receive operations, not ir.Module)."""
-    return module.regions[0].blocks[0]
-
-
-def kernels_module(module: ir.Operation, target: str, create=True):
-    for op in body(module).operations:
-        if op.operation.name == "builtin.module" and "sym_name" in op.attributes:
-            if ir.StringAttr(op.attributes["sym_name"]).value == KERNELS:
-                return op
-    if not create:
-        return None
-    with module.context, ir.Location.unknown(), ir.InsertionPoint(body(module)):
-        km = ir.Operation.create("builtin.module", regions=1,
-                                 attributes={"sym_name": ir.StringAttr.get(KERNELS),
-                                             "prim.target": ir.StringAttr.get(target)})
-        km.regions[0].blocks.append()
-    return km
 
 
 def _symbols(module):
     return {ir.StringAttr(op.attributes["sym_name"]).value: op
             for op in body(module).operations if op.operation.name == "func.func"}
-
-
-def graph_functions(module):
-    """Public function definitions: the graphs (fused helpers are private, kernels are declarations)."""
-    return [op for op in body(module).operations
-            if op.operation.name == "func.func" and "sym_visibility" not in op.attributes and len(op.regions[0].blocks)]
 
 
 def _value_v(v: ir.Value, name: str) -> V:
@@ -63,7 +38,6 @@ def _value_v(v: ir.Value, name: str) -> V:
 def _emitter(op):
     """The op's chosen solver's build (prim-select), else its reference semantics."""
     if "prim.solver" in op.attributes:
-        from openprim.solvers.registry import SOLVERS
         solver = SOLVERS[ir.StringAttr(op.attributes["prim.solver"]).value]
         params = {a.name: ir.IntegerAttr(a.attr).value for a in ir.DictAttr(op.attributes["prim.params"])} \
             if "prim.params" in op.attributes else {}
@@ -112,7 +86,7 @@ def kernel_units(module):
                     yield op, ops[:-1], list(blk.arguments), ops[-1].operands[0], callee
 
 
-def outline(module: ir.Operation, target: str, schedule=None) -> None:
+def outline(module: ir.Operation, target: Target, schedule=None) -> None:
     """Replace every compute op / fused call of the graph functions by a call to a kernel.
 
     schedule(kernel_text, kernel_builder, prim_ops) -> a module holding the kernel, tiled and vectorized;
@@ -128,7 +102,7 @@ def outline(module: ir.Operation, target: str, schedule=None) -> None:
                 fused_used[ir.StringAttr(fused.attributes["sym_name"]).value] = fused
             kind = ops[0].name[5:] if len(ops) == 1 else "fused_elementwise"
             solver = ir.StringAttr(ops[0].attributes["prim.solver"]).value if "prim.solver" in ops[0].attributes else ""
-            key_text, kt = kernel_text("KERNEL", ops, inputs, result, gpu=target != "cpu")
+            key_text, kt = kernel_text("KERNEL", ops, inputs, result, gpu=target.is_gpu)
             key = key_text + solver + (str(ops[0].attributes["prim.params"]) if "prim.params" in ops[0].attributes else "")
             name = seen.get(key)
             if name is None:

@@ -21,10 +21,10 @@ from mlir.dialects import func
 
 from openprim import dialect
 from openprim.base.ops import ELEMENTWISE
-
-from .outline import body, graph_functions
-from .rewrite import constant, new_constant, producer, rebuild, single_use, transpose
+from openprim.dialect import body, graph_functions
 from openprim.kernels.semantics import unary_activation
+
+from .rewrite import constant, new_constant, producer, rebuild, single_use, transpose
 
 NAME = "prim-fuse"
 ACTIVATION_OPS = ("relu", "leaky_relu", "clamp", "sigmoid", "tanh", "gelu", "silu", "elu")

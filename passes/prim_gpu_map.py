@@ -32,6 +32,7 @@ from mlir import ir
 from mlir.dialects import arith, scf
 
 from openprim.base.errors import OpenPrimError
+from openprim.dialect import kernels_module
 
 from .rewrite import constant_int
 
@@ -193,8 +194,7 @@ class Options:
         return [(NAME, self.run)]
 
     def run(self, module_op):
-        from .outline import kernels_module
-        root = kernels_module(module_op, "", create=False) or module_op  # the kernels, never the graph
+        root = kernels_module(module_op) or module_op  # the kernels, never the graph
         with module_op.context, ir.Location.unknown():
             fns = []
             root.walk(lambda o: (fns.append(o) if o.name == "func.func" and len(o.regions[0].blocks) else None,

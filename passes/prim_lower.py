@@ -1,15 +1,16 @@
 """prim-lower: every prim op left to a reference kernel, then the kernels module to native code.
 
 Kernels already made by prim-tile are kept; any prim op still in a graph function gets its reference
-semantics (semantics.py) untiled. Then, inside `module @kernels` only, bufferization (in place into
-the caller's output buffer) and, by target:
+semantics (kernels/semantics.py) untiled. Then, inside `module @kernels` only, bufferization (in place
+into the caller's output buffer), and by target:
 
-  cpu      the LLVM dialect with the bare-pointer calling convention: every kernel is
-           `void kernel(T *in0, ..., T *out)`, which the runtime calls through ctypes;
+  cpu      the CPU backend's lowering (backends/cpu): the LLVM dialect with the bare-pointer calling
+           convention, every kernel `void kernel(T *in0, ..., T *out)`, called through ctypes;
   nvvm/rocdl  every loop nest onto the grid (prim-gpu-map, or the solver's own gpu kernel), one
-           `gpu.module @device` holding every kernel (bare pointers as parameters), and a
-           `gpu.binary @device`: PTX for nvvm, a linked hsaco for rocdl. The host side of each kernel
-           function is left as allocations + `gpu.launch_func`s with constant sizes: the launch plan.
+           `gpu.module @device` holding every kernel (bare pointers as parameters), then the backend's
+           lowering (backends/nvvm, backends/rocdl) to a `gpu.binary @device`: PTX for nvvm, a linked
+           hsaco for rocdl. The host side of each kernel function is left as allocations +
+           `gpu.launch_func`s with constant sizes: the launch plan.
 """
 from __future__ import annotations
 
@@ -18,20 +19,14 @@ from dataclasses import dataclass
 
 from mlir import ir
 
-from openprim.runtime.cpu import openmp_library
-
+from openprim.backends.registry import for_target
 from openprim.base.target import parse_target
+from openprim.dialect import body, kernels_module
 
 from . import prim_gpu_map
-from .outline import body, kernels_module, outline
+from .outline import outline
 
 NAME = "prim-lower"
-
-
-def openmp_available() -> bool:
-    """Threaded kernels call the LLVM/Intel OpenMP runtime (__kmpc_*, e.g. PyPI intel-openmp):
-    without it they are compiled single-threaded."""
-    return openmp_library() is not None
 
 BUFFERIZE = (
     "func.func(canonicalize,cse)",
@@ -41,62 +36,6 @@ BUFFERIZE = (
     "canonicalize",
     "buffer-deallocation-pipeline",
 )
-CPU_TO_LLVM = (  # after memref-copy-to-linalg
-    "convert-linalg-to-loops",
-    "fold-memref-alias-ops",
-    "convert-vector-to-scf{full-unroll=true}",
-    "lower-affine",
-    "func.func(scf-forall-to-parallel)",
-    "{omp}",
-    "expand-strided-metadata",
-    "lower-affine",
-    "finalize-memref-to-llvm",  # before scf-to-cf: the OpenMP regions' alloca_scope must stay one block
-    "convert-scf-to-cf",
-    "convert-math-to-llvm",
-    "convert-math-to-libm",  # erf etc.: scalar libm calls, so before the vector ops are lowered
-    "convert-vector-to-llvm{enable-x86vector=true}",
-    "convert-arith-to-llvm",
-    "convert-index-to-llvm",
-    "convert-cf-to-llvm",
-    "convert-func-to-llvm{use-bare-ptr-memref-call-conv=true}",
-    "convert-openmp-to-llvm",  # after func: it would convert signatures without the bare-pointer option
-    "convert-ub-to-llvm",
-    "reconcile-unrealized-casts",
-)
-
-
-# f32 -> bf16, round to nearest even (NaN stays a quiet NaN): LLVM's x86 backend calls this compiler-rt
-# builtin for bf16 values it has to promote to f32, and older C libraries (GCC 12's libgcc) lack it.
-TRUNCSFBF2 = """llvm.func weak @__truncsfbf2(%x: f32) -> bf16 {
-  %bits = llvm.bitcast %x : f32 to i32
-  %c16 = llvm.mlir.constant(16 : i32) : i32
-  %c1 = llvm.mlir.constant(1 : i32) : i32
-  %half = llvm.mlir.constant(32767 : i32) : i32
-  %absmask = llvm.mlir.constant(2147483647 : i32) : i32
-  %inf = llvm.mlir.constant(2139095040 : i32) : i32
-  %qnan = llvm.mlir.constant(32704 : i16) : i16
-  %top = llvm.lshr %bits, %c16 : i32
-  %lsb = llvm.and %top, %c1 : i32
-  %bias = llvm.add %half, %lsb : i32
-  %rounded = llvm.add %bits, %bias : i32
-  %hi = llvm.lshr %rounded, %c16 : i32
-  %h16 = llvm.trunc %hi : i32 to i16
-  %abs = llvm.and %bits, %absmask : i32
-  %nan = llvm.icmp "ugt" %abs, %inf : i32
-  %r16 = llvm.select %nan, %qnan, %h16 : i1, i16
-  %r = llvm.bitcast %r16 : i16 to bf16
-  llvm.return %r : bf16
-}"""
-
-
-def bf16_runtime(module: ir.Operation) -> None:
-    """Give the kernels module its own __truncsfbf2 when it computes in bf16 (weak: a C library's wins)."""
-    km = kernels_module(module, "", create=False)
-    if km is None or "bf16" not in str(km):
-        return
-    with module.context, ir.Location.unknown():
-        parsed = ir.Module.parse(TRUNCSFBF2)
-        body(km).append(parsed.body.operations[0].operation)  # moves it out of `parsed`, alive until here
 
 
 def copies_to_linalg(op, _pass=None):
@@ -122,14 +61,6 @@ GPU_MAP = (  # after memref-copy-to-linalg: linalg -> loop nests on the grid -> 
     "canonicalize",
 )
 DEVICE = "device"
-GPU_TO_BINARY = {
-    # nvgpu before gpu (the tensor-map and mbarrier types), nvvm-to-llvm for the ops that are inline PTX
-    "nvvm": ("nvvm-attach-target{{chip={arch} O=3}}",
-             "gpu.module(fold-memref-alias-ops,expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-scf-to-cf,convert-gpu-to-nvvm{{use-bare-ptr-memref-call-conv=true}},convert-nvvm-to-llvm)",
-             "reconcile-unrealized-casts", "gpu-module-to-binary{{format=isa}}"),
-    "rocdl": ("gpu.module(fold-memref-alias-ops,expand-strided-metadata,lower-affine,convert-scf-to-cf,convert-gpu-to-rocdl{{chipset={arch} "
-              "runtime=HIP use-bare-ptr-memref-call-conv=true}})", "reconcile-unrealized-casts"),
-}
 
 
 def _pointer_facts(f: ir.Operation) -> None:
@@ -184,7 +115,7 @@ def _index32(mods) -> bool:
 def merge_device_modules(module: ir.Operation, index32: bool = True) -> None:
     """The outlined gpu.modules (one per launch) into one `gpu.module @device`, each kernel renamed
     after its old module (unique): one code object per network."""
-    km = kernels_module(module, "", create=False)
+    km = kernels_module(module)
     mods = [o.operation for o in body(km).operations if o.operation.name == "gpu.module"]
     if not mods:
         return
@@ -224,22 +155,6 @@ def merge_device_modules(module: ir.Operation, index32: bool = True) -> None:
         km.walk(retarget)
 
 
-def rocdl_binary(module: ir.Operation, arch: str) -> None:
-    """gpu.module @device (ROCDL/LLVM dialect) -> gpu.binary @device holding the linked hsaco."""
-    from openprim.backends.rocdl.compiler import code_object
-    from mlir.dialects import gpu
-    km = kernels_module(module, "", create=False)
-    for m in [o.operation for o in body(km).operations if o.operation.name == "gpu.module"]:
-        hsaco = code_object(str(m), arch)
-        with module.context, ir.Location.unknown(), ir.InsertionPoint(m):
-            target = ir.Attribute.parse(f'#rocdl.target<chip = "{arch}">')
-            obj = gpu.ObjectAttr.get(target, gpu.CompilationTarget.Binary, hsaco)
-            ir.Operation.create("gpu.binary", attributes={"sym_name": m.attributes["sym_name"],
-                                                           "offloadingHandler": ir.Attribute.parse("#gpu.select_object<0>"),
-                                                           "objects": ir.ArrayAttr.get([obj])})
-        m.erase()
-
-
 @dataclass
 class Options:
     NAME = NAME
@@ -250,19 +165,14 @@ class Options:
         """Pass-manager entries: Python passes on the whole module, upstream pipelines nested in the
         kernels module (a pass may not run its own pass manager on a nested op)."""
         target = parse_target(self.target)
-        omp = "convert-scf-to-openmp" if self.threads and openmp_available() else "func.func(scf-forall-to-for)"
-        nested = lambda steps: "builtin.module(" + ",".join(steps).replace("{omp}", omp) + ")"  # noqa: E731
+        nested = lambda steps: "builtin.module(" + ",".join(steps) + ")"  # noqa: E731
         # GPU: scratch buffers belong to the launch plan, so no deallocation (nor its analysis, which
         # rejects the gpu ops of solver kernels).
         bufferize = BUFFERIZE[:-1] if target.is_gpu else BUFFERIZE
-        head = [(f"{NAME}-outline", lambda op: outline(op, str(target))),
+        head = [(f"{NAME}-outline", lambda op: outline(op, target)),
                 nested(bufferize), ("memref-copy-to-linalg", copies_to_linalg)]
+        tail = for_target(target).lowering(target, self.threads, nested)
         if not target.is_gpu:
-            return head + [nested(CPU_TO_LLVM), ("prim-bf16-runtime", bf16_runtime)]
-        gpu_map = prim_gpu_map.Options()
-        # sm_90 code may use the arch-specific wgmma and TMA (sm_90a: runs on sm_90 GPUs only)
-        arch = "sm_90a" if target.arch == "sm_90" else target.arch
-        to_binary = [step.format(arch=arch) for step in GPU_TO_BINARY[target.kind]]
-        tail = [("prim-gpu-binary", lambda op: rocdl_binary(op, target.arch))] if target.kind == "rocdl" else []
-        return (head + [nested(GPU_MAP[:3]), ("prim-gpu-map", gpu_map.run), nested(GPU_MAP[4:]),
-                        ("prim-gpu-merge", lambda op: merge_device_modules(op, target.kind == "nvvm")), nested(to_binary)] + tail)
+            return head + tail
+        return (head + [nested(GPU_MAP[:3]), ("prim-gpu-map", prim_gpu_map.Options().run), nested(GPU_MAP[4:]),
+                        ("prim-gpu-merge", lambda op: merge_device_modules(op, target.kind == "nvvm"))] + tail)

@@ -1,7 +1,15 @@
-"""prim-pipeline: the whole compiler, fuse -> select -> tile -> lower, for one target."""
+"""prim-pipeline: the whole compiler for one target, as one pass.
+
+    prim-fuse     conv/matmul + bias + residual + activation epilogues, BN folding, elementwise chains
+    prim-select   layouts, then a solver and its parameters per conv2d/matmul (heuristic, database, Find)
+    prim-tile     one kernel per compute op: the solver's kernel or linalg + a transform schedule
+    prim-lower    bufferize and lower the kernels with the target's backend (backends/<kind>/)
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from . import prim_fuse, prim_lower, prim_select, prim_tile
 
 NAME = "prim-pipeline"
 
@@ -13,14 +21,14 @@ class Options:
     solver: str = ""          # force one solver for every convolution (else $OPENPRIM_SOLVER, else heuristic)
     threads: int = 0          # 1: single-threaded kernels; 0: all cores when an OpenMP runtime is installed
     layout: str = "NHWC"      # "NHWC": run NCHW convs/pools in NHWC through transposes; "keep": leave layouts
+    tuner: prim_select.Tuner | None = None   # prim-select's database and Find (given by the driver)
 
     def __post_init__(self):
-        from .prim_select import check_layout
-        check_layout(self.layout)
+        prim_select.check_layout(self.layout)
 
     def entries(self):
-        from . import prim_fuse, prim_lower, prim_select, prim_tile
-        return (prim_fuse.Options().entries() + prim_select.Options(target=self.target, solver=self.solver,
-                                                                    layout=self.layout).entries()
+        return (prim_fuse.Options().entries()
+                + prim_select.Options(target=self.target, solver=self.solver, layout=self.layout,
+                                      tuner=self.tuner).entries()
                 + prim_tile.Options(target=self.target).entries()
                 + prim_lower.Options(target=self.target, threads=self.threads != 1).entries())

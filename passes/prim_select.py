@@ -5,9 +5,9 @@
    network pays one transpose at each end instead of two per layer.
 2. Solver, MIOpen-style. A forced solver (`solver=` option or $OPENPRIM_SOLVER) wins; otherwise the mode
    (`mode=` option, else $OPENPRIM_FIND_MODE, else hybrid) decides where the choice comes from:
-     immediate  the tuning database (tuning_db.py), else the heuristic: the applicable solver of the
-                registry (solvers.py) with the least predicted time, with its default parameters;
-     find       compile and time the applicable solvers and a budget of their parameters (find.py,
+     immediate  the tuning database (tuning/db.py), else the heuristic: the applicable solver of the
+                registry (solvers/) with the least predicted time, with its default parameters;
+     find       compile and time the applicable solvers and a budget of their parameters (tuning/find.py,
                 `find-budget=` seconds per problem), keep the fastest correct one, store it in the database;
      hybrid     the database; on a miss, find when $OPENPRIM_FIND_ENFORCE (or `enforce=`) allows it,
                 else the heuristic.
@@ -18,6 +18,9 @@
    The choice is written on the op: prim.solver, prim.params, prim.problem (the descriptor the database
    keys on: the problem as selection sees it, before the solver's filter relayout), prim.choice
    ("forced", "db", "find" or "heuristic") and, when a time was measured, prim.measured_us.
+   The database and Find are the tuning package's (openprim.tuning), which sits above the passes: the
+   driver hands the pass a `Tuner` (the `tuner` option, not settable from a pipeline string); without
+   one every mode gives the heuristic.
 3. Constant weights are re-laid out once, at compile time, into the layout the solver reads
    (RSCK filters, [K, N] GEMM operands; a non-constant operand gets a transpose kernel).
 """
@@ -26,19 +29,18 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass
+from typing import Protocol
 
 from mlir import ir
 
 from openprim import dialect
 from openprim.base.errors import OpenPrimError
 
-from .outline import graph_functions
-from .rewrite import pad_zeros, producer, rebuild, swap, transpose
-from openprim.base.target import parse_target
-
-from openprim.tuning import db as tuning_db
-from openprim.tuning import find
+from openprim.base.target import Target, parse_target
+from openprim.dialect import graph_functions
 from openprim.solvers.registry import SOLVERS, applicable, problem_of
+
+from .rewrite import pad_zeros, producer, rebuild, swap, transpose
 
 NAME = "prim-select"
 TO_NHWC, TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]
@@ -131,14 +133,21 @@ class Choice:
     seconds: float | None = None  # measured time, when known
 
 
-def heuristic(problem, kind: str, target: str):
+class Tuner(Protocol):
+    """Where measured choices come from: given the heuristic's choice, return the database's or Find's."""
+
+    def choose(self, op: ir.Operation, target: Target, fallback: Choice, mode: str, enforce: str,
+               budget: float) -> Choice: ...
+
+
+def heuristic(problem, kind: str, target: Target):
     """The applicable solver with the least predicted time."""
     ok = [s for s, reason in applicable(problem, kind, target) if reason is None]
     return min(ok, key=lambda s: s.cost(problem, target))
 
 
-def decide(op: ir.Operation, target: str, forced: str = "", mode: str = "hybrid", enforce: str = "NONE",
-           budget: float = 5.0) -> Choice:
+def decide(op: ir.Operation, target: Target, forced: str = "", mode: str = "hybrid", enforce: str = "NONE",
+           budget: float = 5.0, tuner: Tuner | None = None) -> Choice:
     """The solver and parameters of a conv2d/matmul (before its weights are re-laid out), and their source."""
     problem = problem_of(op)
     kind = op.name[5:]
@@ -148,22 +157,10 @@ def decide(op: ir.Operation, target: str, forced: str = "", mode: str = "hybrid"
         if reason:
             raise OpenPrimError(f"{dialect.where(op.location)}: error: solver '{solver.name}' is not applicable "
                                 f"to {problem.descriptor()}: {reason}")
-        return Choice(solver, solver.default_params(problem), "forced")
+        return Choice(solver, solver.default_params(problem, target), "forced")
     fallback = heuristic(problem, kind, target)
-    fallback = Choice(fallback, fallback.default_params(problem), "heuristic")
-    if mode != "find":
-        rec = tuning_db.best(problem, tuning_db.arch_of(target), target)
-        search = enforce in (("DB_UPDATE", "SEARCH_DB_UPDATE") if rec else ("SEARCH", "SEARCH_DB_UPDATE"))
-        if mode == "immediate" or not search:
-            return Choice(SOLVERS[rec.solver], rec.params, "db", rec.seconds) if rec else fallback
-    why_not = find.unavailable(target)
-    if why_not:
-        tuning_db.warn_once(f"prim-select: find mode: {why_not}; using the database and the heuristic")
-        return decide(op, target, forced, "immediate", enforce, budget)
-    results = find.search(op, target, budget)
-    find.store(problem.descriptor(), target, results)
-    best = results[0]
-    return Choice(SOLVERS[best.solver], best.params, "find", best.seconds)
+    fallback = Choice(fallback, fallback.default_params(problem, target), "heuristic")
+    return fallback if tuner is None else tuner.choose(op, target, fallback, mode, enforce, budget)
 
 
 def _relayout_weights(op: ir.Operation, solver) -> ir.Operation:
@@ -218,19 +215,19 @@ def check_layout(layout: str) -> str:
 FILTER_CHANNEL_DIM = {"KRSC": 3, "RSCK": 2, "KCRS": 1}
 
 
-def _pad_channels(op: ir.Operation, target: str) -> ir.Operation:
+def _pad_channels(op: ir.Operation, target: Target) -> ir.Operation:
     """An NHWC convolution whose input channels are not a multiple of 8 (a network's 3-channel stem)
     gets zero channels appended to its input and filter where the predicted time says it pays: the
     matrix-core kernels read 8 channels (16 bytes) at a time, and on them even 8/3 of the flops beat
     the SIMT kernel (cuDNN pads the stem the same way). The padded filter is folded when constant."""
-    if op.name != "prim.conv2d" or not parse_target(target).is_gpu:
+    if op.name != "prim.conv2d" or not target.is_gpu:
         return op
     p = problem_of(op)
     if p.layout != "NHWC" or p.groups != 1 or p.c % 8 == 0:
         return op
     padded = dataclasses.replace(p, c=-(-p.c // 8) * 8)
     item = 4 if p.dtype == "f32" else 2
-    pad_time = item * p.n * p.h * p.w * (p.c + padded.c) / (parse_target(target).rates[1] * 1e9)
+    pad_time = item * p.n * p.h * p.w * (p.c + padded.c) / (target.rates[1] * 1e9)
     best = lambda q: heuristic(q, "conv2d", target).cost(q, target)  # noqa: E731
     if best(padded) + pad_time >= best(p):
         return op
@@ -243,7 +240,7 @@ def _pad_channels(op: ir.Operation, target: str) -> ir.Operation:
         return swap(op, rebuild(op, operands, {}, op.location))
 
 
-def prepare(fn, layout: str = "NHWC", target: str = "cpu") -> list[ir.Operation]:
+def prepare(fn, layout: str, target: Target) -> list[ir.Operation]:
     """Stage 1 on a graph function (layouts, transposed GEMM operands, channel padding for matrix
     cores); returns the conv2d/matmul ops still to choose a solver for, as selection sees them."""
     ops = lambda: [o.operation for o in fn.regions[0].blocks[0].operations]  # noqa: E731
@@ -268,9 +265,10 @@ class Options:
     mode: str = ""            # immediate | find | hybrid (else $OPENPRIM_FIND_MODE, else hybrid)
     find_budget: float = 5.0  # seconds of find per problem
     enforce: str = ""         # hybrid's searches: NONE | DB_UPDATE | SEARCH | SEARCH_DB_UPDATE ($OPENPRIM_FIND_ENFORCE)
+    tuner: Tuner | None = None  # the database and Find (given by the driver, not by pipeline text)
 
     def __post_init__(self):
-        parse_target(self.target)
+        self.parsed_target = parse_target(self.target)
         check_layout(self.layout)
         for name in (self.solver, os.environ.get("OPENPRIM_SOLVER", "")):
             if name and name not in SOLVERS:
@@ -284,10 +282,11 @@ class Options:
         with module_op.context:
             for fn in graph_functions(module_op):
                 choices = {}  # problem descriptor -> Choice: repeated layers are decided (and found) once
-                for op in prepare(fn, self.layout, self.target):
+                for op in prepare(fn, self.layout, self.parsed_target):
                     problem = problem_of(op)
                     key = problem.descriptor()
                     if key not in choices:
-                        choices[key] = decide(op, self.target, self.solver, self.mode, self.enforce, self.find_budget)
+                        choices[key] = decide(op, self.parsed_target, self.solver, self.mode, self.enforce,
+                                              self.find_budget, self.tuner)
                     apply(op, choices[key], problem)
                 _cancel_transposes(fn)

@@ -119,4 +119,4 @@ class Options:
     def run(self, module_op):
         target = parse_target(self.target)
         with module_op.context:
-            outline(module_op, str(target), gpu_kernel if target.is_gpu else schedule_kernel)
+            outline(module_op, target, gpu_kernel if target.is_gpu else schedule_kernel)

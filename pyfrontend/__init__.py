@@ -1,4 +1,10 @@
-"""The Python frontend: `Graph` builds a network, `to_module` turns it into a `prim` MLIR module."""
+"""The Python frontend: `Graph` builds a network, `to_module` turns it into a `prim` MLIR module.
+
+Building a Graph is plain Python and numpy: `Graph`/`Tensor` (and the importers, `torch_import` and
+`onnx`) import neither MLIR nor the compiler driver. Only emission (`emit.py`) needs MLIR, so
+`to_module` imports it lazily, on first call; keep it that way. What compiles (`openprim.compile`,
+`openprim.torch_backend`, `openprim.onnx_backend`) is in the driver layer, `openprim`.
+"""
 from .graph import Graph, Tensor
 
 __all__ = ["Graph", "Tensor", "to_module"]

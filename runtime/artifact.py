@@ -23,7 +23,11 @@ import zipfile
 
 from openprim.base.errors import OpenPrimError
 
+from openprim.base.target import parse_target
+
+from . import cpu
 from .executor import CpuExecutable
+from .gpu import GpuExecutable, open_device
 
 FORMAT = "openprim-artifact"
 VERSION = 1
@@ -61,8 +65,11 @@ def read(path: str) -> tuple[dict, dict[str, bytes], bytes]:
             if bad:
                 raise OpenPrimError(f"{path}: corrupt artifact (checksum mismatch in {bad})")
             manifest = json.loads(z.read("manifest.json"))
-            kind = str(manifest.get("target", "")).partition(":")[0]
-            missing = [m for m in KERNELS.get(kind, ()) if m not in names]
+            try:
+                kind = parse_target(manifest.get("target", "")).kind
+            except OpenPrimError as e:
+                raise OpenPrimError(f"{path}: {e}") from None
+            missing = [m for m in KERNELS[kind] if m not in names]
             if missing:
                 raise OpenPrimError(f"{path}: not an OpenPrim artifact (missing {', '.join(missing)})")
             kernels = {m: z.read(m) for m in manifest.get("kernel_files", []) if m in names}
@@ -87,19 +94,17 @@ def read(path: str) -> tuple[dict, dict[str, bytes], bytes]:
 def load(path: str, device: int = 0):
     """An executable for the artifact: on this machine's CPU, or on GPU `device` for a GPU target."""
     manifest, kernels, weights = read(path)
-    target = manifest.get("target")
-    if target != "cpu":
-        from .gpu import GpuExecutable, open_device
+    target = parse_target(manifest.get("target"))
+    if target.is_gpu:
         dev = open_device(target, device)
         arch = dev.arch()
         image = kernels["kernels.cubin"] if manifest.get("cubin_arch") == arch and "kernels.cubin" in kernels \
-            else kernels["kernels.ptx" if target.startswith("nvvm") else "kernels.hsaco"]
+            else kernels[KERNELS[target.kind][0]]
         exe = GpuExecutable(manifest["plan"], image, weights, dev)
         exe.manifest = manifest
         return exe
     if manifest.get("machine") != platform.machine():
         raise OpenPrimError(f"{path}: compiled for {manifest.get('machine')}, this machine is {platform.machine()}")
-    from . import cpu
     lib, address = cpu.load_library(kernels["kernels.so"])
     exe = CpuExecutable(manifest["plan"], address, weights, keepalive=lib)
     exe.manifest = manifest

@@ -9,31 +9,29 @@ from __future__ import annotations
 
 import numpy as np
 
-from openprim.base.errors import OpenPrimError
-
-from .device import Device, DeviceError
 from openprim.base.dtypes import STORAGE, from_storage
+from openprim.base.errors import OpenPrimError
+from openprim.base.target import parse_target
+
+from .cuda import CudaDevice
+from .device import Device, DeviceError
 from .executor import checked_inputs
+from .hip import HipDevice
 
 
-def open_device(target: str, index: int = 0) -> Device:
-    """The driver for a target ('nvvm:sm_90' -> CUDA, 'rocdl:gfx942' -> HIP), checked against the device."""
-    kind, _, arch = target.partition(":")
-    if kind == "nvvm":
-        from .cuda import CudaDevice
+def open_device(target, index: int = 0) -> Device:
+    """The driver for a target ('nvvm:sm_90' -> CUDA, 'rocdl:gfx942' -> HIP; a Target or its text),
+    checked against the device (Target.runs_on)."""
+    target = parse_target(target)
+    if target.kind == "nvvm":
         dev = CudaDevice(index)
-        have = dev.arch()
-        if int(have[3:]) < int(arch[3:].rstrip("a")) or (arch.startswith("sm_90") and have != "sm_90"):
-            # sm_90 code is compiled as sm_90a (wgmma, TMA): for sm_90 GPUs only
-            raise DeviceError(f"compiled for {arch}, but GPU {index} ({dev.name()}) is {have}")
-    elif kind == "rocdl":
-        from .hip import HipDevice
+    elif target.kind == "rocdl":
         dev = HipDevice(index)
-        have = dev.arch()
-        if have != arch:
-            raise DeviceError(f"compiled for {arch}, but GPU {index} ({dev.name()}) is {have}")
     else:
         raise OpenPrimError(f"target '{target}' does not run on a GPU")
+    why_not = target.runs_on(dev.arch())
+    if why_not:
+        raise DeviceError(f"{why_not} (GPU {index}: {dev.name()})")
     return dev
 
 

@@ -3,7 +3,7 @@
 A solver answers four questions about a problem:
   is_applicable(problem, target) -> None, or the reason it does not apply
   cost(problem, target)          -> predicted seconds (a roofline estimate, used to rank solvers)
-  tunables(problem)              -> {parameter: candidate values}; default_params(problem) picks one
+  tunables(problem)              -> {parameter: candidate values}; default_params(problem, target) picks one
   build(kt, operands, ...)       -> the kernel body (linalg on tensors), and schedule(params) -> the
                                     transform script that tiles and vectorizes it (transform dialect)
 
@@ -18,6 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from openprim.base.target import Target
+
 from openprim.kernels import schedules
 from openprim.kernels.amd import mma as gpu_amd_mma
 from openprim.kernels.cpu import implicit_gemm as cpu_implicit_gemm
@@ -27,11 +29,6 @@ from openprim.kernels.nvidia import wgmma as gpu_wgmma
 from openprim.kernels.semantics import KernelText, V, activation, amap, emit_conv2d, emit_matmul, epilogue, mac_body, ttype
 
 
-
-def _rates(target: str) -> tuple[float, float]:
-    """(GFLOP/s, GB/s) of the target: used only to rank solvers, never to time them."""
-    from openprim.base.target import parse_target
-    return parse_target(target).rates
 
 
 @dataclass(frozen=True)
@@ -93,7 +90,7 @@ class GemmProblem:
 def roofline(flops, nbytes, target, efficiency=1.0):
     """Compute time at the solver's efficiency plus memory time: additive, so that a more efficient
     solver wins even where both are memory-bound."""
-    peak, bandwidth = _rates(target)
+    peak, bandwidth = target.rates
     return flops / (peak * 1e9 * efficiency) + nbytes / (bandwidth * 1e9)
 
 
@@ -115,7 +112,7 @@ class Solver:
     def tunables(self, p) -> dict:
         return {}
 
-    def default_params(self, p) -> dict:
+    def default_params(self, p, target) -> dict:
         return {}
 
     def filter_layout(self) -> str | None:
@@ -188,7 +185,7 @@ class ConvDirect(DenseNhwcSolver):
     def tunables(self, p):
         return {"wt": [4, 7, 8, 14], "ft": [16, 32, 64], "ct": [1, 3, 8, 16]}
 
-    def default_params(self, p):
+    def default_params(self, p, target):
         ft = 32 if p.k % 32 == 0 else (16 if p.k % 16 == 0 else p.k)
         wt = next((w for w in (8, 7, 14, 4) if p.ow % w == 0), _largest_divisor(p.ow, 8))
         ct = next((c for c in (8, 3, 16, 4, 2) if p.c % c == 0), 1)
@@ -212,8 +209,8 @@ class GemmBackedSolver(DenseNhwcSolver):
     def tunables(self, p):
         return GEMM.tunables(self.gemm_problem(p))
 
-    def default_params(self, p):
-        return GEMM.default_params(self.gemm_problem(p))
+    def default_params(self, p, target):
+        return GEMM.default_params(self.gemm_problem(p), target)
 
     def schedule(self, p, params):
         return GEMM.schedule(self.gemm_problem(p), params)
@@ -252,7 +249,7 @@ class ConvIm2colGemm(GemmBackedSolver):
 
     def cost(self, p, target):
         col = 4 * p.n * p.oh * p.ow * p.r * p.s * p.c
-        return super().cost(p, target) + 2 * col / (_rates(target)[1] * 1e9)
+        return super().cost(p, target) + 2 * col / (target.rates[1] * 1e9)
 
     def gemm_problem(self, p):
         return GemmProblem(1, p.n * p.oh * p.ow, p.k, p.r * p.s * p.c, False, False, p.dtype, p.epilogue)
@@ -328,9 +325,9 @@ class ConvWinograd(DenseNhwcSolver):
         batch, tiles, _, _ = self.gemms(p)
         gemm = 2.0 * batch * tiles * p.c * p.k
         nbytes = 4 * (3 * tiles * batch * (p.c + p.k) + p.n * p.h * p.w * p.c + p.n * p.oh * p.ow * p.k)
-        if target.partition(":")[0] != "cpu":
+        if target.is_gpu:
             return roofline(gemm, nbytes, target, self.gpu_efficiency)
-        peak, _ = _rates(target)
+        peak, _ = target.rates
         return (roofline(gemm, nbytes, target, self.efficiency * min(1.0, tiles / 64))
                 + 2.0 * a * a * 9 * p.c * p.k / (peak * 1e9 * self.filter_efficiency))
 
@@ -342,7 +339,7 @@ class ConvWinograd(DenseNhwcSolver):
     def tunables(self, p):
         return {"mt": [4, 7, 8], "nt": [16, 32, 64], "kt": [4, 8]}
 
-    def default_params(self, p):
+    def default_params(self, p, target):
         _, m, n, k = self.gemms(p)
         return {"mt": next((t for t in (8, 7, 4, 2) if m % t == 0), 1), "nt": _largest_divisor(n, 32),
                 "kt": next((t for t in (8, 4, 2) if k % t == 0), 1)}
@@ -420,7 +417,7 @@ class ConvDepthwise(Solver):
     def tunables(self, p):
         return {"wt": [1, 2, 4, 7, 8], "ct": [8, 16, 32, 64]}
 
-    def default_params(self, p):
+    def default_params(self, p, target):
         ct = next((c for c in (32, 16, 8) if p.c % c == 0), p.c)
         wt = next((w for w in (4, 7, 2) if p.ow % w == 0), 1)
         return {"wt": wt, "ct": ct}
@@ -461,7 +458,7 @@ class Gemm(Solver):
     def tunables(self, p):
         return {"mt": [1, 4, 7, 8, 14, 16], "nt": [16, 32, 64], "kt": [1, 8, 16]}
 
-    def default_params(self, p):
+    def default_params(self, p, target):
         mt = next((m for m in (8, 7, 14, 4, 2) if p.m % m == 0), 1)
         widths = (32, 64, 16, 48, 40, 24, 8)
         # one row of work (a GEMV): a width that also splits the columns between the threads
@@ -516,17 +513,16 @@ class GpuGemmSolver(Solver):
     is the tunable, the heuristic takes the largest tile that still gives every multiprocessor work."""
     targets = ("nvvm", "rocdl")
     efficiency = 0.4
-    MULTIPROCESSORS = 132
 
     def tunables(self, p):
         return {"tile": list(range(len(gpu_gemm.TILES)))}
 
-    def default_params(self, p):
+    def default_params(self, p, target):
         m, n = self.gemm_shape(p)
         tiles = list(gpu_gemm.TILES.values())
         blocks = [-(-m // t.bm) * -(-n // t.bn) for t in tiles]
         return {"tile": next((i for i, (t, b) in enumerate(zip(tiles, blocks))
-                              if b >= self.MULTIPROCESSORS and t.bn <= max(n, 32)), len(tiles) - 1)}
+                              if b >= target.chip.units and t.bn <= max(n, 32)), len(tiles) - 1)}
 
     def gpu_kernel(self, name, signature, p, params, attrs):
         return gpu_gemm.gemm_kernel(name, signature, self.spec(p, attrs), list(gpu_gemm.TILES.values())[params["tile"]])
@@ -608,7 +604,7 @@ class MmaSolver:
         return {"tile": [i for i, (tile, stages) in enumerate(gpu_mma.CONFIGS)
                          if gpu_mma.shared_bytes(p.dtype, tile, stages) <= gpu_mma.STATIC_SHARED_LIMIT]}
 
-    def default_params(self, p):
+    def default_params(self, p, target):
         """The 128x128 block only where it is filled (N >= 128) and still gives every multiprocessor a
         block; measured on the ResNet-50 layers (bench/RESULTS.md), N = 64 ran 1.4x faster on 64x64.
         Reductions of 1024 and more (32+ k tiles) go through the cp.async pipeline, with as many stages
@@ -616,7 +612,7 @@ class MmaSolver:
         K = R*S*C of 1024-4608 1.15-2x faster and the 8192^3 GEMM 1.07x; below that, register
         prefetch was as fast or faster (K = 64 and 576: up to 1.5x)."""
         m, n = self.gemm_shape(p)
-        big = n >= 128 and -(-m // 128) * -(-n // 128) >= GpuGemmSolver.MULTIPROCESSORS
+        big = n >= 128 and -(-m // 128) * -(-n // 128) >= target.chip.units
         k = p.r * p.s * p.c if self.op == "conv2d" else p.k
         stages = (2 if big else 4) if k >= 1024 else 1
         return {"tile": gpu_mma.CONFIGS.index(("large" if big else "small", stages))}
@@ -643,9 +639,8 @@ class WgmmaSolver:
     efficiency = 6.0
 
     def is_applicable(self, p, target):
-        arch = target.partition(":")[2]
-        if arch not in ("sm_90", "sm_90a"):
-            return f"wgmma and TMA need sm_90 ({arch or target} has mma.sync only)"
+        if target.matrix_core != "wgmma":
+            return f"wgmma and TMA need sm_90 ({target.arch} has {target.matrix_core} only)"
         return super().is_applicable(p, target) or self.kernel_applicable(self.kernel_spec(p))
 
     def kernel_applicable(self, spec) -> str | None:
@@ -656,12 +651,12 @@ class WgmmaSolver:
         (the 8-channel padded stem: 8x the work, so it stays on mma.sync, whose k runs across taps)."""
         c = p.c if self.op == "conv2d" else p.k
         wasted = p.flops * (-(-c // gpu_wgmma.BK) * gpu_wgmma.BK / c - 1)
-        return super().cost(p, target) + wasted / (_rates(target)[0] * 1e9 * self.efficiency)
+        return super().cost(p, target) + wasted / (target.rates[0] * 1e9 * self.efficiency)
 
     def tunables(self, p):
         return {"tile": list(range(len(gpu_wgmma.CONFIGS)))}
 
-    def default_params(self, p):
+    def default_params(self, p, target):
         """Measured on the H200 (bench/RESULTS.md, same runs as cuDNN): 128x128 with one warpgroup and 4
         stages is the fastest on the ResNet-50 layers with N >= 128 and 16+ k tiles (1.2-1.7x cuDNN;
         128x64 and 64x64 ran 1.3-1.5x slower there); with 4 k tiles or fewer, 2 stages (3 blocks per
@@ -673,7 +668,7 @@ class WgmmaSolver:
         k = p.r * p.s * p.c if self.op == "conv2d" else p.k
         k_tiles = self.k_tiles(p)
         blocks = lambda bm, bn: -(-m // bm) * -(-n // bn)  # noqa: E731
-        if n >= 256 and k >= 2048 and blocks(256, 128) >= 2 * GpuGemmSolver.MULTIPROCESSORS:
+        if n >= 256 and k >= 2048 and blocks(256, 128) >= 2 * target.chip.units:
             return {"tile": 2}
         if n > 64:
             return {"tile": 7 if k_tiles <= 4 else 0}
@@ -703,7 +698,7 @@ class ConvIm2colGemmWgmma(WgmmaSolver, ConvImplicitGemmGpu):
 
     def cost(self, p, target):
         col = 2 * p.n * p.oh * p.ow * p.r * p.s * p.c * 2       # the buffer, written and read (2 bytes)
-        return WgmmaSolver.cost(self, p, target) + col / (_rates(target)[1] * 1e9)
+        return WgmmaSolver.cost(self, p, target) + col / (target.rates[1] * 1e9)
 
     def gpu_kernel(self, name, signature, p, params, attrs):
         return gpu_wgmma.im2col_gemm_kernel(name, signature, self.spec(p, attrs), params["tile"])
@@ -727,13 +722,13 @@ class ConvWinogradWgmma(WgmmaSolver, ConvImplicitGemmGpu):
     def cost(self, p, target):
         a = self.m + 2
         tiles = p.n * -(-p.oh // self.m) * -(-p.ow // self.m)
-        peak, bandwidth = _rates(target)
+        peak, bandwidth = target.rates
         gemm = 2.0 * a * a * tiles * p.c * p.k
         traffic = a * a * (2 * tiles * p.c * 2 + 2 * tiles * p.k * 4 + 2 * p.c * p.k * 2) + \
             2 * (p.n * p.h * p.w * p.c + p.n * p.oh * p.ow * p.k)
         return gemm / (peak * 1e9 * self.efficiency) + traffic / (bandwidth * 1e9)
 
-    def default_params(self, p):
+    def default_params(self, p, target):
         return {"tile": 0}
 
     def gpu_kernel(self, name, signature, p, params, attrs):
@@ -814,7 +809,7 @@ class ConvGroupedGemm(Solver):
         """Its vectors are the group's Kg output channels: narrower than 8 lanes wastes the rest (and
         tiles that small are mostly loop overhead); the im2col buffer is written and read once."""
         col = 0 if self._direct(p) else 2 * 4 * p.n * p.oh * p.ow * p.r * p.s * p.c
-        return super().cost(p, target) * max(1.0, 8 * p.groups / p.k) + col / (_rates(target)[1] * 1e9)
+        return super().cost(p, target) * max(1.0, 8 * p.groups / p.k) + col / (target.rates[1] * 1e9)
 
     def tunables(self, p):
         """Whole tiles only: MT divides M, NT the group's output channels, KT its input channels."""
@@ -823,7 +818,7 @@ class ConvGroupedGemm(Solver):
                 "nt": [t for t in (4, 8, 16, 32) if kg % t == 0] or [_largest_divisor(kg, 32)],
                 "kt": [t for t in (1, 2, 4, 8, 16) if cg % t == 0]}
 
-    def default_params(self, p):
+    def default_params(self, p, target):
         m, kg, cg = p.n * p.oh * p.ow, p.k // p.groups, p.c // p.groups
         mt = next((t for t in (8, 7, 14, 4, 2) if m % t == 0), 1)
         nt = next((t for t in (32, 16, 8, 4) if kg % t == 0), _largest_divisor(kg, 32))
@@ -896,7 +891,7 @@ class ConvImplicitGemm(Solver):
     def cost(self, p, target):
         """Its vector lanes run along K/groups (NCHW with few channels per group: along OW): fewer than 16
         leave the register tile partly empty (depthwise NHWC: 1 of 16), so fuller solvers keep those."""
-        if self.default_params(p).get("lanes", 1):
+        if self.default_params(p, target).get("lanes", 1):
             fill = min(p.k // p.groups, 16) / 16 * (0.85 if p.layout == "NCHW" else 1.0)
         else:
             fill = min(p.ow, 16) / 16 * (0.8 if p.strides[1] == 1 else 0.3)
@@ -909,7 +904,7 @@ class ConvImplicitGemm(Solver):
         tiles = {"wt": [2, 3, 4, 6, 7, 8, 12, 16], "ft": [1, 2, 4, 6, 8, 12, 16, 32]}
         return {**tiles, "lanes": [0, 1]} if p.layout == "NCHW" else tiles
 
-    def default_params(self, p):
+    def default_params(self, p, target):
         """Lanes along K/groups (16 = two AVX2 registers) in 6 x 2 accumulator registers of 16 (7 columns,
         spilling 2, beat 6 + 1); NCHW with fewer than 16 channels per group: along OW."""
         kg = p.k // p.groups
@@ -936,18 +931,17 @@ class AmdMatrixSolver:
     family = ""
 
     def is_applicable(self, p, target):
-        arch = target.partition(":")[2]
-        return super().is_applicable(p, target) or gpu_amd_mma.arch_reason(arch, self.family, self.name) \
+        return super().is_applicable(p, target) or gpu_amd_mma.arch_reason(target, self.family, self.name) \
             or gpu_amd_mma.applicable(self.kernel_spec(p))
 
     def tunables(self, p):
         return {"tile": list(range(len(gpu_amd_mma.TILES[self.family])))}
 
-    def default_params(self, p):
+    def default_params(self, p, target):
         """The 128x128 block where it is filled (N >= 128) and still gives every compute unit a block,
         else 64x64 (32x32x8 MFMA tiles: the fewest instructions per k step)."""
         m, n = self.gemm_shape(p)
-        big = n >= 128 and -(-m // 128) * -(-n // 128) >= GpuGemmSolver.MULTIPROCESSORS
+        big = n >= 128 and -(-m // 128) * -(-n // 128) >= target.chip.units
         return {"tile": 0 if big else 1}
 
     def gpu_kernel(self, name, signature, p, params, attrs):
@@ -1014,10 +1008,10 @@ SOLVERS = {s.name: s for s in (
 )}
 
 
-def applicable(problem, op: str, target: str) -> list[tuple["Solver", str | None]]:
+def applicable(problem, op: str, target: Target) -> list[tuple["Solver", str | None]]:
     """Every solver for `op` with None (applicable) or the reason it is not."""
-    kind = target.partition(":")[0]
-    return [(s, s.is_applicable(problem, target) if kind in s.targets else f"no {kind} kernel (runs on: {', '.join(s.targets)})")
+    return [(s, s.is_applicable(problem, target) if target.kind in s.targets
+             else f"no {target.kind} kernel (runs on: {', '.join(s.targets)})")
             for s in SOLVERS.values() if s.op == op]
 
 

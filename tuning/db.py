@@ -7,7 +7,7 @@ One SQLite table; a record is keyed by the problem descriptor (ConvProblem/GemmP
 
 Two databases are read, the user's first (it wins), then the system one:
   user    $OPENPRIM_USER_DB_PATH, else ~/.cache/openprim/tuning.sqlite   (tuning writes here)
-  system  passes/data/tuning.sqlite inside the package, read-only          (may be absent: empty)
+  system  tuning/data/tuning.sqlite inside the package, read-only          (may be absent: empty)
 
 Why it never gets in the way of compiling: every failure degrades to "no record". Several processes
 may tune at once (WAL journal, a busy timeout, one INSERT OR REPLACE per short transaction). A
@@ -24,6 +24,11 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
+
+from openprim import __version__
+from openprim.base.target import Target, parse_target
+from openprim.runtime.cpu import host_cpu
+from openprim.solvers.registry import SOLVERS, applicable
 
 SYSTEM_DB = Path(__file__).parent / "data" / "tuning.sqlite"
 SCHEMA = """CREATE TABLE IF NOT EXISTS records (
@@ -64,16 +69,13 @@ def user_path() -> Path:
 
 
 def compiler_version() -> str:
-    from openprim import __version__
     return __version__
 
 
-def arch_of(target: str) -> str:
-    """The arch a measurement is valid for: the host CPU for the CPU target, else the target itself."""
-    if str(target) == "cpu":
-        from openprim.runtime.cpu import host_cpu
-        return f"cpu:{host_cpu()}"
-    return str(target)
+def arch_of(target: Target) -> str:
+    """The arch a measurement is valid for, a serialized Target: the host CPU for the CPU target
+    (cpu:znver4), else the target itself."""
+    return str(Target("cpu", host_cpu()) if target == Target("cpu") else target)
 
 
 def params_key(params: dict) -> str:
@@ -112,10 +114,9 @@ def _rows(path: Path, source: str, problem: str, arch: str) -> list[Record]:
     return out
 
 
-def invalid(rec: Record, problem=None, target: str | None = None) -> str | None:
+def invalid(rec: Record, problem=None, target: Target | None = None) -> str | None:
     """Why a record cannot be used (None: it can). With the problem object and the target, the solver
     must apply to it and its parameters must be among the solver's tunables (or its default)."""
-    from openprim.solvers.registry import SOLVERS, applicable
     if rec.version != compiler_version():
         return f"made by compiler version {rec.version}, this is {compiler_version()}"
     solver = SOLVERS.get(rec.solver)
@@ -123,12 +124,12 @@ def invalid(rec: Record, problem=None, target: str | None = None) -> str | None:
         return f"unknown solver '{rec.solver}'"
     if problem is None:
         return None
-    reason = dict((s.name, r) for s, r in applicable(problem, solver.op, target or rec.arch.partition(":")[0]))
+    reason = dict((s.name, r) for s, r in applicable(problem, solver.op, target or parse_target(rec.arch)))
     if rec.solver not in reason:
         return f"solver '{rec.solver}' is for {solver.op}, not this problem"
     if reason[rec.solver]:
         return f"solver '{rec.solver}' does not apply: {reason[rec.solver]}"
-    space, default = solver.tunables(problem), solver.default_params(problem)
+    space, default = solver.tunables(problem), solver.default_params(problem, target or parse_target(rec.arch))
     if set(rec.params) != set(default):
         return f"parameters {sorted(rec.params)} are not {rec.solver}'s ({sorted(default)})"
     bad = [k for k, v in rec.params.items() if v != default[k] and v not in space.get(k, ())]
@@ -137,7 +138,7 @@ def invalid(rec: Record, problem=None, target: str | None = None) -> str | None:
     return None
 
 
-def records(problem, arch: str, target: str | None = None) -> list[Record]:
+def records(problem, arch: str, target: Target | None = None) -> list[Record]:
     """Every valid record of the problem on arch, user database first, each fastest first. `problem` is a
     problem object (validated against the solvers) or a descriptor string (solver and version checked)."""
     key = problem if isinstance(problem, str) else problem.descriptor()
@@ -160,7 +161,7 @@ def rank(r) -> tuple:
     return r.seconds, r.solver, params_key(r.params)
 
 
-def best(problem, arch: str, target: str | None = None) -> Record | None:
+def best(problem, arch: str, target: Target | None = None) -> Record | None:
     """The fastest valid record; a valid one in the user database wins over the system database."""
     found = records(problem, arch, target)
     user = [r for r in found if r.source == "user"]

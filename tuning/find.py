@@ -17,7 +17,6 @@ until the time budget is spent. The three fastest are re-timed and ranked by the
 from __future__ import annotations
 
 import itertools
-import os
 import pickle
 import random
 import subprocess
@@ -30,12 +29,13 @@ from mlir import ir
 from mlir.dialects import func
 
 from openprim.base.errors import OpenPrimError
-from openprim.base.target import parse_target
-
+from openprim.base.target import Target
+from openprim.passes.prim_select import Choice, apply, heuristic
 from openprim.passes.rewrite import producer
+from openprim.runtime.gpu import open_device
+from openprim.solvers.registry import SOLVERS, applicable, problem_of
 
 from . import db as tuning_db
-from openprim.solvers.registry import SOLVERS, applicable, problem_of
 
 EXHAUSTIVE = 24
 TOLERANCE = {"f32": 1e-4, "f16": 2e-2, "bf16": 4e-2}   # max |error| / max(1, max |reference|)
@@ -49,11 +49,10 @@ class Result:
     error: str | None = None
 
 
-def unavailable(target: str) -> str | None:
+def unavailable(target: Target) -> str | None:
     """Why candidates cannot be timed here (None: they can): GPU targets need the GPU."""
-    if not parse_target(target).is_gpu:
+    if not target.is_gpu:
         return None
-    from openprim.runtime.gpu import open_device
     try:
         open_device(target)
     except OpenPrimError as e:
@@ -62,13 +61,13 @@ def unavailable(target: str) -> str | None:
     return None
 
 
-def space(op: ir.Operation, target: str) -> list[tuple[str, dict]]:
+def space(op: ir.Operation, target: Target) -> list[tuple[str, dict]]:
     """Every (solver, params) of the applicable solvers; each solver's default first."""
     problem = problem_of(op)
     out = []
     for s, why in applicable(problem, op.name[5:], target):
         if why is None:
-            t, default = s.tunables(problem), s.default_params(problem)
+            t, default = s.tunables(problem), s.default_params(problem, target)
             keys = sorted(t)
             rest = [dict(zip(keys, v)) for v in itertools.product(*(t[k] for k in keys))]
             out += [(s.name, default)] + [(s.name, p) for p in rest if p != default]
@@ -77,7 +76,6 @@ def space(op: ir.Operation, target: str) -> list[tuple[str, dict]]:
 
 def candidate_module(op: ir.Operation, solver: str, params: dict) -> str:
     """MLIR text of a module holding only `op`, with the solver and parameters chosen."""
-    from openprim.passes.prim_select import Choice, apply
     with op.context, ir.Location.unknown():
         module = ir.Module.create()
         args = [v for v in op.operands if producer(v, "prim.constant") is None]
@@ -96,63 +94,22 @@ def candidate_module(op: ir.Operation, solver: str, params: dict) -> str:
         return str(module)
 
 
-def compile_candidate(text: str, target: str):
-    from openprim import compiler
-    return compiler.jit(compiler.lower(text, target), target)
-
-
-def inputs_of(exe, seed: int = 0) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return [rng.standard_normal(exe.plan["values"][i["value"]]["shape"]).astype(np.float32) for i in exe.plan["inputs"]]
-
-
-def time_candidate(exe) -> float:
-    """Seconds per run: the sum of the steps' medians (device events on a GPU), repeats for about 50 ms."""
-    if hasattr(exe, "time_ms"):
-        return exe.time_ms() / 1e3
-    once = sum(exe.time_steps(1))
-    return float(sum(exe.time_steps(int(np.clip(0.05 / max(once, 1e-7), 3, 50)))))
-
-
 def mismatch(out, ref, dtype: str) -> str | None:
     err = float(np.max(np.abs(np.asarray(out, np.float64) - ref))) / max(1.0, float(np.max(np.abs(ref))))
     return None if err <= TOLERANCE.get(dtype, 1e-4) else f"wrong output (relative error {err:.2e})"
 
 
-def _measure_here(text: str, target: str) -> tuple[np.ndarray, float]:
-    exe = compile_candidate(text, target)
-    out = np.asarray(exe(*inputs_of(exe)), np.float64)
-    return out, time_candidate(exe)
-
-
-def worker() -> None:
-    """The worker's loop: (module text, target) in on stdin, (outputs, seconds) or an error line out."""
-    out = os.fdopen(os.dup(1), "wb")
-    os.dup2(2, 1)  # whatever else writes to stdout must not corrupt the replies
-    while True:
-        try:
-            text, target = pickle.load(sys.stdin.buffer)
-        except EOFError:
-            return
-        try:
-            reply = _measure_here(text, target)
-        except Exception as e:  # noqa: BLE001 - reported to the parent as the candidate's failure
-            reply = f"{type(e).__name__}: {(str(e).splitlines() or [''])[0]}"
-        pickle.dump(reply, out)
-        out.flush()
-
-
 _worker = None
 
 
-def measure(text: str, target: str) -> tuple[np.ndarray, float]:
-    """(outputs, seconds) of a candidate module, compiled and run in the worker process."""
+def measure(text: str, target: Target) -> tuple[np.ndarray, float]:
+    """(outputs, seconds) of a candidate module, compiled and run in the worker process (worker.py)."""
     global _worker
     if _worker is None or _worker.poll() is not None:
-        _worker = subprocess.Popen([sys.executable, "-c", "from openprim.tuning.find import worker; worker()"],
+        _worker = subprocess.Popen([sys.executable, "-m", "openprim.tuning.worker"],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
-        pickle.dump((text, target), _worker.stdin)
+        pickle.dump((text, str(target)), _worker.stdin)
         _worker.stdin.flush()
         reply = pickle.load(_worker.stdout)
     except (EOFError, BrokenPipeError):
@@ -165,12 +122,11 @@ def measure(text: str, target: str) -> tuple[np.ndarray, float]:
 class Bench:
     """Measures candidates of one op against the heuristic choice's output."""
 
-    def __init__(self, op: ir.Operation, target: str):
-        from openprim.passes.prim_select import heuristic
+    def __init__(self, op: ir.Operation, target: Target):
         self.op, self.target = op, target
         self.problem = problem_of(op)
         ref = heuristic(self.problem, op.name[5:], target)
-        params = ref.default_params(self.problem)
+        params = ref.default_params(self.problem, target)
         self.reference, seconds = measure(candidate_module(op, ref.name, params), target)
         self.results: dict[str, Result] = {self._key(ref.name, params): Result(ref.name, params, seconds)}
 
@@ -211,7 +167,7 @@ class Bench:
             self.results[self._key(r.solver, r.params)] = Result(r.solver, r.params, float(np.median(times)))
 
 
-def search(op: ir.Operation, target: str, budget: float, progress=None, seed: int = 0) -> list[Result]:
+def search(op: ir.Operation, target: Target, budget: float, progress=None, seed: int = 0) -> list[Result]:
     """Measured results, fastest first (failed ones last). The first measurement is the heuristic's
     choice (the reference); progress(done, total, result) is called after each measurement."""
     deadline = time.monotonic() + budget
@@ -252,7 +208,7 @@ def _neighbours(best: Result, problem) -> list[tuple[str, dict]]:
     return [(best.solver, {**best.params, k: v}) for k in sorted(space_) for v in space_[k] if v != best.params[k]]
 
 
-def store(problem: str, target: str, results: list[Result]) -> None:
+def store(problem: str, target: Target, results: list[Result]) -> None:
     """Every successful measurement into the user database."""
     arch = tuning_db.arch_of(target)
     for r in results:

@@ -25,29 +25,32 @@ import zipfile
 import numpy as np
 from mlir import ir
 
-from openprim import passes
+from openprim import compiler, passes
 from openprim.base.errors import OpenPrimError
-from openprim.pyfrontend import Graph, to_module
+from openprim.base.target import parse_target
 from openprim.passes import prim_select
+from openprim.dialect import graph_functions
+from openprim.pyfrontend import Graph, to_module
+from openprim.solvers.registry import SOLVERS, applicable, problem_of
 
 from . import db as tuning_db
 from . import find
-from openprim.passes.outline import graph_functions
-from openprim.solvers.registry import SOLVERS, applicable, problem_of
+from .tuner import Tuner
 
 BUNDLE_FORMAT = "openprim-tuning-bundle"
 RESULTS_FORMAT = "openprim-tuning-results"
 
 
-def layers(graph, target: str):
+def layers(graph, target):
     """(module, [(op, descriptor, count)]) of the distinct conv2d/matmul problems of the graph, as
-    prim-select sees them for `target`."""
+    prim-select sees them for `target` (a Target or its text)."""
+    target = parse_target(target)
     module = to_module(graph)
     passes.run(module, "prim-fuse")
     found = {}
     with module.context:
         for fn in graph_functions(module.operation):
-            for op in prim_select.prepare(fn, target=target):
+            for op in prim_select.prepare(fn, "NHWC", target):
                 key = problem_of(op).descriptor()
                 found.setdefault(key, [op, key, 0])[2] += 1
     return module, [tuple(v) for v in found.values()]
@@ -63,6 +66,7 @@ def _us(seconds) -> str:
 
 def tune(graph, target: str, budget: float) -> list[dict]:
     """Find per distinct layer (budget seconds each), store the measurements, print one line per layer."""
+    target = parse_target(target)
     why_not = find.unavailable(target)
     if why_not:
         raise OpenPrimError(why_not)
@@ -89,7 +93,7 @@ def tune(graph, target: str, budget: float) -> list[dict]:
 def _reference(op, target, results):
     problem = problem_of(op)
     h = prim_select.heuristic(problem, op.name[5:], target)
-    return next(r for r in results if r.solver == h.name and r.params == h.default_params(problem))
+    return next(r for r in results if r.solver == h.name and r.params == h.default_params(problem, target))
 
 
 def _store_without_weights(bundle_zip: zipfile.ZipFile, artifact: str, name: str, stored: set) -> str:
@@ -116,7 +120,7 @@ def bundle(graph, target: str, path: str, budget: float, seed: int = 0) -> int:
     candidates' weights stored once per distinct content (weights/SHA.bin; scripts/measure_tuning.py puts
     them back): candidates of a layer mostly share one filter layout, and a bundle must stay small enough
     to send to the GPU machine."""
-    from openprim import compiler
+    target = parse_target(target)
     module, todo = layers(graph, target)
     index, rng, stored_weights = [], random.Random(seed), set()
     with module.context, zipfile.ZipFile(path + ".tmp", "w", zipfile.ZIP_STORED) as z, \
@@ -145,10 +149,10 @@ def bundle(graph, target: str, path: str, budget: float, seed: int = 0) -> int:
                 weights = _store_without_weights(z, os.path.join(tmp, name), name, stored_weights)
                 entries.append(dict(file=name, weights=weights, problem=key, arch=tuning_db.arch_of(target), solver=solver,
                                     params=params, tolerance=find.TOLERANCE.get(problem_of(op).dtype, 1e-4),
-                                    heuristic=solver == h.name and params == h.default_params(problem_of(op))))
+                                    heuristic=solver == h.name and params == h.default_params(problem_of(op), target)))
             index += entries
         z.writestr("index.json", json.dumps(dict(format=BUNDLE_FORMAT, compiler=tuning_db.compiler_version(),
-                                                 target=target, candidates=index), indent=1))
+                                                 target=str(target), candidates=index), indent=1))
     os.replace(path + ".tmp", path)
     print("\r\033[K", end="", file=sys.stderr)
     return len(index)
@@ -173,6 +177,7 @@ def import_results(path: str) -> int:
 def explain(graph, target: str) -> None:
     """Per layer: its descriptor, every solver (applicable or why not, predicted and measured time), the
     choice a compile makes now and where it comes from."""
+    target = parse_target(target)
     module, todo = layers(graph, target)
     mode = prim_select.find_mode()
     arch = tuning_db.arch_of(target)
@@ -194,7 +199,7 @@ def explain(graph, target: str) -> None:
             if mode == "find":
                 print("  choice: made by find when compiled (mode find)")
                 continue
-            c = prim_select.decide(op, target, mode="immediate")
+            c = prim_select.decide(op, target, mode="immediate", tuner=Tuner())
             print(f"  choice: {c.solver.name} {_params(c.params)} from {c.source}"
                   + (f" ({_us(c.seconds)})" if c.seconds is not None else "") + f" (mode {mode})")
 
@@ -217,13 +222,12 @@ def conv_graph(a, rng) -> tuple[Graph, np.ndarray, np.ndarray]:
 def run_conv(a) -> None:
     """Compile one convolution with the selected (or forced) solver, check it against float64 numpy,
     print the solver and, with -t 1, the time and GFLOP/s."""
-    from openprim import compiler
     if a.F != 1:
         raise OpenPrimError(f"-F {a.F}: only the forward convolution (-F 1) is supported")
     g, x, w = conv_graph(a, np.random.default_rng(0))
     module = to_module(g)
     solver = f" solver={a.solver}" if a.solver else ""
-    passes.run(module, f"prim-fuse,prim-select{{target={compiler.check_target(a.target)}{solver}}}")
+    passes.run(module, f"prim-fuse,prim-select{{target={parse_target(a.target)}{solver}}}", tuner=Tuner())
     op = next(o.operation for o in graph_functions(module.operation)[0].regions[0].blocks[0].operations
               if o.operation.name == "prim.conv2d")
     problem, solver, source = (ir.StringAttr(op.attributes[k]).value for k in ("prim.problem", "prim.solver", "prim.choice"))
@@ -274,6 +278,6 @@ def db_add(problem: str, arch: str, solver: str, params: str, seconds: str) -> N
         raise OpenPrimError(f"db add: unknown solver '{solver}'; solvers: {', '.join(SOLVERS)}")
     if not isinstance(values, dict):
         raise OpenPrimError("db add: PARAMS must be a JSON object, e.g. '{\"wt\": 8}'")
-    arch = tuning_db.arch_of(arch) if arch == "cpu" else arch  # cpu: this machine's CPU
+    arch = tuning_db.arch_of(parse_target(arch))  # cpu: this machine's CPU
     if not tuning_db.record(problem, arch, solver, values, secs):
         raise OpenPrimError(f"db add: cannot write {tuning_db.user_path()}")

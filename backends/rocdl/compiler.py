@@ -1,4 +1,7 @@
-"""AMDGPU code objects (hsaco) from a `gpu.module` already lowered to the LLVM dialect by convert-gpu-to-rocdl.
+"""The AMD backend: the `gpu.module @device` to ROCDL, then to an AMDGPU code object (hsaco).
+
+Lowering: gpu to ROCDL (convert-gpu-to-rocdl for the chip, HIP runtime, bare-pointer parameters), then
+the module is compiled here into a linked code object that replaces it as `gpu.binary @device`.
 
 Why not `gpu-module-to-binary`: the LLVM inside the MLIR Python wheels has no AMDGPU target. PyPI's llvmlite
 bundles LLVM 22 with it, so the route is: MLIR -> LLVM IR text (translate_module_to_llvmir) -> llvmlite
@@ -15,40 +18,32 @@ from __future__ import annotations
 import functools
 import importlib.util
 import os
-import re
 import shutil
 import subprocess
 import sys
 import tempfile
 
 from mlir import ir
+from mlir.dialects import gpu
 from mlir.dialects.llvm import translate_module_to_llvmir
 
 from openprim.base.errors import OpenPrimError
+from openprim.base.target import Target
+from openprim.dialect import body, kernels_module
+
+from .. import device_image
 
 _ROCM = os.environ.get("ROCM_PATH", "/opt/rocm")
 
 
-def isa_version(chip: str) -> int:
-    """The device libraries' __oclc_ISA_version: gfx942 -> 9402, gfx90a -> 9010, gfx1100 -> 11000."""
-    m = re.fullmatch(r"gfx(\d+)([0-9a-f])([0-9a-f])", chip)
-    if not m:
-        raise OpenPrimError(f"unknown AMDGPU chip '{chip}' (expected a name like gfx942)")
-    return int(m[1]) * 1000 + int(m[2], 16) * 100 + int(m[3], 16)
-
-
-def wave64(chip: str) -> bool:
-    """gfx9 and older run 64-lane wavefronts; gfx10+ default to 32 lanes."""
-    return isa_version(chip) < 10000
-
-
-def _prelude(chip: str) -> str:
+def _prelude(target: Target) -> str:
     """LLVM IR linked into every kernel module: the code object version flag and the OCLC controls."""
+    wave64 = target.wave == 64
     consts = {"finite_only_opt": ("i8", 0), "unsafe_math_opt": ("i8", 0), "daz_opt": ("i8", 0),
-              "correctly_rounded_sqrt32": ("i8", 1), "wavefrontsize64": ("i8", int(wave64(chip))),
-              "wavefrontsize_log2": ("i8", 6 if wave64(chip) else 5),
-              "ISA_version": ("i32", isa_version(chip)), "ABI_version": ("i32", 500)}
-    lines = ['target triple = "amdgcn-amd-amdhsa"']
+              "correctly_rounded_sqrt32": ("i8", 1), "wavefrontsize64": ("i8", int(wave64)),
+              "wavefrontsize_log2": ("i8", 6 if wave64 else 5),
+              "ISA_version": ("i32", target.isa_version), "ABI_version": ("i32", 500)}
+    lines = [f'target triple = "{target.chip.triple}"']
     lines += [f"@__oclc_{n} = weak_odr hidden local_unnamed_addr addrspace(4) constant {t} {v}"
               for n, (t, v) in consts.items()]
     lines += ["!llvm.module.flags = !{!0}", '!0 = !{i32 1, !"amdhsa_code_object_version", i32 500}']
@@ -103,18 +98,20 @@ def _llvm_ir(gpu_module: str) -> tuple[str, list[str]]:
         return str(translate_module_to_llvmir(module.operation)), kernels
 
 
-def code_object(gpu_module: str, chip: str) -> bytes:
-    """The linked hsaco (ELF shared object) for `chip` of one convert-gpu-to-rocdl-lowered gpu.module."""
+def code_object(gpu_module: str, target: Target) -> bytes:
+    """The linked hsaco (ELF shared object) for the target's chip of one convert-gpu-to-rocdl-lowered
+    gpu.module."""
     llb = _llvm()
     text, kernels = _llvm_ir(gpu_module)
     lld = ld_lld()
-    features = "+wavefrontsize64" if wave64(chip) else "+wavefrontsize32"
-    tm = llb.Target.from_triple("amdgcn-amd-amdhsa").create_target_machine(
+    chip = target.arch
+    features = f"+wavefrontsize{target.wave}"
+    tm = llb.Target.from_triple(target.chip.triple).create_target_machine(
         cpu=chip, features=features, opt=3, reloc="pic")
     mod = llb.parse_assembly(text)
-    mod.triple = "amdgcn-amd-amdhsa"
+    mod.triple = target.chip.triple
     mod.data_layout = str(tm.target_data)
-    mod.link_in(llb.parse_assembly(_prelude(chip)))
+    mod.link_in(llb.parse_assembly(_prelude(target)))
     for lib in ("ocml", "ockl"):
         if f"__{lib}_" in text:
             with open(os.path.join(device_libs(), f"{lib}.bc"), "rb") as f:
@@ -136,3 +133,35 @@ def code_object(gpu_module: str, chip: str) -> bytes:
             raise OpenPrimError(f"ld.lld failed for {chip}: {msg[0] if msg else run.returncode}")
         with open(hsaco, "rb") as f:
             return f.read()
+
+
+def binary(module: ir.Operation, target: Target) -> None:
+    """gpu.module @device (ROCDL/LLVM dialect) -> gpu.binary @device holding the linked hsaco."""
+    km = kernels_module(module)
+    for m in [o.operation for o in body(km).operations if o.operation.name == "gpu.module"]:
+        hsaco = code_object(str(m), target)
+        with module.context, ir.Location.unknown(), ir.InsertionPoint(m):
+            attr = ir.Attribute.parse(f'#rocdl.target<chip = "{target.arch}">')
+            obj = gpu.ObjectAttr.get(attr, gpu.CompilationTarget.Binary, hsaco)
+            ir.Operation.create("gpu.binary", attributes={"sym_name": m.attributes["sym_name"],
+                                                           "offloadingHandler": ir.Attribute.parse("#gpu.select_object<0>"),
+                                                           "objects": ir.ArrayAttr.get([obj])})
+        m.erase()
+
+
+def lowering(target: Target, threads: bool, nested) -> list:
+    """prim-lower's steps after the kernels are mapped and merged into `gpu.module @device`."""
+    return [nested([f"gpu.module(fold-memref-alias-ops,expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+                    f"convert-gpu-to-rocdl{{chipset={target.arch} runtime=HIP use-bare-ptr-memref-call-conv=true}})",
+                    "reconcile-unrealized-casts"]),
+            ("prim-gpu-binary", lambda op: binary(op, target))]
+
+
+def kernel_files(module: ir.Module, target: Target, device_arch: str | None = None) -> dict[str, bytes]:
+    """kernels.hsaco."""
+    return {"kernels.hsaco": device_image(module)}
+
+
+def artifact_meta(target: Target, files: dict[str, bytes]) -> dict:
+    """Nothing beyond the target: a code object is for exactly its chip."""
+    return {}

@@ -45,8 +45,6 @@ from dataclasses import dataclass
 from openprim.kernels.gpu.gemm import WG, Emitter, GemmSpec, _load_vec, epilogue_scalar, tile_launch
 
 BK, PAD = 32, 8          # k per staged tile; LDS rows padded by 16 bytes against bank conflicts
-MFMA_ARCHS = ("gfx90a", "gfx942", "gfx950")
-WMMA_ARCHS = ("gfx1100", "gfx1101")
 
 
 @dataclass(frozen=True)
@@ -111,20 +109,16 @@ TILES = {
 }
 
 
-def family(arch: str) -> str | None:
-    return "mfma" if arch in MFMA_ARCHS else "wmma" if arch in WMMA_ARCHS else None
-
-
-def arch_reason(arch: str, want: str, solver: str) -> str | None:
-    """Why `solver`, whose kernel uses `want` ("mfma"/"wmma"), does not run on `arch`, or None."""
-    have = family(arch)
+def arch_reason(target, want: str, solver: str) -> str | None:
+    """Why `solver`, whose kernel uses `want` ("mfma"/"wmma"), does not run on `target`, or None."""
+    have = {"mfma": "mfma", "wmma-gfx11": "wmma"}.get(target.matrix_core)
     if have == want:
         return None
     if have:
-        return f"{arch} has {have.upper()}, not {want.upper()}: {solver.replace(want, have)}"
-    if arch.startswith("gfx12"):
-        return f"{arch}'s WMMA (gfx12 operand layout) is not implemented: SIMT kernel"
-    return f"{arch} has no matrix cores: SIMT kernel"
+        return f"{target.arch} has {have.upper()}, not {want.upper()}: {solver.replace(want, have)}"
+    if target.matrix_core == "wmma-gfx12":
+        return f"{target.arch}'s WMMA (gfx12 operand layout) is not implemented: SIMT kernel"
+    return f"{target.arch} has no matrix cores: SIMT kernel"
 
 
 def applicable(spec: GemmSpec) -> str | None:

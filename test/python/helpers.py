@@ -19,7 +19,7 @@ import openprim.compiler
 import openprim.plan
 from openprim import dialect
 from openprim.pyfrontend import Graph
-from openprim.passes.outline import body, graph_functions, kernels_module
+from openprim.dialect import body, graph_functions, kernels_module
 from openprim.base.dtypes import from_storage, to_storage
 
 DTYPES = ("f32", "f16", "bf16")
@@ -206,7 +206,7 @@ def operands(op) -> dict:
 def kernel_info(module) -> dict[str, tuple[str, str]]:
     """{kernel name: (prim.op, prim.solver or "")} of the lowered kernels module (CPU: LLVM functions, GPU: host
     functions of launches)."""
-    km = kernels_module(module.operation, "cpu", create=False)
+    km = kernels_module(module.operation)
     assert km is not None, "no kernels module: the module was not lowered"
     out = {}
     for op in body(km).operations:

@@ -12,6 +12,7 @@ from mlir import ir, passmanager
 
 from openprim.backends.rocdl import compiler as rocdl
 from openprim.base.errors import OpenPrimError
+from openprim.base.target import parse_target
 from openprim.runtime.codeobject import amdgpu_kernels, amdgpu_target
 
 N = 256
@@ -71,7 +72,7 @@ def toolchain():
 def test_code_object(toolchain, chip, wave):
     gpu_module = lowered_gpu_module(chip)
     assert "__ocml_erf_f32" in gpu_module     # rocdl.workgroup.dim becomes __ockl_get_local_size in LLVM IR
-    hsaco = rocdl.code_object(gpu_module, chip)
+    hsaco = rocdl.code_object(gpu_module, parse_target(f"rocdl:{chip}"))
     assert hsaco[:4] == b"\x7fELF"
     assert chip in amdgpu_target(hsaco)
     kernels = {k["name"]: k for k in amdgpu_kernels(hsaco)}
@@ -87,9 +88,10 @@ def test_code_object(toolchain, chip, wave):
 
 
 def test_isa_version():
-    assert [rocdl.isa_version(c) for c in ("gfx90a", "gfx942", "gfx1100", "gfx1030")] == [9010, 9402, 11000, 10300]
-    with pytest.raises(OpenPrimError, match="unknown AMDGPU chip"):
-        rocdl.isa_version("sm_90")
+    assert [parse_target(f"rocdl:{c}").isa_version for c in ("gfx90a", "gfx942", "gfx1100", "gfx1030")] == \
+        [9010, 9402, 11000, 10300]
+    with pytest.raises(OpenPrimError, match="unsupported rocdl architecture 'sm_90'"):
+        parse_target("rocdl:sm_90")
 
 
 @pytest.mark.parametrize("data, why", [(b"", "no ELF magic"), (b"\x7fELF\x01\x01" + bytes(58), "64-bit"),
@@ -103,8 +105,8 @@ def test_missing_tools(monkeypatch):
     """Each missing piece is one OpenPrimError that says how to install it."""
     monkeypatch.setitem(sys.modules, "llvmlite.binding", None)
     with pytest.raises(OpenPrimError, match=r"pip install llvmlite==0\.50\.0"):
-        rocdl.code_object("", "gfx942")
-    monkeypatch.setattr(amdgpu, "_ROCM", "/nonexistent")
+        rocdl.code_object("", parse_target("rocdl:gfx942"))
+    monkeypatch.setattr(rocdl, "_ROCM", "/nonexistent")
     monkeypatch.setattr(rocdl.importlib.util, "find_spec", lambda name: None)
     monkeypatch.setattr(rocdl.shutil, "which", lambda name: None)
     monkeypatch.setattr(rocdl.os.path, "exists", lambda path: False)

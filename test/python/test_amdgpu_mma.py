@@ -20,6 +20,7 @@ from openprim import compiler
 from openprim.backends.rocdl import compiler as rocdl
 from openprim.tuning import tune
 from openprim.base.errors import OpenPrimError
+from openprim.base.target import parse_target
 from openprim.pyfrontend import Graph
 from openprim.tuning import find
 from openprim.kernels.amd import mma as amm
@@ -274,7 +275,7 @@ def test_every_tile_compiles(toolchain, assembly, chip):
     module, todo = tune.layers(conv_graph("f16", 2, 128, 16, 128, np.random.default_rng(0)), f"rocdl:{chip}")
     with module.context:
         (op, _, _), = todo
-        tiles = [p for s, p in find.space(op, f"rocdl:{chip}") if s == f"conv_implicit_gemm_{family}"]
+        tiles = [p for s, p in find.space(op, parse_target(f"rocdl:{chip}")) if s == f"conv_implicit_gemm_{family}"]
         assert len(tiles) == len(amm.TILES[family])
         for params in tiles:
             compiler.lower(find.candidate_module(op, f"conv_implicit_gemm_{family}", params), f"rocdl:{chip}")

@@ -150,10 +150,10 @@ def test_nchw_conv_layout_keep(target):
     default, _ = build_plan(compiler.lower(g, target), target)
     assert [s["kernel"].split("_")[0] for s in default["steps"]].count("transpose") == 3, default["steps"]
     if target.startswith("nvvm"):
-        functions = {k["name"] for k in ptx_kernels(compiler.gpu_kernels(module, target)["kernels.ptx"].decode())}
+        functions = {k["name"] for k in ptx_kernels(compiler.kernel_files(module, target)["kernels.ptx"].decode())}
     else:
         try:
-            functions = {k["name"] for k in amdgpu_kernels(compiler.gpu_kernels(module, target)["kernels.hsaco"])}
+            functions = {k["name"] for k in amdgpu_kernels(compiler.kernel_files(module, target)["kernels.hsaco"])}
         except OpenPrimError as e:  # no ld.lld / device libraries here: the plan was still checked
             pytest.skip(f"AMDGPU toolchain incomplete: {e}")
     assert launched(plan) <= functions and not any("transpose" in f for f in functions), functions

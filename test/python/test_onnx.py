@@ -1,4 +1,4 @@
-"""The ONNX importer (openprim.pyfrontend.onnx.import_model) and backend (openprim.pyfrontend.onnx.backend).
+"""The ONNX importer (openprim.pyfrontend.onnx.import_model) and backend (openprim.onnx_backend).
 
 (a) one small model per supported op (odd shapes, strides, padding, dilation, groups), compiled and
     compared with onnx's reference evaluator run in float64;
@@ -21,7 +21,7 @@ from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 import openprim  # noqa: E402
 from openprim.base.errors import OpenPrimError  # noqa: E402
-import openprim.pyfrontend.onnx.backend as onnx_backend  # noqa: E402
+import openprim.onnx_backend as onnx_backend  # noqa: E402
 from openprim.pyfrontend.onnx import import_model  # noqa: E402
 
 F = TensorProto.FLOAT

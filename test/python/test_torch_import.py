@@ -1,6 +1,7 @@
 """The PyTorch importer (openprim.pyfrontend.torch_import): torch.export -> Graph -> openprim.compile,
-and the torch.compile backend. Small hand-written nn.Modules in eval mode with random weights; the
-reference is the same model run eagerly in float64. Skipped without torch."""
+and compile_module / the torch.compile backend (openprim.torch_backend). Small hand-written nn.Modules
+in eval mode with random weights; the reference is the same model run eagerly in float64. Skipped
+without torch."""
 import copy
 import warnings
 
@@ -12,13 +13,9 @@ nn = torch.nn
 F = torch.nn.functional
 
 from openprim.base.errors import OpenPrimError
-from openprim.pyfrontend import torch_import
-from openprim.pyfrontend.torch_import import (
-    SUPPORTED_OPS,
-    compile_module,
-    import_exported,
-    openprim_backend,
-)
+from openprim import torch_backend
+from openprim.pyfrontend.torch_import import SUPPORTED_OPS, import_exported
+from openprim.torch_backend import compile_module, openprim_backend
 
 RTOL = 1e-4
 
@@ -258,7 +255,7 @@ def test_torch_compile_backend(monkeypatch):
             return self.fc(torch.flatten(F.adaptive_avg_pool2d(y, 1), 1)), y
 
     torch._dynamo.reset()
-    torch_import._WARNED.clear()
+    torch_backend._WARNED.clear()
     runs = count_openprim_runs(monkeypatch)
     model = randomize(M())
     x = torch.randn(2, 4, 8, 8)
@@ -292,12 +289,12 @@ def test_torch_compile_backend(monkeypatch):
 
 def count_openprim_runs(monkeypatch):
     runs = []
-    real = torch_import._Compiled.run_flat
+    real = torch_backend._Compiled.run_flat
 
     def counted(self, flat):
         runs.append(1)
         return real(self, flat)
-    monkeypatch.setattr(torch_import._Compiled, "run_flat", counted)
+    monkeypatch.setattr(torch_backend._Compiled, "run_flat", counted)
     return runs
 
 
@@ -307,7 +304,7 @@ def test_torch_compile_fallback_warns():
             return torch.cumsum(x, 1).relu() + 1
 
     torch._dynamo.reset()
-    torch_import._WARNED.clear()
+    torch_backend._WARNED.clear()
     model = M()
     x = torch.randn(3, 4)
     compiled = torch.compile(model, backend=openprim_backend)

@@ -26,14 +26,17 @@ from mlir import ir
 
 from openprim import passes
 from openprim.base.errors import OpenPrimError
+from openprim.base.target import parse_target
 from openprim.pyfrontend import to_module
 from openprim.tuning import db as tuning_db
 from openprim.tuning import find
-from openprim.passes.outline import graph_functions
+from openprim.dialect import graph_functions
 from openprim.tuning.db import TuningDBWarning
+from openprim.tuning.tuner import Tuner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-ARCH = tuning_db.arch_of("cpu")
+CPU = parse_target("cpu")
+ARCH = tuning_db.arch_of(CPU)
 CONV = "conv2d-1x4x6x6-k8-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-KRSC-f32-relu"
 IM2COL = {"kt": 4, "mt": 4, "nt": 8}   # conv_im2col_gemm's default for CONV, and among its tunables
 MODEL = """
@@ -70,7 +73,7 @@ def _graph():
 def _select(options: str = ""):
     """prim-fuse + prim-select on the tiny model: {op name: (solver, choice, params, measured_us)}."""
     module = to_module(_graph())
-    passes.run(module, f"prim-fuse,prim-select{{{options}}}")
+    passes.run(module, f"prim-fuse,prim-select{{{options}}}", tuner=Tuner())
     out = {}
     with module.context:
         for op in graph_functions(module.operation)[0].regions[0].blocks[0].operations:
@@ -198,16 +201,16 @@ def test_search_exhaustive_or_sampled(monkeypatch):
     passes.run(module, "prim-fuse")
     from openprim.passes.prim_select import prepare
     with module.context:
-        conv, matmul = prepare(graph_functions(module.operation)[0])
+        conv, matmul = prepare(graph_functions(module.operation)[0], "NHWC", CPU)
         for op in (conv, matmul):
-            space = find.space(op, "cpu")
-            budget0 = find.search(op, "cpu", 0.0)
+            space = find.space(op, CPU)
+            budget0 = find.search(op, CPU, 0.0)
             solvers = {s for s, _ in space}
             if len(space) <= find.EXHAUSTIVE:
                 assert len(budget0) == len(space)
             else:  # out of time at once: the defaults of the two solvers predicted fastest (and the heuristic's)
                 assert 2 <= len({r.solver for r in budget0}) <= 3 and {r.solver for r in budget0} <= solvers
-            assert len(find.search(op, "cpu", 5.0)) >= len(space)  # time enough: all of it (descent adds neighbours)
+            assert len(find.search(op, CPU, 5.0)) >= len(space)  # time enough: all of it (descent adds neighbours)
 
 
 def test_hybrid_and_environment(monkeypatch):

@@ -1,25 +1,29 @@
 """An `onnx.backend.base.Backend` that compiles ONNX models with OpenPrim (CPU), like onnxruntime.backend.
 
-    import openprim.pyfrontend.onnx.backend as onnx_backend
+    import openprim.onnx_backend as onnx_backend
     rep = onnx_backend.prepare(model)          # import + compile once
     outputs = rep.run([x])                     # a tuple of numpy arrays, one per graph output
 
 Inputs are cast to float32 (float16/float32/float64 inputs only); each output comes back in the
 element type the model declares for it (float32 when it declares none).
+
+It imports with `openprim.pyfrontend.onnx.importer` (ONNX -> Graph) and compiles with
+`openprim.compiler`, so it lives in the driver layer (`openprim`): the frontends only build Graphs and
+import neither the compiler nor MLIR.
 """
 from __future__ import annotations
 
 import numpy as np
 
+import openprim.compiler
 from openprim.base.errors import OpenPrimError
+from openprim.pyfrontend.onnx.importer import import_model
 
 try:
     import onnx
     from onnx.backend.base import Backend, BackendRep
 except ImportError:  # pragma: no cover
     raise OpenPrimError("the ONNX backend needs the 'onnx' package: pip install onnx") from None
-
-from .importer import import_model
 
 _NP_OF = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16,
           onnx.TensorProto.DOUBLE: np.float64}
@@ -76,11 +80,10 @@ class OpenPrimBackend(Backend):
     @classmethod
     def prepare(cls, model, device="CPU", input_shapes=None, **kwargs):
         _check_device(device)
-        import openprim
         if isinstance(model, (str, bytes)):
             model = onnx.load(model) if isinstance(model, str) else onnx.load_from_string(model)
         graph = import_model(model, input_shapes=input_shapes)
-        exe = openprim.compile(graph, target="cpu")
+        exe = openprim.compiler.compile(graph, target="cpu")
         return OpenPrimBackendRep(model, exe, graph)
 
     @classmethod
