@@ -26,6 +26,7 @@ from openprim.kernels.cpu import implicit_gemm as cpu_implicit_gemm
 from openprim.kernels.gpu import gemm as gpu_gemm
 from openprim.kernels.nvidia import mma as gpu_mma
 from openprim.kernels.nvidia import wgmma as gpu_wgmma
+from openprim.kernels.nvidia import wgmma_im2col, wgmma_space_to_depth, wgmma_winograd
 from openprim.kernels.semantics import KernelText, V, activation, amap, emit_conv2d, emit_matmul, epilogue, mac_body, ttype
 
 
@@ -120,6 +121,11 @@ class Solver:
         return None
 
     def schedule(self, p, params) -> str | None:
+        return None
+
+    def kernel(self, request) -> str | None:
+        """Its hand-written kernel for request.target (kernels/registry.py's KernelRequest), or None: its
+        build() + schedule() (CPU) or prim-gpu-map's grid mapping (GPUs) make the kernel."""
         return None
 
 
@@ -524,8 +530,9 @@ class GpuGemmSolver(Solver):
         return {"tile": next((i for i, (t, b) in enumerate(zip(tiles, blocks))
                               if b >= target.chip.units and t.bn <= max(n, 32)), len(tiles) - 1)}
 
-    def gpu_kernel(self, name, signature, p, params, attrs):
-        return gpu_gemm.gemm_kernel(name, signature, self.spec(p, attrs), list(gpu_gemm.TILES.values())[params["tile"]])
+    def kernel(self, r):
+        return gpu_gemm.gemm_kernel(r.name, r.signature, self.spec(r.problem, r.attrs),
+                                    list(gpu_gemm.TILES.values())[r.params["tile"]])
 
     def kernel_spec(self, p):
         """The kernel's problem without an epilogue: what applicability and costs look at."""
@@ -546,7 +553,7 @@ class ConvImplicitGemmGpu(GpuGemmSolver):
     def is_applicable(self, p, target):
         # NCHW is read by gpu_gemm's SIMT kernel only: a subclass with a kernel of its own (the
         # tensor-core solvers) reads NHWC.
-        if p.layout != "NHWC" and (p.layout != "NCHW" or type(self).gpu_kernel is not GpuGemmSolver.gpu_kernel):
+        if p.layout != "NHWC" and (p.layout != "NCHW" or type(self).kernel is not GpuGemmSolver.kernel):
             return "needs NHWC activations (prim-select's default layout wraps NCHW in transposes)"
         if p.groups != 1 and p.k // p.groups < 8:
             return f"fewer than 8 output channels per group ({p.k // p.groups}; depthwise-like)"
@@ -617,8 +624,8 @@ class MmaSolver:
         stages = (2 if big else 4) if k >= 1024 else 1
         return {"tile": gpu_mma.CONFIGS.index(("large" if big else "small", stages))}
 
-    def gpu_kernel(self, name, signature, p, params, attrs):
-        return gpu_mma.mma_kernel(name, signature, self.spec(p, attrs), *gpu_mma.CONFIGS[params["tile"]])
+    def kernel(self, r):
+        return gpu_mma.mma_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), *gpu_mma.CONFIGS[r.params["tile"]])
 
 
 class ConvImplicitGemmMma(MmaSolver, ConvImplicitGemmGpu):
@@ -678,8 +685,8 @@ class WgmmaSolver:
         """64-wide k tiles per output tile: one per filter tap and 64 channels (a matmul: of K)."""
         return p.r * p.s * -(-p.c // gpu_wgmma.BK) if self.op == "conv2d" else -(-p.k // gpu_wgmma.BK)
 
-    def gpu_kernel(self, name, signature, p, params, attrs):
-        return gpu_wgmma.wgmma_kernel(name, signature, self.spec(p, attrs), params["tile"])
+    def kernel(self, r):
+        return gpu_wgmma.wgmma_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), r.params["tile"])
 
 
 class ConvImplicitGemmWgmma(WgmmaSolver, ConvImplicitGemmGpu):
@@ -700,12 +707,12 @@ class ConvIm2colGemmWgmma(WgmmaSolver, ConvImplicitGemmGpu):
         col = 2 * p.n * p.oh * p.ow * p.r * p.s * p.c * 2       # the buffer, written and read (2 bytes)
         return WgmmaSolver.cost(self, p, target) + col / (target.rates[1] * 1e9)
 
-    def gpu_kernel(self, name, signature, p, params, attrs):
-        return gpu_wgmma.im2col_gemm_kernel(name, signature, self.spec(p, attrs), params["tile"])
+    def kernel(self, r):
+        return wgmma_im2col.im2col_gemm_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), r.params["tile"])
 
 
 class ConvWinogradWgmma(WgmmaSolver, ConvImplicitGemmGpu):
-    """Winograd F(m x m, 3x3) on sm_90 with its (m+2)^2 GEMMs on warpgroup MMA (gpu_wgmma.winograd_kernel):
+    """Winograd F(m x m, 3x3) on sm_90 with its (m+2)^2 GEMMs on warpgroup MMA (wgmma_winograd.winograd_kernel):
     input and filter transforms into scratch, the GEMMs batched on grid z (f32 out), the output transform
     with the fused epilogue. Fewer multiplies than the implicit GEMM (4 or 2.25 per output instead of 9)
     for the transformed tiles' memory traffic, which the cost counts. Measured on the H200 (ResNet-50 3x3
@@ -731,9 +738,9 @@ class ConvWinogradWgmma(WgmmaSolver, ConvImplicitGemmGpu):
     def default_params(self, p, target):
         return {"tile": 0}
 
-    def gpu_kernel(self, name, signature, p, params, attrs):
-        return gpu_wgmma.winograd_kernel(name, signature, self.spec(p, attrs), self.m, WINOGRAD[self.m],
-                                         params["tile"])
+    def kernel(self, r):
+        return wgmma_winograd.winograd_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), self.m,
+                                              WINOGRAD[self.m], r.params["tile"])
 
 
 class ConvWinogradF2x3Wgmma(ConvWinogradWgmma):
@@ -749,17 +756,17 @@ class ConvWinogradF4x3Wgmma(ConvWinogradWgmma):
 class ConvSpaceToDepthWgmma(WgmmaSolver, ConvImplicitGemmGpu):
     """Few input channels (an RGB stem) on sm_90 warpgroup MMA: the input repacked space-to-depth so that
     one filter row's taps x channels are 64 contiguous elements, read as k tiles through an overlapping
-    TMA view (gpu_wgmma.space_to_depth_kernel). The 7x7/2 stem on 3 channels multiplies 4 x 64 per
+    TMA view (wgmma_space_to_depth.space_to_depth_kernel). The 7x7/2 stem on 3 channels multiplies 4 x 64 per
     output instead of the implicit GEMM's 49 x 64 (or mma.sync's 49 x 8 after padding to 8 channels)."""
     name = "conv_space_to_depth_wgmma"
 
     def kernel_applicable(self, spec):
-        return gpu_wgmma.space_to_depth_applicable(spec)
+        return wgmma_space_to_depth.space_to_depth_applicable(spec)
 
     def cost(self, p, target):
         """The GEMM at R2 k tiles per output (zeros included); the input read, the repacked image written
         and read, the output written (2-byte elements)."""
-        g = gpu_wgmma.space_to_depth_shape(self.kernel_spec(p).conv)
+        g = wgmma_space_to_depth.space_to_depth_shape(self.kernel_spec(p).conv)
         flops = 2.0 * p.n * p.oh * p.ow * p.k * g["r2"] * gpu_wgmma.BK
         nbytes = 2 * (p.n * p.h * p.w * p.c + 2 * p.n * g["hb"] * g["wb"] * g["cq"] + p.n * p.oh * p.ow * p.k)
         return roofline(flops, nbytes, target, self.efficiency)
@@ -767,8 +774,9 @@ class ConvSpaceToDepthWgmma(WgmmaSolver, ConvImplicitGemmGpu):
     def k_tiles(self, p):
         return -(-p.r // p.strides[0])                  # one per filter row of blocks
 
-    def gpu_kernel(self, name, signature, p, params, attrs):
-        return gpu_wgmma.space_to_depth_kernel(name, signature, self.spec(p, attrs), params["tile"])
+    def kernel(self, r):
+        return wgmma_space_to_depth.space_to_depth_kernel(r.name, r.signature, self.spec(r.problem, r.attrs),
+                                                          r.params["tile"])
 
 
 class GemmWgmma(WgmmaSolver, GemmGpu):
@@ -915,8 +923,8 @@ class ConvImplicitGemm(Solver):
         wt = p.ow if p.ow <= 7 else 6 if ft == 16 else 12
         return {"wt": wt, "ft": ft, **({"lanes": 1} if p.layout == "NCHW" else {})}
 
-    def cpu_kernel(self, name, signature, p, params, attrs):
-        return cpu_implicit_gemm.conv_kernel(name, signature, p, params, attrs, THREADS)
+    def kernel(self, r):
+        return cpu_implicit_gemm.conv_kernel(r.name, r.signature, r.problem, r.params, r.attrs, THREADS)
 
     def build(self, kt, operands, attrs, shape, dtype, params):
         return emit_conv2d(kt, "conv2d", operands, attrs, shape, dtype)
@@ -944,9 +952,9 @@ class AmdMatrixSolver:
         big = n >= 128 and -(-m // 128) * -(-n // 128) >= target.chip.units
         return {"tile": 0 if big else 1}
 
-    def gpu_kernel(self, name, signature, p, params, attrs):
-        tile = list(gpu_amd_mma.TILES[self.family].values())[params["tile"]]
-        return gpu_amd_mma.mma_kernel(name, signature, self.spec(p, attrs), tile)
+    def kernel(self, r):
+        tile = list(gpu_amd_mma.TILES[self.family].values())[r.params["tile"]]
+        return gpu_amd_mma.mma_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), tile)
 
 
 class ConvImplicitGemmMfma(AmdMatrixSolver, ConvImplicitGemmGpu):

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from openprim.kernels.gpu.gemm import WG, Emitter, GemmSpec, _load_vec, epilogue_scalar, tile_launch
+from openprim.kernels.gpu.gemm import WG, Emitter, GemmSpec, load_vec, epilogue_scalar, tile_launch
 
 BK, PAD = 32, 8          # k per staged tile; LDS rows padded by 16 bytes against bank conflicts
 
@@ -219,7 +219,7 @@ def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, til
         vecs = A.loads(rows, e.add(k0, a_col), 8, widen=False)
         for kk in b_rows:
             kb = e.add(k0, kk)
-            vecs.append(_load_vec(e, e.both(b_nok, e.cmp("ult", kb, e.c(K))), b2, f"memref<{K}x{N}x{dt}>",
+            vecs.append(load_vec(e, e.both(b_nok, e.cmp("ult", kb, e.c(K))), b2, f"memref<{K}x{N}x{dt}>",
                                   [kb, b_n], 8, dt, widen=False))
         return vecs
 

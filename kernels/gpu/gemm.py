@@ -143,7 +143,7 @@ def epilogue_scalar(e: Emitter, spec: GemmSpec, v: str, adds: list[tuple[str | N
     return e.from_f32(activation(e, spec.activation, spec.activation_params, v), spec.dtype)
 
 
-def _collapse(e: Emitter, value: str, mtype: str, rank: int, rows: int, cols: int, dtype: str) -> str:
+def collapse(e: Emitter, value: str, mtype: str, rank: int, rows: int, cols: int, dtype: str) -> str:
     """A [rows, cols] view of a row-major memref whose last dimension is cols."""
     if rank == 2:
         return value
@@ -160,7 +160,7 @@ def _nchw_view(e: Emitter, value: str, mtype: str, view_t: str) -> str:
     return n
 
 
-def _load_vec(e: Emitter, ok: str, memref: str, mtype: str, idx: list, width: int, dtype: str,
+def load_vec(e: Emitter, ok: str, memref: str, mtype: str, idx: list, width: int, dtype: str,
               widen: bool = True) -> str:
     """`width` elements at memref[idx] when ok, else zeros: as f32 (widen) or in the input type."""
     vt = f"vector<{width}x{dtype}>"
@@ -194,7 +194,7 @@ class OperandA:
         if spec.conv:
             self.memref, self.mtype = value, mtype
         else:
-            self.memref = _collapse(e, value, mtype, len(mtype[7:].split("x")) - 1, M, K, dt)
+            self.memref = collapse(e, value, mtype, len(mtype[7:].split("x")) - 1, M, K, dt)
             self.mtype = f"memref<{M}x{K}x{dt}>"
 
     def row(self, m0: str, row: str) -> dict:
@@ -237,7 +237,7 @@ class OperandA:
     def loads(self, rows: list[dict], k: str, width: int, widen: bool) -> list[str]:
         """`width` elements at k of every row (zeros outside the image and past K)."""
         assert width == 1 or not self.spec.nchw, "an NCHW input is read one element at a time"
-        return [_load_vec(self.e, ok, self.memref, self.mtype, idx, width, self.spec.dtype, widen)
+        return [load_vec(self.e, ok, self.memref, self.mtype, idx, width, self.spec.dtype, widen)
                 for ok, idx in self.addresses(rows, k)]
 
 
@@ -253,9 +253,9 @@ def tile_launch(e: Emitter, spec: GemmSpec, params_sig: list[tuple[str, str]], b
            f"threads(%tx, %ty, %tz) in (%sx = {e.c(threads)}, %sy = {one}, %sz = {one}) "
            f"workgroup({', '.join(f'{n} : {t}' for n, t in shared)}) {{")
     m0, n0 = e.mul("%by", e.c(bm)), e.mul("%bx", e.c(bn))
-    b2 = _collapse(e, b, types[b], rank(b), K, N, dt)
-    out2 = _collapse(e, out, types[out], rank(out), M, N, dt)
-    res2 = _collapse(e, residual, types[residual], rank(residual), M, N, dt) if residual else None
+    b2 = collapse(e, b, types[b], rank(b), K, N, dt)
+    out2 = collapse(e, out, types[out], rank(out), M, N, dt)
+    res2 = collapse(e, residual, types[residual], rank(residual), M, N, dt) if residual else None
     return m0, n0, OperandA(e, spec, a, types[a]), b2, out2, res2, bias, types[bias] if bias else ""
 
 
@@ -281,14 +281,14 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
     as_t, bs_t = f"memref<{t.bk}x{t.bm}xf32, {WG}>", f"memref<{t.bk}x{t.bn}xf32, {WG}>"
     tid = "%tx"
     m0, n0 = e.mul("%by", e.c(t.bm)), e.mul("%bx", e.c(t.bn))
-    b2 = _collapse(e, b, types[b], len(types[b][7:].split("x")) - 1, K, NT, dt)
+    b2 = collapse(e, b, types[b], len(types[b][7:].split("x")) - 1, K, NT, dt)
     if spec.nchw:  # out[n, k, oh, ow] as [N, K, OH*OW]
         out_t = f"memref<{spec.conv[0]}x{NT}x{M // spec.conv[0]}x{dt}>"
         out2, res2 = (_nchw_view(e, v, types[v], out_t) if v else None for v in (out, residual))
     else:
         out_t = f"memref<{M}x{NT}x{dt}>"
-        out2 = _collapse(e, out, types[out], len(types[out][7:].split("x")) - 1, M, NT, dt)
-        res2 = _collapse(e, residual, types[residual], len(types[residual][7:].split("x")) - 1, M, NT, dt) \
+        out2 = collapse(e, out, types[out], len(types[out][7:].split("x")) - 1, M, NT, dt)
+        res2 = collapse(e, residual, types[residual], len(types[residual][7:].split("x")) - 1, M, NT, dt) \
             if residual else None
     A = OperandA(e, spec, a, types[a])
     # This thread's loads of the A tile, as (its row's info, first k within the tile): NHWC threads take
@@ -323,7 +323,7 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
             vecs = A.loads([info for info, _ in a_loads], e.add(k0, a_col), va, widen=True)
         for kk in b_rows:
             kb = e.add(k0, kk)
-            vecs.append(_load_vec(e, e.both(b_nok, e.cmp("ult", kb, e.c(K))), b2, f"memref<{K}x{NT}x{dt}>",
+            vecs.append(load_vec(e, e.both(b_nok, e.cmp("ult", kb, e.c(K))), b2, f"memref<{K}x{NT}x{dt}>",
                                   [kb, group_col(b_n)], vb, dt))
         return vecs
 

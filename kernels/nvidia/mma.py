@@ -41,7 +41,7 @@ multiples of 8 (f16, bf16) or 4 (f32).
 """
 from __future__ import annotations
 
-from openprim.kernels.gpu.gemm import WG, Emitter, GemmSpec, _load_vec, epilogue_scalar, tile_launch
+from openprim.kernels.gpu.gemm import WG, Emitter, GemmSpec, load_vec, epilogue_scalar, tile_launch
 
 BYTES = {"f16": 2, "bf16": 2, "f32": 4}
 ROW_BYTES = 64                      # bytes of k per shared row: BK = 32 (f16, bf16) or 16 (f32)
@@ -117,7 +117,7 @@ def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, til
         vecs = A.loads(rows, e.add(k0, a_col), VEC, widen=False)
         for kk in b_rows:
             kb = e.add(k0, kk)
-            vecs.append(_load_vec(e, e.both(b_nok, e.cmp("ult", kb, e.c(K))), b2, b_t, [kb, b_n], VEC, dt, widen=False))
+            vecs.append(load_vec(e, e.both(b_nok, e.cmp("ult", kb, e.c(K))), b2, b_t, [kb, b_n], VEC, dt, widen=False))
         return vecs
 
     def async_copies(k0: str, stage: str) -> str:

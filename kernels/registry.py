@@ -1,0 +1,71 @@
+"""Which hand-written kernel computes an op: one protocol for every kernel builder.
+
+A builder takes a `KernelRequest` (the kernel function to write, with the signature outlining gave it,
+and what it computes) and returns the function's MLIR text, or None where it does not apply; the op
+then keeps its linalg form (a transform schedule on the CPU, prim-gpu-map's grid mapping on GPUs).
+A conv2d/matmul's builder is its solver's `kernel(request)` (solvers/); the other ops' builders are
+the table below, keyed by (op, target kind).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from openprim.base.target import Target
+
+from .gpu import pool, rows, transpose
+
+
+@dataclass(frozen=True)
+class KernelRequest:
+    name: str                               # the kernel function's symbol
+    signature: list[tuple[str, str]]        # (argument, memref type): the inputs, then the output
+    op: str                                 # the prim op: "conv2d", "softmax", ...
+    attrs: dict                             # its attributes
+    shape: tuple                            # its result's shape
+    dtype: str                              # its result's element type
+    given: tuple[bool, ...]                 # per operand group of the op: present (optional ones may not be)
+    target: Target
+    problem: object = None                  # a solver's ConvProblem / GemmProblem
+    params: dict = field(default_factory=dict)   # the solver's parameters
+
+
+def reduced_dims(op: str, attrs: dict, rank: int) -> int:
+    """How many trailing dimensions a softmax / log_softmax / layer_norm reduces (0: not a row op)."""
+    if op in ("softmax", "log_softmax"):
+        return 1 if attrs["axis"] % rank == rank - 1 and rank > 1 else 0
+    if op == "layer_norm":
+        return attrs["normalized_ndim"] if attrs["normalized_ndim"] < rank else 0
+    return 0
+
+
+def _rows(r: KernelRequest) -> str | None:
+    """A block per row (rows.py) for reductions over the last dimensions."""
+    reduced = reduced_dims(r.op, r.attrs, len(r.shape))
+    return rows.row_kernel(r.name, r.signature, r.op, reduced, r.dtype, r.attrs, r.given[1:3]) if reduced else None
+
+
+def _pool(r: KernelRequest) -> str | None:
+    """One pass over the window per output (pool.py), NHWC only."""
+    return pool.pool_kernel(r.name, r.signature, r.op[:3], r.attrs, r.shape, r.dtype) \
+        if r.attrs["layout"] == "NHWC" else None
+
+
+def _transpose(r: KernelRequest) -> str | None:
+    """A tiled transpose through shared memory (transpose.py) for permutations that swap two blocks."""
+    return transpose.transpose_kernel(r.name, r.signature, r.attrs["perm"], r.dtype) \
+        if transpose.split(r.attrs["perm"]) else None
+
+
+GPU_KINDS = ("nvvm", "rocdl")
+OP_KERNELS: dict[tuple[str, str], Callable[[KernelRequest], str | None]] = {
+    **{(op, kind): _rows for op in ("softmax", "log_softmax", "layer_norm") for kind in GPU_KINDS},
+    **{(op, kind): _pool for op in ("max_pool2d", "avg_pool2d") for kind in GPU_KINDS},
+    **{("transpose", kind): _transpose for kind in GPU_KINDS},
+}
+
+
+def op_kernel(request: KernelRequest) -> str | None:
+    """The op's own kernel on the request's target, or None (no builder, or it does not apply)."""
+    build = OP_KERNELS.get((request.op, request.target.kind))
+    return build(request) if build else None
