@@ -33,6 +33,7 @@ class Chip:
     bandwidth: float          # memory bandwidth, GB/s (roofline costs)
     triple: str
     data_layout: str = ""     # LLVM data layout ("" on the CPU: the host's, from llc)
+    ptx_arch: str = ""        # NVIDIA: the PTX/ptxas architecture, when not the row's own (sm_90 -> sm_90a)
 
 
 _NVPTX = ("nvptx64-nvidia-cuda", "e-p6:32:32-i64:64-i128:128-v16:16-v32:32-n16:32:64")
@@ -42,9 +43,9 @@ _AMDGCN = ("amdgcn-amd-amdhsa",
            "v2048:2048-n32:64-S32-A5-G1-ni:7:8:9")
 
 
-def _nv(matrix_core, units, shared_block_kib, shared_unit_kib, gflops, bandwidth):
+def _nv(matrix_core, units, shared_block_kib, shared_unit_kib, gflops, bandwidth, ptx_arch=""):
     return Chip("nvidia", "ptx", matrix_core, units, 32, shared_block_kib * KIB, shared_unit_kib * KIB, 65536,
-                gflops, bandwidth, *_NVPTX)
+                gflops, bandwidth, *_NVPTX, ptx_arch)
 
 
 def _amd(isa, matrix_core, units, wave, lds_kib, gflops, bandwidth):
@@ -61,7 +62,8 @@ CHIPS: dict[tuple[str, str], Chip] = {
     ("nvvm", "sm_80"): _nv("mma.sync", 108, 163, 164, 19500.0, 1900.0),    # A100
     ("nvvm", "sm_86"): _nv("mma.sync", 84, 99, 100, 19500.0, 1900.0),      # RTX 3090 Ti / A40
     ("nvvm", "sm_89"): _nv("mma.sync", 142, 99, 100, 19500.0, 1900.0),     # L40S
-    ("nvvm", "sm_90"): _nv("wgmma", 132, 227, 228, 60000.0, 4300.0),       # H100 / H200
+    # sm_90 code uses wgmma and TMA, which only the arch-specific sm_90a has (it runs on sm_90 GPUs only)
+    ("nvvm", "sm_90"): _nv("wgmma", 132, 227, 228, 60000.0, 4300.0, "sm_90a"),   # H100 / H200
     ("nvvm", "sm_90a"): _nv("wgmma", 132, 227, 228, 60000.0, 4300.0),
     #                              ISA    matrix core    CUs  wave  LDS KiB  GFLOP/s  GB/s
     ("rocdl", "gfx90a"): _amd("cdna2", "mfma", 110, 64, 64, 80000.0, 5300.0),          # MI250X (one die)
@@ -113,8 +115,8 @@ class Target:
 
     @property
     def ptx_arch(self) -> str:
-        """The PTX/ptxas architecture: sm_90 code uses wgmma and TMA, so it compiles as sm_90a."""
-        return "sm_90a" if self.arch == "sm_90" else self.arch
+        """The PTX/ptxas architecture (sm_90 compiles as sm_90a)."""
+        return self.chip.ptx_arch or self.arch
 
     @property
     def isa_version(self) -> int:
@@ -124,11 +126,12 @@ class Target:
 
     def runs_on(self, device_arch: str) -> str | None:
         """None when code for this target runs on a device of `device_arch` (as the driver names it: sm_90,
-        gfx942), else why not. NVIDIA code runs on its architecture and newer, except sm_90a code (wgmma,
-        TMA), which runs on sm_90 only; AMD code objects run on their exact chip."""
+        gfx942), else why not. NVIDIA code runs on its architecture and newer, except arch-specific PTX
+        (sm_XXa: wgmma, TMA), which runs on exactly that architecture; AMD code objects run on their chip."""
         if self.kind == "nvvm":
             have = int(device_arch[3:].rstrip("a"))
-            if have < int(self.arch[3:].rstrip("a")) or (self.ptx_arch == "sm_90a" and device_arch != "sm_90"):
+            specific = self.ptx_arch.endswith("a")
+            if have < int(self.arch[3:].rstrip("a")) or (specific and device_arch != self.ptx_arch[:-1]):
                 return f"compiled for {self.arch}, but the GPU is {device_arch}"
             return None
         if self.kind == "rocdl":

@@ -14,7 +14,8 @@ from timing import median_time
 
 import openprim
 from openprim.pyfrontend import Graph
-from openprim.solvers.registry import ConvProblem, applicable
+from openprim.solvers import applicable
+from openprim.solvers.problem import ConvProblem
 
 # (C, H, K, R, stride): ResNet-18's distinct convolutions at 224x224
 LAYERS = [(3, 224, 64, 7, 2), (64, 56, 64, 3, 1), (64, 56, 128, 3, 2), (64, 56, 128, 1, 2), (128, 28, 128, 3, 1),

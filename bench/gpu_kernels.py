@@ -112,7 +112,7 @@ FAMILIES = {"mma": ("conv_implicit_gemm_mma", "gemm_mma"), "wgmma": ("conv_impli
 def forced_config(family, index):
     """Cases compiled inside get `family`'s kernel with its configuration `index` (None: the kernel's
     heuristic; family None: the selection's choice); yields the solver to force per case kind."""
-    from openprim.solvers.registry import SOLVERS
+    from openprim.solvers import SOLVERS
     solvers = [SOLVERS[name] for name in FAMILIES[family]] if family else []
     for s in solvers if index is not None else ():
         s.default_params = lambda p: {"tile": index}

@@ -47,7 +47,7 @@ from timing import median_time  # noqa: E402
 from openprim.tuning import tune  # noqa: E402
 from openprim.tuning import db as tuning_db  # noqa: E402
 from openprim.tuning import find, worker  # noqa: E402
-from openprim.solvers.registry import problem_of  # noqa: E402
+from openprim.solvers.problem import problem_of  # noqa: E402
 
 TARGET = "cpu"
 # default strategy layers: large spaces (3x3 with 5 solvers / 1x1 with 4 solvers)

@@ -10,7 +10,7 @@
 
 Attributes are imported lazily so that `openprim.runtime` stays importable without MLIR.
 """
-__version__ = "0.1.0"
+from openprim.base import __version__  # noqa: F401 - the package version
 
 _LAZY = {"Graph": "openprim.pyfrontend", "compile": "openprim.compiler", "OpenPrimError": "openprim.base.errors"}
 

@@ -20,7 +20,7 @@ from openprim import dialect
 from openprim.base.target import Target
 from openprim.dialect import body, graph_functions, kernels_module
 from openprim.kernels.semantics import EMITTERS, KernelText, V, emit_fused, mtype
-from openprim.solvers.registry import SOLVERS
+from openprim.solvers import SOLVERS
 
 NOT_KERNELS = ("prim.constant", "prim.reshape")
 

@@ -38,7 +38,8 @@ from openprim.base.errors import OpenPrimError
 
 from openprim.base.target import Target, parse_target
 from openprim.dialect import graph_functions
-from openprim.solvers.registry import SOLVERS, applicable, problem_of
+from openprim.solvers import SOLVERS, applicable
+from openprim.solvers.problem import problem_of
 
 from .rewrite import pad_zeros, producer, rebuild, swap, transpose
 

@@ -20,7 +20,9 @@ from openprim.base.errors import OpenPrimError
 from openprim.base.target import Target, parse_target
 from openprim.kernels import schedules
 from openprim.kernels.registry import KernelRequest, op_kernel
-from openprim.solvers.registry import SOLVERS, THREADS, problem_of
+from openprim.solvers import SOLVERS
+from openprim.solvers.base import THREADS
+from openprim.solvers.problem import problem_of
 
 from .outline import outline
 

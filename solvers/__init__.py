@@ -1,0 +1,64 @@
+"""The solver registry, in the spirit of MIOpen: every way we know to compute a convolution or a GEMM.
+
+A solver (base.py's Solver) answers these questions about a problem (problem.py: ConvProblem, GemmProblem):
+  is_applicable(problem, target) -> None, or the reason it does not apply
+  cost(problem, target)          -> predicted seconds (a roofline estimate, used to rank solvers)
+  tunables(problem)              -> {parameter: candidate values}; default_params(problem, target) picks one
+  filter_layout()                -> the filter layout build() expects (prim-select converts constant filters)
+  build(kt, operands, ...)       -> the kernel body (linalg on tensors), and schedule(params) -> the
+                                    transform script that tiles and vectorizes it (transform dialect)
+  kernel(request)                -> its hand-written kernel for the target (MLIR text), or None
+
+SOLVERS maps every solver's name to its instance, in the order `openprim explain` lists them (prim-select
+takes the first of equally fast solvers); applicable() says which apply to a problem on a target. The
+solvers live by family: cpu.py, winograd.py (every target), gpu_simt.py, nvidia.py, amd.py.
+"""
+from __future__ import annotations
+
+from openprim.base.target import Target
+from openprim.solvers.amd import ConvImplicitGemmMfma, ConvImplicitGemmWmma, GemmMfma, GemmWmma
+from openprim.solvers.base import Solver
+from openprim.solvers.cpu import (GEMM, Conv1x1Gemm, ConvDepthwise, ConvDirect, ConvGroupedGemm, ConvIm2colGemm,
+                                  ConvImplicitGemm, ConvReference, GemmReference)
+from openprim.solvers.gpu_simt import ConvImplicitGemmGpu, GemmGpu
+from openprim.solvers.nvidia import (ConvIm2colGemmWgmma, ConvImplicitGemmMma, ConvImplicitGemmWgmma,
+                                     ConvSpaceToDepthWgmma, ConvWinogradF2x3Wgmma, ConvWinogradF4x3Wgmma, GemmMma,
+                                     GemmWgmma)
+from openprim.solvers.winograd import ConvWinogradF2x3, ConvWinogradF4x3
+
+
+# One solver per line, in the order `openprim explain` lists them.
+SOLVERS = {s.name: s for s in (
+    ConvDirect(),
+    Conv1x1Gemm(),
+    ConvIm2colGemm(),
+    ConvDepthwise(),
+    ConvReference(),
+    ConvImplicitGemm(),
+    GEMM,
+    GemmReference(),
+    ConvWinogradF2x3(),
+    ConvWinogradF4x3(),
+    ConvImplicitGemmGpu(),
+    ConvGroupedGemm(),
+    GemmGpu(),
+    ConvImplicitGemmMma(),
+    GemmMma(),
+    ConvImplicitGemmWgmma(),
+    ConvIm2colGemmWgmma(),
+    ConvWinogradF2x3Wgmma(),
+    ConvWinogradF4x3Wgmma(),
+    ConvSpaceToDepthWgmma(),
+    GemmWgmma(),
+    ConvImplicitGemmMfma(),
+    GemmMfma(),
+    ConvImplicitGemmWmma(),
+    GemmWmma(),
+)}
+
+
+def applicable(problem, op: str, target: Target) -> list[tuple["Solver", str | None]]:
+    """Every solver for `op` with None (applicable) or the reason it is not."""
+    return [(s, s.is_applicable(problem, target) if target.kind in s.targets
+             else f"no {target.kind} kernel (runs on: {', '.join(s.targets)})")
+            for s in SOLVERS.values() if s.op == op]

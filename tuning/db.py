@@ -25,10 +25,10 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from openprim import __version__
+from openprim.base import __version__
 from openprim.base.target import Target, parse_target
 from openprim.runtime.cpu import host_cpu
-from openprim.solvers.registry import SOLVERS, applicable
+from openprim.solvers import SOLVERS, applicable
 
 SYSTEM_DB = Path(__file__).parent / "data" / "tuning.sqlite"
 SCHEMA = """CREATE TABLE IF NOT EXISTS records (

@@ -33,7 +33,8 @@ from openprim.base.target import Target
 from openprim.passes.prim_select import Choice, apply, heuristic
 from openprim.passes.rewrite import producer
 from openprim.runtime.gpu import open_device
-from openprim.solvers.registry import SOLVERS, applicable, problem_of
+from openprim.solvers import SOLVERS, applicable
+from openprim.solvers.problem import problem_of
 
 from . import db as tuning_db
 

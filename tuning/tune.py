@@ -31,7 +31,8 @@ from openprim.base.target import parse_target
 from openprim.passes import prim_select
 from openprim.dialect import graph_functions
 from openprim.pyfrontend import Graph, to_module
-from openprim.solvers.registry import SOLVERS, applicable, problem_of
+from openprim.solvers import SOLVERS, applicable
+from openprim.solvers.problem import problem_of
 
 from . import db as tuning_db
 from . import find

@@ -14,7 +14,8 @@ from mlir import ir
 
 from openprim.base.target import Target
 from openprim.passes.prim_select import Choice
-from openprim.solvers.registry import SOLVERS, problem_of
+from openprim.solvers import SOLVERS
+from openprim.solvers.problem import problem_of
 
 from . import db, find
 

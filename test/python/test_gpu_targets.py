@@ -116,7 +116,7 @@ def test_wgmma_launch_plan(tmp_path, capsys, monkeypatch):
     """A wgmma launch passes TMA tensor maps for the runtime to encode (the buffer, its shape and the box,
     outermost first) and asks for more dynamic shared memory than the 48 KB default."""
     from openprim.kernels.nvidia.wgmma import CONFIGS, smem_bytes
-    from openprim.solvers.registry import SOLVERS
+    from openprim.solvers import SOLVERS
     monkeypatch.setattr(SOLVERS["conv_implicit_gemm_wgmma"], "default_params", lambda p: {"tile": 1})
     rng = np.random.default_rng(0)
     g = Graph(layout="NHWC", dtype="f16")

@@ -26,7 +26,7 @@ from helpers import DTYPES, TARGET, Net, assert_close, attrs, ops_named, operand
 from openprim import passes
 from openprim.base.errors import OpenPrimError
 from openprim.pyfrontend import to_module
-from openprim.solvers.registry import SOLVERS
+from openprim.solvers import SOLVERS
 
 # The solvers with kernels for the target under test (OPENPRIM_TEST_TARGET, see helpers.py).
 CONV_SOLVERS = [n for n, s in SOLVERS.items() if s.op == "conv2d" and TARGET.partition(":")[0] in s.targets]
@@ -287,7 +287,7 @@ def test_conv_implicit_gemm_native_layouts(layout, dtype, rng):
 def test_conv_implicit_gemm_tiles(layout, wt, ft, lanes, rng, monkeypatch):
     """lanes (NCHW): 0 along the output columns, 1 along the channels (the tile transposed to store)."""
     params = {"wt": wt, "ft": ft, "lanes": lanes}
-    monkeypatch.setattr(SOLVERS["conv_implicit_gemm"], "default_params", lambda p: params)
+    monkeypatch.setattr(SOLVERS["conv_implicit_gemm"], "default_params", lambda p, target: params)
     _run_implicit_gemm(rng, layout, "f32", [CONV_BY_ID[i] for i in ("3x3_c16_k24_pad", "3x2_dil2_s1x2",
                                                                       "grouped4_wide", "dw_s2_asympad")])
 
@@ -666,7 +666,7 @@ def test_space_to_depth_wgmma(dtype, config, rng, monkeypatch):
 def test_space_to_depth_shape(conv, shape):
     """Channels padded to whole 16-byte block pixels; the repacked image holds every row the output
     reads and the last window's 64 elements."""
-    from openprim.kernels.nvidia.wgmma import space_to_depth_shape
+    from openprim.kernels.nvidia.wgmma_space_to_depth import space_to_depth_shape
     assert space_to_depth_shape(conv) == shape
 
 

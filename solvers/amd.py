@@ -1,0 +1,57 @@
+"""The AMD matrix-core solvers (kernels/amd/mma.py): MFMA on CDNA, WMMA on RDNA3, for implicit-GEMM
+convolutions and GEMMs. The four classes differ only by instruction family and operation: they are made
+from a table (AMD_SOLVERS)."""
+from __future__ import annotations
+
+from openprim.kernels.amd import mma as gpu_amd_mma
+from openprim.solvers.gpu_simt import ConvImplicitGemmGpu, GemmGpu
+
+
+class AmdMatrixSolver:
+    """Mixin: the AMD matrix-core kernel (gpu_amd_mma.py) for f16/bf16 where its 16-byte row loads apply,
+    on the chips of its instruction family (MFMA: CDNA gfx90a/gfx942/gfx950; WMMA: RDNA3 gfx1100/gfx1101);
+    every other chip and dtype keeps the SIMT kernel. Efficiency is relative to the fp32 SIMT peak that
+    the roofline uses (MFMA f16: 8-16x it on CDNA; WMMA: about 2x on RDNA3)."""
+    targets = ("rocdl",)
+    family = ""
+
+    def is_applicable(self, p, target):
+        return super().is_applicable(p, target) or gpu_amd_mma.arch_reason(target, self.family, self.name) \
+            or gpu_amd_mma.applicable(self.kernel_spec(p))
+
+    def tunables(self, p):
+        return {"tile": list(range(len(gpu_amd_mma.TILES[self.family])))}
+
+    def default_params(self, p, target):
+        """The 128x128 block where it is filled (N >= 128) and still gives every compute unit a block,
+        else 64x64 (32x32x8 MFMA tiles: the fewest instructions per k step)."""
+        m, n = self.gemm_shape(p)
+        big = n >= 128 and -(-m // 128) * -(-n // 128) >= target.chip.units
+        return {"tile": 0 if big else 1}
+
+    def kernel(self, r):
+        tile = list(gpu_amd_mma.TILES[self.family].values())[r.params["tile"]]
+        return gpu_amd_mma.mma_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), tile)
+
+
+def _amd_solver(cls_name, family, op_base, name, efficiency, doc):
+    """A solver class: AmdMatrixSolver's kernel of `family` for op_base's operation (ConvImplicitGemmGpu:
+    conv2d, GemmGpu: matmul)."""
+    return type(cls_name, (AmdMatrixSolver, op_base), {
+        "__module__": __name__, "__qualname__": cls_name, "__doc__": doc,
+        "name": name, "family": family, "efficiency": efficiency})
+
+
+# family x operation -> (class name, family, operation base, solver name, efficiency, docstring), in the
+# order SOLVERS lists them.
+AMD_SOLVERS = [_amd_solver(*row) for row in (
+    ("ConvImplicitGemmMfma", "mfma", ConvImplicitGemmGpu, "conv_implicit_gemm_mfma", 4.0,
+     "Implicit-GEMM convolution on CDNA matrix cores (v_mfma_f32_32x32x8 / 16x16x16, f32 accumulators)."),
+    ("GemmMfma", "mfma", GemmGpu, "gemm_mfma", 4.0,
+     "matmul / linear on CDNA matrix cores."),
+    ("ConvImplicitGemmWmma", "wmma", ConvImplicitGemmGpu, "conv_implicit_gemm_wmma", 1.0,
+     "Implicit-GEMM convolution on RDNA3 matrix cores (v_wmma_f32_16x16x16, wave32, f32 accumulators)."),
+    ("GemmWmma", "wmma", GemmGpu, "gemm_wmma", 1.0,
+     "matmul / linear on RDNA3 matrix cores."),
+)]
+ConvImplicitGemmMfma, GemmMfma, ConvImplicitGemmWmma, GemmWmma = AMD_SOLVERS

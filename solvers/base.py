@@ -1,0 +1,82 @@
+"""The Solver base class (the protocol every solver implements, with its defaults), the roofline cost
+model, the CPU thread count and the small helpers that several solver families share."""
+from __future__ import annotations
+
+from openprim.kernels.semantics import epilogue
+
+
+def roofline(flops, nbytes, target, efficiency=1.0):
+    """Compute time at the solver's efficiency plus memory time: additive, so that a more efficient
+    solver wins even where both are memory-bound."""
+    peak, bandwidth = target.rates
+    return flops / (peak * 1e9 * efficiency) + nbytes / (bandwidth * 1e9)
+
+
+class Solver:
+    name = ""
+    op = "conv2d"
+    efficiency = 1.0        # fraction of peak its schedule reaches (measured on the ResNet layers)
+    targets = ("cpu",)      # target kinds it has kernels for
+    scheduled = True        # False: its CPU kernel is left as loop nests (LLVM vectorizes what it can)
+
+    def is_applicable(self, p, target) -> str | None:
+        return None
+
+    def cost(self, p, target) -> float:
+        nbytes = 4 * (p.n * p.h * p.w * p.c + p.k * p.c * p.r * p.s + p.n * p.oh * p.ow * p.k) \
+            if self.op == "conv2d" else 4 * p.batch * (p.m * p.k + p.k * p.n + p.m * p.n)
+        return roofline(p.flops, nbytes, target, self.efficiency)
+
+    def tunables(self, p) -> dict:
+        return {}
+
+    def default_params(self, p, target) -> dict:
+        return {}
+
+    def filter_layout(self) -> str | None:
+        """The filter layout build() expects (prim-select converts constant filters), or None for any."""
+        return None
+
+    def schedule(self, p, params) -> str | None:
+        return None
+
+    def kernel(self, request) -> str | None:
+        """Its hand-written kernel for request.target (kernels/registry.py's KernelRequest), or None: its
+        build() + schedule() (CPU) or prim-gpu-map's grid mapping (GPUs) make the kernel."""
+        return None
+
+
+THREADS = 2
+
+
+def _thread_split(rows, cols, row_tile, col_tile):
+    """scf.forall tile sizes (rows, cols) that give the threads equal whole register tiles: split the
+    rows when they divide evenly, else the columns, else one row per iteration."""
+    if rows % (THREADS * row_tile) == 0:
+        return rows // THREADS, 0
+    if cols % (THREADS * col_tile) == 0:
+        return 0, cols // THREADS
+    return row_tile, 0
+
+
+def _largest_divisor(n, limit):
+    return max(d for d in range(1, min(n, limit) + 1) if n % d == 0)
+
+
+def _nhwc_epilogue(kt, acc, operands, attrs, dtype):
+    _, _, bias, residual = operands
+    return epilogue(kt, acc, bias, residual, 3, attrs, dtype, always=True)
+
+
+class DenseNhwcSolver(Solver):
+    """Base of the solvers for ungrouped NHWC convolutions with RSCK filters."""
+
+    def is_applicable(self, p, target):
+        if p.layout != "NHWC":
+            return "needs NHWC activations (prim-select wraps NCHW in transposes)"
+        if p.groups != 1:
+            return f"grouped convolution (groups={p.groups})"
+        return None
+
+    def filter_layout(self):
+        return "RSCK"

@@ -1,0 +1,87 @@
+"""The GPU SIMT solvers (NVIDIA and AMD): one tiled GEMM kernel (kernels/gpu/gemm.py) for implicit-GEMM
+convolutions and matmuls, and the bases of the tensor-core and matrix-core solvers."""
+from __future__ import annotations
+
+from openprim.kernels.gpu import gemm as gpu_gemm
+from openprim.kernels.semantics import emit_conv2d, emit_matmul
+from openprim.solvers.base import Solver
+
+
+class GpuGemmSolver(Solver):
+    """Base of the GPU GEMM-like solvers: one tiled SIMT kernel (gpu_gemm.py) per problem; the tile
+    is the tunable, the heuristic takes the largest tile that still gives every multiprocessor work."""
+    targets = ("nvvm", "rocdl")
+    efficiency = 0.4
+
+    def tunables(self, p):
+        return {"tile": list(range(len(gpu_gemm.TILES)))}
+
+    def default_params(self, p, target):
+        m, n = self.gemm_shape(p)
+        tiles = list(gpu_gemm.TILES.values())
+        blocks = [-(-m // t.bm) * -(-n // t.bn) for t in tiles]
+        return {"tile": next((i for i, (t, b) in enumerate(zip(tiles, blocks))
+                              if b >= target.chip.units and t.bn <= max(n, 32)), len(tiles) - 1)}
+
+    def kernel(self, r):
+        return gpu_gemm.gemm_kernel(r.name, r.signature, self.spec(r.problem, r.attrs),
+                                    list(gpu_gemm.TILES.values())[r.params["tile"]])
+
+    def kernel_spec(self, p):
+        """The kernel's problem without an epilogue: what applicability and costs look at."""
+        return self.spec(p, {"activation": "none", "activation_params": ()})
+
+    @staticmethod
+    def _epilogue(p, attrs) -> dict:
+        return dict(bias="bias" in p.epilogue.split("+"), residual="residual" in p.epilogue.split("+"),
+                    activation=attrs["activation"], activation_params=tuple(attrs["activation_params"]))
+
+
+class ConvImplicitGemmGpu(GpuGemmSolver):
+    """NHWC or NCHW convolution as an implicit GEMM (input pixels read in place, zero padding by
+    predicates): M = N*OH*OW, N = K, K = R*S*C; strided, dilated and grouped (one GEMM per group:
+    grid z). NCHW (prim-select's layout=keep) is read and written in place, without transposes."""
+    name = "conv_implicit_gemm_gpu"
+
+    def is_applicable(self, p, target):
+        # NCHW is read by gpu_gemm's SIMT kernel only: a subclass with a kernel of its own (the
+        # tensor-core solvers) reads NHWC.
+        if p.layout != "NHWC" and (p.layout != "NCHW" or type(self).kernel is not GpuGemmSolver.kernel):
+            return "needs NHWC activations (prim-select's default layout wraps NCHW in transposes)"
+        if p.groups != 1 and p.k // p.groups < 8:
+            return f"fewer than 8 output channels per group ({p.k // p.groups}; depthwise-like)"
+
+    def filter_layout(self):
+        return "RSCK"
+
+    def gemm_shape(self, p):
+        return p.n * p.oh * p.ow, p.k
+
+    def spec(self, p, attrs):
+        pt, pl, _, _ = p.padding
+        g = p.groups
+        conv = (p.n, p.h, p.w, p.c, p.oh, p.ow, p.r, p.s, *p.strides, pt, pl, *p.dilations)
+        return gpu_gemm.GemmSpec(p.n * p.oh * p.ow, p.k // g, p.r * p.s * p.c // g, p.dtype, conv, groups=g,
+                                 layout=p.layout, **self._epilogue(p, attrs))
+
+    def build(self, kt, operands, attrs, shape, dtype, params):
+        return emit_conv2d(kt, "conv2d", operands, attrs, shape, dtype)
+
+
+class GemmGpu(GpuGemmSolver):
+    """matmul / linear with a 2-d [K, N] right-hand side (batch dims of the lhs folded into M)."""
+    name = "gemm_gpu"
+    op = "matmul"
+
+    def is_applicable(self, p, target):
+        if p.batched_rhs or p.transpose_rhs:
+            return "needs a 2-d, non-transposed rhs (prim-select transposes constant weights)"
+
+    def gemm_shape(self, p):
+        return p.m, p.n
+
+    def spec(self, p, attrs):
+        return gpu_gemm.GemmSpec(p.m, p.n, p.k, p.dtype, **self._epilogue(p, attrs))
+
+    def build(self, kt, operands, attrs, shape, dtype, params):
+        return emit_matmul(kt, "matmul", operands, attrs, shape, dtype)

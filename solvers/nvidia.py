@@ -1,0 +1,202 @@
+"""The NVIDIA tensor-core solvers: mma.sync (sm_80 and later) and the sm_90 warpgroup MMA (wgmma + TMA)
+kernels: implicit GEMM, im2col, Winograd and space-to-depth convolutions, and GEMMs."""
+from __future__ import annotations
+
+import os
+
+from openprim.kernels.nvidia import mma as gpu_mma
+from openprim.kernels.nvidia import wgmma as gpu_wgmma
+from openprim.kernels.nvidia import wgmma_im2col, wgmma_space_to_depth, wgmma_winograd
+from openprim.solvers.base import roofline
+from openprim.solvers.gpu_simt import ConvImplicitGemmGpu, GemmGpu
+from openprim.solvers.winograd import WINOGRAD
+
+
+class MmaSolver:
+    """Mixin: the tensor-core kernel (gpu_mma.py) on NVIDIA for f16/bf16 (and f32 as TF32 when
+    OPENPRIM_ALLOW_TF32=1, like PyTorch's allow_tf32), where its 16-byte row loads apply; efficiency is
+    relative to the fp32 SIMT peak that the roofline uses (mma.sync: several times it). The "tile"
+    parameter indexes gpu_mma.CONFIGS: (block tile, shared-memory stages)."""
+    targets = ("nvvm",)
+    efficiency = 3.0
+
+    def is_applicable(self, p, target):
+        if p.dtype == "f32" and os.environ.get("OPENPRIM_ALLOW_TF32", "") != "1":
+            return "f32 on tensor cores needs OPENPRIM_ALLOW_TF32=1 (TF32: 10-bit mantissa)"
+        return super().is_applicable(p, target) or gpu_mma.applicable(self.kernel_spec(p))
+
+    def tunables(self, p):
+        return {"tile": [i for i, (tile, stages) in enumerate(gpu_mma.CONFIGS)
+                         if gpu_mma.shared_bytes(p.dtype, tile, stages) <= gpu_mma.STATIC_SHARED_LIMIT]}
+
+    def default_params(self, p, target):
+        """The 128x128 block only where it is filled (N >= 128) and still gives every multiprocessor a
+        block; measured on the ResNet-50 layers (bench/RESULTS.md), N = 64 ran 1.4x faster on 64x64.
+        Reductions of 1024 and more (32+ k tiles) go through the cp.async pipeline, with as many stages
+        as fit (2 for 128x128, 4 for 64x64): on the H200 that made the fp16 ResNet-50 layers with
+        K = R*S*C of 1024-4608 1.15-2x faster and the 8192^3 GEMM 1.07x; below that, register
+        prefetch was as fast or faster (K = 64 and 576: up to 1.5x)."""
+        m, n = self.gemm_shape(p)
+        big = n >= 128 and -(-m // 128) * -(-n // 128) >= target.chip.units
+        k = p.r * p.s * p.c if self.op == "conv2d" else p.k
+        stages = (2 if big else 4) if k >= 1024 else 1
+        return {"tile": gpu_mma.CONFIGS.index(("large" if big else "small", stages))}
+
+    def kernel(self, r):
+        return gpu_mma.mma_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), *gpu_mma.CONFIGS[r.params["tile"]])
+
+
+class ConvImplicitGemmMma(MmaSolver, ConvImplicitGemmGpu):
+    """Implicit-GEMM convolution on tensor cores (mma.sync m16n8k16, f32 accumulators)."""
+    name = "conv_implicit_gemm_mma"
+
+
+class GemmMma(MmaSolver, GemmGpu):
+    """matmul / linear on tensor cores."""
+    name = "gemm_mma"
+
+
+class WgmmaSolver:
+    """Mixin: the sm_90 warpgroup kernel (gpu_wgmma.py: TMA, mbarriers, wgmma) for f16/bf16 where TMA's
+    boxes apply (stride 1, 16-byte strides); elsewhere mma.sync. The "tile" parameter indexes
+    gpu_wgmma.CONFIGS: (BM, BN, warpgroups, stages)."""
+    targets = ("nvvm",)
+    efficiency = 6.0
+
+    def is_applicable(self, p, target):
+        if target.matrix_core != "wgmma":
+            return f"wgmma and TMA need sm_90 ({target.arch} has {target.matrix_core} only)"
+        return super().is_applicable(p, target) or self.kernel_applicable(self.kernel_spec(p))
+
+    def kernel_applicable(self, spec) -> str | None:
+        return gpu_wgmma.applicable(spec)
+
+    def cost(self, p, target):
+        """A k tile is 64 channels of one filter tap (or 64 of K): fewer channels are multiplied as zeros
+        (the 8-channel padded stem: 8x the work, so it stays on mma.sync, whose k runs across taps)."""
+        c = p.c if self.op == "conv2d" else p.k
+        wasted = p.flops * (-(-c // gpu_wgmma.BK) * gpu_wgmma.BK / c - 1)
+        return super().cost(p, target) + wasted / (target.rates[0] * 1e9 * self.efficiency)
+
+    def tunables(self, p):
+        return {"tile": list(range(len(gpu_wgmma.CONFIGS)))}
+
+    def default_params(self, p, target):
+        """Measured on the H200 (bench/RESULTS.md, same runs as cuDNN): 128x128 with one warpgroup and 4
+        stages is the fastest on the ResNet-50 layers with N >= 128 and 16+ k tiles (1.2-1.7x cuDNN;
+        128x64 and 64x64 ran 1.3-1.5x slower there); with 4 k tiles or fewer, 2 stages (3 blocks per
+        multiprocessor instead of 1: the 1x1/2 downsampling layer 0.77x -> 0.92x cuDNN); 256x128 with two
+        warpgroups on long reductions (the 8192^3 GEMM: 655-723 TFLOP/s); N <= 64 takes 64x64 with 4
+        stages (64@56 3x3: 0.87x -> 1.12x cuDNN, against 128x64 with 6), or 128x64 with 3 when there are
+        one or two k tiles (64@56 1x1: 1.32x against 1.15-1.26x on 64x64)."""
+        m, n = self.gemm_shape(p)
+        k = p.r * p.s * p.c if self.op == "conv2d" else p.k
+        k_tiles = self.k_tiles(p)
+        blocks = lambda bm, bn: -(-m // bm) * -(-n // bn)  # noqa: E731
+        if n >= 256 and k >= 2048 and blocks(256, 128) >= 2 * target.chip.units:
+            return {"tile": 2}
+        if n > 64:
+            return {"tile": 7 if k_tiles <= 4 else 0}
+        return {"tile": 5 if k_tiles <= 2 else 6}
+
+    def k_tiles(self, p) -> int:
+        """64-wide k tiles per output tile: one per filter tap and 64 channels (a matmul: of K)."""
+        return p.r * p.s * -(-p.c // gpu_wgmma.BK) if self.op == "conv2d" else -(-p.k // gpu_wgmma.BK)
+
+    def kernel(self, r):
+        return gpu_wgmma.wgmma_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), r.params["tile"])
+
+
+class ConvImplicitGemmWgmma(WgmmaSolver, ConvImplicitGemmGpu):
+    """Implicit-GEMM convolution on sm_90 warpgroup MMA, the input read in place by TMA boxes."""
+    name = "conv_implicit_gemm_wgmma"
+
+
+class ConvIm2colGemmWgmma(WgmmaSolver, ConvImplicitGemmGpu):
+    """im2col + GEMM on sm_90 warpgroup MMA: the windows copied into a [N*OH*OW, R*S*C] scratch buffer,
+    then the TMA/wgmma GEMM with the fused epilogue. The buffer's round trip makes it slower than the
+    implicit GEMM, which reads the same rows in place: a find candidate."""
+    name = "conv_im2col_gemm_wgmma"
+
+    def is_applicable(self, p, target):
+        return super().is_applicable(p, target) or (None if p.c % 8 == 0 else "needs channels in multiples of 8")
+
+    def cost(self, p, target):
+        col = 2 * p.n * p.oh * p.ow * p.r * p.s * p.c * 2       # the buffer, written and read (2 bytes)
+        return WgmmaSolver.cost(self, p, target) + col / (target.rates[1] * 1e9)
+
+    def kernel(self, r):
+        return wgmma_im2col.im2col_gemm_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), r.params["tile"])
+
+
+class ConvWinogradWgmma(WgmmaSolver, ConvImplicitGemmGpu):
+    """Winograd F(m x m, 3x3) on sm_90 with its (m+2)^2 GEMMs on warpgroup MMA (wgmma_winograd.winograd_kernel):
+    input and filter transforms into scratch, the GEMMs batched on grid z (f32 out), the output transform
+    with the fused epilogue. Fewer multiplies than the implicit GEMM (4 or 2.25 per output instead of 9)
+    for the transformed tiles' memory traffic, which the cost counts. Measured on the H200 (ResNet-50 3x3
+    layers, fp16): 0.29-0.89x cuDNN against the implicit GEMM's 0.85-1.7x, so its GEMM efficiency is
+    set to what those runs give (1.5, a quarter of the implicit GEMM's) and it stays a find candidate."""
+    m = 2
+    efficiency = 1.5
+
+    def is_applicable(self, p, target):
+        if (p.r, p.s) != (3, 3) or tuple(p.strides) != (1, 1) or tuple(p.dilations) != (1, 1):
+            return "not a 3x3, stride-1, undilated convolution"
+        return super().is_applicable(p, target) or (None if p.c % 8 == 0 else "needs channels in multiples of 8")
+
+    def cost(self, p, target):
+        a = self.m + 2
+        tiles = p.n * -(-p.oh // self.m) * -(-p.ow // self.m)
+        peak, bandwidth = target.rates
+        gemm = 2.0 * a * a * tiles * p.c * p.k
+        traffic = a * a * (2 * tiles * p.c * 2 + 2 * tiles * p.k * 4 + 2 * p.c * p.k * 2) + \
+            2 * (p.n * p.h * p.w * p.c + p.n * p.oh * p.ow * p.k)
+        return gemm / (peak * 1e9 * self.efficiency) + traffic / (bandwidth * 1e9)
+
+    def default_params(self, p, target):
+        return {"tile": 0}
+
+    def kernel(self, r):
+        return wgmma_winograd.winograd_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), self.m,
+                                              WINOGRAD[self.m], r.params["tile"])
+
+
+class ConvWinogradF2x3Wgmma(ConvWinogradWgmma):
+    name = "conv_winograd_f2x3_wgmma"
+    m = 2
+
+
+class ConvWinogradF4x3Wgmma(ConvWinogradWgmma):
+    name = "conv_winograd_f4x3_wgmma"
+    m = 4
+
+
+class ConvSpaceToDepthWgmma(WgmmaSolver, ConvImplicitGemmGpu):
+    """Few input channels (an RGB stem) on sm_90 warpgroup MMA: the input repacked space-to-depth so that
+    one filter row's taps x channels are 64 contiguous elements, read as k tiles through an overlapping
+    TMA view (wgmma_space_to_depth.space_to_depth_kernel). The 7x7/2 stem on 3 channels multiplies 4 x 64 per
+    output instead of the implicit GEMM's 49 x 64 (or mma.sync's 49 x 8 after padding to 8 channels)."""
+    name = "conv_space_to_depth_wgmma"
+
+    def kernel_applicable(self, spec):
+        return wgmma_space_to_depth.space_to_depth_applicable(spec)
+
+    def cost(self, p, target):
+        """The GEMM at R2 k tiles per output (zeros included); the input read, the repacked image written
+        and read, the output written (2-byte elements)."""
+        g = wgmma_space_to_depth.space_to_depth_shape(self.kernel_spec(p).conv)
+        flops = 2.0 * p.n * p.oh * p.ow * p.k * g["r2"] * gpu_wgmma.BK
+        nbytes = 2 * (p.n * p.h * p.w * p.c + 2 * p.n * g["hb"] * g["wb"] * g["cq"] + p.n * p.oh * p.ow * p.k)
+        return roofline(flops, nbytes, target, self.efficiency)
+
+    def k_tiles(self, p):
+        return -(-p.r // p.strides[0])                  # one per filter row of blocks
+
+    def kernel(self, r):
+        return wgmma_space_to_depth.space_to_depth_kernel(r.name, r.signature, self.spec(r.problem, r.attrs),
+                                                          r.params["tile"])
+
+
+class GemmWgmma(WgmmaSolver, GemmGpu):
+    """matmul / linear on sm_90 warpgroup MMA with TMA loads."""
+    name = "gemm_wgmma"

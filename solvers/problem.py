@@ -1,0 +1,95 @@
+"""Problem descriptors: the ConvProblem / GemmProblem of a prim.conv2d / prim.matmul operation (its shapes,
+layouts, dtype and fused epilogue), which solvers are asked about, and problem_of, which reads them off the
+MLIR operation."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from openprim import dialect
+
+
+@dataclass(frozen=True)
+class ConvProblem:
+    n: int
+    c: int
+    h: int
+    w: int
+    k: int
+    r: int
+    s: int
+    oh: int
+    ow: int
+    strides: tuple
+    padding: tuple
+    dilations: tuple
+    groups: int
+    layout: str
+    filter_layout: str
+    dtype: str
+    epilogue: str
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.n * self.oh * self.ow * self.k * (self.c // self.groups) * self.r * self.s
+
+    @property
+    def depthwise(self) -> bool:
+        return self.groups == self.c == self.k and self.groups > 1
+
+    def descriptor(self) -> str:
+        """A readable key of the whole problem, like MIOpen's problem descriptors."""
+        pad = "x".join(map(str, self.padding))
+        return (f"conv2d-{self.n}x{self.c}x{self.h}x{self.w}-k{self.k}-{self.r}x{self.s}"
+                f"-s{self.strides[0]}x{self.strides[1]}-p{pad}-d{self.dilations[0]}x{self.dilations[1]}"
+                f"-g{self.groups}-{self.layout}-{self.filter_layout}-{self.dtype}-{self.epilogue}")
+
+
+@dataclass(frozen=True)
+class GemmProblem:
+    batch: int
+    m: int
+    n: int
+    k: int
+    transpose_rhs: bool
+    batched_rhs: bool
+    dtype: str
+    epilogue: str
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.batch * self.m * self.n * self.k
+
+    def descriptor(self) -> str:
+        return (f"gemm-b{self.batch}-m{self.m}-n{self.n}-k{self.k}-{'nt' if self.transpose_rhs else 'nn'}"
+                f"{'-batched' if self.batched_rhs else ''}-{self.dtype}-{self.epilogue}")
+
+
+def _epilogue_name(attrs, bias, residual) -> str:
+    parts = (["bias"] if bias is not None else []) + (["residual"] if residual is not None else []) + \
+        ([attrs["activation"]] if attrs["activation"] != "none" else [])
+    return "+".join(parts) or "none"
+
+
+def problem_of(op):
+    """The ConvProblem / GemmProblem of a prim.conv2d / prim.matmul operation."""
+    attrs = dialect.op_attrs(op)
+    a, b, bias, residual = dialect.operand_groups(op)
+    dtype = dialect.dtype_name(op.result.type.element_type)
+    epi = _epilogue_name(attrs, bias, residual)
+    out = tuple(op.result.type.shape)
+    if op.name == "prim.matmul":
+        lhs, rhs = tuple(a.type.shape), tuple(b.type.shape)
+        t = bool(attrs["transpose_rhs"])
+        n = rhs[-2] if t else rhs[-1]
+        if len(rhs) == 2:
+            return GemmProblem(1, math.prod(lhs[:-1]), n, lhs[-1], t, False, dtype, epi)
+        return GemmProblem(math.prod(lhs[:-2]), lhs[-2], n, lhs[-1], t, True, dtype, epi)
+    x, w = tuple(a.type.shape), tuple(b.type.shape)
+    nchw = attrs["layout"] == "NCHW"
+    n, c, h, wd = (x[0], x[1], x[2], x[3]) if nchw else (x[0], x[3], x[1], x[2])
+    oh, ow = (out[2], out[3]) if nchw else (out[1], out[2])
+    fl = attrs["filter_layout"]
+    k, r, s = {"KCRS": (w[0], w[2], w[3]), "KRSC": (w[0], w[1], w[2]), "RSCK": (w[3], w[0], w[1])}[fl]
+    return ConvProblem(n, c, h, wd, k, r, s, oh, ow, tuple(attrs["strides"]), tuple(attrs["padding"]),
+                       tuple(attrs["dilations"]), attrs["groups"], attrs["layout"], fl, dtype, epi)
