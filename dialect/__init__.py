@@ -26,7 +26,7 @@ DTYPE_OF = {"f32": ir.F32Type, "f16": ir.F16Type, "bf16": ir.BF16Type}
 
 def generate_irdl() -> str:
     """The IRDL text of the dialect, derived from `ops.OPS` (checked in as prim.irdl.mlir)."""
-    lines = ["// The `prim` dialect. Generated from dialect/ops.py by `python -m openprim.dialect`; do not edit.",
+    lines = ["// The `prim` dialect. Generated from base/ops.py by `python -m openprim.dialect`; do not edit.",
              "// Load it with `mlir-opt --irdl-file=prim.irdl.mlir` or `mlir::irdl::loadDialects`.",
              "irdl.dialect @prim {"]
     for spec in OPS.values():

@@ -1,4 +1,4 @@
-"""`python -m openprim.dialect [--check]`: write (or check) prim.irdl.mlir from ops.py."""
+"""`python -m openprim.dialect [--check]`: write (or check) prim.irdl.mlir from base/ops.py."""
 import sys
 
 from . import IRDL_PATH, generate_irdl

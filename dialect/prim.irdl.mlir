@@ -1,4 +1,4 @@
-// The `prim` dialect. Generated from dialect/ops.py by `python -m openprim.dialect`; do not edit.
+// The `prim` dialect. Generated from base/ops.py by `python -m openprim.dialect`; do not edit.
 // Load it with `mlir-opt --irdl-file=prim.irdl.mlir` or `mlir::irdl::loadDialects`.
 irdl.dialect @prim {
   // a weight or constant tensor

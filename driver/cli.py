@@ -7,7 +7,7 @@
     openprim tune examples/resnet.py --budget 10               # find per layer, into the tuning database
     openprim explain examples/resnet.py                        # every solver per layer, and the choice
     openprim conv -n 1 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -t 1   # one conv, MIOpenDriver's flags
-    openprim db import results.json                            # GPU measurements (see driver/tune.py)
+    openprim db import results.json                            # GPU measurements (see tuning/tune.py)
 
 A model is an ONNX file, or Python that defines `build(**kwargs)` returning an
 `openprim.pyfrontend.Graph` (`-D name=value` passes keyword arguments, e.g. -D batch=8 -D layout=NHWC).

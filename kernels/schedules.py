@@ -1,6 +1,6 @@
 """Transform-dialect schedules: how a kernel's linalg ops become tiled, vectorized, threaded loops.
 
-A kernel's ops carry roles (set by semantics.KernelText): `prim.role = "epilogue" | "acc"` for the
+A kernel's ops carry roles (set by irtext.KernelText): `prim.role = "epilogue" | "acc"` for the
 main loop nest of a solver (its last op and the accumulator fill; the convolution or matmul sits in
 between), and `prim.aux = i` for every other structured op (padding, im2col, transposes, elementwise).
 

@@ -19,7 +19,8 @@ from mlir.dialects import func
 from openprim import dialect
 from openprim.base.target import Target
 from openprim.dialect import body, graph_functions, kernels_module
-from openprim.kernels.semantics import EMITTERS, KernelText, V, emit_fused, mtype
+from openprim.kernels.irtext import KernelText, V, mtype
+from openprim.kernels.semantics import EMITTERS, emit_fused
 from openprim.solvers import SOLVERS
 
 NOT_KERNELS = ("prim.constant", "prim.reshape")

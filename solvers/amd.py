@@ -8,7 +8,7 @@ from openprim.solvers.gpu_simt import ConvImplicitGemmGpu, GemmGpu
 
 
 class AmdMatrixSolver:
-    """Mixin: the AMD matrix-core kernel (gpu_amd_mma.py) for f16/bf16 where its 16-byte row loads apply,
+    """Mixin: the AMD matrix-core kernel (kernels/amd/mma.py) for f16/bf16 where its 16-byte row loads apply,
     on the chips of its instruction family (MFMA: CDNA gfx90a/gfx942/gfx950; WMMA: RDNA3 gfx1100/gfx1101);
     every other chip and dtype keeps the SIMT kernel. Efficiency is relative to the fp32 SIMT peak that
     the roofline uses (MFMA f16: 8-16x it on CDNA; WMMA: about 2x on RDNA3)."""

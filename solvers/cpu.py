@@ -10,7 +10,8 @@ import math
 
 from openprim.kernels import schedules
 from openprim.kernels.cpu import implicit_gemm as cpu_implicit_gemm
-from openprim.kernels.semantics import KernelText, V, activation, amap, emit_conv2d, emit_matmul, epilogue, mac_body
+from openprim.kernels.irtext import KernelText, V, amap
+from openprim.kernels.semantics import activation, emit_conv2d, emit_matmul, epilogue, mac_body
 from openprim.solvers.base import THREADS, DenseNhwcSolver, Solver, _largest_divisor, _nhwc_epilogue, _thread_split
 from openprim.solvers.problem import GemmProblem
 
@@ -336,7 +337,7 @@ class ConvGroupedGemm(Solver):
 
 class ConvImplicitGemm(Solver):
     """Any convolution (NCHW or NHWC, strided, dilated, padded, grouped) as one implicit GEMM per group,
-    a hand-structured vector kernel (cpu_implicit_gemm.py): register tiles of WT output columns x FT
+    a hand-structured vector kernel (kernels/cpu/implicit_gemm.py): register tiles of WT output columns x FT
     output channels, lanes along the layout's contiguous dimension, no im2col buffer, no transposes."""
     name = "conv_implicit_gemm"
     targets = ("cpu",)

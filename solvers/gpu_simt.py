@@ -8,7 +8,7 @@ from openprim.solvers.base import Solver
 
 
 class GpuGemmSolver(Solver):
-    """Base of the GPU GEMM-like solvers: one tiled SIMT kernel (gpu_gemm.py) per problem; the tile
+    """Base of the GPU GEMM-like solvers: one tiled SIMT kernel (kernels/gpu/gemm.py) per problem; the tile
     is the tunable, the heuristic takes the largest tile that still gives every multiprocessor work."""
     targets = ("nvvm", "rocdl")
     efficiency = 0.4

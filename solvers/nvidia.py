@@ -13,7 +13,7 @@ from openprim.solvers.winograd import WINOGRAD
 
 
 class MmaSolver:
-    """Mixin: the tensor-core kernel (gpu_mma.py) on NVIDIA for f16/bf16 (and f32 as TF32 when
+    """Mixin: the tensor-core kernel (kernels/nvidia/mma.py) on NVIDIA for f16/bf16 (and f32 as TF32 when
     OPENPRIM_ALLOW_TF32=1, like PyTorch's allow_tf32), where its 16-byte row loads apply; efficiency is
     relative to the fp32 SIMT peak that the roofline uses (mma.sync: several times it). The "tile"
     parameter indexes gpu_mma.CONFIGS: (block tile, shared-memory stages)."""
@@ -57,7 +57,7 @@ class GemmMma(MmaSolver, GemmGpu):
 
 
 class WgmmaSolver:
-    """Mixin: the sm_90 warpgroup kernel (gpu_wgmma.py: TMA, mbarriers, wgmma) for f16/bf16 where TMA's
+    """Mixin: the sm_90 warpgroup kernel (kernels/nvidia/wgmma.py: TMA, mbarriers, wgmma) for f16/bf16 where TMA's
     boxes apply (stride 1, 16-byte strides); elsewhere mma.sync. The "tile" parameter indexes
     gpu_wgmma.CONFIGS: (BM, BN, warpgroups, stages)."""
     targets = ("nvvm",)
@@ -104,7 +104,8 @@ class WgmmaSolver:
         return p.r * p.s * -(-p.c // gpu_wgmma.BK) if self.op == "conv2d" else -(-p.k // gpu_wgmma.BK)
 
     def kernel(self, r):
-        return gpu_wgmma.wgmma_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), r.params["tile"])
+        return gpu_wgmma.wgmma_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), r.params["tile"],
+                                      smem_limit=r.target.chip.shared_per_block)
 
 
 class ConvImplicitGemmWgmma(WgmmaSolver, ConvImplicitGemmGpu):
@@ -126,7 +127,8 @@ class ConvIm2colGemmWgmma(WgmmaSolver, ConvImplicitGemmGpu):
         return WgmmaSolver.cost(self, p, target) + col / (target.rates[1] * 1e9)
 
     def kernel(self, r):
-        return wgmma_im2col.im2col_gemm_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), r.params["tile"])
+        return wgmma_im2col.im2col_gemm_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), r.params["tile"],
+                                               smem_limit=r.target.chip.shared_per_block)
 
 
 class ConvWinogradWgmma(WgmmaSolver, ConvImplicitGemmGpu):
@@ -158,7 +160,8 @@ class ConvWinogradWgmma(WgmmaSolver, ConvImplicitGemmGpu):
 
     def kernel(self, r):
         return wgmma_winograd.winograd_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), self.m,
-                                              WINOGRAD[self.m], r.params["tile"])
+                                              WINOGRAD[self.m], r.params["tile"],
+                                              smem_limit=r.target.chip.shared_per_block)
 
 
 class ConvWinogradF2x3Wgmma(ConvWinogradWgmma):
@@ -194,7 +197,7 @@ class ConvSpaceToDepthWgmma(WgmmaSolver, ConvImplicitGemmGpu):
 
     def kernel(self, r):
         return wgmma_space_to_depth.space_to_depth_kernel(r.name, r.signature, self.spec(r.problem, r.attrs),
-                                                          r.params["tile"])
+                                                          r.params["tile"], smem_limit=r.target.chip.shared_per_block)
 
 
 class GemmWgmma(WgmmaSolver, GemmGpu):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from openprim.kernels import schedules
-from openprim.kernels.semantics import KernelText, V, amap, ttype
+from openprim.kernels.irtext import KernelText, V, amap, ttype
 from openprim.solvers.base import THREADS, DenseNhwcSolver, _largest_divisor, _nhwc_epilogue, roofline
 
 

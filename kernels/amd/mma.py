@@ -1,7 +1,7 @@
 """A matrix-core GEMM kernel for AMD GPUs: `amdgpu.mfma` on CDNA (gfx90a/gfx942/gfx950, 64-lane waves)
 and `amdgpu.wmma` on RDNA3 (gfx1100/gfx1101, 32-lane waves); f16 or bf16 inputs, f32 accumulation.
 
-The same problem as gpu_gemm.py (implicit-GEMM convolution NHWC x RSCK, or matmul), the same guarded
+The same problem as kernels/gpu/gemm.py (implicit-GEMM convolution NHWC x RSCK, or matmul), the same guarded
 global loads and fused epilogue, with the inner product on the matrix units:
 
     block BM x BN, BK = 32, waves as WAVES_M x WAVES_N, each wave a (BM/WAVES_M) x (BN/WAVES_N) tile

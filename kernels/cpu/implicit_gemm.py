@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import math
 
-from openprim.kernels.semantics import activation, flit
+from openprim.kernels.irtext import flit
+from openprim.kernels.semantics import activation
 
 
 class _Body:

@@ -32,7 +32,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from openprim.kernels.semantics import KernelText, activation
+from openprim.kernels.irtext import KernelText
+from openprim.kernels.semantics import activation
 
 WG = "#gpu.address_space<workgroup>"
 

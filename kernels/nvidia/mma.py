@@ -1,6 +1,6 @@
 """A tensor-core GEMM kernel for NVIDIA (sm_80+): f16, bf16 or (opt-in) TF32 inputs, f32 accumulation.
 
-The same problem as gpu_gemm.py (implicit-GEMM convolution NHWC x RSCK, or matmul), the same
+The same problem as kernels/gpu/gemm.py (implicit-GEMM convolution NHWC x RSCK, or matmul), the same
 staging and epilogue, with the inner product on the matrix units (mma.sync):
 
     f16   nvgpu.mma.sync m16n8k16                  (A: 4 x vector<2xf16>, B: 2 x vector<2xf16>)

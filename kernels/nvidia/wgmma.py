@@ -1,6 +1,6 @@
 """The sm_90 (Hopper: H100/H200) tensor-core GEMM: TMA loads, an mbarrier pipeline, warpgroup MMA (wgmma).
 
-The same problems as gpu_mma.py (implicit-GEMM convolution NHWC x RSCK, matmul [M, K] x [K, N]) in
+The same problems as kernels/nvidia/mma.py (implicit-GEMM convolution NHWC x RSCK, matmul [M, K] x [K, N]) in
 f16/bf16 with f32 accumulation, built from the sm_90 pieces that mma.sync kernels lack:
 
     TMA       nvgpu.tma.async.load: one thread asks the copy engine for a whole box of a tensor; the
@@ -51,7 +51,6 @@ from openprim.kernels.gpu.gemm import WG, Emitter, GemmSpec, collapse, operands
 from openprim.kernels.semantics import activation
 
 BK = 64                               # k per tile: 128 bytes of f16/bf16, one swizzle row
-SMEM_LIMIT = 227 * 1024               # dynamic shared memory per block on sm_90
 ALIGN = 1024                          # the 128-byte swizzle's period
 # (BM, BN, warpgroups, stages), indexed by the solver's "tile" parameter. (128 x 64 with one warpgroup,
 # two m64 fragments of n64, computed wrong rows on the H200: the 128 x 64 tile takes two warpgroups.)
@@ -112,14 +111,14 @@ def pixel_box(bm: int, n: int, oh: int, ow: int, sh: int = 1, sw: int = 1) -> tu
     return best[1]
 
 
-def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, config: int = 0) -> str:
+def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, config: int, *, smem_limit: int) -> str:
     e = Emitter()
-    emit_wgmma(e, params_sig, spec, config)
+    emit_wgmma(e, params_sig, spec, config, smem_limit=smem_limit)
     return host_function(e, name, params_sig)
 
 
-def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, config: int = 0, batch: int = 1,
-               out_f32: bool = False) -> None:
+def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, config: int, batch: int = 1,
+               out_f32: bool = False, *, smem_limit: int) -> None:
     """The tensor maps and the launch of the kernel, emitted into `e` (host lines, then the launch).
     batch > 1: `batch` matmuls on grid z, A [batch, M, K] x B [batch, K, N] -> out [batch, M, N] (f32
     with out_f32; a Winograd transform's GEMMs)."""
@@ -166,8 +165,8 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
     else:                                   # [K, N] (an RSCK filter of an im2col GEMM: [R*S*C, K])
         tma_b, tma_b_t = tensor_map(collapse(e, b, types[b], rank(b), C, NO, dt), f"memref<{C}x{NO}x{dt}>", [BK, 64])
     smem = smem_bytes(CONFIGS[config], KT)
-    if smem > SMEM_LIMIT:
-        raise ValueError(f"wgmma config {CONFIGS[config]} needs {smem} bytes of shared memory (limit {SMEM_LIMIT})")
+    if smem > smem_limit:
+        raise ValueError(f"wgmma config {CONFIGS[config]} needs {smem} bytes of shared memory (limit {smem_limit})")
     sm = e.fresh("smem")
     e.emit(f"{sm} = arith.constant {smem} : i32")
     one = e.c(1)

@@ -9,7 +9,8 @@ from openprim.kernels.gpu.gemm import Emitter, GemmSpec, load_vec
 from .wgmma import close_launch, emit_wgmma, host_function, in_image, vec_launch
 
 
-def im2col_gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, config: int = 0) -> str:
+def im2col_gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, config: int, *,
+                       smem_limit: int) -> str:
     """A convolution as im2col + GEMM on wgmma: one launch copies every filter window into a row of a
     [M, R*S*C] scratch buffer (16 bytes per thread, zeros outside the image), then the flat wgmma
     GEMM multiplies it by the filter viewed as [R*S*C, K], epilogue fused. The implicit GEMM reads the
@@ -30,5 +31,5 @@ def im2col_gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmS
     e.emit(f"vector.store {v}, %col[{m}, {e.add(e.mul(tap, e.c(C)), c)}] {{alignment = 16}} : {col_t}, vector<8x{dt}>")
     close_launch(e)
     gemm = dataclasses.replace(spec, conv=None)
-    emit_wgmma(e, [("%col", col_t)] + params_sig[1:], gemm, config)
+    emit_wgmma(e, [("%col", col_t)] + params_sig[1:], gemm, config, smem_limit=smem_limit)
     return host_function(e, name, params_sig)

@@ -53,7 +53,8 @@ def space_to_depth_applicable(spec: GemmSpec) -> str | None:
     return None
 
 
-def space_to_depth_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, config: int = 0) -> str:
+def space_to_depth_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, config: int, *,
+                          smem_limit: int) -> str:
     N, H, W, C, OH, OW, R, S, sh, sw, pt, pl, _, _ = spec.conv
     g = space_to_depth_shape(spec.conv)
     cp, cq, r2, hb, wb = g["cp"], g["cq"], g["r2"], g["hb"], g["wb"]
@@ -96,5 +97,5 @@ def space_to_depth_kernel(name: str, params_sig: list[tuple[str, str]], spec: Ge
     e.emit(f"%s2d_view = memref.reinterpret_cast %s2d to offset: [0], sizes: [{N}, {hb}, {OW}, {BK}], "
            f"strides: [{hb * wb * cq}, {wb * cq}, {cq}, 1] : {s_t} to {view_t}")
     gemm = dataclasses.replace(spec, k=r2 * BK, conv=(N, hb, OW, BK, OH, OW, r2, 1, 1, 1, 0, 0, 1, 1))
-    emit_wgmma(e, [("%s2d_view", view_t), ("%w2", w2_t)] + params_sig[2:], gemm, config)
+    emit_wgmma(e, [("%s2d_view", view_t), ("%w2", w2_t)] + params_sig[2:], gemm, config, smem_limit=smem_limit)
     return host_function(e, name, params_sig)

@@ -38,7 +38,7 @@ def _transform(e: Emitter, mat, rows: list[str]) -> list[str]:
 
 
 def winograd_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, m: int, winograd,
-                    config: int = 0) -> str:
+                    config: int, *, smem_limit: int) -> str:
     """Winograd F(m x m, 3x3) with its (m+2)^2 GEMMs on wgmma (NHWC x RSCK, stride 1, undilated), four
     launches over scratch buffers:
         input transform    V[t, p, c] = (B^T d B)[t] of every (m+2)^2 input tile d (p = n, tile row,
@@ -112,7 +112,8 @@ def winograd_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec
     # the (m+2)^2 GEMMs
     gemm = dataclasses.replace(spec, m=P, k=C, conv=None, bias=False, residual=False, activation="none",
                                activation_params=())
-    emit_wgmma(e, [("%wv", v_t), ("%wu", u_t), ("%wm", m_t)], gemm, config, batch=T, out_f32=True)
+    emit_wgmma(e, [("%wv", v_t), ("%wu", u_t), ("%wm", m_t)], gemm, config, batch=T, out_f32=True,
+               smem_limit=smem_limit)
     # output transform and epilogue
     p, k = vec_launch(e, P, K)
     n, i, j = tile_of(p)

@@ -1,6 +1,6 @@
 """float64 numpy references for every op of the OpenPrim frontend (pyfrontend/graph.py).
 
-Written independently of the compiler (no import of passes/semantics.py): plain numpy in float64,
+Written independently of the compiler (no import of kernels/semantics.py): plain numpy in float64,
 following PyTorch's conventions where the frontend does (conv/pool output sizes, ceil_mode, the
 avg_pool2d divisor, gelu, elu, layer/group norm with biased variance).
 
@@ -95,7 +95,7 @@ def elu(x, alpha=1.0):
 
 
 def activation(x, name="none", params=()):
-    """The conv/matmul epilogue activations by name (as in dialect/ops.py ACTIVATIONS)."""
+    """The conv/matmul epilogue activations by name (as in base/ops.py ACTIVATIONS)."""
     params = tuple(params)
     if name == "none":
         return f64(x)

@@ -1,4 +1,4 @@
-"""AMD matrix cores (passes/gpu_amd_mma.py): the lane layouts, a numpy model of the tiled kernel built
+"""AMD matrix cores (kernels/amd/mma.py): the lane layouts, a numpy model of the tiled kernel built
 from them, and compiled code objects for gfx90a / gfx942 (MFMA) and gfx1100 (WMMA).
 
 No AMD GPU runs these kernels, so the numerics are checked on a model: the layout tables and fragment

@@ -1,4 +1,4 @@
-"""The solver registry (passes/solvers.py) and prim-select's choice among its solvers.
+"""The solver registry (solvers/) and prim-select's choice among its solvers.
 
 Every conv solver is forced (`solver=` of the full pipeline) on one graph holding every convolution
 it applies to, in f32, f16 and bf16, in NCHW or NHWC (alternating; NCHW runs as NHWC through
@@ -259,7 +259,7 @@ def test_conv_default_solver(layout, dtype, rng):
 
 
 # ----------------------------------------------------------------------------- conv_implicit_gemm (CPU)
-# The hand-written implicit-GEMM kernel (cpu_implicit_gemm.py) reads both layouts natively: every case in
+# The hand-written implicit-GEMM kernel (kernels/cpu/implicit_gemm.py) reads both layouts natively: every case in
 # NCHW (layout=keep: no transposes in the plan) and NHWC, in every dtype; then register tiles whose
 # widths leave tails (OW % WT columns, K/groups % FT channels), loops of several channel tiles, threads
 # over the channel tiles (filter larger than the input: 3x3_c16_k24_pad with FT = 3), both NCHW orientations.
@@ -495,7 +495,7 @@ def test_gemm_not_applicable():
 
 
 # ----------------------------------------------------------------------------- tensor cores (nvvm)
-# The mma kernel (gpu_mma.py) in every configuration of its tunable (block tile, shared-memory stages:
+# The mma kernel (kernels/nvidia/mma.py) in every configuration of its tunable (block tile, shared-memory stages:
 # 1 = register prefetch, 2-4 = cp.async) and input type (f32 as TF32, opted in), on convolutions whose
 # channels it reads 16 bytes at a time: stride 2 with asymmetric padding, dilation, a last k tile past
 # R*S*C (zero-filled), output channels that leave part of a block empty, several blocks along M.
@@ -561,7 +561,7 @@ def test_tf32_is_opt_in(monkeypatch):
 
 
 # ----------------------------------------------------------------------------- sm_90 warpgroup MMA (nvvm)
-# The wgmma kernel (gpu_wgmma.py: TMA boxes, mbarrier stages, wgmma) in every configuration (BM, BN,
+# The wgmma kernel (kernels/nvidia/wgmma.py: TMA boxes, mbarrier stages, wgmma) in every configuration (BM, BN,
 # warpgroups, stages) on the convolutions its TMA boxes read: padding past every edge, dilation with
 # asymmetric padding, channels that are not a multiple of the 64-channel k tile (TMA zero-fills
 # both operands), output channels that leave part of a 64-wide B box empty, images smaller than the

@@ -1,5 +1,5 @@
-"""Algorithm selection and tuning: the tuning database (tuning_db.py), prim-select's modes (immediate,
-find, hybrid and their environment variables), find's search (find.py) and the commands (tune, explain,
+"""Algorithm selection and tuning: the tuning database (tuning/db.py), prim-select's modes (immediate,
+find, hybrid and their environment variables), find's search (tuning/find.py) and the commands (tune, explain,
 conv, db, scripts/measure_tuning.py).
 
 The database cases: records round-trip, the user database wins over the system one, several processes

@@ -1,4 +1,4 @@
-// conv_implicit_gemm on the CPU: prim-tile takes the solver's whole kernel (cpu_implicit_gemm.py), a
+// conv_implicit_gemm on the CPU: prim-tile takes the solver's whole kernel (kernels/cpu/implicit_gemm.py), a
 // vector-dialect loop nest on memrefs: threads over the (n, oh, group) rows (scf.forall), register tiles
 // of vector.fma with the input read in place (no im2col buffer, no padded copy, no linalg), the epilogue
 // on the accumulators, one vector store per accumulator. layout=keep: the NCHW convolution is not

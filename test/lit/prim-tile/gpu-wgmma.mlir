@@ -1,4 +1,4 @@
-// sm_90: f16/bf16 stride-1 convolutions and matmuls run on warpgroup MMA (gpu_wgmma.py). The host makes
+// sm_90: f16/bf16 stride-1 convolutions and matmuls run on warpgroup MMA (kernels/nvidia/wgmma.py). The host makes
 // TMA tensor maps over the NHWC input (a 4-d box of images x rows x columns x 64 channels: here the
 // 64-row tile as 1 x 4 x 16 pixels) and the RSCK filter (1 x 1 x 64 x 64); the kernel takes
 // dynamic shared memory above 48 KB, inits one mbarrier per stage, and per k tile waits on its slot's
