@@ -13,9 +13,12 @@ import numpy as np
 from timing import median_time
 
 import openprim
+from openprim.base.target import parse_target
 from openprim.pyfrontend import Graph
 from openprim.solvers import applicable
 from openprim.solvers.problem import ConvProblem
+
+CPU = parse_target("cpu")
 
 # (C, H, K, R, stride): ResNet-18's distinct convolutions at 224x224
 LAYERS = [(3, 224, 64, 7, 2), (64, 56, 64, 3, 1), (64, 56, 128, 3, 2), (64, 56, 128, 1, 2), (128, 28, 128, 3, 1),
@@ -45,7 +48,7 @@ def main():
         problem = ConvProblem(1, C, H, H, K, R, R, OH, OH, (S, S), (P,) * 4, (1, 1), 1, "NHWC", "RSCK", "f32",
                               "bias+relu")
         default = None
-        for solver, reason in applicable(problem, "conv2d", "cpu"):
+        for solver, reason in applicable(problem, "conv2d", CPU):
             if reason or solver.name == "conv_reference":
                 continue
             g = Graph(layout="NHWC")
@@ -55,8 +58,8 @@ def main():
             exe(x)
             t = median_time(exe.run_steps, args.repeat)
             if default is None:
-                default = min((s for s, r in applicable(problem, "conv2d", "cpu") if r is None),
-                              key=lambda s: s.cost(problem, "cpu")).name
+                default = min((s for s, r in applicable(problem, "conv2d", CPU) if r is None),
+                              key=lambda s: s.cost(problem, CPU)).name
             mark = "*" if solver.name == default else " "
             print(f"{name:28s} {solver.name + mark:18s} {t * 1e3:8.3f} {flops / t / 1e9:8.1f}   "
                   f"{t_torch * 1e3:10.3f} {t_torch / t:6.2f}")

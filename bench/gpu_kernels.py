@@ -115,7 +115,7 @@ def forced_config(family, index):
     from openprim.solvers import SOLVERS
     solvers = [SOLVERS[name] for name in FAMILIES[family]] if family else []
     for s in solvers if index is not None else ():
-        s.default_params = lambda p: {"tile": index}
+        s.default_params = lambda p, target: {"tile": index}
     try:
         yield {"conv": solvers[0].name, "gemm": solvers[1].name} if family else {}
     finally:

@@ -47,9 +47,10 @@ from timing import median_time  # noqa: E402
 from openprim.tuning import tune  # noqa: E402
 from openprim.tuning import db as tuning_db  # noqa: E402
 from openprim.tuning import find, worker  # noqa: E402
+from openprim.base.target import parse_target  # noqa: E402
 from openprim.solvers.problem import problem_of  # noqa: E402
 
-TARGET = "cpu"
+TARGET = parse_target("cpu")
 # default strategy layers: large spaces (3x3 with 5 solvers / 1x1 with 4 solvers)
 STRATEGY_LAYERS = ["conv2d-1x128x28x28-k128-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-KRSC-f32-bias+relu",
                    "conv2d-1x24x56x56-k144-1x1-s1x1-p0x0x0x0-d1x1-g1-NHWC-KRSC-f32-bias+clamp"]

@@ -14,7 +14,7 @@ from mlir import ir
 
 from openprim import __version__, dialect
 from openprim.base.errors import OpenPrimError
-from openprim.base.target import Target
+from openprim.base.target import parse_target
 from openprim.dialect import graph_functions, kernels_module
 from openprim.passes.rewrite import constant_int
 from openprim.base.dtypes import ITEMSIZE
@@ -45,7 +45,9 @@ def assign_offsets(sizes: list[int], lifetimes: list[tuple[int, int]]) -> tuple[
     return offsets, max((offsets[i] + sizes[i] for i in range(len(sizes))), default=0)
 
 
-def build_plan(module: ir.Module, target: Target) -> tuple[dict, bytes]:
+def build_plan(module: ir.Module, target) -> tuple[dict, bytes]:
+    """The plan (JSON-able) and the weights blob of a module lowered for `target` (a Target or its text)."""
+    target = parse_target(target)
     fns = graph_functions(module.operation)
     if len(fns) != 1:
         raise OpenPrimError(f"expected exactly one graph function, found {len(fns)}")

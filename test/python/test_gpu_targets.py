@@ -117,7 +117,7 @@ def test_wgmma_launch_plan(tmp_path, capsys, monkeypatch):
     outermost first) and asks for more dynamic shared memory than the 48 KB default."""
     from openprim.kernels.nvidia.wgmma import CONFIGS, smem_bytes
     from openprim.solvers import SOLVERS
-    monkeypatch.setattr(SOLVERS["conv_implicit_gemm_wgmma"], "default_params", lambda p: {"tile": 1})
+    monkeypatch.setattr(SOLVERS["conv_implicit_gemm_wgmma"], "default_params", lambda p, target: {"tile": 1})
     rng = np.random.default_rng(0)
     g = Graph(layout="NHWC", dtype="f16")
     g.output(g.conv2d(g.input("x", (2, 14, 14, 64)), g.param("w", rng.standard_normal((256, 3, 3, 64))), padding=1))

@@ -519,7 +519,7 @@ def _force_mma_config(dtype, config, monkeypatch):
     if dtype == "f32":
         monkeypatch.setenv("OPENPRIM_ALLOW_TF32", "1")
     for name in ("conv_implicit_gemm_mma", "gemm_mma"):
-        monkeypatch.setattr(SOLVERS[name], "default_params", lambda p: {"tile": config})
+        monkeypatch.setattr(SOLVERS[name], "default_params", lambda p, target: {"tile": config})
 
 
 @NVVM_ONLY
@@ -594,7 +594,7 @@ def _wgmma_configs():
 @pytest.mark.parametrize("dtype,config", _wgmma_configs())
 def test_wgmma_conv_configs(dtype, config, rng, monkeypatch):
     for name in ("conv_implicit_gemm_wgmma", "gemm_wgmma"):
-        monkeypatch.setattr(SOLVERS[name], "default_params", lambda p: {"tile": config})
+        monkeypatch.setattr(SOLVERS[name], "default_params", lambda p, target: {"tile": config})
     net = Net(rng, dtype, "NHWC")
     built = [conv_case(net, cfg, "NHWC") for cfg in WGMMA_CONV]
     (a, av), (b, bv), (c, cv) = net.input((2, 35, 200)), net.weight((200, 72)), net.weight((72,))
@@ -653,7 +653,7 @@ S2D_CONV = [dict(id="s2d_stem_7x7_s2", x=(2, 3, 23, 21), K=64, kernel=(7, 7), st
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_space_to_depth_wgmma(dtype, config, rng, monkeypatch):
     """The repack, the filter transform and the GEMM over the overlapping TMA view, against float64."""
-    monkeypatch.setattr(SOLVERS["conv_space_to_depth_wgmma"], "default_params", lambda p: {"tile": config})
+    monkeypatch.setattr(SOLVERS["conv_space_to_depth_wgmma"], "default_params", lambda p, target: {"tile": config})
     net = run_convs(rng, S2D_CONV, "NHWC", dtype, "conv_space_to_depth_wgmma")
     assert conv_launch_solvers(net) == ["conv_space_to_depth_wgmma"] * len(S2D_CONV)
 
