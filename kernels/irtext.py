@@ -146,52 +146,56 @@ class KernelText:
         return n
 
     def pad(self, x: V, low, high, value: float) -> V:
-        """x inside a `value`-filled tensor, copied in blocks of the trailing dims (at most pad_block
-        elements each, so that the vectorized copy stays a few registers wide).
+        """x inside a `value`-filled tensor (copied by insert_blocks).
 
         Not tensor.pad: an insert_slice stops producer fusion, so a tiled consumer reads a
         materialized padded input."""
         if not any(low) and not any(high):
             return x
-        R = len(x.shape)
         shape = [d + lo + hi for d, lo, hi in zip(x.shape, low, high)]
-        f = self.filled(shape, x.dtype, value)
+        return self.insert_blocks(x, self.filled(shape, x.dtype, value), low)
+
+    def insert_blocks(self, x: V, dest: V, offsets) -> V:
+        """dest with x written at the static `offsets`, in blocks of x's trailing dims of at most
+        pad_block elements, one per iteration of scf.for loops over the leading dims: the vectorized
+        copy stays a few registers wide and the code one loop nest, however large the tensors."""
+        R = len(x.shape)
         k = next(k for k in range(R) if math.prod(x.shape[k:]) <= self.pad_block or k == R - 1)
         block = [1] * k + list(x.shape[k:])
         ones = ", ".join(["1"] * R)
         loops = []
-        acc = f.name
+        acc = dest.name
         for d in range(k):
             n, arg, iv = self.fresh("pl"), self.fresh("pa"), self.fresh("i")
             c0, cn, c1 = self.fresh("c"), self.fresh("c"), self.fresh("c")
             self.emit(f"{c0} = arith.constant 0 : index")
             self.emit(f"{cn} = arith.constant {x.shape[d]} : index")
             self.emit(f"{c1} = arith.constant 1 : index")
-            self.emit(f"{n} = scf.for {iv} = {c0} to {cn} step {c1} iter_args({arg} = {acc}) -> ({f.type}) {{")
+            self.emit(f"{n} = scf.for {iv} = {c0} to {cn} step {c1} iter_args({arg} = {acc}) -> ({dest.type}) {{")
             loops.append((iv, n))
             acc = arg
         dst_off = []
         for d, (iv, _) in enumerate(loops):
-            if low[d]:
+            if offsets[d]:
                 o = self.fresh("o")
-                self.emit(f"{o} = affine.apply affine_map<(d0) -> (d0 + {low[d]})>({iv})")
+                self.emit(f"{o} = affine.apply affine_map<(d0) -> (d0 + {offsets[d]})>({iv})")
                 dst_off.append(o)
             else:
                 dst_off.append(iv)
-        dst_off += [str(low[d]) for d in range(k, R)]
+        dst_off += [str(offsets[d]) for d in range(k, R)]
         sl, ins = self.fresh("blk"), self.fresh("ins")
         sizes = ", ".join(map(str, block))
         blk_t = ttype(block, x.dtype)
         self.emit(f"{sl} = tensor.extract_slice {x.name}[{', '.join([iv for iv, _ in loops] + ['0'] * (R - k))}] "
                   f"[{sizes}] [{ones}] : {x.type} to {blk_t}")
         self.emit(f"{ins} = tensor.insert_slice {sl} into {acc}[{', '.join(dst_off)}] [{sizes}] [{ones}] : "
-                  f"{blk_t} into {f.type}")
+                  f"{blk_t} into {dest.type}")
         result = ins
         for iv, n in reversed(loops):
-            self.emit(f"scf.yield {result} : {f.type}")
+            self.emit(f"scf.yield {result} : {dest.type}")
             self.emit("}")
             result = n
-        return V(result, shape, x.dtype)
+        return V(result, dest.shape, x.dtype)
 
     def reshape(self, x: V, shape) -> V:
         """Any reshape of a contiguous tensor: collapse to 1-d, expand to the target."""

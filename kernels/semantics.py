@@ -439,16 +439,12 @@ def emit_transpose(kt, op, operands, attrs, shape, dtype):
 
 
 def emit_concat(kt, op, operands, attrs, shape, dtype):
-    xs = operands
+    """Each input copied into its place along the axis, in blocks (KernelText.insert_blocks)."""
     ax = attrs["axis"] % len(shape)
     acc = kt.empty(shape, dtype)
     off = 0
-    for x in xs:
-        n = kt.fresh("cat")
-        offs = [off if i == ax else 0 for i in range(len(shape))]
-        kt.emit(f"{n} = tensor.insert_slice {x.name} into {acc.name}[{', '.join(map(str, offs))}] "
-                f"[{', '.join(map(str, x.shape))}] [{', '.join(['1'] * len(shape))}] : {x.type} into {acc.type}")
-        acc = V(n, shape, dtype)
+    for x in operands:
+        acc = kt.insert_blocks(x, acc, [off if i == ax else 0 for i in range(len(shape))])
         off += x.shape[ax]
     return acc
 
