@@ -118,15 +118,20 @@ def _time(exe, args_, repeat: int, warmup: int = 3):
 
 def cmd_compile(args) -> int:
     from openprim import compiler
-    graph = load_model(args.model, args.define)
+    from openprim.timings import CompileTimings
+    timings = CompileTimings()
+    with timings.stage("import"):
+        graph = load_model(args.model, args.define)
     out = args.output or os.path.splitext(os.path.basename(args.model))[0] + ".oprim"
-    info = compiler.save(graph, out, args.target, args.solver, layout=args.layout)
+    info = compiler.save(graph, out, args.target, args.solver, layout=args.layout, timings=timings)
     plan = info["plan"]
     print(f"compiled {args.model} for {args.target} in {info['seconds']:.2f} s -> {out} "
           f"({info['bytes'] / 2**20:.1f} MiB): {len(plan['steps'])} kernel launches, "
           f"{len(set(s['kernel'] for s in plan['steps']))} kernels, "
           f"activations {plan['arena_bytes'] / 2**20:.2f} MiB (unshared {plan['naive_bytes'] / 2**20:.2f} MiB), "
           f"weights {plan['weights_bytes'] / 2**20:.1f} MiB")
+    if args.timings:
+        print(timings.report())
     return 0
 
 
@@ -276,6 +281,7 @@ def main(argv=None) -> int:
     c = sub.add_parser("compile", help="compile a model ahead of time into one .oprim file")
     c.add_argument("model", help="an .onnx file, or a Python model file defining build()")
     c.add_argument("-o", "--output", help="the .oprim file to write (default: MODEL.oprim)")
+    c.add_argument("--timings", action="store_true", help="print the time of each stage and the slowest kernels")
     r = sub.add_parser("run", help="run a model (.py: JIT-compile first; .oprim: runtime only)")
     r.add_argument("model")
     r.add_argument("--input", action="append", default=[], help=".npy file per input (default: random)")

@@ -22,12 +22,14 @@ from openprim.backends.cpu.compiler import kernels_ir
 from openprim.backends.registry import for_target
 from openprim.base.errors import OpenPrimError
 from openprim.base.target import parse_target
+from openprim.passes import prim_pipeline
 from openprim.passes.prim_select import check_layout
 from openprim.plan import build_plan
 from openprim.pyfrontend import Graph, to_module
 from openprim.runtime import artifact, cpu
 from openprim.runtime.executor import CpuExecutable
 from openprim.runtime.gpu import GpuExecutable, open_device
+from openprim.timings import CompileTimings
 from openprim.tuning.tuner import Tuner
 
 
@@ -42,14 +44,19 @@ def load_module(source, ctx: ir.Context | None = None) -> ir.Module:
 
 
 def lower(source, target: str = "cpu", solver: str = "", pipeline: str | None = None,
-          layout: str = "NHWC") -> ir.Module:
+          layout: str = "NHWC", timings: CompileTimings | None = None) -> ir.Module:
     """The module through the pipeline. layout: "NHWC" runs NCHW convolutions and pools in NHWC (transposes
-    that cancel between layers); "keep" leaves every op in its own layout (for solvers that read NCHW)."""
+    that cancel between layers); "keep" leaves every op in its own layout (for solvers that read NCHW).
+    timings: record the seconds of each stage and of building each kernel there."""
     check_layout(layout)
-    module = load_module(source)
-    options = f"target={parse_target(target)}" + (f" solver={solver}" if solver else "") + \
-        (f" layout={layout}" if layout != "NHWC" else "")
-    return passes.run(module, pipeline or f"prim-pipeline{{{options}}}", tuner=Tuner())
+    if pipeline:
+        return passes.run(load_module(source), pipeline, tuner=Tuner())
+    timings = timings or CompileTimings()
+    options = prim_pipeline.Options(target=str(parse_target(target)), solver=solver, layout=layout, tuner=Tuner(),
+                                    timings=timings.kernels)
+    with timings.stage("emit"):
+        module = load_module(source)
+    return passes.run_stages(module, options, timings.stage)
 
 
 BACKENDS = ("native", "engine")
@@ -92,28 +99,33 @@ def compile(source, target: str = "cpu", solver: str = "", pipeline: str | None 
     return exe
 
 
-def kernel_files(module: ir.Module, target, device_arch: str | None = None) -> dict[str, bytes]:
+def kernel_files(module: ir.Module, target, device_arch: str | None = None,
+                 timings: CompileTimings | None = None) -> dict[str, bytes]:
     """The artifact members holding a lowered module's kernels (the target backend's serialization):
     kernels.so (cpu), kernels.ptx + kernels.cubin (nvvm), kernels.hsaco (rocdl). device_arch: the GPU this
-    process will run them on, when known."""
+    process will run them on, when known; timings: record the backend's steps."""
     target = parse_target(target)
-    return for_target(target).kernel_files(module, target, device_arch)
+    return for_target(target).kernel_files(module, target, device_arch, (timings or CompileTimings()).stage)
 
 
 def save(source, path: str, target: str = "cpu", solver: str = "", pipeline: str | None = None,
-         layout: str = "NHWC") -> dict:
-    """Compile ahead of time into one .oprim file; returns its manifest (plus timing)."""
+         layout: str = "NHWC", timings: CompileTimings | None = None) -> dict:
+    """Compile ahead of time into one .oprim file; returns its manifest (plus timing). timings: record
+    where the time went (`openprim compile --timings`)."""
     t0 = time.perf_counter()
     target = str(parse_target(target))
-    info = write_artifact(lower(source, target, solver, pipeline, layout), path, target)
+    info = write_artifact(lower(source, target, solver, pipeline, layout, timings), path, target, timings)
     return {**info, "seconds": time.perf_counter() - t0}
 
 
-def write_artifact(module: ir.Module, path: str, target) -> dict:
+def write_artifact(module: ir.Module, path: str, target, timings: CompileTimings | None = None) -> dict:
     """The .oprim file of a module lowered for `target`; returns its manifest."""
     target = parse_target(target)
-    plan, weights = build_plan(module, target)
-    kernels = kernel_files(module, target)
+    timings = timings or CompileTimings()
+    with timings.stage("plan"):
+        plan, weights = build_plan(module, target)
+    kernels = kernel_files(module, target, timings=timings)
+    timings.kernel_count, timings.step_count = len({s["kernel"] for s in plan["steps"]}), len(plan["steps"])
     meta = {"compiler": f"openprim {__version__}", "target": str(target),
             **for_target(target).artifact_meta(target, kernels)}
     artifact.write(path, plan, kernels, weights, meta)

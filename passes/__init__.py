@@ -45,7 +45,7 @@ def split_pipeline(text: str) -> list[tuple[str, str]]:
 
 
 # Options that are objects, not text: the driver supplies them to the passes that declare the field.
-SERVICES = ("tuner",)
+SERVICES = ("tuner", "timings")
 
 
 def parse_options(cls, text: str, services: dict | None = None):
@@ -63,17 +63,23 @@ def parse_options(cls, text: str, services: dict | None = None):
     return cls(**values)
 
 
-def build(pipeline: str, print_ir_after_all: bool = False, tuner=None) -> passmanager.PassManager:
+def _add(pm: passmanager.PassManager, entries) -> None:
+    """A pass's entries: upstream pipeline text, or (name, callable on the module operation)."""
+    for entry in entries:
+        if isinstance(entry, str):
+            pm.add(entry)
+        else:
+            pm.add(lambda op, _p, fn=entry[1]: fn(op), entry[0])
+
+
+def build(pipeline: str, print_ir_after_all: bool = False, tuner=None, timings=None) -> passmanager.PassManager:
     """A PassManager for the pipeline, in the current context. tuner: prim-select's source of measured
-    choices (openprim.tuning.tuner.Tuner; None: the heuristic only)."""
+    choices (openprim.tuning.tuner.Tuner; None: the heuristic only); timings: where prim-tile records
+    the seconds each kernel took (a dict, kernel name -> seconds)."""
     pm = passmanager.PassManager("builtin.module")
     for name, opts in split_pipeline(pipeline):
         if name in PASSES:
-            for entry in parse_options(PASSES[name].Options, opts, {"tuner": tuner}).entries():
-                if isinstance(entry, str):
-                    pm.add(entry)
-                else:
-                    pm.add(lambda op, _p, fn=entry[1]: fn(op), entry[0])
+            _add(pm, parse_options(PASSES[name].Options, opts, {"tuner": tuner, "timings": timings}).entries())
         else:
             if name.startswith("builtin.module(") and name.endswith(")"):  # the top module itself, as in mlir-opt
                 name = name[len("builtin.module("):-1]
@@ -87,13 +93,29 @@ def build(pipeline: str, print_ir_after_all: bool = False, tuner=None) -> passma
     return pm
 
 
-def run(module: ir.Module, pipeline: str, print_ir_after_all: bool = False, tuner=None) -> ir.Module:
+def run(module: ir.Module, pipeline: str, print_ir_after_all: bool = False, tuner=None, timings=None) -> ir.Module:
     """Verify the module (MLIR + prim shape rules), then run the pipeline on it in place."""
     with module.context:
         dialect.verify(module)
-        pm = build(pipeline, print_ir_after_all, tuner)
-        try:
-            pm.run(module.operation)
-        except ir.MLIRError as e:
-            raise OpenPrimError(dialect.format_mlir_error(e)) from None
+        _run(build(pipeline, print_ir_after_all, tuner, timings), module)
     return module
+
+
+def run_stages(module: ir.Module, pipeline: prim_pipeline.Options, stage) -> ir.Module:
+    """prim-pipeline one stage at a time (the same passes in the same order), each inside the context
+    manager stage(name): how the driver times the stages."""
+    with module.context:
+        dialect.verify(module)
+        for name, options in pipeline.stages():
+            pm = passmanager.PassManager("builtin.module")
+            _add(pm, options.entries())
+            with stage(name):
+                _run(pm, module)
+    return module
+
+
+def _run(pm: passmanager.PassManager, module: ir.Module) -> None:
+    try:
+        pm.run(module.operation)
+    except ir.MLIRError as e:
+        raise OpenPrimError(dialect.format_mlir_error(e)) from None

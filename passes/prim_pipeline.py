@@ -22,13 +22,18 @@ class Options:
     threads: int = 0          # 1: single-threaded kernels; 0: all cores when an OpenMP runtime is installed
     layout: str = "NHWC"      # "NHWC": run NCHW convs/pools in NHWC through transposes; "keep": leave layouts
     tuner: prim_select.Tuner | None = None   # prim-select's database and Find (given by the driver)
+    timings: dict | None = None              # prim-tile's seconds per kernel (given by the driver)
 
     def __post_init__(self):
         prim_select.check_layout(self.layout)
 
+    def stages(self) -> list[tuple[str, object]]:
+        """(name, options) of each stage, in order."""
+        return [(prim_fuse.NAME, prim_fuse.Options()),
+                (prim_select.NAME, prim_select.Options(target=self.target, solver=self.solver, layout=self.layout,
+                                                       tuner=self.tuner)),
+                (prim_tile.NAME, prim_tile.Options(target=self.target, timings=self.timings)),
+                (prim_lower.NAME, prim_lower.Options(target=self.target, threads=self.threads != 1))]
+
     def entries(self):
-        return (prim_fuse.Options().entries()
-                + prim_select.Options(target=self.target, solver=self.solver, layout=self.layout,
-                                      tuner=self.tuner).entries()
-                + prim_tile.Options(target=self.target).entries()
-                + prim_lower.Options(target=self.target, threads=self.threads != 1).entries())
+        return [entry for _, options in self.stages() for entry in options.entries()]

@@ -11,6 +11,7 @@ mapping. Results are still on tensors where linalg: prim-lower bufferizes and lo
 from __future__ import annotations
 
 import re
+import time
 from dataclasses import dataclass
 
 from mlir import ir, passmanager
@@ -89,6 +90,7 @@ def scheduled(text: str, kt, ops) -> ir.Module:
 class Options:
     NAME = NAME
     target: str = "cpu"
+    timings: dict | None = None   # kernel name -> seconds to build it (given by the driver, not by text)
 
     def entries(self):
         return [(NAME, self.run)]
@@ -97,9 +99,12 @@ class Options:
         target = parse_target(self.target)
 
         def kernel(text, kt, ops):
+            t0 = time.perf_counter()
             made = hand_written(text, ops, target)
-            if made is not None:
-                return made
-            return ir.Module.parse(text) if target.is_gpu else scheduled(text, kt, ops)
+            if made is None:
+                made = ir.Module.parse(text) if target.is_gpu else scheduled(text, kt, ops)
+            if self.timings is not None:
+                self.timings[text.split("@", 1)[1].split("(", 1)[0]] = time.perf_counter() - t0
+            return made
         with module_op.context:
             outline(module_op, target, kernel)

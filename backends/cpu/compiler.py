@@ -18,6 +18,7 @@ from pathlib import Path
 from mlir import ir
 from mlir.dialects.llvm import translate_module_to_llvmir
 
+from openprim.backends import untimed as _untimed
 from openprim.base.errors import OpenPrimError
 from openprim.base.target import Target
 from openprim.dialect import body, kernels_module
@@ -137,8 +138,9 @@ def _run(cmd):
     return r.stdout, r.stderr, r.returncode
 
 
-def shared_object(module: ir.Module, target: Target) -> bytes:
-    """The kernels as a native shared library: LLVM IR -> llc -O3 (one process per core) -> cc -shared."""
+def shared_object(module: ir.Module, target: Target, stage=_untimed) -> bytes:
+    """The kernels as a native shared library: LLVM IR -> llc -O3 (one process per core) -> cc -shared.
+    stage(name): a context manager around each step ("llc": the translation to LLVM IR overlaps it)."""
     cc = shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc") or shutil.which("clang")
     if not cc:
         raise OpenPrimError("no C compiler/linker found to link the kernels: install gcc, set CC, "
@@ -146,26 +148,28 @@ def shared_object(module: ir.Module, target: Target) -> bytes:
     km = kernels_ir(module)
     with tempfile.TemporaryDirectory() as d:
         procs, objs = [], []
-        for i, text in enumerate(_split(km, os.cpu_count() or 1)):
-            ll, obj = os.path.join(d, f"k{i}.ll"), os.path.join(d, f"k{i}.o")
-            part = ir.Module.parse(text, module.context)
-            Path(ll).write_text(str(translate_module_to_llvmir(part.operation)))
-            procs.append(subprocess.Popen([llc(), "-O3", "-filetype=obj", "-relocation-model=pic",
-                                           f"-mcpu={mcpu(target)}", ll, "-o", obj],
-                                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
-            objs.append(obj)
+        with stage("llc"):
+            for i, text in enumerate(_split(km, os.cpu_count() or 1)):
+                ll, obj = os.path.join(d, f"k{i}.ll"), os.path.join(d, f"k{i}.o")
+                part = ir.Module.parse(text, module.context)
+                Path(ll).write_text(str(translate_module_to_llvmir(part.operation)))
+                procs.append(subprocess.Popen([llc(), "-O3", "-filetype=obj", "-relocation-model=pic",
+                                               f"-mcpu={mcpu(target)}", ll, "-o", obj],
+                                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+                objs.append(obj)
+            results = [(p.args, *p.communicate(), p.returncode) for p in procs]
         so = os.path.join(d, "kernels.so")
-        results = [(p.args, *p.communicate(), p.returncode) for p in procs]
-        results.append((cmd := [cc, "-shared", *objs, "-o", so, *cpu.link_flags()], *_run(cmd)))
+        with stage("link"):
+            results.append((cmd := [cc, "-shared", *objs, "-o", so, *cpu.link_flags()], *_run(cmd)))
         for args, out, err, rc in results:
             if rc:
                 raise OpenPrimError(f"{os.path.basename(args[0])} failed: {(err or out).strip().splitlines()[-1]}")
         return Path(so).read_bytes()
 
 
-def kernel_files(module: ir.Module, target: Target, device_arch: str | None = None) -> dict[str, bytes]:
+def kernel_files(module: ir.Module, target: Target, device_arch: str | None = None, stage=_untimed) -> dict[str, bytes]:
     """The artifact members holding the kernels: kernels.so."""
-    return {"kernels.so": shared_object(module, target)}
+    return {"kernels.so": shared_object(module, target, stage)}
 
 
 def artifact_meta(target: Target, files: dict[str, bytes]) -> dict:

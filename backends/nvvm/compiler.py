@@ -19,7 +19,7 @@ from mlir import ir
 from openprim.base.errors import OpenPrimError
 from openprim.base.target import Target
 
-from .. import device_image
+from .. import device_image, untimed
 
 
 def lowering(target: Target, threads: bool, nested) -> list:
@@ -46,13 +46,16 @@ def ptxas(ptx: bytes, arch: str) -> bytes | None:
         return Path(out).read_bytes()
 
 
-def kernel_files(module: ir.Module, target: Target, device_arch: str | None = None) -> dict[str, bytes]:
+def kernel_files(module: ir.Module, target: Target, device_arch: str | None = None, stage=untimed) -> dict[str, bytes]:
     """kernels.ptx, and kernels.cubin when ptxas is here and the code is for the device it will run on
     (device_arch: the GPU of this process, when known; a cubin for another chip would not load)."""
     ptx = device_image(module)
     files = {"kernels.ptx": ptx}
-    if (device_arch or target.arch) == target.arch and (cubin := ptxas(ptx, target.ptx_arch)):
-        files["kernels.cubin"] = cubin
+    if (device_arch or target.arch) == target.arch:
+        with stage("ptxas"):
+            cubin = ptxas(ptx, target.ptx_arch)
+        if cubin:
+            files["kernels.cubin"] = cubin
     return files
 
 

@@ -31,7 +31,7 @@ from openprim.base.errors import OpenPrimError
 from openprim.base.target import Target
 from openprim.dialect import body, kernels_module
 
-from .. import device_image
+from .. import device_image, untimed
 
 _ROCM = os.environ.get("ROCM_PATH", "/opt/rocm")
 
@@ -157,7 +157,7 @@ def lowering(target: Target, threads: bool, nested) -> list:
             ("prim-gpu-binary", lambda op: binary(op, target))]
 
 
-def kernel_files(module: ir.Module, target: Target, device_arch: str | None = None) -> dict[str, bytes]:
+def kernel_files(module: ir.Module, target: Target, device_arch: str | None = None, stage=untimed) -> dict[str, bytes]:
     """kernels.hsaco."""
     return {"kernels.hsaco": device_image(module)}
 
