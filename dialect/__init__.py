@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 from mlir import ir
+from mlir._mlir_libs import _mlir
 from mlir.dialects import irdl
 
 from openprim.base.errors import OpenPrimError
@@ -19,6 +20,7 @@ from openprim.base import ops as _ops
 from openprim.base.ops import OPS, ShapeError
 
 IRDL_PATH = Path(__file__).with_name("prim.irdl.mlir")
+_mlir.globals.append_dialect_search_prefix(f"{__name__}.bindings")   # bindings/prim.py says why
 _ATTR_BASE = {"i64": "#builtin.integer", "f64": "#builtin.float", "str": "#builtin.string",
               "i64s": "#builtin.dense_array", "f64s": "#builtin.dense_array"}
 DTYPE_OF = {"f32": ir.F32Type, "f16": ir.F16Type, "bf16": ir.BF16Type}

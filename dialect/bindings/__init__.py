@@ -1,0 +1,1 @@
+"""Python modules that MLIR's bindings look up per dialect namespace (see prim.py)."""
