@@ -1,0 +1,1 @@
+"""The CPU backend: LLVM dialect lowering, llc and the link (compiler.py)."""

@@ -1,0 +1,1 @@
+"""The NVIDIA backend: NVVM lowering, PTX and cubin (compiler.py)."""

@@ -1,0 +1,1 @@
+"""The AMD backend: ROCDL lowering and hsaco code objects (compiler.py)."""

@@ -1,0 +1,1 @@
+"""AMD matrix-core kernels: MFMA (CDNA) and WMMA (RDNA3)."""

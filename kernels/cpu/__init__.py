@@ -1,0 +1,1 @@
+"""Hand-written CPU kernels (vector dialect on memrefs)."""
