@@ -15,6 +15,7 @@ import pytest
 from openprim import cli, compiler
 from openprim.backends.rocdl import compiler as rocdl
 from openprim.base.errors import OpenPrimError
+from openprim.base.target import parse_target
 from openprim.pyfrontend import Graph
 from openprim.plan import build_plan
 from openprim.runtime import artifact, load
@@ -61,7 +62,7 @@ def launched(plan) -> set[str]:
 def test_rocdl_network(amdgpu_toolchain, tmp_path, capsys, net, target):
     plan, files = save(NETS[net](), tmp_path / "net.oprim", target, capsys, net)
     hsaco = files["kernels.hsaco"]
-    assert amdgpu_target(hsaco).endswith(target.partition(":")[2])
+    assert amdgpu_target(hsaco).endswith(parse_target(target).arch)
     kernels = {k["name"]: k for k in amdgpu_kernels(hsaco)}
     for name in launched(plan):
         assert name in kernels, f"launched {name} is not in the code object"
@@ -149,7 +150,7 @@ def test_nchw_conv_layout_keep(target):
     assert [s["kernel"] for s in plan["steps"]] == ["conv2d_0"], plan["steps"]
     default, _ = build_plan(compiler.lower(g, target), target)
     assert [s["kernel"].split("_")[0] for s in default["steps"]].count("transpose") == 3, default["steps"]
-    if target.startswith("nvvm"):
+    if parse_target(target).kind == "nvvm":
         functions = {k["name"] for k in ptx_kernels(compiler.kernel_files(module, target)["kernels.ptx"].decode())}
     else:
         try:

@@ -25,12 +25,13 @@ import reference as ref
 from helpers import DTYPES, TARGET, Net, assert_close, attrs, ops_named, operands
 from openprim import passes
 from openprim.base.errors import OpenPrimError
+from openprim.base.target import parse_target
 from openprim.pyfrontend import to_module
 from openprim.solvers import SOLVERS
 
 # The solvers with kernels for the target under test (OPENPRIM_TEST_TARGET, see helpers.py).
-CONV_SOLVERS = [n for n, s in SOLVERS.items() if s.op == "conv2d" and TARGET.partition(":")[0] in s.targets]
-GEMM_SOLVERS = [n for n, s in SOLVERS.items() if s.op == "matmul" and TARGET.partition(":")[0] in s.targets]
+CONV_SOLVERS = [n for n, s in SOLVERS.items() if s.op == "conv2d" and parse_target(TARGET).kind in s.targets]
+GEMM_SOLVERS = [n for n, s in SOLVERS.items() if s.op == "matmul" and parse_target(TARGET).kind in s.targets]
 LAYOUTS = ("NCHW", "NHWC")
 CPU_ONLY = pytest.mark.skipif(TARGET != "cpu", reason="the CPU target's solver heuristics and errors")
 ALL_COMBINATIONS = os.environ.get("OPENPRIM_TEST_ALL_COMBINATIONS", "") not in ("", "0")
@@ -94,10 +95,10 @@ def applies(solver, cfg, dtype="f32"):
         step = 8 // np.gcd(8, sh * sw)
         block_channels = sh * sw * -(-C // step) * step
         return dtype in ("f16", "bf16") and G == 1 and K % 8 == 0 and _pair(cfg.get("dilation", 1)) == (1, 1) and \
-            -(-S // sw) * block_channels <= 64 and R > sh and TARGET.partition(":")[2] in ("sm_90", "sm_90a")
+            -(-S // sw) * block_channels <= 64 and R > sh and parse_target(TARGET).matrix_core == "wgmma"
     if solver.endswith("_wgmma"):  # TMA: 16-byte strides; sm_90, f16/bf16
         return dtype in ("f16", "bf16") and G == 1 and C % 8 == 0 and K % 8 == 0 and \
-            TARGET.partition(":")[2] in ("sm_90", "sm_90a")
+            parse_target(TARGET).matrix_core == "wgmma"
     if solver == "conv_implicit_gemm_gpu":
         return G == 1 or K // G >= 8
     if solver in ("conv_direct", "conv_im2col_gemm"):
@@ -504,7 +505,7 @@ MMA_CONV = [dict(id="mma_3x3_s2_asympad", x=(2, 24, 13, 11), K=40, kernel=(3, 3)
             dict(id="mma_3x2_dil2", x=(3, 16, 15, 13), K=72, kernel=(3, 2), stride=1, padding=(2, 1), dilation=2,
                  groups=1, bias=False, epilogue="bias+leaky"),
             CONV_BY_ID["3x3_c16_k24_pad"]]
-NVVM_ONLY = pytest.mark.skipif(TARGET.partition(":")[0] != "nvvm", reason="NVIDIA tensor cores")
+NVVM_ONLY = pytest.mark.skipif(parse_target(TARGET).kind != "nvvm", reason="NVIDIA tensor cores")
 # TF32 keeps 10 mantissa bits of the f32 inputs: checked with the f16 tolerance.
 MMA_TOLERANCE = {"f16": "f16", "bf16": "bf16", "f32": "f16"}
 
