@@ -15,12 +15,14 @@ def import_runtime():
     except ImportError:
         pass
     pkg = types.ModuleType("openprim")
-    pkg.__path__ = [os.path.join(ROOT, "driver")]  # openprim.base.errors lives there
+    pkg.__path__ = [os.path.join(ROOT, "driver")]  # the folder driver/ is the package openprim itself
     sys.modules["openprim"] = pkg
-    where = os.path.join(ROOT, "runtime")
-    spec = importlib.util.spec_from_file_location("openprim.runtime", os.path.join(where, "__init__.py"),
-                                                  submodule_search_locations=[where])
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules["openprim.runtime"] = mod
-    spec.loader.exec_module(mod)
+    for sub in ("base", "runtime"):  # the runtime imports openprim.base (errors, dtypes, targets) only
+        where = os.path.join(ROOT, sub)
+        spec = importlib.util.spec_from_file_location(f"openprim.{sub}", os.path.join(where, "__init__.py"),
+                                                      submodule_search_locations=[where])
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[f"openprim.{sub}"] = mod
+        setattr(pkg, sub, mod)
+        spec.loader.exec_module(mod)
     return mod
