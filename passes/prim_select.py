@@ -35,6 +35,7 @@ from mlir import ir
 
 from openprim import dialect
 from openprim.base.errors import OpenPrimError
+from openprim.base.ops import ELEMENTWISE
 
 from openprim.base.target import Target, parse_target
 from openprim.dialect import graph_functions
@@ -74,17 +75,51 @@ def _to_nhwc(op: ir.Operation) -> None:
     op.erase()
 
 
+def _sink_transposes(fn) -> None:
+    """op(transpose(a, p), transpose(b, p), ...) -> transpose(op(a, b, ...), p) for the ops that do not
+    care about layout: concat (its axis permuted) and elementwise ops whose operands all have the result's
+    shape. NCHW networks put such ops between layers (Inception/SqueezeNet concats, DenseNet's BN-ReLU):
+    moved past them, the transposes of the layers on either side meet and cancel."""
+    for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
+        kind = op.name[5:]
+        if kind != "concat" and kind not in ELEMENTWISE:
+            continue
+        inner = [producer(v, "prim.transpose") for v in op.operands]
+        if not inner or any(t is None for t in inner) or len({tuple(dialect.op_attrs(t)["perm"]) for t in inner}) != 1:
+            continue
+        out_t = op.result.type
+        if kind != "concat" and any(list(v.type.shape) != list(out_t.shape) for v in op.operands):
+            continue  # broadcasting: the operands' dims do not line up with the result's
+        perm = list(dialect.op_attrs(inner[0])["perm"])
+        attrs = {k: op.attributes[k] for k in op.attributes}
+        if kind == "concat":
+            attrs["axis"] = dialect.make_attr(perm[dialect.op_attrs(op)["axis"] % len(perm)], "i64")
+        shape = [0] * len(perm)
+        for i, p in enumerate(perm):   # transpose(x, perm)[i] is x's dim perm[i]
+            shape[p] = out_t.shape[i]
+        with ir.InsertionPoint(op), op.location:
+            new = ir.Operation.create(op.name, results=[ir.RankedTensorType.get(shape, out_t.element_type)],
+                                      operands=[t.operands[0] for t in inner], attributes=attrs, loc=op.location)
+            back = transpose(new.result, perm, op.location)
+        op.result.replace_all_uses_with(back)
+        op.erase()
+
+
 def _cancel_transposes(fn) -> None:
-    """transpose(transpose(x, p), q) with p then q the identity -> x; then drop unused transposes."""
+    """transpose(transpose(x, p), q) with p then q the identity -> x, one transpose per (value, perm)
+    (a value read by several NCHW layers gets one transpose each); then drop unused transposes."""
+    first = {}
     for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
         if op.name != "prim.transpose":
             continue
         inner = producer(op.operands[0], "prim.transpose")
-        if inner is None:
-            continue
-        p, q = dialect.op_attrs(inner)["perm"], dialect.op_attrs(op)["perm"]
-        if [p[i] for i in q] == list(range(len(p))):
+        q = dialect.op_attrs(op)["perm"]
+        if inner is not None and [dialect.op_attrs(inner)["perm"][i] for i in q] == list(range(len(q))):
             op.result.replace_all_uses_with(inner.operands[0])
+        elif (op.operands[0], tuple(q)) in first:
+            op.result.replace_all_uses_with(first[(op.operands[0], tuple(q))])
+        else:
+            first[(op.operands[0], tuple(q))] = op.result
     changed = True
     while changed:
         changed = False
@@ -249,6 +284,7 @@ def prepare(fn, layout: str, target: Target) -> list[ir.Operation]:
         for op in ops():
             if op.name in LAYOUT_OPS and dialect.op_attrs(op)["layout"] == "NCHW":
                 _to_nhwc(op)
+        _sink_transposes(fn)
         _cancel_transposes(fn)
     else:
         check_layout(layout)

@@ -32,12 +32,18 @@ func.func @conv_conv_pool(%x: tensor<1x2x4x4xf32>) -> tensor<1x2x2x2xf32> {
   return %p : tensor<1x2x2x2xf32>
 }
 
-// conv -> relu -> conv: unfused, the relu runs in NCHW between two transpose pairs; fused, the relu
-// is the first conv's epilogue and only the two end transposes remain.
+// conv -> relu -> conv: unfused, the transposes move past the relu (layout does not matter to it) and
+// cancel, so the relu runs in NHWC; fused, the relu is the first conv's epilogue. Either way only the
+// two end transposes remain.
 // CHECK-LABEL: func.func @conv_relu_conv
-// CHECK-COUNT-4: "prim.transpose"
+// CHECK-NEXT:  %[[X:.+]] = "prim.transpose"(%arg0) {perm = array<i64: 0, 2, 3, 1>}
 // CHECK-NOT:   "prim.transpose"
-// CHECK:       return
+// CHECK:       %[[A:.+]] = "prim.conv2d"(%[[X]], %{{[^,]+}}) {{.*}}layout = "NHWC"
+// CHECK-NEXT:  %[[R:.+]] = "prim.relu"(%[[A]]) : (tensor<1x4x4x2xf32>) -> tensor<1x4x4x2xf32>
+// CHECK-NOT:   "prim.transpose"
+// CHECK:       %[[B:.+]] = "prim.conv2d"(%[[R]], %{{[^,]+}}) {{.*}}layout = "NHWC"
+// CHECK-NEXT:  %[[Y:.+]] = "prim.transpose"(%[[B]]) {perm = array<i64: 0, 3, 1, 2>}
+// CHECK-NEXT:  return %[[Y]]
 // FUSED-LABEL: func.func @conv_relu_conv
 // FUSED-NEXT:  %[[X:.+]] = "prim.transpose"(%arg0) {perm = array<i64: 0, 2, 3, 1>}
 // FUSED-NOT:   "prim.transpose"
