@@ -37,7 +37,9 @@ def _spec(name, operands=(), attributes=None, doc=""):
 EPILOGUE = {"activation": "str", "activation_params": "f64s"}
 UNARY_ATTRS = {"relu": {}, "leaky_relu": {"alpha": "f64"}, "clamp": {"min": "f64", "max": "f64"},
                "sigmoid": {}, "tanh": {}, "gelu": {"approximate": "str"}, "silu": {}, "elu": {"alpha": "f64"}}
-BINARY = ("add", "sub", "mul", "div")
+UNARY_MATH = ("exp", "log", "sqrt", "abs", "erf")    # elementwise functions without attributes
+BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "pow")
+REDUCE_KINDS = ("sum", "mean", "max", "min")
 
 OPS: dict[str, OpSpec] = {s.name: s for s in [
     _spec("constant", (), {"value": "elements"}, doc="a weight or constant tensor"),
@@ -53,6 +55,7 @@ OPS: dict[str, OpSpec] = {s.name: s for s in [
           {"epsilon": "f64", "normalized_ndim": "i64"}),
     _spec("group_norm", ("input", "scale", "shift"), {"groups": "i64", "epsilon": "f64", "layout": "str"}),
     *[_spec(n, ("input",), a) for n, a in UNARY_ATTRS.items()],
+    *[_spec(n, ("input",)) for n in UNARY_MATH],
     *[_spec(n, ("lhs", "rhs")) for n in BINARY],
     _spec("max_pool2d", ("input",), {"kernel": "i64s", "strides": "i64s", "padding": "i64s",
                                      "dilations": "i64s", "ceil_mode": "i64", "layout": "str"}),
@@ -66,8 +69,12 @@ OPS: dict[str, OpSpec] = {s.name: s for s in [
     # Binary: IRDL 22 binds one type to a variadic operand group, so concat of n inputs is a chain.
     _spec("concat", ("lhs", "rhs"), {"axis": "i64"}),
     _spec("pad", ("input",), {"pads": "i64s", "value": "f64"}, doc="pads = [begin..., end...]"),
+    _spec("slice", ("input",), {"starts": "i64s", "ends": "i64s", "steps": "i64s"},
+          doc="out[i] = x[starts + i * steps] on every axis: 0 <= start < end <= size, steps >= 1"),
+    _spec("reduce", ("input",), {"kind": "str", "axes": "i64s", "keepdims": "i64"},
+          doc="sum, mean, max or min over axes; keepdims = 1 keeps them as size 1"),
 ]}
-ELEMENTWISE = frozenset(UNARY_ATTRS) | frozenset(BINARY)
+ELEMENTWISE = frozenset(UNARY_ATTRS) | frozenset(UNARY_MATH) | frozenset(BINARY)
 
 
 def _need(cond, msg):
@@ -239,6 +246,31 @@ def _pad(shapes, attrs):
     return tuple(d + pads[i] + pads[i + len(x)] for i, d in enumerate(x))
 
 
+def _slice(shapes, attrs):
+    x = shapes[0]
+    starts, ends, steps = (list(attrs[k]) for k in ("starts", "ends", "steps"))
+    _need(len(starts) == len(ends) == len(steps) == len(x),
+          f"starts, ends and steps need {len(x)} values each (one per axis), got {len(starts)}, {len(ends)} and "
+          f"{len(steps)}")
+    _need(all(s >= 1 for s in steps), f"steps must be positive, got {steps}")
+    for ax, (d, b, e) in enumerate(zip(x, starts, ends)):
+        _need(0 <= b < e <= d, f"axis {ax} of size {d}: needs 0 <= start < end <= {d}, got start {b}, end {e}")
+    return tuple(-(-(e - b) // s) for b, e, s in zip(starts, ends, steps))
+
+
+def _reduce(shapes, attrs):
+    x, kind, axes = shapes[0], attrs["kind"], list(attrs["axes"])
+    _need(kind in REDUCE_KINDS, f"kind must be one of {REDUCE_KINDS}, got '{kind}'")
+    _need(bool(axes), "axes must not be empty")
+    _need(all(-len(x) <= a < len(x) for a in axes), f"axes {axes} are out of range for rank {len(x)}")
+    reduced = {a % len(x) for a in axes}
+    _need(len(reduced) == len(axes), f"axes {axes} name an axis twice")
+    _need(attrs["keepdims"] in (0, 1), f"keepdims must be 0 or 1, got {attrs['keepdims']}")
+    if attrs["keepdims"]:
+        return tuple(1 if i in reduced else d for i, d in enumerate(x))
+    return tuple(d for i, d in enumerate(x) if i not in reduced)
+
+
 def _unary(shapes, attrs):
     if "approximate" in attrs:
         _need(attrs["approximate"] in ("none", "tanh"), f"approximate must be 'none' or 'tanh', got '{attrs['approximate']}'")
@@ -259,7 +291,8 @@ _RULES = {
     "conv2d": _conv2d, "matmul": _matmul, "batch_norm": _batch_norm, "layer_norm": _layer_norm,
     "group_norm": _group_norm, "max_pool2d": _pool, "avg_pool2d": _pool, "global_avg_pool": _global_pool,
     "softmax": _softmax, "log_softmax": _softmax, "transpose": _transpose, "concat": _concat, "pad": _pad,
-    **{n: _unary for n in UNARY_ATTRS},
+    "slice": _slice, "reduce": _reduce,
+    **{n: _unary for n in (*UNARY_ATTRS, *UNARY_MATH)},
     **{n: (lambda shapes, attrs: broadcast(shapes[0], shapes[1])) for n in BINARY},
 }
 

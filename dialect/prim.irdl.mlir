@@ -146,6 +146,41 @@ irdl.dialect @prim {
     irdl.results(result: %res)
   }
   //
+  irdl.operation @exp {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @log {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @sqrt {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @abs {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @erf {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
   irdl.operation @add {
     %t0 = irdl.base "!builtin.tensor"
     %t1 = irdl.base "!builtin.tensor"
@@ -171,6 +206,30 @@ irdl.dialect @prim {
   }
   //
   irdl.operation @div {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %t0, rhs: %t1)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @maximum {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %t0, rhs: %t1)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @minimum {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %t0, rhs: %t1)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @pow {
     %t0 = irdl.base "!builtin.tensor"
     %t1 = irdl.base "!builtin.tensor"
     irdl.operands(lhs: %t0, rhs: %t1)
@@ -265,6 +324,28 @@ irdl.dialect @prim {
     %a0 = irdl.base "#builtin.dense_array"
     %a1 = irdl.base "#builtin.float"
     irdl.attributes {"pads" = %a0, "value" = %a1}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // out[i] = x[starts + i * steps] on every axis: 0 <= start < end <= size, steps >= 1
+  irdl.operation @slice {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %a0 = irdl.base "#builtin.dense_array"
+    %a1 = irdl.base "#builtin.dense_array"
+    %a2 = irdl.base "#builtin.dense_array"
+    irdl.attributes {"starts" = %a0, "ends" = %a1, "steps" = %a2}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // sum, mean, max or min over axes; keepdims = 1 keeps them as size 1
+  irdl.operation @reduce {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %a0 = irdl.base "#builtin.string"
+    %a1 = irdl.base "#builtin.dense_array"
+    %a2 = irdl.base "#builtin.integer"
+    irdl.attributes {"kind" = %a0, "axes" = %a1, "keepdims" = %a2}
     %res = irdl.base "!builtin.tensor"
     irdl.results(result: %res)
   }

@@ -8,6 +8,7 @@
     openprim explain examples/resnet.py                        # every solver per layer, and the choice
     openprim conv -n 1 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -t 1   # one conv, MIOpenDriver's flags
     openprim db import results.json                            # GPU measurements (see tuning/tune.py)
+    openprim onnx-check model.onnx                             # every node the ONNX importer cannot map
 
 A model is an ONNX file, or Python that defines `build(**kwargs)` returning an
 `openprim.pyfrontend.Graph` (`-D name=value` passes keyword arguments, e.g. -D batch=8 -D layout=NHWC).
@@ -259,6 +260,39 @@ def cmd_db(args) -> int:
     return 0
 
 
+def cmd_onnx_check(args) -> int:
+    """Every node of an ONNX model that the importer cannot map, at once: counts per op type and the
+    first node of each. Exit status 1 if there is any."""
+    from openprim.pyfrontend.onnx import importer
+    if not os.path.exists(args.model):
+        raise OpenPrimError(f"{args.model}: no such file")
+    model = importer.read_model(args.model)
+    missing = importer.unsupported_nodes(model)
+    gr = model.graph
+    weights = {i.name for i in gr.initializer}
+    inputs = ", ".join(f"{i.name} {_onnx_type(i.type)}" for i in gr.input if i.name not in weights)
+    about = f"opset {importer.model_opset(model)}, inputs: {inputs or 'none'}"
+    if not missing:
+        print(f"{args.model}: all {len(gr.node)} nodes supported ({about})")
+        return 0
+    print(f"{args.model}: {about}")
+    print(f"{sum(map(len, missing.values()))} of {len(gr.node)} nodes are not supported ({len(missing)} op types):")
+    width, count_width = max(map(len, missing)), max(len(str(len(n))) for n in missing.values())
+    for op, names in sorted(missing.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+        print(f"  {op:<{width}}  x{len(names):<{count_width}}  first: '{names[0]}'")
+    return 1
+
+
+def _onnx_type(t) -> str:
+    """An ONNX input's type as `float[1,3,224,224]` (`?` for a dynamic dimension)."""
+    if not t.HasField("tensor_type"):
+        return t.WhichOneof("value") or "?"
+    from onnx import TensorProto
+    tt = t.tensor_type
+    dims = ",".join(str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim)
+    return f"{TensorProto.DataType.Name(tt.elem_type).lower()}[{dims}]"
+
+
 def _conv_parser(sub):
     """`openprim conv` with MIOpenDriver's convolution flags (forward only)."""
     v = sub.add_parser("conv", help="compile, check and time one convolution (MIOpenDriver's flags)")
@@ -298,6 +332,8 @@ def main(argv=None) -> int:
     e = sub.add_parser("explain", help="every solver of every layer, and the choice and where it comes from")
     e.add_argument("model")
     v = _conv_parser(sub)
+    o = sub.add_parser("onnx-check", help="list every node of an ONNX model that the importer cannot map")
+    o.add_argument("model")
     d = sub.add_parser("db", help="the user tuning database: add a record, import measured results")
     d.add_argument("action", choices=("add", "import"))
     d.add_argument("args", nargs="*", help="add: DESCRIPTOR ARCH (cpu: this CPU, or e.g. nvvm:sm_90) SOLVER PARAMS_JSON SECONDS; "
@@ -314,7 +350,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     try:
         return {"compile": cmd_compile, "run": cmd_run, "inspect": cmd_inspect, "tune": cmd_tune, "explain": cmd_explain,
-                "conv": cmd_conv, "db": cmd_db}[args.command](args)
+                "conv": cmd_conv, "db": cmd_db, "onnx-check": cmd_onnx_check}[args.command](args)
     except OpenPrimError as e:
         print(one_line(e, "openprim"), file=sys.stderr)
         return 1

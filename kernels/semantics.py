@@ -11,6 +11,8 @@ import math
 
 import numpy as np
 
+from openprim.base.ops import ELEMENTWISE
+
 from .irtext import KernelText, V, amap, ttype
 
 
@@ -117,7 +119,9 @@ def elementwise(kt: KernelText, inputs: list, out_shape, dtype, fn) -> V:
                       ["parallel"] * R, body)
 
 
-BINARY_OP = {"add": "arith.addf", "sub": "arith.subf", "mul": "arith.mulf", "div": "arith.divf"}
+BINARY_OP = {"add": "arith.addf", "sub": "arith.subf", "mul": "arith.mulf", "div": "arith.divf",
+             "maximum": "arith.maximumf", "minimum": "arith.minimumf", "pow": "math.powf"}
+UNARY_MATH_OP = {"exp": "math.exp", "log": "math.log", "sqrt": "math.sqrt", "abs": "math.absf", "erf": "math.erf"}
 
 
 def emit_elementwise(kt, op, operands, attrs, shape, dtype):
@@ -459,14 +463,55 @@ def emit_reshape(kt, op, operands, attrs, shape, dtype):
     return kt.reshape(operands[0], shape)
 
 
+def emit_slice(kt, op, operands, attrs, shape, dtype):
+    """The strided view of the input (tensor.extract_slice), copied by one elementwise generic."""
+    x = operands[0]
+    R = len(shape)
+    n = kt.fresh("sl")
+    starts, sizes, steps = (", ".join(map(str, v)) for v in (attrs["starts"], shape, attrs["steps"]))
+    kt.emit(f"{n} = tensor.extract_slice {x.name}[{starts}] [{sizes}] [{steps}] : {x.type} to {ttype(shape, x.dtype)}")
+    ident = amap(R, [f"d{i}" for i in range(R)])
+    return kt.generic([V(n, shape, x.dtype)], [ident], kt.empty(shape, dtype), ident, ["parallel"] * R,
+                      lambda a, kt: a[0])
+
+
+REDUCE_INIT = {"sum": 0.0, "mean": 0.0, "max": -math.inf, "min": math.inf}
+REDUCE_COMBINE = {"sum": "arith.addf", "mean": "arith.addf", "max": "arith.maximumf", "min": "arith.minimumf"}
+
+
+def emit_reduce(kt, op, operands, attrs, shape, dtype):
+    """One generic with the kept dims as the outer parallel loops and the reduced dims inner (a GPU maps
+    a thread per output), accumulated in f32; then mean's scale and the rounding, and the keepdims view."""
+    x, kind = operands[0], attrs["kind"]
+    R = len(x.shape)
+    reduced = sorted(a % R for a in attrs["axes"])
+    kept = [d for d in range(R) if d not in reduced]
+    order = kept + reduced  # loop i runs over dim order[i] of x
+    kshape = [x.shape[d] for d in kept]
+    acc = kt.generic([x], [amap(R, [f"d{order.index(d)}" for d in range(R)])],
+                     kt.filled(kshape, "f32", REDUCE_INIT[kind]), amap(R, [f"d{i}" for i in range(len(kept))]),
+                     ["parallel"] * len(kept) + ["reduction"] * len(reduced),
+                     lambda a, kt: kt.scalar(REDUCE_COMBINE[kind], a[1], kt.to_f32(a[0], x.dtype)))
+    if kind == "mean":
+        inv = 1.0 / math.prod(x.shape[d] for d in reduced)
+        acc = elementwise(kt, [acc], kshape, dtype, lambda kt, xs: kt.scalar("arith.mulf", xs[0], kt.const(inv)))
+    elif dtype != "f32":
+        acc = elementwise(kt, [acc], kshape, dtype, lambda kt, xs: xs[0])
+    if kshape or not shape:
+        return kt.reshape(acc, shape)
+    n = kt.fresh("r")  # every dim reduced, kept as size 1: a 0-d tensor expanded (reshape() goes through 1-d)
+    kt.emit(f"{n} = tensor.expand_shape {acc.name} [] output_shape [{', '.join(map(str, shape))}] : "
+            f"{acc.type} into {ttype(shape, dtype)}")
+    return V(n, shape, dtype)
+
+
 EMITTERS = {
     "conv2d": emit_conv2d, "matmul": emit_matmul, "batch_norm": emit_batch_norm,
     "layer_norm": emit_layer_norm, "group_norm": emit_group_norm, "max_pool2d": emit_max_pool2d,
     "avg_pool2d": emit_avg_pool2d, "global_avg_pool": emit_global_avg_pool, "softmax": emit_softmax,
     "log_softmax": emit_softmax, "transpose": emit_transpose, "concat": emit_concat, "pad": emit_pad,
-    "reshape": emit_reshape,
-    **{n: emit_elementwise for n in ("add", "sub", "mul", "div", "relu", "leaky_relu", "clamp", "sigmoid", "tanh",
-                                     "gelu", "silu", "elu")},
+    "reshape": emit_reshape, "slice": emit_slice, "reduce": emit_reduce,
+    **{n: emit_elementwise for n in ELEMENTWISE},
 }
 
 
@@ -474,6 +519,8 @@ def scalar_op(kt: KernelText, op: str, attrs: dict, xs: list) -> str:
     """One elementwise prim op on f32 scalars."""
     if op in BINARY_OP:
         return kt.scalar(BINARY_OP[op], *xs)
+    if op in UNARY_MATH_OP:
+        return kt.scalar(UNARY_MATH_OP[op], xs[0])
     act, params = unary_activation(op, attrs)
     return activation(kt, act, params, xs[0])
 

@@ -189,10 +189,19 @@ class Graph:
     def relu6(self, x): return self.clamp(x, 0.0, 6.0)
     def gelu(self, x, approximate="none"): return self._emit("gelu", [x], {"approximate": approximate})
 
+    def exp(self, x): return self._emit("exp", [x], {})
+    def log(self, x): return self._emit("log", [x], {})
+    def sqrt(self, x): return self._emit("sqrt", [x], {})
+    def abs(self, x): return self._emit("abs", [x], {})
+    def erf(self, x): return self._emit("erf", [x], {})
+
     def add(self, a, b): return self._binary("add", a, b)
     def sub(self, a, b): return self._binary("sub", a, b)
     def mul(self, a, b): return self._binary("mul", a, b)
     def div(self, a, b): return self._binary("div", a, b)
+    def maximum(self, a, b): return self._binary("maximum", a, b)
+    def minimum(self, a, b): return self._binary("minimum", a, b)
+    def pow(self, a, b): return self._binary("pow", a, b)
 
     def _binary(self, op, a, b):
         like = a if isinstance(a, Tensor) else b
@@ -245,3 +254,44 @@ class Graph:
 
     def pad(self, x, pads, value=0.0):
         return self._emit("pad", [x], {"pads": list(pads), "value": value})
+
+    def slice(self, x, starts, ends, axes=None, steps=None):
+        """x[start:end:step] on each of `axes` (default: the first len(starts)), the other axes whole.
+        Python's slicing rules: negative starts/ends count from the end, out-of-range ones are clamped."""
+        self._own(x, "prim.slice")
+        axes = list(range(len(starts))) if axes is None else list(axes)
+        steps = [1] * len(axes) if steps is None else list(steps)
+        if not len(starts) == len(ends) == len(axes) == len(steps):
+            raise OpenPrimError(f"prim.slice: starts, ends, axes and steps differ in length: {list(starts)}, "
+                                f"{list(ends)}, {axes}, {steps}")
+        begin, end, step = [0] * x.ndim, list(x.shape), [1] * x.ndim
+        for ax, b, e, s in zip(axes, starts, ends, steps):
+            if not -x.ndim <= ax < x.ndim or s < 1:
+                loc = _user_location()
+                raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: prim.slice (operand {spec.fmt_shape(x.shape)}): "
+                                    f"axis {ax} must be in [{-x.ndim}, {x.ndim}) and step {s} positive")
+            ax %= x.ndim
+            begin[ax], end[ax], step[ax] = slice(b, e, s).indices(x.shape[ax])
+        return self._emit("slice", [x], {"starts": begin, "ends": end, "steps": step})
+
+    def reduce(self, x, kind, axes=None, keepdims=False):
+        """sum, mean, max or min of x over `axes` (default: all)."""
+        self._own(x, "prim.reduce")
+        axes = list(range(x.ndim)) if axes is None else list(axes)
+        return self._emit("reduce", [x], {"kind": kind, "axes": axes, "keepdims": int(keepdims)})
+
+    def resize_nearest(self, x, scales):
+        """Nearest-neighbour upsampling by an integer factor per axis, out[i] = x[i // scale]: x with a unit
+        axis after each scaled one, times a broadcast tensor of ones (exact), viewed as the result."""
+        self._own(x, "resize_nearest")
+        scales = [int(s) for s in scales]
+        if len(scales) != x.ndim or any(s < 1 for s in scales):
+            loc = _user_location()
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: resize_nearest (operand {spec.fmt_shape(x.shape)}): "
+                                f"scales must be {x.ndim} positive integers, got {scales}")
+        if all(s == 1 for s in scales):
+            return x
+        split = [d for size in x.shape for d in (size, 1)]
+        ones = self.param(f"resize_ones{len(self.nodes)}", np.ones([d for s in scales for d in (1, s)]), x.dtype)
+        y = self.mul(self.reshape(x, split), ones)
+        return self.reshape(y, [d * s for d, s in zip(x.shape, scales)])

@@ -7,11 +7,9 @@ onnx.checker first. Initializers become `g.param`. Every tensor whose value is k
 Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains of exporters) is kept as a numpy array, folded
 with onnx's reference evaluator, and becomes a graph param only when a compute op consumes it.
 
-Mapped ops: Conv (1-d and 2-d, auto_pad), BatchNormalization (inference), Relu, LeakyRelu, PRelu,
-Clip (constant bounds), Sigmoid, Tanh, Gelu, Elu, HardSigmoid, HardSwish, Add/Sub/Mul/Div, Neg, Sum,
-MaxPool and AveragePool (1-d and 2-d), GlobalAveragePool, Gemm, MatMul, Softmax, LogSoftmax,
-LayerNormalization, GroupNormalization (opset 21), InstanceNormalization, Reshape, Flatten, Transpose,
-Concat, Pad (constant), Squeeze/Unsqueeze, Identity, Dropout (inference), Cast to a float type.
+The mapped ops are the `op_<OpType>` methods of `_Importer`: `supported_ops()` lists them with their
+opsets and `coverage_table()` with notes (docs/frontends.md shows it); `unsupported_nodes(model)` lists
+the nodes of a model that none of them maps (`openprim onnx-check`).
 
 A model older than opset 13 (the PyTorch-converted models of onnx's backend tests are opset 6-12) is
 first converted to opset 13 with onnx.version_converter, which rewrites the attributes that later
@@ -33,10 +31,11 @@ from openprim.pyfrontend.graph import Graph, Tensor
 MIN_OPSET, MAX_OPSET = 13, 21
 _FLOAT_TYPES = {1: "float", 10: "float16", 11: "double"}  # TensorProto elem types that run as f32
 _F32_MAX = float(np.finfo(np.float32).max)
-# Ops that are never folded at import time even when all inputs are known: random ones, and
-# BatchNormalization, whose onnx reference implementation for opsets 9-13 mixes in batch statistics.
+# Ops that are never folded at import time even when all inputs are known: random ones,
+# BatchNormalization, whose onnx reference implementation for opsets 9-13 mixes in batch statistics,
+# and If, whose branches read values of the graph around them (op_If imports the branch it takes).
 _NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
-            "Bernoulli", "BatchNormalization"}
+            "Bernoulli", "BatchNormalization", "If"}
 
 
 def _onnx():
@@ -47,19 +46,41 @@ def _onnx():
     return onnx
 
 
+def _import_time(method):
+    """Marks an op_ method whose results are numpy arrays known at import time (Constant, Shape, Size)."""
+    method.import_time = True
+    return method
+
+
+def _unchanged_since_max_opset(op, opset) -> bool:
+    """Whether `op` at `opset` reads as at MAX_OPSET. Opsets above it are accepted node by node: only
+    where the op's definition differs from its opset-21 one in type constraints alone (same inputs,
+    outputs, attributes and defaults), as for Conv-22 or Reshape-25 (which only add element types)."""
+    if opset <= MAX_OPSET:
+        return True
+    from onnx import defs
+
+    def signature(version):
+        sc = defs.get_schema(op, version)
+        return ([i.name for i in sc.inputs], [o.name for o in sc.outputs],
+                sorted((k, str(x.default_value)) for k, x in sc.attributes.items()))
+    try:
+        return signature(opset) == signature(MAX_OPSET)
+    except Exception:  # noqa: BLE001 - no opset-21 definition
+        return False
+
+
 class _Importer:
     def __init__(self, model, input_shapes):
         onnx = _onnx()
         self.onnx = onnx
         self.model = model
         self.input_shapes = dict(input_shapes or {})
-        self.opset = 0
-        for imp in model.opset_import:
-            if imp.domain in ("", "ai.onnx"):
-                self.opset = imp.version
+        self.opset = model_opset(model)
         self.g = Graph(name=(model.graph.name or "main").replace(" ", "_"), layout="NCHW", dtype="f32")
         self.tensors: dict[str, Tensor] = {}     # name -> graph value
         self.consts: dict[str, np.ndarray] = {}  # name -> value known at import time
+        self.readers: dict[str, str] = {}       # name -> the first node (or graph output) that reads it
         self.node = None
         self.nparams = 0
 
@@ -126,6 +147,39 @@ class _Importer:
             return tuple(self.consts[name].shape)
         return self.t(i).shape
 
+    def ints(self, i, what):
+        """Constant input i as a list of ints."""
+        return [int(v) for v in np.asarray(self.const(i, what)).reshape(-1)]
+
+    def axis(self, axis, rank):
+        if not -rank <= axis < rank:
+            self.fail(f"axis={axis} is out of range for rank {rank}")
+        return axis % rank
+
+    def take(self, x, axis, indices):
+        """x's entries `indices` (in [0, size)) along axis, in order: a run of one repeated index is a slice
+        repeated by resize_nearest, an ascending run of one step a strided slice, 0..size-1 x itself;
+        the runs are concatenated."""
+        parts, i = [], 0
+        while i < len(indices):
+            step = indices[i + 1] - indices[i] if i + 1 < len(indices) else 1
+            j = i + 1
+            if step >= 0:
+                while j < len(indices) and indices[j] - indices[j - 1] == step:
+                    j += 1
+            start, count = indices[i], j - i
+            if count == 1:
+                parts.append(self.g.slice(x, [start], [start + 1], axes=[axis]))
+            elif step == 0:
+                one = self.g.slice(x, [start], [start + 1], axes=[axis])
+                parts.append(self.g.resize_nearest(one, [count if d == axis else 1 for d in range(x.ndim)]))
+            elif start == 0 and step == 1 and count == x.shape[axis]:
+                parts.append(x)
+            else:
+                parts.append(self.g.slice(x, [start], [start + step * (count - 1) + 1], axes=[axis], steps=[step]))
+            i = j
+        return self.g.concat(parts, axis)
+
     # ------------------------------------------------------------------ entry
     def run(self):
         onnx = self.onnx
@@ -167,11 +221,11 @@ class _Importer:
                 raise OpenPrimError(f"ONNX input '{inp.name}' has a non-positive dimension {shape}")
             self.tensors[inp.name] = self.g.input(inp.name, shape)
         for node in gr.node:
-            self.node = node
-            if node.domain not in ("", "ai.onnx"):
-                self.unsupported(f"domain '{node.domain}'")
-            self.convert(node)
-        self.node = None
+            for name in node.input:
+                self.readers.setdefault(name, f"node '{node.name or node.output[0]}'")
+        for o in gr.output:
+            self.readers.setdefault(o.name, "a graph output")
+        self.convert_all(gr.node)
         outs = []
         for o in gr.output:
             if o.name in self.tensors:
@@ -214,26 +268,25 @@ class _Importer:
         for name, v in zip([o for o in node.output if o], res):
             self.consts[name] = np.asarray(v)
 
+    def convert_all(self, nodes):
+        for node in nodes:
+            self.node = node
+            if node.domain not in ("", "ai.onnx"):
+                self.unsupported(f"domain '{node.domain}'")
+            self.convert(node)
+        self.node = None
+
     def convert(self, node):
         op = node.op_type
         a = self.attrs(node)
         ins = [i for i in node.input if i]
-        if op == "Constant":
-            return self.set(0, self._constant(a))
-        if op not in _NO_FOLD and all(i in self.consts for i in ins):
+        if ins and op not in _NO_FOLD and all(i in self.consts for i in ins):
             return self.fold(node)
-        if op == "Shape":
-            shp = np.array(self.shape(0), np.int64)
-            r = len(shp)
-            start, end = a.get("start", 0), a.get("end", r)
-            return self.set(0, shp[start:end])
-        if op == "Size":
-            return self.set(0, np.array(math.prod(self.shape(0)), np.int64))
         fn = getattr(self, "op_" + op, None)
         if fn is None:
             self.unsupported()
-        if self.opset > MAX_OPSET:
-            self._check_newer_opset(op)
+        if not _unchanged_since_max_opset(op, self.opset):
+            self.unsupported(f"its definition changed after opset {MAX_OPSET}")
         n_out = len([o for o in node.output if o])
         try:
             res = fn(a)
@@ -249,25 +302,31 @@ class _Importer:
         if n_out > len(res):
             self.unsupported(f"only the first {len(res)} output(s) are supported")
         for i, r in enumerate(res[:n_out]):
-            if node.output[i]:
+            if node.output[i] and r is not None:  # None: an output nothing reads (Dropout's mask)
                 self.set(i, r)
 
-    def _check_newer_opset(self, op):
-        """Opsets above 21 are accepted node by node: only where the op's definition at the model's
-        opset differs from its opset-21 definition in type constraints alone (same inputs, outputs,
-        attributes and defaults), as for Conv-22 or Reshape-25 (which only add new element types)."""
-        from onnx import defs
+    def op_If(self, a):
+        """A constant condition: the nodes of the branch it takes, imported in its place."""
+        branch = a["then_branch" if bool(np.asarray(self.const(0, "cond")).reshape(-1)[0]) else "else_branch"]
+        node = self.node
+        for init in branch.initializer:
+            self.consts[init.name] = self.onnx.numpy_helper.to_array(init)
+        self.convert_all(branch.node)
+        self.node = node
+        return tuple(self.tensors[o.name] if o.name in self.tensors else self.consts[o.name] for o in branch.output)
 
-        def sig(v):
-            sc = defs.get_schema(op, v)
-            return ([i.name for i in sc.inputs], [o.name for o in sc.outputs],
-                    sorted((k, str(x.default_value)) for k, x in sc.attributes.items()))
-        try:
-            ok = sig(self.opset) == sig(MAX_OPSET)
-        except Exception:  # noqa: BLE001 - no opset-21 definition
-            ok = False
-        if not ok:
-            self.unsupported(f"its definition changed after opset {MAX_OPSET}")
+    @_import_time
+    def op_Constant(self, a):
+        return self._constant(a)
+
+    @_import_time
+    def op_Shape(self, a):
+        shp = np.array(self.shape(0), np.int64)
+        return shp[a.get("start", 0):a.get("end", len(shp))]
+
+    @_import_time
+    def op_Size(self, a):
+        return np.array(math.prod(self.shape(0)), np.int64)
 
     def _constant(self, a):
         from onnx import numpy_helper
@@ -351,15 +410,98 @@ class _Importer:
             y = self.g.reshape(y, y.shape[:3])
         return y
 
-    def _pool(self, a, kind):
+    def op_ConvTranspose(self, a):
+        """1-d and 2-d: a convolution by the flipped, transposed filter of the input with stride - 1 zeros
+        after each element (a padded unit axis after each spatial one)."""
         x = self.t(0)
-        k = list(a["kernel_shape"])
+        nd = x.ndim - 2
+        if nd not in (1, 2):
+            self.unsupported(f"{nd}-d spatial input (only 1-d and 2-d)")
+        wshape = self.shape(1)
+        groups, cin = int(a.get("group", 1)), x.shape[1]
+        if len(wshape) != nd + 2 or wshape[0] != cin or cin % groups:
+            self.fail(f"W of shape {wshape} does not fit {cin} input channels in {groups} groups")
+        k = list(wshape[2:])
+        strides, dil = list(a.get("strides", [1] * nd)), list(a.get("dilations", [1] * nd))
+        out_pad = list(a.get("output_padding", [0] * nd))
+        span = [(k[i] - 1) * dil[i] + 1 for i in range(nd)]
+        auto = a.get("auto_pad", "NOTSET")
+        if auto in ("SAME_UPPER", "SAME_LOWER") or "output_shape" in a:
+            want = list(a["output_shape"])[-nd:] if "output_shape" in a else \
+                [x.shape[2 + i] * strides[i] for i in range(nd)]
+            total = [strides[i] * (x.shape[2 + i] - 1) + out_pad[i] + span[i] - want[i] for i in range(nd)]
+            begin = [t // 2 if auto == "SAME_UPPER" else t - t // 2 for t in total]
+            pads = begin + [t - b for t, b in zip(total, begin)]
+        elif auto == "VALID":
+            pads = [0] * 2 * nd
+        elif auto in ("NOTSET", ""):
+            pads = list(a.get("pads", [0] * 2 * nd))
+        else:
+            self.unsupported(f"auto_pad='{auto}'")
+        if nd == 1:  # lift to 2-d: width 1
+            x = self.g.reshape(x, tuple(x.shape) + (1,))
+            k, strides, dil, out_pad, span, pads = k + [1], strides + [1], dil + [1], out_pad + [0], span + [1], \
+                [pads[0], 0, pads[1], 0]
+        n, _, h, w = x.shape
+        if strides != [1, 1]:
+            x = self.g.reshape(x, (n, cin, h, 1, w, 1))
+            x = self.g.pad(x, [0] * 6 + [0, 0, 0, strides[0] - 1, 0, strides[1] - 1])
+            x = self.g.reshape(x, (n, cin, h * strides[0], w * strides[1]))
+        # the convolution's padding: span - 1 - pad; at the end also output_padding, less the stride - 1
+        # zeros that the zero insertion left after the last element; negative padding crops
+        lo = [span[i] - 1 - pads[i] for i in range(2)]
+        hi = [span[i] - 1 - pads[i + 2] + out_pad[i] - (strides[i] - 1) for i in range(2)]
+        if min(lo + hi) < 0:
+            x = self.g.slice(x, [max(-p, 0) for p in lo], [x.shape[2 + i] - max(-hi[i], 0) for i in range(2)],
+                             axes=[2, 3])
+            lo, hi = [max(p, 0) for p in lo], [max(p, 0) for p in hi]
+        bias = None
+        if self.has(2):
+            bias = self.param(self.const(2), self.node.input[2]) if self.is_const(self.node.input[2]) else self.t(2)
+        y = self.g.conv2d(x, self._conv_transpose_filter(groups, k), bias, padding=(lo[0], lo[1], hi[0], hi[1]),
+                          dilation=tuple(dil), groups=groups)
+        return self.g.reshape(y, y.shape[:3]) if nd == 1 else y
+
+    def _conv_transpose_filter(self, groups, k):
+        """ConvTranspose's W [C_in, C_out / groups, kh, kw] as conv2d's KCRS filter: per group, input and
+        output channels swapped, the window reversed; folded at import time when W is a constant."""
+        cin, cout_g = self.shape(1)[:2]
+        grouped = (groups, cin // groups, cout_g, *k)
+        if self.is_const(self.node.input[1]):
+            wv = np.asarray(self.consts[self.node.input[1]], np.float32).reshape(grouped).swapaxes(1, 2)
+            return self.param(wv.reshape(groups * cout_g, cin // groups, *k)[:, :, ::-1, ::-1], self.node.input[1])
+        w = self.g.transpose(self.g.reshape(self.t(1), grouped), (0, 2, 1, 3, 4))
+        w = self.g.reshape(w, (groups * cout_g, cin // groups, *k))
+        for axis in (2, 3):
+            w = self.take(w, axis, list(range(k[axis - 2] - 1, -1, -1))) if k[axis - 2] > 1 else w
+        return w
+
+    def _pool_view(self, a, x, k):
+        """The pool as a 2-d one: (input, window, strides, dilations, [top, left, bottom, right] pads, the
+        shape of its result as the node's, or None). 1-d gets a unit width; 3-d needs a trivial window (size
+        1, stride 1, no padding) on depth, which joins the channels, or on height and width, which become one
+        axis (PyTorch's LocalResponseNorm exports a size x 1 x 1 AveragePool)."""
+        if x.ndim != 5:
+            strides, dil, pads, lifted = self._spatial(a, x.shape, k)
+            if not lifted:
+                return x, k, strides, dil, pads, None
+            return self.g.reshape(x, tuple(x.shape) + (1,)), k + [1], strides, dil, pads, lambda y: y.shape[:3]
+        strides, dil = list(a.get("strides", [1] * 3)), list(a.get("dilations", [1] * 3))
+        pads = self._window(a, list(x.shape[2:]), k, strides, dil)
+        trivial = [k[i] == 1 and strides[i] == 1 and pads[i] == pads[i + 3] == 0 for i in range(3)]
+        n, c, d, h, w = x.shape
+        if trivial[1] and trivial[2]:
+            return (self.g.reshape(x, (n, c, d, h * w)), [k[0], 1], [strides[0], 1], [dil[0], 1],
+                    [pads[0], 0, pads[3], 0], lambda y: (n, c, y.shape[2], h, w))
+        if trivial[0]:
+            return (self.g.reshape(x, (n, c * d, h, w)), k[1:], strides[1:], dil[1:],
+                    [pads[1], pads[2], pads[4], pads[5]], lambda y: (n, c, d) + tuple(y.shape[2:]))
+        self.unsupported("3-d pooling with a window on depth and on height or width")
+
+    def _pool(self, a, kind):
         if a.get("storage_order", 0) != 0:
             self.unsupported("storage_order=1")
-        strides, dil, pads, lifted = self._spatial(a, x.shape, k)
-        if lifted:
-            k = k + [1]
-            x = self.g.reshape(x, tuple(x.shape) + (1,))
+        x, k, strides, dil, pads, restore = self._pool_view(a, self.t(0), list(a["kernel_shape"]))
         ceil = bool(a.get("ceil_mode", 0))
         pt, pl, pb, pr = pads
         if max(pt, pb) > k[0] // 2 or max(pl, pr) > k[1] // 2:
@@ -378,7 +520,7 @@ class _Importer:
                                  for j in range(ow)] for i in range(oh)])
                 y = self.g.avg_pool2d(x, tuple(k), tuple(strides), 0, count_include_pad=True)
                 y = self.g.mul(y, self.param((k[0] * k[1] / cnt)[None, None], "avg_rescale"))
-                return self.g.reshape(y, y.shape[:3]) if lifted else y
+                return y if restore is None else self.g.reshape(y, restore(y))
             pads = [0, 0, 0, 0]
         if kind == "max":
             y = self.g.max_pool2d(x, tuple(k), tuple(strides), tuple(pads), tuple(dil), ceil_mode=ceil)
@@ -387,9 +529,7 @@ class _Importer:
                 self.unsupported("AveragePool with dilations")
             y = self.g.avg_pool2d(x, tuple(k), tuple(strides), tuple(pads), ceil_mode=ceil,
                                   count_include_pad=bool(a.get("count_include_pad", 0)))
-        if lifted:
-            y = self.g.reshape(y, y.shape[:3])
-        return y
+        return y if restore is None else self.g.reshape(y, restore(y))
 
     def op_MaxPool(self, a):
         return self._pool(a, "max")
@@ -481,6 +621,28 @@ class _Importer:
     def op_LeakyRelu(self, a): return self.g.leaky_relu(self.t(0), float(a.get("alpha", 0.01)))
     def op_Elu(self, a): return self.g.elu(self.t(0), float(a.get("alpha", 1.0)))
     def op_Neg(self, a): return self.g.mul(self.t(0), -1.0)
+    def op_Exp(self, a): return self.g.exp(self.t(0))
+    def op_Log(self, a): return self.g.log(self.t(0))
+    def op_Sqrt(self, a): return self.g.sqrt(self.t(0))
+    def op_Abs(self, a): return self.g.abs(self.t(0))
+    def op_Erf(self, a): return self.g.erf(self.t(0))
+    def op_Reciprocal(self, a): return self.g.div(1.0, self.t(0))
+
+    def op_Selu(self, a):
+        alpha = float(a.get("alpha", 1.67326319217681884765625))  # ONNX's defaults (float32 values)
+        gamma = float(a.get("gamma", 1.05070102214813232421875))
+        return self.g.mul(self.g.elu(self.t(0), alpha), gamma)
+
+    def _softplus(self, x):
+        """log(1 + exp(x)) as relu(x) + log(1 + exp(-|x|)): no overflow for large x."""
+        return self.g.add(self.g.relu(x), self.g.log(self.g.add(self.g.exp(self.g.mul(self.g.abs(x), -1.0)), 1.0)))
+
+    def op_Softplus(self, a): return self._softplus(self.t(0))
+    def op_Softsign(self, a): return self.g.div(self.t(0), self.g.add(self.g.abs(self.t(0)), 1.0))
+
+    def op_Mish(self, a):
+        x = self.t(0)
+        return self.g.mul(x, self.g.tanh(self._softplus(x)))
 
     def op_PRelu(self, a):
         """x for x >= 0, slope * x below: relu(x) - slope * relu(-x), exact (one term is 0)."""
@@ -500,6 +662,9 @@ class _Importer:
         return self.g.gelu(self.t(0), approx)
 
     def op_Clip(self, a):
+        if any(self.has(i) and not self.is_const(self.node.input[i]) for i in (1, 2)):  # computed bounds
+            y = self.g.maximum(self.t(0), self.t(1)) if self.has(1) else self.t(0)
+            return self.g.minimum(y, self.t(2)) if self.has(2) else y
         lo = float(self.const(1, "min").reshape(())) if self.has(1) else -_F32_MAX
         hi = float(self.const(2, "max").reshape(())) if self.has(2) else _F32_MAX
         lo, hi = max(lo, -_F32_MAX), min(hi, _F32_MAX)
@@ -530,11 +695,21 @@ class _Importer:
     def op_Mul(self, a): return self._binary(self.g.mul)
     def op_Div(self, a): return self._binary(self.g.div)
 
-    def op_Sum(self, a):
+    def op_Pow(self, a): return self._binary(self.g.pow)
+
+    def _variadic(self, fn):
         y = self.t(0)
         for i in range(1, len(self.node.input)):
-            y = self.g.add(y, self.t(i))
+            y = fn(y, self.t(i))
         return y
+
+    def op_Sum(self, a): return self._variadic(self.g.add)
+    def op_Max(self, a): return self._variadic(self.g.maximum)
+    def op_Min(self, a): return self._variadic(self.g.minimum)
+
+    def op_Mean(self, a):
+        n = len(self.node.input)
+        return self.g.mul(self._variadic(self.g.add), 1.0 / n) if n > 1 else self.t(0)
 
     # --- matmul / gemm
     def op_Gemm(self, a):
@@ -622,15 +797,16 @@ class _Importer:
         return self.t(0)  # every computed tensor is a float tensor: a no-op
 
     def op_Dropout(self, a):
+        """Inference: the identity. The mask output imports only while nothing reads it."""
         if self.has(2):
             tm = self.const(2, "training_mode")
             if bool(np.asarray(tm).reshape(())):
                 self.unsupported("training_mode=True")
-        if len([o for o in self.node.output if o]) > 1:
-            self.unsupported("the mask output")
-        if self.is_const(self.node.input[0]):
-            return self.consts[self.node.input[0]]
-        return self.t(0)
+        mask = self.node.output[1] if len(self.node.output) > 1 else ""
+        if mask in self.readers:
+            self.unsupported(f"its mask output '{mask}' is read by {self.readers[mask]}")
+        y = self.consts[self.node.input[0]] if self.is_const(self.node.input[0]) else self.t(0)
+        return y, None
 
     def op_Reshape(self, a):
         x = self.t(0)
@@ -695,12 +871,13 @@ class _Importer:
         return self.g.reshape(x, tuple(s for i, s in enumerate(x.shape) if i not in axes))
 
     def op_Pad(self, a):
+        """constant, reflect (pads < size) and edge; negative pads crop."""
         mode = a.get("mode", "constant")
-        if mode != "constant":
-            self.unsupported(f"mode='{mode}'")
+        if mode not in ("constant", "reflect", "edge"):
+            self.unsupported(f"mode='{mode}' (constant, reflect and edge are supported)")
         x = self.t(0)
         r = x.ndim
-        pads = [int(p) for p in self.const(1, "pads").reshape(-1)]
+        pads = self.ints(1, "pads")
         value = 0.0
         if self.has(2):
             value = float(np.asarray(self.const(2, "constant_value")).reshape(()))
@@ -713,14 +890,185 @@ class _Importer:
         if len(pads) != 2 * r:
             self.fail(f"pads needs {2 * r} values, got {len(pads)}")
         if any(p < 0 for p in pads):
-            self.unsupported(f"negative pads {pads}")
+            x = self.g.slice(x, [max(-p, 0) for p in pads[:r]], [d - max(-p, 0) for d, p in zip(x.shape, pads[r:])])
+            pads = [max(p, 0) for p in pads]
         if not any(pads):
             return x
-        return self.g.pad(x, pads, value)
+        if mode == "constant":
+            return self.g.pad(x, pads, value)
+        for ax in range(r):
+            begin, end, d = pads[ax], pads[ax + r], x.shape[ax]
+            if not begin and not end:
+                continue
+            if mode == "edge":
+                x = self.take(x, ax, [0] * begin + list(range(d)) + [d - 1] * end)
+                continue
+            if max(begin, end) >= d:
+                self.fail(f"reflect pads {begin} and {end} of axis {ax} must be smaller than its size {d}")
+            x = self.take(x, ax, list(range(begin, 0, -1)) + list(range(d)) + list(range(d - 2, d - 2 - end, -1)))
+        return x
+
+    # --- slicing, gathering, splitting, resizing
+    def op_Slice(self, a):
+        """steps >= 1."""
+        x = self.t(0)
+        starts, ends = self.ints(1, "starts"), self.ints(2, "ends")
+        axes = self.ints(3, "axes") if self.has(3) else list(range(len(starts)))
+        steps = self.ints(4, "steps") if self.has(4) else [1] * len(starts)
+        if any(s < 0 for s in steps):
+            self.unsupported(f"negative steps {steps}")
+        if len({ax % max(x.ndim, 1) for ax in axes}) != len(axes):
+            self.fail(f"axes {axes} name an axis twice")
+        return self.g.slice(x, starts, ends, axes, steps)
+
+    def op_Gather(self, a):
+        """Constant indices: slices of the data (indices computed at run time are not supported)."""
+        x = self.t(0)
+        axis = self.axis(int(a.get("axis", 0)), x.ndim)
+        idx = np.asarray(self.const(1, "indices"))
+        n = x.shape[axis]
+        if idx.dtype.kind not in "iu" or idx.size == 0:
+            self.fail(f"indices must be a non-empty integer tensor, got dtype {idx.dtype}, shape {idx.shape}")
+        if ((idx < -n) | (idx >= n)).any():
+            self.fail(f"indices {idx.reshape(-1).tolist()} are out of range for axis {axis} of size {n}")
+        y = self.take(x, axis, [int(v) % n for v in idx.reshape(-1)])
+        out = tuple(x.shape[:axis]) + idx.shape + tuple(x.shape[axis + 1:])
+        return y if y.shape == out else self.g.reshape(y, out)
+
+    def op_Split(self, a):
+        """The split input, num_outputs, or equal parts."""
+        x = self.t(0)
+        axis = self.axis(int(a.get("axis", 0)), x.ndim)
+        d, n = x.shape[axis], len(self.node.output)
+        if self.has(1):
+            sizes = self.ints(1, "split")
+        elif "num_outputs" in a:  # opset 18: the last part is smaller when d does not divide evenly
+            chunk = -(-d // int(a["num_outputs"]))
+            sizes = [chunk] * (int(a["num_outputs"]) - 1) + [d - chunk * (int(a["num_outputs"]) - 1)]
+        else:
+            sizes = [d // n] * n
+        if len(sizes) != n or sum(sizes) != d or min(sizes) <= 0:
+            self.fail(f"split sizes {sizes} do not cut axis {axis} of size {d} into {n} non-empty parts")
+        offsets = np.cumsum([0] + sizes).tolist()
+        return tuple(x if size == d else self.g.slice(x, [offsets[i]], [offsets[i + 1]], axes=[axis])
+                     for i, size in enumerate(sizes))
+
+    def op_Tile(self, a):
+        """Constant repeats: x with a unit axis before each repeated one, times a broadcast tensor of ones
+        (exact), viewed as the result."""
+        x = self.t(0)
+        reps = self.ints(1, "repeats")
+        if len(reps) != x.ndim or min(reps, default=1) < 1:
+            self.fail(f"repeats {reps} must be {x.ndim} positive values")
+        if all(n == 1 for n in reps):
+            return x
+        ones = self.param(np.ones([d for n in reps for d in (n, 1)]), "tile_ones")
+        y = self.g.mul(self.g.reshape(x, [d for size in x.shape for d in (1, size)]), ones)
+        return self.g.reshape(y, [n * size for n, size in zip(reps, x.shape)])
+
+    def op_Resize(self, a):
+        """mode nearest with integer scales, where the coordinate transformation maps output i to input
+        i // scale: the default half_pixel (any nearest_mode), asymmetric with floor (PyTorch's nearest)."""
+        mode = a.get("mode", "nearest")
+        if mode != "nearest":
+            self.unsupported(f"mode='{mode}' (only 'nearest', with integer scales)")
+        x = self.t(0)
+        r = x.ndim
+        axes = [self.axis(int(v), r) for v in a.get("axes", range(r))]
+        sizes = self.ints(3, "sizes") if self.has(3) else []
+        scales = np.asarray(self.const(2, "scales"), np.float64).reshape(-1) if self.has(2) else np.zeros(0)
+        if sizes:
+            if a.get("keep_aspect_ratio_policy", "stretch") != "stretch":
+                self.unsupported(f"keep_aspect_ratio_policy='{a['keep_aspect_ratio_policy']}'")
+            given = [(s / x.shape[ax]) for ax, s in zip(axes, sizes)]
+            what = "sizes"
+        else:
+            given, what = scales.tolist(), "scales"
+        if len(given) != len(axes):
+            self.fail(f"{what} needs {len(axes)} values, got {len(given)}")
+        factors = [1] * r
+        for ax, f in zip(axes, given):
+            if f < 1 or f != int(f):
+                self.unsupported(f"scale {f:g} on axis {ax}: only integer upsampling factors")
+            factors[ax] = int(f)
+        ctm = a.get("coordinate_transformation_mode", "half_pixel")
+        nearest = a.get("nearest_mode", "round_prefer_floor")
+        for ax, f in enumerate(factors):
+            src = _nearest_sources(ctm, nearest, x.shape[ax], f) if f > 1 else None
+            if f > 1 and (src is None or not np.array_equal(src, np.arange(x.shape[ax] * f) // f)):
+                self.unsupported(f"coordinate_transformation_mode='{ctm}' with nearest_mode='{nearest}' does not "
+                                 f"repeat each element {f} times on axis {ax}")
+        return self.g.resize_nearest(x, factors)
+
+    # --- reductions
+    def _reduce(self, a, kind, before=None, after=None):
+        """kind over the axes (attribute, or input from opset 18 / ReduceSum-13), keepdims; no axes:
+        every axis, or the input itself with noop_with_empty_axes."""
+        x = self.t(0)
+        axes = self.ints(1, "axes") if self.has(1) else list(a.get("axes", []))
+        if not axes and a.get("noop_with_empty_axes", 0):
+            return x
+        y = before(x) if before else x
+        y = self.g.reduce(y, kind, axes or None, bool(a.get("keepdims", 1)))
+        return after(y) if after else y
+
+    def op_ReduceSum(self, a): return self._reduce(a, "sum")
+    def op_ReduceMean(self, a): return self._reduce(a, "mean")
+    def op_ReduceMax(self, a): return self._reduce(a, "max")
+    def op_ReduceMin(self, a): return self._reduce(a, "min")
+    def op_ReduceL1(self, a): return self._reduce(a, "sum", self.g.abs)
+    def op_ReduceSumSquare(self, a): return self._reduce(a, "sum", lambda x: self.g.mul(x, x))
+    def op_ReduceL2(self, a): return self._reduce(a, "sum", lambda x: self.g.mul(x, x), self.g.sqrt)
+
+    def op_GlobalMaxPool(self, a):
+        x = self.t(0)
+        if x.ndim < 3:
+            self.fail(f"expects an input of rank >= 3, got shape {x.shape}")
+        return self.g.reduce(x, "max", list(range(2, x.ndim)), keepdims=True)
+
+    def op_LRN(self, a):
+        """x / (bias + alpha / size * (sum of x^2 over size channels around each)) ^ beta; the channel
+        sum is an average pool of size x 1 over a (channels, pixels) view, times size."""
+        x = self.t(0)
+        if x.ndim < 3:
+            self.fail(f"expects an input of rank >= 3, got shape {x.shape}")
+        size = int(a["size"])
+        alpha, beta, bias = float(a.get("alpha", 1e-4)), float(a.get("beta", 0.75)), float(a.get("bias", 1.0))
+        n, c = x.shape[:2]
+        squares = self.g.reshape(self.g.mul(x, x), (n, 1, c, math.prod(x.shape[2:])))
+        lo = (size - 1) // 2
+        mean = self.g.avg_pool2d(squares, (size, 1), 1, (lo, 0, size - 1 - lo, 0), count_include_pad=True,
+                                 layout="NCHW")
+        den = self.g.add(self.g.mul(mean, alpha), bias)  # alpha / size * sum = alpha * mean
+        return self.g.div(x, self.g.pow(self.g.reshape(den, x.shape), beta))
 
 
-def import_model(model_or_path, input_shapes: dict | None = None) -> Graph:
-    """An ONNX ModelProto (or the path of a .onnx file, or its bytes) as an OpenPrim Graph."""
+def _nearest_sources(ctm, nearest_mode, size, scale):
+    """The input index of every output index of an axis of `size` upsampled `scale` times (ONNX Resize,
+    mode nearest), or None for a coordinate transformation this does not know."""
+    i = np.arange(size * scale, dtype=np.float64)
+    one = size * scale == 1
+    if ctm in ("half_pixel", "half_pixel_symmetric"):  # symmetric: the same for integer scales
+        x = (i + 0.5) / scale - 0.5
+    elif ctm == "pytorch_half_pixel":
+        x = np.zeros_like(i) if one else (i + 0.5) / scale - 0.5
+    elif ctm == "align_corners":
+        x = np.zeros_like(i) if one else i * (size - 1) / (size * scale - 1)
+    elif ctm == "asymmetric":
+        x = i / scale
+    else:
+        return None
+    tie = x - np.floor(x) == 0.5
+    rounding = {"round_prefer_floor": np.where(tie, np.floor(x), np.round(x)),
+                "round_prefer_ceil": np.where(tie, np.ceil(x), np.round(x)), "floor": np.floor(x), "ceil": np.ceil(x)}
+    if nearest_mode not in rounding:
+        return None
+    return np.clip(rounding[nearest_mode], 0, size - 1).astype(np.int64)
+
+
+def read_model(model_or_path):
+    """An ONNX ModelProto from itself, the path of a .onnx file or its bytes, checked with onnx.checker;
+    anything else is one OpenPrimError line."""
     onnx = _onnx()
     try:
         if isinstance(model_or_path, bytes):
@@ -737,13 +1085,112 @@ def import_model(model_or_path, input_shapes: dict | None = None) -> Graph:
         onnx.checker.check_model(model)
     except Exception as e:  # noqa: BLE001
         raise OpenPrimError(f"malformed ONNX model: {_first_line(e)}") from None
-    return _Importer(_upgrade(model), input_shapes).run()
+    return model
+
+
+def import_model(model_or_path, input_shapes: dict | None = None) -> Graph:
+    """An ONNX ModelProto (or the path of a .onnx file, or its bytes) as an OpenPrim Graph."""
+    return _Importer(_upgrade(read_model(model_or_path)), input_shapes).run()
+
+
+def unsupported_nodes(model_or_path) -> dict[str, list[str]]:
+    """The nodes import_model cannot map, as {op type: [node names]} in graph order: nodes of other
+    domains, and nodes of an op without an `op_` method of the importer (or whose definition changed after
+    MAX_OPSET), unless all their inputs are known at import time (import_model folds those). Read on the
+    model as the importer sees it (below opset 13: converted). Attribute values are not checked:
+    import_model reports the first node it cannot map for those."""
+    model = _upgrade(read_model(model_or_path))
+    opset = model_opset(model)
+    known = {init.name for init in model.graph.initializer}
+    found: dict[str, list[str]] = {}
+    for node in model.graph.node:
+        default_domain = node.domain in ("", "ai.onnx")
+        ins = [i for i in node.input if i]
+        folds = default_domain and bool(ins) and node.op_type not in _NO_FOLD and all(i in known for i in ins)
+        method = getattr(_Importer, "op_" + node.op_type, None) if default_domain else None
+        if not folds and (method is None or not _unchanged_since_max_opset(node.op_type, opset)):
+            key = node.op_type if default_domain else f"{node.domain}.{node.op_type}"
+            found.setdefault(key, []).append(node.name or node.output[0])
+        if folds or getattr(method, "import_time", False):
+            known.update(o for o in node.output if o)
+    return found
+
+
+# Ops that only exist below MIN_OPSET, which onnx.version_converter turns into a mapped op:
+# op -> (the op it becomes, first opset, last opset).
+_CONVERTED = {"Upsample": ("Resize", 7, 9)}
+# What the coverage table says about an op beyond its name: the cases it does not map.
+_NOTES = {
+    "AveragePool": "1-d, 2-d, 3-d with a size-1 window on depth or on height and width; no dilations",
+    "BatchNormalization": "inference (training_mode=0)",
+    "Cast": "to float types (the identity); any type on constants",
+    "Clip": "bounds constant or computed",
+    "Constant": "tensor, float(s) and int(s) values",
+    "Conv": "1-d and 2-d; auto_pad",
+    "ConvTranspose": "1-d and 2-d; output_shape, output_padding, auto_pad",
+    "Dropout": "inference: the identity; the mask output only while nothing reads it",
+    "Gather": "constant indices (slices of the data)",
+    "If": "a constant condition: the branch taken, imported in place",
+    "GlobalAveragePool": "rank >= 3",
+    "GlobalMaxPool": "rank >= 3",
+    "GroupNormalization": "opset 21 (scale and bias per channel)",
+    "LayerNormalization": "stash_type float; the Y output only",
+    "MaxPool": "as AveragePool; no Indices output, storage_order 0",
+    "Pad": "constant pads; modes constant, reflect (pads smaller than the axis) and edge; negative pads crop",
+    "Reshape": "constant shape",
+    "Resize": "mode nearest, integer scales; coordinate modes that repeat each element (half_pixel, "
+              "asymmetric with floor, ...)",
+    "Shape": "of static shapes: a constant",
+    "Size": "of static shapes: a constant",
+    "Slice": "constant starts, ends, axes, steps; steps >= 1",
+    "Split": "the split input, num_outputs or equal parts",
+    "Squeeze": "constant axes",
+    "Unsqueeze": "constant axes",
+    "Tile": "constant repeats",
+    "Upsample": "converted to Resize (nearest, integer scales)",
+    **{op: "any number of inputs, broadcasting" for op in ("Max", "Mean", "Min", "Sum")},
+    **{op: "axes an attribute or a constant input; keepdims, noop_with_empty_axes"
+       for op in ("ReduceL1", "ReduceL2", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceSum", "ReduceSumSquare")},
+}
+
+
+def _defined(op, opset) -> bool:
+    """Whether ONNX defines `op` (not deprecated) at `opset`."""
+    from onnx import defs
+    try:
+        return not defs.get_schema(op, opset).deprecated
+    except Exception:  # noqa: BLE001 - not defined at that opset
+        return False
+
+
+def supported_ops() -> dict[str, tuple[int, int]]:
+    """{ONNX op type: (first, last opset)} of every op the importer maps, by name: each `op_` method of the
+    importer from the op's first definition at MIN_OPSET or later (older models are converted to
+    MIN_OPSET) to MAX_OPSET, and the ops of _CONVERTED over their own opsets."""
+    ops = {}
+    for name in dir(_Importer):
+        if name.startswith("op_"):
+            op = name[3:]
+            ops[op] = (next(v for v in range(MIN_OPSET, MAX_OPSET + 1) if _defined(op, v)), MAX_OPSET)
+    ops.update({op: (lo, hi) for op, (_, lo, hi) in _CONVERTED.items()})
+    return dict(sorted(ops.items(), key=lambda item: item[0].lower()))
+
+
+def coverage_table() -> str:
+    """supported_ops() with the notes, as the markdown table in docs/frontends.md."""
+    rows = [f"| {op} | {lo}-{hi} | {_NOTES.get(op, '')} |" for op, (lo, hi) in supported_ops().items()]
+    return "\n".join(["| ONNX op | opsets | notes |", "|---|---|---|", *rows])
+
+
+def model_opset(model) -> int:
+    """The default-domain opset a ModelProto imports."""
+    return max([i.version for i in model.opset_import if i.domain in ("", "ai.onnx")], default=0)
 
 
 def _upgrade(model):
     """A model below opset 13 converted to opset 13 (unchanged otherwise), or one clear error."""
     from onnx import version_converter
-    opset = max([i.version for i in model.opset_import if i.domain in ("", "ai.onnx")], default=0)
+    opset = model_opset(model)
     if opset >= MIN_OPSET:
         return model
     try:

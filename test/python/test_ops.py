@@ -24,6 +24,7 @@ import pytest
 
 import reference as ref
 from helpers import DTYPES, Net, assert_close, rounded
+import openprim.compiler
 from openprim.base.errors import OpenPrimError
 from openprim.pyfrontend import Graph
 
@@ -247,6 +248,38 @@ def test_constant_operands(dtype, pipeline, rng):
         assert_close(out, want, dtype, what=what)
 
 
+@pytest.mark.parametrize("dtype,pipeline", grid())
+def test_math_unary(dtype, pipeline, rng):
+    """exp, log, sqrt, abs, erf: alone, and as one fused chain."""
+    net = Net(rng, dtype)
+    x, xv = net.input((2, 3, 7, 5), scale=1.5)
+    p, pv = net.input((3, 1, 9), positive=True)
+    g = net.g
+    cases = [("exp", g.exp(x), np.exp(xv)), ("log", g.log(p), np.log(pv)), ("sqrt", g.sqrt(p), np.sqrt(pv)),
+             ("abs", g.abs(x), np.abs(xv)), ("erf", g.erf(x), ref.erf(xv)),
+             ("log(sqrt(abs) + exp)", g.log(g.sqrt(g.abs(x)) + g.exp(x)), np.log(np.sqrt(np.abs(xv)) + np.exp(xv)))]
+    for out, (what, _, want) in zip(net.run(pipeline, *[c[1] for c in cases]), cases):
+        assert_close(out, want, dtype, what=what)
+
+
+@pytest.mark.parametrize("dtype,pipeline", grid())
+def test_maximum_minimum_pow(dtype, pipeline, rng):
+    """Broadcasting like add; pow of negative bases with integral exponents (x ** 2 in decomposed norms)."""
+    net = Net(rng, dtype)
+    a, av = net.input((2, 3, 5, 7))
+    b, bv = net.input((3, 1, 7))
+    c, cv = net.input((2, 1, 5, 1), positive=True)
+    e, ev = net.input((5, 1), scale=1.5)
+    k = [rounded(v, dtype) for v in (2.0, 3.0, 0.3)]
+    g = net.g
+    cases = [("maximum", g.maximum(a, b), np.maximum(av, bv)), ("minimum", g.minimum(b, a), np.minimum(bv, av)),
+             ("pow broadcast", g.pow(c, e), cv ** ev), ("pow x**2", g.pow(a, 2.0), av ** k[0]),
+             ("pow x**3", g.pow(b, 3.0), bv ** k[1]), ("pow 0.3**x", g.pow(0.3, a), k[2] ** av),
+             ("minimum(maximum) chain", g.minimum(g.maximum(a, -0.5), c), np.minimum(np.maximum(av, -0.5), cv))]
+    for out, (what, _, want) in zip(net.run(pipeline, *[c[1] for c in cases]), cases):
+        assert_close(out, want, dtype, what=what)
+
+
 def _has_cpu_flag(flag):
     try:
         with open("/proc/cpuinfo") as f:
@@ -375,6 +408,57 @@ def test_concat_and_pad(dtype, pipeline, rng):
         assert_close(out, want, dtype, what=what)
 
 
+@pytest.mark.parametrize("dtype,pipeline", grid())
+def test_slice(dtype, pipeline, rng):
+    net = Net(rng, dtype)
+    x, xv = net.input((3, 5, 9, 7))
+    y, yv = net.input((11,))
+    g = net.g
+    cases = [("one axis", g.slice(x, [1], [4], axes=[1]), xv[:, 1:4]),
+             ("steps, negative bounds", g.slice(x, [-8, 1], [9, -1], axes=[2, -1], steps=[3, 2]), xv[..., -8:9:3, 1:-1:2]),
+             ("clamped end, every axis", g.slice(x, [1, 0, 2, 6], [9, 5, 3, 7]), xv[1:9, 0:5, 2:3, 6:7]),
+             ("1-d step 4", g.slice(y, [2], [11], steps=[4]), yv[2:11:4]),
+             ("slice of relu", g.slice(g.relu(x), [0], [2], axes=[0]), np.maximum(xv, 0)[0:2])]
+    for out, (what, _, want) in zip(net.run(pipeline, *[c[1] for c in cases]), cases):
+        assert_close(out, want, dtype, what=what)
+
+
+REDUCE_NUMPY = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
+
+
+@pytest.mark.parametrize("dtype,pipeline", grid())
+def test_reduce(dtype, pipeline, rng):
+    net = Net(rng, dtype)
+    x, xv = net.input((2, 3, 5, 7))
+    g = net.g
+    specs = [("mean", (2, 3), True), ("sum", (1,), False), ("max", (0, -1), False), ("min", (-3,), True),
+             ("sum", None, False), ("max", None, True), ("mean", (0, 2), False)]
+    outs = [g.reduce(x, kind, axes, keepdims) for kind, axes, keepdims in specs]
+    for out, (kind, axes, keepdims) in zip(net.run(pipeline, *outs), specs):
+        want = REDUCE_NUMPY[kind](xv, axis=axes, keepdims=keepdims)
+        assert_close(out, want, dtype, reduction=xv.size // want.size, what=f"{kind} {axes} keepdims={keepdims}")
+
+
+@pytest.mark.parametrize("dtype,pipeline", grid())
+def test_resize_nearest(dtype, pipeline, rng):
+    net = Net(rng, dtype)
+    x, xv = net.input((2, 3, 5, 7))
+    g = net.g
+    cases = [("2x3 on H, W", g.resize_nearest(x, (1, 1, 2, 3)), xv.repeat(2, axis=2).repeat(3, axis=3)),
+             ("3 on C, after relu", g.resize_nearest(g.relu(x), (1, 3, 1, 1)), np.maximum(xv, 0).repeat(3, axis=1))]
+    for out, (what, _, want) in zip(net.run(pipeline, *[c[1] for c in cases]), cases):
+        assert_close(out, want, dtype, what=what)
+
+
+def test_new_ops_compile_for_nvvm():
+    """Ops without a hand-written GPU kernel are their linalg form mapped onto the grid by prim-lower."""
+    g = Graph()
+    x = g.input("x", (2, 3, 5, 7))
+    g.output(g.pow(g.maximum(g.exp(x), 0.5), 2.0), g.slice(x, [1], [5], axes=[2], steps=[2]),
+             g.reduce(x, "mean", (1, 3), True), g.resize_nearest(x, (1, 1, 2, 2)))
+    assert "gpu.binary" in str(openprim.compiler.lower(g, "nvvm:sm_90"))
+
+
 # ----------------------------------------------------------------------------- build-time errors
 def _conv_channels(g):
     g.conv2d(g.input("x", (1, 3, 9, 9)), g.param("w", np.ones((4, 2, 3, 3))))
@@ -400,11 +484,31 @@ def _reshape_numel(g):
     g.reshape(g.input("x", (2, 3, 4)), (5, 5))
 
 
+def _slice_empty(g):
+    g.slice(g.input("x", (2, 3, 4)), [3], [1], axes=[2])
+
+
+def _reduce_kind(g):
+    g.reduce(g.input("x", (2, 3, 4)), "prod", [1])
+
+
+def _reduce_axes(g):
+    g.reduce(g.input("x", (2, 3, 4)), "sum", [1, -2])
+
+
+def _resize_scales(g):
+    g.resize_nearest(g.input("x", (2, 3, 4)), [1, 2])
+
+
 ERRORS = [(_conv_channels, r"prim\.conv2d.*channels"), (_conv_groups, r"prim\.conv2d.*groups=3"),
           (_matmul_contraction, r"prim\.matmul.*contraction"),
           (_conv_activation, r"prim\.conv2d.*unknown activation 'swish'"),
           (_matmul_activation, r"prim\.matmul.*unknown activation 'mish'"),
-          (_reshape_numel, r"prim\.reshape.*cannot reshape 2x3x4 to 5x5")]
+          (_reshape_numel, r"prim\.reshape.*cannot reshape 2x3x4 to 5x5"),
+          (_slice_empty, r"prim\.slice \(operands 2x3x4\): axis 2 of size 4: needs 0 <= start < end <= 4, got start 3, end 1"),
+          (_reduce_kind, r"prim\.reduce.*kind must be one of .*got 'prod'"),
+          (_reduce_axes, r"prim\.reduce.*axes \[1, -2\] name an axis twice"),
+          (_resize_scales, r"resize_nearest \(operand 2x3x4\): scales must be 3 positive integers, got \[1, 2\]")]
 
 
 @pytest.mark.parametrize("build,match", ERRORS, ids=[f.__name__[1:] for f, _ in ERRORS])
