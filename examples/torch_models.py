@@ -27,14 +27,15 @@ ONNX_OPSET = 20
 MODELS = ("resnet18", "resnet50", "mobilenet_v2", "transformer_block")
 
 
-def _randomize(model, seed):
-    """He-initialized convolutions (as torchvision does), other parameters as PyTorch initializes
-    them, and batch norms with random affine parameters and running statistics."""
+def randomize(model, seed, mode="fan_out"):
+    """He-initialized convolutions (as torchvision does; mode: their fan_in or fan_out), other
+    parameters as PyTorch initializes them, and batch norms with random affine parameters and running
+    statistics near the identity."""
     torch.manual_seed(seed)
     with torch.no_grad():
         for m in model.modules():
             if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode="fan_out", nonlinearity="relu")
+                nn.init.kaiming_normal_(m.weight, mode=mode, nonlinearity="relu")
             elif isinstance(m, (nn.Linear, nn.LayerNorm)):
                 m.reset_parameters()
             elif isinstance(m, nn.BatchNorm2d):
@@ -115,11 +116,11 @@ class ResNet(nn.Module):
 
 
 def resnet18(seed=0):
-    return _randomize(ResNet(BasicBlock, [2, 2, 2, 2]), seed)
+    return randomize(ResNet(BasicBlock, [2, 2, 2, 2]), seed)
 
 
 def resnet50(seed=0):
-    return _randomize(ResNet(Bottleneck, [3, 4, 6, 3]), seed)
+    return randomize(ResNet(Bottleneck, [3, 4, 6, 3]), seed)
 
 
 # ----------------------------------------------------------------------------- MobileNetV2
@@ -164,7 +165,7 @@ class MobileNetV2(nn.Module):
 
 
 def mobilenet_v2(seed=0):
-    return _randomize(MobileNetV2(), seed)
+    return randomize(MobileNetV2(), seed)
 
 
 # ----------------------------------------------------------------------------- transformer block
@@ -194,7 +195,7 @@ class TransformerBlock(nn.Module):
 
 
 def transformer_block(d_model=256, heads=4, ff=1024, seed=0):
-    return _randomize(TransformerBlock(d_model, heads, ff), seed)
+    return randomize(TransformerBlock(d_model, heads, ff), seed)
 
 
 # ----------------------------------------------------------------------------- inputs and build()

@@ -46,6 +46,7 @@ from torch import nn
 import torch.nn.functional as F
 
 from openprim.base.errors import OpenPrimError
+from torch_models import randomize  # examples/ is on sys.path for model files
 
 MODELS = ("squeezenet1_1", "shufflenet_v2_x1_0", "densenet121", "googlenet", "bert_layer")
 EXTRA_MODELS = ("googlenet_nolrn",)  # torchvision's GoogLeNet without the paper's LRN
@@ -55,25 +56,11 @@ BERT_SEQ, BERT_HIDDEN = 128, 768
 
 
 def _randomize(model, seed, mode="fan_in"):
-    """He-initialized convolutions, other parameters as PyTorch initializes them, and batch norms with
-    random affine parameters and running statistics near the identity. mode: fan_in (as torchvision's
-    DenseNet and SqueezeNet) keeps activations near unit scale through DenseNet's 120 layers, where
-    batch norms with fixed statistics do not renormalize; ShuffleNetV2 takes fan_out (its channel split
-    passes half the channels on unchanged, and fan_in lets the output grow to ~1e3)."""
-    torch.manual_seed(seed)
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, nn.Conv2d):
-                nn.init.kaiming_normal_(m.weight, mode=mode, nonlinearity="relu")
-            elif isinstance(m, (nn.Linear, nn.LayerNorm)):
-                m.reset_parameters()
-            elif isinstance(m, nn.BatchNorm2d):
-                c = m.num_features
-                m.weight.copy_(1 + 0.2 * torch.randn(c))
-                m.bias.copy_(0.1 * torch.randn(c))
-                m.running_mean.copy_(0.2 * torch.randn(c))
-                m.running_var.copy_(0.5 + torch.rand(c))
-    return model.eval()
+    """torch_models.randomize; fan_in (as torchvision's DenseNet and SqueezeNet) keeps activations near
+    unit scale through DenseNet's 120 layers, where batch norms with fixed statistics do not
+    renormalize; ShuffleNetV2 takes fan_out (its channel split passes half the channels on unchanged,
+    and fan_in lets the output grow to ~1e3)."""
+    return randomize(model, seed, mode)
 
 
 # ----------------------------------------------------------------------------- SqueezeNet 1.1
