@@ -18,6 +18,7 @@ from pathlib import Path
 from mlir import ir
 
 from openprim import __version__, dialect, passes
+from openprim.backends import untimed
 from openprim.backends.cpu.compiler import kernels_ir
 from openprim.backends.registry import for_target
 from openprim.base.errors import OpenPrimError
@@ -72,7 +73,7 @@ def jit(module: ir.Module, target: str = "cpu", backend: str = "native") -> CpuE
     target = parse_target(target)
     plan, weights = build_plan(module, target)
     if target.is_gpu:
-        device = open_device(str(target))
+        device = open_device(target)
         files = kernel_files(module, target, device.arch())
         image = files.get("kernels.cubin", files.get("kernels.ptx", files.get("kernels.hsaco")))
         return GpuExecutable(plan, image, weights, device)
@@ -105,7 +106,7 @@ def kernel_files(module: ir.Module, target, device_arch: str | None = None,
     kernels.so (cpu), kernels.ptx + kernels.cubin (nvvm), kernels.hsaco (rocdl). device_arch: the GPU this
     process will run them on, when known; timings: record the backend's steps."""
     target = parse_target(target)
-    return for_target(target).kernel_files(module, target, device_arch, (timings or CompileTimings()).stage)
+    return for_target(target).kernel_files(module, target, device_arch, timings.stage if timings else untimed)
 
 
 def save(source, path: str, target: str = "cpu", solver: str = "", pipeline: str | None = None,

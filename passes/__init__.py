@@ -44,7 +44,8 @@ def split_pipeline(text: str) -> list[tuple[str, str]]:
     return out
 
 
-# Options that are objects, not text: the driver supplies them to the passes that declare the field.
+# Options that are objects, not text (the driver supplies them: the tuner to prim-select, the timings
+# dict to prim-tile through prim_pipeline.Options); a pipeline string cannot set them.
 SERVICES = ("tuner", "timings")
 
 
@@ -72,14 +73,13 @@ def _add(pm: passmanager.PassManager, entries) -> None:
             pm.add(lambda op, _p, fn=entry[1]: fn(op), entry[0])
 
 
-def build(pipeline: str, print_ir_after_all: bool = False, tuner=None, timings=None) -> passmanager.PassManager:
+def build(pipeline: str, print_ir_after_all: bool = False, tuner=None) -> passmanager.PassManager:
     """A PassManager for the pipeline, in the current context. tuner: prim-select's source of measured
-    choices (openprim.tuning.tuner.Tuner; None: the heuristic only); timings: where prim-tile records
-    the seconds each kernel took (a dict, kernel name -> seconds)."""
+    choices (openprim.tuning.tuner.Tuner; None: the heuristic only)."""
     pm = passmanager.PassManager("builtin.module")
     for name, opts in split_pipeline(pipeline):
         if name in PASSES:
-            _add(pm, parse_options(PASSES[name].Options, opts, {"tuner": tuner, "timings": timings}).entries())
+            _add(pm, parse_options(PASSES[name].Options, opts, {"tuner": tuner}).entries())
         else:
             if name.startswith("builtin.module(") and name.endswith(")"):  # the top module itself, as in mlir-opt
                 name = name[len("builtin.module("):-1]
@@ -93,11 +93,11 @@ def build(pipeline: str, print_ir_after_all: bool = False, tuner=None, timings=N
     return pm
 
 
-def run(module: ir.Module, pipeline: str, print_ir_after_all: bool = False, tuner=None, timings=None) -> ir.Module:
+def run(module: ir.Module, pipeline: str, print_ir_after_all: bool = False, tuner=None) -> ir.Module:
     """Verify the module (MLIR + prim shape rules), then run the pipeline on it in place."""
     with module.context:
         dialect.verify(module)
-        _run(build(pipeline, print_ir_after_all, tuner, timings), module)
+        _run(build(pipeline, print_ir_after_all, tuner), module)
     return module
 
 
