@@ -14,7 +14,7 @@ LAYOUTS = ("NCHW", "NHWC")
 FILTER_LAYOUTS = ("KCRS", "KRSC", "RSCK")
 # Activations a conv/matmul epilogue (and the standalone ops) implement; value = number of parameters.
 ACTIVATIONS = {"none": 0, "relu": 0, "leaky_relu": 1, "clamp": 2, "sigmoid": 0, "tanh": 0,
-               "gelu": 0, "gelu_tanh": 0, "silu": 0, "elu": 1}
+               "gelu": 0, "gelu_tanh": 0, "silu": 0, "elu": 1, "hardsigmoid": 2, "hardswish": 0}
 
 
 class ShapeError(ValueError):
@@ -36,7 +36,8 @@ def _spec(name, operands=(), attributes=None, doc=""):
 
 EPILOGUE = {"activation": "str", "activation_params": "f64s"}
 UNARY_ATTRS = {"relu": {}, "leaky_relu": {"alpha": "f64"}, "clamp": {"min": "f64", "max": "f64"},
-               "sigmoid": {}, "tanh": {}, "gelu": {"approximate": "str"}, "silu": {}, "elu": {"alpha": "f64"}}
+               "sigmoid": {}, "tanh": {}, "gelu": {"approximate": "str"}, "silu": {}, "elu": {"alpha": "f64"},
+               "hardsigmoid": {"alpha": "f64", "beta": "f64"}, "hardswish": {}}
 UNARY_MATH = ("exp", "log", "sqrt", "abs", "erf")    # elementwise functions without attributes
 BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "pow")
 REDUCE_KINDS = ("sum", "mean", "max", "min")
@@ -73,6 +74,9 @@ OPS: dict[str, OpSpec] = {s.name: s for s in [
           doc="out[i] = x[starts + i * steps] on every axis: 0 <= start < end <= size, steps >= 1"),
     _spec("reduce", ("input",), {"kind": "str", "axes": "i64s", "keepdims": "i64"},
           doc="sum, mean, max or min over axes; keepdims = 1 keeps them as size 1"),
+    _spec("attention", ("query", "key", "value", ("mask", "optional")), {"scale": "f64", "causal": "i64"},
+          doc="softmax(scale * q @ k^T + mask [+ causal: -inf where key > query index]) @ v; q [B,H,Sq,D], "
+              "k/v [B,H,Sk,D], mask broadcastable to [B,H,Sq,Sk]"),
 ]}
 ELEMENTWISE = frozenset(UNARY_ATTRS) | frozenset(UNARY_MATH) | frozenset(BINARY)
 
@@ -287,11 +291,26 @@ def _softmax(shapes, attrs):
     return tuple(shapes[0])
 
 
+def _attention(shapes, attrs):
+    q, k, v, mask = shapes
+    _need(len(q) == 4 and len(k) == 4 and len(v) == 4,
+          f"query, key and value must be 4-d [B, H, S, D], got {fmt_shape(q)}, {fmt_shape(k)} and {fmt_shape(v)}")
+    _need(tuple(k) == tuple(v), f"key {fmt_shape(k)} and value {fmt_shape(v)} must have the same shape")
+    _need(tuple(q[:2]) == tuple(k[:2]) and q[3] == k[3],
+          f"query {fmt_shape(q)} and key {fmt_shape(k)} must agree in batch, heads and head dim")
+    _need(attrs["causal"] in (0, 1), f"causal must be 0 or 1, got {attrs['causal']}")
+    scores = (q[0], q[1], q[2], k[2])
+    if mask is not None:
+        fits = len(mask) <= 4 and all(m in (1, s) for m, s in zip(reversed(mask), reversed(scores)))
+        _need(fits, f"mask {fmt_shape(mask)} does not broadcast to the scores {fmt_shape(scores)}")
+    return tuple(q)
+
+
 _RULES = {
     "conv2d": _conv2d, "matmul": _matmul, "batch_norm": _batch_norm, "layer_norm": _layer_norm,
     "group_norm": _group_norm, "max_pool2d": _pool, "avg_pool2d": _pool, "global_avg_pool": _global_pool,
     "softmax": _softmax, "log_softmax": _softmax, "transpose": _transpose, "concat": _concat, "pad": _pad,
-    "slice": _slice, "reduce": _reduce,
+    "slice": _slice, "reduce": _reduce, "attention": _attention,
     **{n: _unary for n in (*UNARY_ATTRS, *UNARY_MATH)},
     **{n: (lambda shapes, attrs: broadcast(shapes[0], shapes[1])) for n in BINARY},
 }

@@ -1,6 +1,7 @@
 """Compilation targets and the facts about their chips, in one table (IREE's KnownTargets is the model).
 
-A target is written `cpu` (this machine's CPU), `cpu:<mcpu>` (an LLVM CPU name: cpu:znver4, cpu:skylake-avx512),
+A target is written `cpu` (this machine's CPU), `cpu:<mcpu>` (an LLVM CPU name: cpu:znver4, cpu:skylake-avx512;
+cpu:x86-64-v2/v3/v4 for the psABI levels, portable across CPUs of the level; cpu:native, this CPU by name),
 `nvvm:<sm_XX>` (NVIDIA: PTX, plus a cubin when ptxas is installed) or `rocdl:<gfxNNN>` (AMD: a code object).
 `parse_target` reads that text once; every pass, solver, kernel emitter, the tuning database and the runtime's
 architecture check take the `Target` it returns (or its str(), which parses back to the same Target).
@@ -75,6 +76,36 @@ CHIPS: dict[tuple[str, str], Chip] = {
     ("rocdl", "gfx1200"): _amd("rdna4", "wmma-gfx12", 32, 32, 64, 60000.0, 900.0),     # RX 9060 XT
 }
 KINDS = ("cpu", "nvvm", "rocdl")
+
+# x86-64 instruction set extensions, by LLVM's feature names, that generated code may use: what a CPU
+# artifact records it needs (manifest "cpu_features") and the runtime checks against /proc/cpuinfo.
+# The microarchitecture levels are the psABI's; a named CPU needs at least its level (plus the listed extras).
+_V2 = ("cx16", "popcnt", "sahf", "sse3", "sse4.1", "sse4.2", "ssse3")
+_V3 = _V2 + ("avx", "avx2", "bmi", "bmi2", "f16c", "fma", "lzcnt", "movbe", "xsave")
+_V4 = _V3 + ("avx512bw", "avx512cd", "avx512dq", "avx512f", "avx512vl")
+X86_LEVELS = {"x86-64": (), "x86-64-v2": _V2, "x86-64-v3": _V3, "x86-64-v4": _V4}
+_CPU_FEATURES = {
+    **dict.fromkeys(("nehalem", "westmere", "sandybridge", "ivybridge", "btver2", "bdver1", "bdver2"), _V2),
+    **dict.fromkeys(("haswell", "broadwell", "skylake", "alderlake", "raptorlake", "znver1", "znver2",
+                     "znver3"), _V3),
+    **dict.fromkeys(("skylake-avx512", "cascadelake", "icelake-client", "icelake-server", "tigerlake",
+                     "rocketlake"), _V4 + ("avx512vnni",)),
+    "cooperlake": _V4 + ("avx512vnni", "avx512bf16"),
+    "sapphirerapids": _V4 + ("avx512vnni", "avx512bf16", "avx512fp16", "amx-tile", "amx-bf16", "amx-int8"),
+    **dict.fromkeys(("znver4", "znver5"), _V4 + ("avx512vnni", "avx512bf16")),
+}
+X86_FEATURES = tuple(sorted(set(_V4) | {f for fs in _CPU_FEATURES.values() for f in fs}))
+# LLVM feature -> its flag in /proc/cpuinfo, where the kernel names it differently
+CPUINFO_FLAGS = {"sse3": "pni", "sse4.1": "sse4_1", "sse4.2": "sse4_2", "bmi": "bmi1", "lzcnt": "abm",
+                 "sahf": "lahf_lm", "avx512bf16": "avx512_bf16", "avx512fp16": "avx512_fp16",
+                 "avx512vnni": "avx512_vnni", "amx-tile": "amx_tile", "amx-bf16": "amx_bf16",
+                 "amx-int8": "amx_int8"}
+
+
+def cpu_features(mcpu: str) -> tuple[str, ...] | None:
+    """The x86-64 features code generated for LLVM CPU `mcpu` may use (a level's, or a named CPU's at least),
+    or None for a CPU this table does not know (its artifacts record none, and the runtime checks none)."""
+    return X86_LEVELS.get(mcpu, _CPU_FEATURES.get(mcpu))
 
 
 def archs(kind: str) -> tuple[str, ...]:

@@ -2,8 +2,9 @@
 
     python bench/zoo_cpu.py [--models squeezenet1_1,densenet121] [--batches 1,8] [--rounds 5] [--quick]
 
-The models are examples/zoo_models.py's (SqueezeNet 1.1, ShuffleNetV2 x1.0, DenseNet-121, GoogLeNet with
-the paper's LRN, torchvision's GoogLeNet without it, a BERT-base encoder layer at sequence length 128),
+The models are examples/zoo_models.py's (ResNet-18, ResNet-50, MobileNetV2, SqueezeNet 1.1, ShuffleNetV2 x1.0,
+DenseNet-121, GoogLeNet with the paper's LRN, torchvision's GoogLeNet without it, a BERT-base encoder layer at
+sequence length 128),
 with torchvision's structure and seeded random weights. For each model and batch, fp32:
 
   1. export to ONNX with PyTorch's TorchScript exporter (opset 11 for the vision models, 20 for BERT)
@@ -268,7 +269,8 @@ def report(rows, args, meta, skipped, extra_cov=()):
          f"torch.set_num_threads({meta['cores']})",
          f"- timing: {args.rounds} interleaved rounds (rotating order), each the median of 3-20 runs after a 0.3 s "
          "sleep and one warm-up call; the table gives the median over rounds. fp32, NCHW inputs.",
-         "- models: examples/zoo_models.py (torchvision's structure and names, seeded random weights), exported "
+         "- models: examples/zoo_models.py (torchvision's structure and names, seeded random weights; ResNet-18/50 "
+         "and MobileNetV2 from examples/torch_models.py), exported "
          "with the TorchScript exporter (dynamo=False); vision models at opset 11 (converted to 13 by the "
          "importer), bert_layer at opset 20 (one LayerNormalization and one Gelu node). googlenet has the "
          "paper's two LRNs (ONNX LRN nodes); googlenet_nolrn is torchvision's variant without them.",
@@ -285,7 +287,9 @@ def report(rows, args, meta, skipped, extra_cov=()):
         L.append(f"| {r['model']} | {r['batch']} | {ok} | {comp} | {ks} | {f(r.get('ours_ms'), '.2f')} | "
                  f"{f(r.get('ort_ms'), '.2f')} | {f(r.get('torch_ms'), '.2f')} | "
                  f"{ratio(r.get('ort_ms'), r.get('ours_ms'))} | {ratio(r.get('torch_ms'), r.get('ours_ms'))} | {err} |")
-    L += ["", "ORT/ours and torch/ours above 1: OpenPrim is faster. Errors are max |y - y_torch| / max |y_torch|.", ""]
+    L += ["", "ORT/ours and torch/ours above 1: OpenPrim is faster. Errors are max |y - y_torch| / max |y_torch|. "
+          "On a loaded machine every runner slows down (the absolute times move with the load average); the "
+          "three run in the same process in interleaved rounds, so the ratios compare like with like.", ""]
 
     errs = [r for r in rows if "error" in r]
     if errs:

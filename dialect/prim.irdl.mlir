@@ -146,6 +146,23 @@ irdl.dialect @prim {
     irdl.results(result: %res)
   }
   //
+  irdl.operation @hardsigmoid {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %a0 = irdl.base "#builtin.float"
+    %a1 = irdl.base "#builtin.float"
+    irdl.attributes {"alpha" = %a0, "beta" = %a1}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @hardswish {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
   irdl.operation @exp {
     %t0 = irdl.base "!builtin.tensor"
     irdl.operands(input: %t0)
@@ -346,6 +363,19 @@ irdl.dialect @prim {
     %a1 = irdl.base "#builtin.dense_array"
     %a2 = irdl.base "#builtin.integer"
     irdl.attributes {"kind" = %a0, "axes" = %a1, "keepdims" = %a2}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // softmax(scale * q @ k^T + mask [+ causal: -inf where key > query index]) @ v; q [B,H,Sq,D], k/v [B,H,Sk,D], mask broadcastable to [B,H,Sq,Sk]
+  irdl.operation @attention {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    %t2 = irdl.base "!builtin.tensor"
+    %t3 = irdl.base "!builtin.tensor"
+    irdl.operands(query: %t0, key: %t1, value: %t2, mask: optional %t3)
+    %a0 = irdl.base "#builtin.float"
+    %a1 = irdl.base "#builtin.integer"
+    irdl.attributes {"scale" = %a0, "causal" = %a1}
     %res = irdl.base "!builtin.tensor"
     irdl.results(result: %res)
   }

@@ -9,6 +9,7 @@
     openprim conv -n 1 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -t 1   # one conv, MIOpenDriver's flags
     openprim db import results.json                            # GPU measurements (see tuning/tune.py)
     openprim onnx-check model.onnx                             # every node the ONNX importer cannot map
+    openprim cache info                                        # the compile cache: directory, entries, size
 
 A model is an ONNX file, or Python that defines `build(**kwargs)` returning an
 `openprim.pyfrontend.Graph` (`-D name=value` passes keyword arguments, e.g. -D batch=8 -D layout=NHWC).
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import math
 import os
 import sys
 import time
@@ -25,6 +27,7 @@ from collections import Counter
 import numpy as np
 
 from openprim.base.errors import OpenPrimError, one_line
+from openprim.base.files import atomic_file
 from openprim.base.target import archs, parse_target
 
 
@@ -37,10 +40,20 @@ def _value(text: str):
     return text
 
 
+MODEL_KINDS = "a Python model file (.py) defining build(), or an .onnx file"
+
+
 def load_model(path: str, defines: list[str]):
     """The Graph of a model: an ONNX file, or what a Python model file's build() returns."""
-    if not os.path.exists(path):
-        raise OpenPrimError(f"{path}: no such file")
+    if "\0" in path or not os.path.exists(path):
+        raise OpenPrimError(f"{path!r}: no such file")
+    if os.path.isdir(path):
+        raise OpenPrimError(f"{path}: is a directory; expected {MODEL_KINDS}")
+    if path.endswith(".mlir"):
+        raise OpenPrimError(f"{path}: an MLIR file; run it through `openprim-opt {path} -p prim-pipeline`, "
+                            f"or openprim.compile(pathlib.Path('{path}')); this command takes {MODEL_KINDS}")
+    if not path.endswith((".py", ".onnx")):
+        raise OpenPrimError(f"{path}: unknown kind of file; expected {MODEL_KINDS}")
     if path.endswith(".onnx"):
         from openprim.pyfrontend.onnx import import_model
         return import_model(path)
@@ -91,11 +104,31 @@ def _inputs(exe, paths: list[str], seed: int):
         for p in paths:
             try:
                 arrays.append(np.load(p))
-            except (OSError, ValueError) as e:
-                raise OpenPrimError(f"{p}: cannot read as .npy ({e})") from None
+            except Exception as e:  # noqa: BLE001 - numpy's readers raise many types (EOFError, TokenError, ...)
+                raise OpenPrimError(f"{p}: cannot read as .npy ({type(e).__name__}: {e})") from None
         return arrays
     rng = np.random.default_rng(seed)
     return [rng.standard_normal(s["shape"]).astype(np.float32) for s in specs]
+
+
+def writable_output(path: str, what: str) -> str:
+    """`path` when a file can be written there (checked before any work is done), else an OpenPrimError."""
+    if "\0" in path:
+        raise OpenPrimError(f"{what} {path!r}: a file name cannot contain a NUL byte")
+    directory = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise OpenPrimError(f"{what} {path}: is a directory; give a file name")
+    if not os.path.isdir(directory):
+        raise OpenPrimError(f"{what} {path}: the directory {directory} does not exist; create it first")
+    if not os.access(directory, os.W_OK):
+        raise OpenPrimError(f"{what} {path}: the directory {directory} is not writable")
+    return path
+
+
+def save_npy(path: str, y: np.ndarray) -> None:
+    """np.save, atomically (a temporary file in the same directory, then a rename)."""
+    with atomic_file(path, "wb", "-o") as f:
+        np.save(f, y)
 
 
 def _summary(name: str, y: np.ndarray) -> str:
@@ -123,20 +156,34 @@ def cmd_compile(args) -> int:
     timings = CompileTimings()
     with timings.stage("import"):
         graph = load_model(args.model, args.define)
-    out = args.output or os.path.splitext(os.path.basename(args.model))[0] + ".oprim"
-    info = compiler.save(graph, out, args.target, args.solver, layout=args.layout, timings=timings)
+    out = writable_output(args.output or os.path.splitext(os.path.basename(args.model))[0] + ".oprim", "-o")
+    if args.no_cache:
+        info = compiler.save(graph, out, args.target, args.solver, layout=args.layout, timings=timings,
+                             precision=args.precision)
+    else:
+        from openprim import cache
+        info = cache.save_cached(graph, out, args.target, {"solver": args.solver, "layout": args.layout,
+                                                            "precision": args.precision}, timings)
     plan = info["plan"]
-    print(f"compiled {args.model} for {args.target} in {info['seconds']:.2f} s -> {out} "
+    how = "copied from the compile cache" if info.get("cache_hit") else "compiled"
+    print(f"{how} {args.model} for {args.target} in {info['seconds']:.2f} s -> {out} "
           f"({info['bytes'] / 2**20:.1f} MiB): {len(plan['steps'])} kernel launches, "
           f"{len(set(s['kernel'] for s in plan['steps']))} kernels, "
           f"activations {plan['arena_bytes'] / 2**20:.2f} MiB (unshared {plan['naive_bytes'] / 2**20:.2f} MiB), "
           f"weights {plan['weights_bytes'] / 2**20:.1f} MiB")
     if args.timings:
         print(timings.report())
+    if not parse_target(args.target).is_gpu:
+        from openprim.runtime.manifest import host_sizes, memory_shortfall
+        short = memory_shortfall(host_sizes(plan))
+        if short:
+            print(f"openprim: warning: {out} cannot run on this machine: it {short}", file=sys.stderr)
     return 0
 
 
 def cmd_run(args) -> int:
+    if args.output:
+        writable_output(args.output, "-o")
     if args.model.endswith(".oprim"):
         from openprim.runtime import load
         t0 = time.perf_counter()
@@ -147,8 +194,10 @@ def cmd_run(args) -> int:
         from openprim import compiler
         graph = load_model(args.model, args.define)
         t0 = time.perf_counter()
-        exe = compiler.compile(graph, args.target, args.solver, layout=args.layout)
-        print(f"compiled {args.model} for {args.target} in {time.perf_counter() - t0:.2f} s "
+        exe = compiler.compile(graph, args.target, args.solver, layout=args.layout, cache=not args.no_cache,
+                               precision=args.precision)
+        how = "loaded from the compile cache" if exe.cache_hit else "compiled"
+        print(f"{how} {args.model} for {args.target} in {time.perf_counter() - t0:.2f} s "
               f"(passes {exe.compile_seconds['passes']:.2f} s, LLVM {exe.compile_seconds['codegen']:.2f} s), "
               f"{len(exe.plan['steps'])} kernel launches")
     inputs = _inputs(exe, args.input, args.seed)
@@ -157,7 +206,7 @@ def cmd_run(args) -> int:
     for i, y in enumerate(outs):
         print(_summary(f"output {i}", y))
         if args.output:
-            np.save(args.output if len(outs) == 1 else f"{args.output}.{i}.npy", y)
+            save_npy(args.output if len(outs) == 1 else f"{args.output}.{i}.npy", y)
     if args.repeat:
         med, best = _time(exe, inputs, args.repeat)
         print(f"time: median {med * 1e3:.2f} ms, best {best * 1e3:.2f} ms over {args.repeat} runs")
@@ -219,8 +268,23 @@ def cmd_inspect(args) -> int:
     return 0
 
 
+def cmd_cache(args) -> int:
+    """`openprim cache info|clear`: the compile cache (openprim.cache)."""
+    from openprim import cache
+    if args.action == "clear":
+        print(f"removed {cache.clear()} entries from {cache.cache_dir()}")
+        return 0
+    about = cache.info()
+    print(f"compile cache {about['dir']}{'' if about['enabled'] else ' (off: OPENPRIM_CACHE=0)'}: "
+          f"{about['entries']} entries, {about['bytes'] / 2**20:.1f} MiB of {about['limit_bytes'] / 2**20:.0f} MiB "
+          f"(OPENPRIM_CACHE_MAX_MB)")
+    return 0
+
+
 def cmd_tune(args) -> int:
     from openprim.tuning import tune
+    if args.measure_on:
+        writable_output(args.measure_on, "--measure-on")
     graph = load_model(args.model, args.define)
     t0 = time.perf_counter()
     if args.measure_on:
@@ -264,8 +328,8 @@ def cmd_onnx_check(args) -> int:
     """Every node of an ONNX model that the importer cannot map, at once: counts per op type and the
     first node of each. Exit status 1 if there is any."""
     from openprim.pyfrontend.onnx import importer
-    if not os.path.exists(args.model):
-        raise OpenPrimError(f"{args.model}: no such file")
+    if not os.path.isfile(args.model):
+        raise OpenPrimError(f"{args.model}: {'is a directory' if os.path.isdir(args.model) else 'no such file'}")
     model = importer.read_model(args.model)
     missing = importer.unsupported_nodes(model)
     gr = model.graph
@@ -290,20 +354,44 @@ def _onnx_type(t) -> str:
     from onnx import TensorProto
     tt = t.tensor_type
     dims = ",".join(str(d.dim_value) if d.HasField("dim_value") else (d.dim_param or "?") for d in tt.shape.dim)
-    return f"{TensorProto.DataType.Name(tt.elem_type).lower()}[{dims}]"
+    name = dict((v, k) for k, v in TensorProto.DataType.items()).get(tt.elem_type, f"type{tt.elem_type}")
+    return f"{name.lower()}[{dims}]"
+
+
+def _int_at_least(low: int):
+    """An argparse type: an integer >= low (argparse turns the ValueError into a usage error, exit 2)."""
+    def parse(text: str) -> int:
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"must be an integer >= {low}, got {value}")
+        return value
+    parse.__name__ = f"integer >= {low}"
+    return parse
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite, non-negative number of seconds (0: the solvers' defaults only)."""
+    value = float(text)
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"must be a non-negative number of seconds, got {text}")
+    return value
+
+
+_seconds.__name__ = "seconds"
 
 
 def _conv_parser(sub):
     """`openprim conv` with MIOpenDriver's convolution flags (forward only)."""
     v = sub.add_parser("conv", help="compile, check and time one convolution (MIOpenDriver's flags)")
-    for flag, dest, default, text in (
-            ("-n", "n", 1, "batch"), ("-c", "c", 3, "input channels"), ("-H", "H", 32, "input height"),
-            ("-W", "W", 32, "input width"), ("-k", "k", 32, "output channels"), ("-y", "y", 3, "filter height"),
-            ("-x", "x", 3, "filter width"), ("-p", "p", 0, "zero padding height"), ("-q", "q", 0, "zero padding width"),
-            ("-u", "u", 1, "stride height"), ("-v", "v", 1, "stride width"), ("-l", "l", 1, "dilation height"),
-            ("-j", "j", 1, "dilation width"), ("-g", "g", 1, "groups"), ("-F", "F", 1, "direction: 1 forward (only)"),
-            ("-t", "t", 0, "1: time it"), ("-i", "i", 10, "timed iterations")):
-        v.add_argument(flag, dest=dest, type=int, default=default, help=f"{text} (default {default})")
+    for flag, dest, default, low, text in (
+            ("-n", "n", 1, 1, "batch"), ("-c", "c", 3, 1, "input channels"), ("-H", "H", 32, 1, "input height"),
+            ("-W", "W", 32, 1, "input width"), ("-k", "k", 32, 1, "output channels"), ("-y", "y", 3, 1, "filter height"),
+            ("-x", "x", 3, 1, "filter width"), ("-p", "p", 0, 0, "zero padding height"),
+            ("-q", "q", 0, 0, "zero padding width"), ("-u", "u", 1, 1, "stride height"), ("-v", "v", 1, 1, "stride width"),
+            ("-l", "l", 1, 1, "dilation height"), ("-j", "j", 1, 1, "dilation width"), ("-g", "g", 1, 1, "groups"),
+            ("-F", "F", 1, 0, "direction: 1 forward (only)"), ("-t", "t", 0, 0, "1: time it"),
+            ("-i", "i", 10, 1, "timed iterations")):
+        v.add_argument(flag, dest=dest, type=_int_at_least(low), default=default, help=f"{text} (default {default})")
     v.add_argument("--dtype", default="f32", choices=("f32", "f16", "bf16"))
     v.add_argument("--layout", default="NCHW", choices=("NCHW", "NHWC"))
     return v
@@ -320,13 +408,13 @@ def main(argv=None) -> int:
     r.add_argument("model")
     r.add_argument("--input", action="append", default=[], help=".npy file per input (default: random)")
     r.add_argument("-o", "--output", help="save the output to this .npy file")
-    r.add_argument("--repeat", type=int, default=20, help="timed runs (0: none)")
-    r.add_argument("--seed", type=int, default=0)
+    r.add_argument("--repeat", type=_int_at_least(0), default=20, help="timed runs (0: none)")
+    r.add_argument("--seed", type=_int_at_least(0), default=0)
     i = sub.add_parser("inspect", help="show what an .oprim artifact holds: plan, memory, kernels and their resources")
     i.add_argument("artifact")
     t = sub.add_parser("tune", help="find the fastest solver and parameters of every conv/matmul layer")
     t.add_argument("model")
-    t.add_argument("--budget", type=float, default=10.0, help="seconds of search per layer (default 10)")
+    t.add_argument("--budget", type=_seconds, default=10.0, help="seconds of search per layer (default 10)")
     t.add_argument("--measure-on", metavar="BUNDLE",
                    help="compile the candidates into BUNDLE, to time on the target's machine")
     e = sub.add_parser("explain", help="every solver of every layer, and the choice and where it comes from")
@@ -344,13 +432,20 @@ def main(argv=None) -> int:
         p.add_argument("--solver", default="", help="force a convolution/GEMM solver")
         if p is not v:
             p.add_argument("-D", "--define", action="append", default=[], help="build() keyword argument name=value")
+    k = sub.add_parser("cache", help="the compile cache: where it is and how big (info), or empty it (clear)")
+    k.add_argument("action", choices=("info", "clear"))
     for p in (c, r):
+        p.add_argument("--no-cache", action="store_true", help="compile even when the compile cache has the model, "
+                                                                "and do not store it there")
         p.add_argument("--layout", default="NHWC", help="NHWC (default): run NCHW convolutions and pools in NHWC; "
                                                          "keep: leave every op in its own layout")
+        p.add_argument("--precision", choices=("f32", "f16", "bf16"),
+                       help="compute in this dtype (weights cast at compile time, f32 accumulation), "
+                            "inputs and outputs in the model's own (default: the model's dtype)")
     args = ap.parse_args(argv)
     try:
         return {"compile": cmd_compile, "run": cmd_run, "inspect": cmd_inspect, "tune": cmd_tune, "explain": cmd_explain,
-                "conv": cmd_conv, "db": cmd_db, "onnx-check": cmd_onnx_check}[args.command](args)
+                "conv": cmd_conv, "db": cmd_db, "cache": cmd_cache, "onnx-check": cmd_onnx_check}[args.command](args)
     except OpenPrimError as e:
         print(one_line(e, "openprim"), file=sys.stderr)
         return 1

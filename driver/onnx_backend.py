@@ -1,23 +1,29 @@
-"""An `onnx.backend.base.Backend` that compiles ONNX models with OpenPrim (CPU), like onnxruntime.backend.
+"""An `onnx.backend.base.Backend` that compiles ONNX models with OpenPrim, like onnxruntime.backend.
 
     import openprim.onnx_backend as onnx_backend
-    rep = onnx_backend.prepare(model)          # import + compile once
+    rep = onnx_backend.prepare(model)          # import + compile once ("CPU")
+    rep = onnx_backend.prepare(model, "CUDA")  # for this machine's NVIDIA GPU ("CUDA:1": GPU 1)
     outputs = rep.run([x])                     # a tuple of numpy arrays, one per graph output
 
-Inputs are cast to float32 (float16/float32/float64 inputs only); each output comes back in the
-element type the model declares for it (float32 when it declares none).
+Numpy inputs are cast to float32 (float16/float32/float64 inputs only); each output comes back in the
+element type the model declares for it (float32 when it declares none). On "CUDA", device arrays
+(__cuda_array_interface__ / DLPack: CuPy, PyTorch) are taken too and give DeviceArrays back, never
+through the host. `supports_device("CUDA")` is True when the CUDA driver finds a GPU.
 
-It imports with `openprim.pyfrontend.onnx.importer` (ONNX -> Graph) and compiles with
-`openprim.compiler`, so it lives in the driver layer (`openprim`): the frontends only build Graphs and
-import neither the compiler nor MLIR.
+It imports with `openprim.pyfrontend.onnx.importer` (ONNX -> Graph) and compiles through the compile
+cache (`openprim.cache`: the compiler, hence MLIR, only on a miss), so it lives in the driver layer
+(`openprim`): the frontends only build Graphs and import neither the compiler nor MLIR.
 """
 from __future__ import annotations
 
 import numpy as np
 
-import openprim.compiler
+import openprim.cache
 from openprim.base.errors import OpenPrimError
 from openprim.pyfrontend.onnx.importer import import_model
+from openprim.runtime.arrays import is_device_array
+from openprim.runtime.cuda import CudaDevice
+from openprim.runtime.device import DeviceError
 
 try:
     import onnx
@@ -29,9 +35,24 @@ _NP_OF = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float
           onnx.TensorProto.DOUBLE: np.float64}
 
 
+def _device(device) -> tuple[str, int]:
+    """("CPU" | "CUDA", index) of an ONNX device string ("CPU", "CUDA", "CUDA:1")."""
+    kind, _, index = str(device).upper().partition(":")
+    if kind not in ("CPU", "CUDA") or (index and not index.isdigit()):
+        raise OpenPrimError(f"OpenPrim's ONNX backend runs on 'CPU' or 'CUDA[:N]', got device '{device}'")
+    return kind, int(index or 0)
+
+
+def _target(device) -> tuple[str, int]:
+    """(OpenPrim target, GPU index) for an ONNX device: the GPU's own sm_XY on CUDA."""
+    kind, index = _device(device)
+    if kind == "CPU":
+        return "cpu", 0
+    return f"nvvm:{CudaDevice(index).arch()}", index
+
+
 def _check_device(device):
-    if str(device).upper().split(":")[0] != "CPU":
-        raise OpenPrimError(f"OpenPrim's ONNX backend runs on CPU only, got device '{device}'")
+    _device(device)
 
 
 class OpenPrimBackendRep(BackendRep):
@@ -60,6 +81,8 @@ class OpenPrimBackendRep(BackendRep):
         inputs = list(inputs)
         if len(inputs) != len(self.input_names):
             raise OpenPrimError(f"expected {len(self.input_names)} input(s) {self.input_names}, got {len(inputs)}")
+        if any(is_device_array(v) for v in inputs):   # device arrays: bound as they are, outputs stay there
+            return tuple(self.exe(*inputs)) if len(self.output_names) > 1 else (self.exe(*inputs),)
         args = []
         for name, v in zip(self.input_names, inputs):
             v = np.asarray(v)
@@ -79,11 +102,12 @@ class OpenPrimBackend(Backend):
 
     @classmethod
     def prepare(cls, model, device="CPU", input_shapes=None, **kwargs):
-        _check_device(device)
+        target, index = _target(device)
         if isinstance(model, (str, bytes)):
             model = onnx.load(model) if isinstance(model, str) else onnx.load_from_string(model)
         graph = import_model(model, input_shapes=input_shapes)
-        exe = openprim.compiler.compile(graph, target="cpu")
+        options = {k: kwargs[k] for k in ("precision", "layout", "solver") if k in kwargs}
+        exe = openprim.cache.load_or_compile(graph, target, options, device=index)
         return OpenPrimBackendRep(model, exe, graph)
 
     @classmethod
@@ -126,7 +150,13 @@ class OpenPrimBackend(Backend):
 
     @classmethod
     def supports_device(cls, device):
-        return str(device).upper().split(":")[0] == "CPU"
+        try:
+            kind, index = _device(device)
+            if kind == "CUDA":
+                CudaDevice(index)      # cuInit and the device count: a GPU is there and usable
+        except (OpenPrimError, DeviceError):
+            return False
+        return True
 
 
 prepare = OpenPrimBackend.prepare

@@ -13,7 +13,14 @@ import sys
 
 from openprim import dialect, passes
 from openprim.base.errors import OpenPrimError, one_line
+from openprim.base.files import atomic_file
 from openprim.tuning.tuner import Tuner
+
+
+def write_text(path: str, text: str) -> None:
+    """Write atomically (a temporary file in the same directory, then a rename); OpenPrimError if it cannot."""
+    with atomic_file(path, "w", "-o") as f:
+        f.write(text)
 
 
 def main(argv=None) -> int:
@@ -29,9 +36,13 @@ def main(argv=None) -> int:
     try:
         name = "<stdin>" if args.input == "-" else args.input
         try:
-            text = sys.stdin.read() if args.input == "-" else open(args.input).read()
+            text = sys.stdin.read() if args.input == "-" else open(args.input, encoding="utf-8").read()
         except OSError as e:
             raise OpenPrimError(f"cannot read '{args.input}': {e.strerror}") from None
+        except UnicodeDecodeError as e:
+            raise OpenPrimError(f"{name}: not MLIR text (byte {e.start} is not UTF-8); expected a .mlir file") from None
+        if "\0" in text:
+            raise OpenPrimError(f"{name}: not MLIR text (it contains NUL bytes); expected a .mlir file")
         ctx = dialect.new_context()
         module = dialect.parse(text, name, ctx)
         with ctx:
@@ -43,8 +54,7 @@ def main(argv=None) -> int:
         if args.output == "-":
             sys.stdout.write(out)
         else:
-            with open(args.output, "w") as f:
-                f.write(out)
+            write_text(args.output, out)
         return 0
     except OpenPrimError as e:
         print(one_line(e, "openprim-opt"), file=sys.stderr)

@@ -114,6 +114,9 @@ def build_plan(module: ir.Module, target) -> tuple[dict, bytes]:
             "target": str(target), "values": values, "inputs": inputs, "outputs": outputs, "steps": steps,
             "arena_bytes": arena, "weights_bytes": weight_off,
             "naive_bytes": sum(sizes)}
+    km = kernels_module(module.operation)
+    if not target.is_gpu and km is not None and "openprim.scratch_bytes" in km.attributes:  # backends/cpu
+        plan["scratch_bytes"] = ir.IntegerAttr(km.attributes["openprim.scratch_bytes"]).value
     if target.is_gpu:
         plan["kernels"], tables = gpu_launches(module, weight_off)
         plan["scratch_bytes"] = max((k["scratch_bytes"] for k in plan["kernels"].values()), default=0)

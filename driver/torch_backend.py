@@ -2,11 +2,19 @@
 
     from openprim.torch_backend import compile_module, openprim_backend
     run = compile_module(model, (x,))          # torch tensors in, torch tensors out
-    fast = torch.compile(model, backend=openprim_backend)   # or backend="openprim" (entry point)
+    fast = torch.compile(model, backend=openprim_backend, options={"precision": "f16"})   # or "openprim"
 
-Both import with `openprim.pyfrontend.torch_import` (torch.export -> Graph) and compile with
-`openprim.compiler`. They live in the driver layer (`openprim`), not in the frontend, because they
-compile: the frontends only build Graphs and import neither the compiler nor MLIR.
+Both import with `openprim.pyfrontend.torch_import` (torch.export -> Graph) and compile through the compile
+cache (`openprim.cache.load_or_compile`), so a second process, or a GPU machine without MLIR whose cache
+was filled elsewhere, loads the compiled artifact instead of compiling. They live in the driver layer
+(`openprim`), not in the frontend, because they compile: the frontends only build Graphs.
+
+With CUDA (or ROCm) tensors the target defaults to the tensors' GPU (`nvvm:sm_XY` from its compute
+capability, `rocdl:<gfx>` on ROCm builds) and the tensors never leave it: inputs (made contiguous on the
+device when they are channels-last or otherwise strided) are copied device-to-device into the plan's
+arena on PyTorch's current stream, the plan is replayed there as a CUDA/HIP graph, and the outputs are
+written into tensors allocated with torch.empty (PyTorch's caching allocator) on the same stream, in the
+model's dtype. CPU tensors run the CPU artifact through numpy and come back in the model's dtype.
 """
 from __future__ import annotations
 
@@ -14,27 +22,88 @@ import warnings
 
 import numpy as np
 
-import openprim.compiler
+import openprim.cache
 from openprim.base.errors import OpenPrimError
 from openprim.pyfrontend.torch_import import _decompose, import_exported, unsupported_ops
+from openprim.runtime.gpu import GpuExecutable
 
 try:  # torch is optional for OpenPrim; this module needs it
     import torch
 except ImportError:  # pragma: no cover
     torch = None
 
+_TORCH_DTYPE = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+
+
+def device_target(device) -> str:
+    """The OpenPrim target of a torch GPU device: nvvm:sm_XY, or rocdl:gfxNNN on ROCm builds of PyTorch."""
+    device = torch.device(device)
+    if torch.version.hip:
+        return "rocdl:" + torch.cuda.get_device_properties(device).gcnArchName.split(":")[0]
+    major, minor = torch.cuda.get_device_capability(device)
+    return f"nvvm:sm_{major}{minor}"
+
 
 class _Compiled:
-    """Runs an OpenPrim executable on torch tensors and returns torch tensors in the export's structure."""
+    """Runs an OpenPrim executable on torch tensors and returns torch tensors in the export's structure.
 
-    def __init__(self, exe, out_spec, n_out):
+    in_dtypes/out_dtypes: the model's torch dtypes (the plan may compute in another one: the inputs are
+    converted to the plan's dtypes and the outputs back, on the tensors' device)."""
+
+    def __init__(self, exe, out_spec, n_out, in_dtypes=None, out_dtypes=None):
         self.exe, self.out_spec, self.n_out = exe, out_spec, n_out
+        self.on_gpu = isinstance(exe, GpuExecutable)
+        self.in_dtypes, self.out_dtypes = in_dtypes, out_dtypes
+        values = exe.plan["values"]
+        self.plan_in = [getattr(torch, _TORCH_DTYPE[values[i["value"]]["dtype"]]) for i in exe.plan["inputs"]]
+        self.plan_out = [(tuple(values[o]["shape"]), getattr(torch, _TORCH_DTYPE[values[o]["dtype"]]))
+                         for o in exe.plan["outputs"]]
+
+    def _check(self, tensors):
+        names = self.exe.input_names
+        if len(tensors) != len(names):
+            raise OpenPrimError(f"expected {len(names)} input tensor(s) {names}, got {len(tensors)}")
+        for k, (name, t) in enumerate(zip(names, tensors)):
+            if self.in_dtypes and t.dtype != self.in_dtypes[k]:
+                raise OpenPrimError(f"input '{name}' is {t.dtype} but the model was compiled for {self.in_dtypes[k]}: "
+                                    f"pass {self.in_dtypes[k]} tensors (or compile again with such example inputs)")
+            if self.on_gpu and t.device.type != "cuda":
+                raise OpenPrimError(f"input '{name}' is on {t.device} but the model was compiled for GPU "
+                                    f"{self.exe.device.index}: move it there with .to('cuda:{self.exe.device.index}')")
+            if self.on_gpu and t.device.index != self.exe.device.index:
+                raise OpenPrimError(f"input '{name}' is on {t.device} but the model was compiled for GPU "
+                                    f"{self.exe.device.index}: move it with .to('cuda:{self.exe.device.index}')")
+            if not self.on_gpu and t.device.type != "cpu":
+                raise OpenPrimError(f"input '{name}' is on {t.device} but the model was compiled for the CPU: "
+                                    f"compile it with tensors on that device (or target=...), or pass CPU tensors")
 
     def run_flat(self, flat_inputs):
-        arrays = [np.ascontiguousarray(t.detach().cpu().to(torch.float32).numpy()) for t in flat_inputs]
-        outs = self.exe(*arrays)
-        outs = [outs] if self.n_out == 1 else list(outs)
-        return [torch.from_numpy(np.asarray(o, np.float32)) for o in outs]
+        self._check(flat_inputs)
+        if self.on_gpu:
+            outs = self._run_device(flat_inputs)
+        else:
+            arrays = [np.ascontiguousarray(t.detach().to(torch.float32).numpy()) for t in flat_inputs]
+            outs = self.exe(*arrays)
+            outs = [torch.from_numpy(np.asarray(o)) for o in ([outs] if self.n_out == 1 else outs)]
+        if self.out_dtypes:
+            outs = [o if o.dtype == d else o.to(d) for o, d in zip(outs, self.out_dtypes)]
+        return outs
+
+    def _run_device(self, tensors):
+        """Device to device on PyTorch's current stream: nothing is copied through the host."""
+        device = tensors[0].device
+        stream = torch.cuda.current_stream(device).cuda_stream
+        ins = []
+        for t, want, (name, _, shape, _, _) in zip(tensors, self.plan_in, self.exe.input_specs):
+            if tuple(t.shape) != shape:
+                raise OpenPrimError(f"input '{name}' must have shape {shape}, got {tuple(t.shape)}")
+            t = t.detach()
+            ins.append((t if t.dtype == want else t.to(want)).contiguous())
+        outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in self.plan_out]
+        if stream:
+            self.exe.device.check_stream(stream)
+        self.exe.run_pointers([t.data_ptr() for t in ins], [o.data_ptr() for o in outs], stream)
+        return outs
 
     def __call__(self, *args, **kwargs):
         flat = torch.utils._pytree.tree_leaves((args, kwargs))
@@ -44,17 +113,36 @@ class _Compiled:
         return torch.utils._pytree.tree_unflatten(outs, self.out_spec)
 
 
-def compile_module(model, example_inputs, **compile_kwargs):
-    """torch.export the model (in eval mode), import it and compile it with openprim.compile.
+def _output_dtypes(ep) -> list:
+    """The torch dtypes of an exported program's outputs."""
+    out = next(n for n in ep.graph_module.graph.nodes if n.op == "output")
+    return [n.meta["val"].dtype for n in torch.utils._pytree.tree_leaves(out.args[0]) if hasattr(n, "meta")]
 
-    Returns a callable taking the same (tensor) arguments and returning torch tensors (float32),
-    structured like the model's output."""
+
+def _default_target(tensors) -> tuple[str, int]:
+    """(target, device index): the GPU of the first GPU tensor, else the CPU."""
+    for t in tensors:
+        if isinstance(t, torch.Tensor) and t.device.type == "cuda":
+            index = t.device.index if t.device.index is not None else torch.cuda.current_device()
+            return device_target(t.device), index
+    return "cpu", 0
+
+
+def compile_module(model, example_inputs, target=None, **options):
+    """torch.export the model (in eval mode), import it and compile it through the compile cache.
+
+    target: an OpenPrim target; None: the example inputs' GPU, else the CPU. options: keyword arguments of
+    openprim.compiler.save (precision, layout, solver). Returns a callable taking the same (tensor)
+    arguments and returning torch tensors of the model's dtypes, on the inputs' device, structured like
+    the model's output; `.exe.cache_hit` says whether the compile was loaded from the cache."""
     if not isinstance(example_inputs, tuple):
         example_inputs = tuple(example_inputs) if isinstance(example_inputs, list) else (example_inputs,)
+    default, index = _default_target(example_inputs)
     ep = torch.export.export(model.eval(), example_inputs)
     g, _ = import_exported(ep)
-    exe = openprim.compiler.compile(g, **compile_kwargs)
-    return _Compiled(exe, ep.call_spec.out_spec, len(g.outputs))
+    exe = openprim.cache.load_or_compile(g, target or default, options, device=index)
+    flat = [t for t in torch.utils._pytree.tree_leaves(example_inputs) if isinstance(t, torch.Tensor)]
+    return _Compiled(exe, ep.call_spec.out_spec, len(g.outputs), [t.dtype for t in flat], _output_dtypes(ep))
 
 
 # ---------------------------------------------------------------------------- torch.compile backend
@@ -68,10 +156,10 @@ def _warn_once(msg):
 
 
 def _real(t):
-    """A real tensor for a (possibly fake) example input: zeros of its shape and dtype."""
+    """A real tensor for a (possibly fake) example input: zeros of its shape, dtype and device."""
     from torch._subclasses.fake_tensor import FakeTensor
     if isinstance(t, FakeTensor):
-        return torch.zeros(tuple(t.shape), dtype=t.dtype)
+        return torch.zeros(tuple(t.shape), dtype=t.dtype, device=t.device)
     return t
 
 
@@ -95,11 +183,13 @@ def _needs_grad(args):
     return torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
 
 
-def openprim_backend(gm, example_inputs):
-    """A torch.compile backend: torch.compile(model, backend=openprim_backend).
+def openprim_backend(gm, example_inputs, options=None):
+    """A torch.compile backend: torch.compile(model, backend=openprim_backend, options={...}).
 
-    The FX graph is exported, imported and compiled; the returned callable runs it with OpenPrim and
-    returns what gm returns (CPU float32 tensors). Tensors that Dynamo passes as graph inputs but that
+    options: "target" (default: the inputs' GPU, else the CPU) and keyword arguments of
+    openprim.compiler.save ("precision", "layout", "solver"). The FX graph is exported, imported and
+    compiled through the compile cache; the returned callable runs it with OpenPrim and returns what gm
+    returns, on the inputs' device and in gm's dtypes. Tensors that Dynamo passes as graph inputs but that
     are module parameters or buffers are compiled in as constants; a call that passes different ones,
     or the same ones modified in place (their _version changed), runs eagerly. So does a call with
     gradients enabled and an input that requires grad: OpenPrim has no autograd. A graph with ops
@@ -123,14 +213,18 @@ def openprim_backend(gm, example_inputs):
             _warn_once("openprim_backend: unsupported op(s) " + ", ".join(bad) + "; running this graph eagerly")
             return gm.forward
         g, _ = import_exported(ep, constant_inputs=frozen, decompose=False)
-        exe = openprim.compiler.compile(g)
+        options = dict(options or {})
+        target, index = _default_target([inputs[i] for i in range(len(inputs)) if i not in frozen])
+        target = options.pop("target", None) or target
+        exe = openprim.cache.load_or_compile(g, target, options, device=index)
     except OpenPrimError as e:
         _warn_once(f"openprim_backend: {e}; running this graph eagerly")
         return gm.forward
     except Exception as e:  # noqa: BLE001 - export of a dynamo graph can fail in many ways
         _warn_once(f"openprim_backend: failed ({type(e).__name__}: {e}); running this graph eagerly")
         return gm.forward
-    runner = _Compiled(exe, ep.call_spec.out_spec, len(g.outputs))
+    live_dtypes = [t.dtype for i, t in enumerate(inputs) if i not in frozen]
+    runner = _Compiled(exe, ep.call_spec.out_spec, len(g.outputs), live_dtypes, _output_dtypes(ep))
     versions = {i: t._version for i, t in frozen.items()}
     live = [i for i in range(len(inputs)) if i not in frozen]
 

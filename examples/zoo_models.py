@@ -1,6 +1,8 @@
 """Model-zoo networks as PyTorch modules, exported to old-style ONNX files, for the ONNX importer.
 
-`squeezenet1_1()`, `shufflenet_v2_x1_0()`, `densenet121()`, `googlenet()` and `bert_layer()` are written
+`resnet18`, `resnet50` and `mobilenet_v2` are examples/torch_models.py's networks (torchvision's structure;
+`get(name)` builds them). `squeezenet1_1()`, `shufflenet_v2_x1_0()`, `densenet121()`, `googlenet()` and
+`bert_layer()` are written
 from their papers with torchvision's module structure and state_dict names (torchvision itself is not
 installed alongside this torch), so a downloaded torchvision state_dict would load into the vision
 models (`strict=True`; GoogLeNet without its auxiliary classifiers, as torchvision builds it for
@@ -46,9 +48,13 @@ from torch import nn
 import torch.nn.functional as F
 
 from openprim.base.errors import OpenPrimError
-from torch_models import randomize  # examples/ is on sys.path for model files
+import torch_models  # examples/ is on sys.path for model files
+from torch_models import randomize
 
-MODELS = ("squeezenet1_1", "shufflenet_v2_x1_0", "densenet121", "googlenet", "bert_layer")
+# resnet18, resnet50 and mobilenet_v2 are examples/torch_models.py's (torchvision structure, seeded as there)
+MODELS = ("resnet18", "resnet50", "mobilenet_v2", "squeezenet1_1", "shufflenet_v2_x1_0", "densenet121", "googlenet",
+          "bert_layer")
+TORCH_MODELS = ("resnet18", "resnet50", "mobilenet_v2")
 EXTRA_MODELS = ("googlenet_nolrn",)  # torchvision's GoogLeNet without the paper's LRN
 VISION_OPSET = 11
 OPSETS = {"bert_layer": 20}  # per model, else VISION_OPSET
@@ -408,7 +414,7 @@ def get(name):
     """The named model (one of MODELS or EXTRA_MODELS), seeded, in eval mode."""
     if name not in MODELS + EXTRA_MODELS:
         raise OpenPrimError(f"unknown model '{name}'; choose one of {', '.join(MODELS + EXTRA_MODELS)}")
-    return globals()[name]()
+    return torch_models.get(name) if name in TORCH_MODELS else globals()[name]()
 
 
 def example_input(name, batch=1, seed=1):

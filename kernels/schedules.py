@@ -14,7 +14,13 @@ between), and `prim.aux = i` for every other structured op (padding, im2col, tra
 """
 from __future__ import annotations
 
+import math
+
 ANY = "!transform.any_op"
+# A kernel without a solver whose final op iterates over fewer points than this runs on one thread: a
+# fork/join of the OpenMP threads costs microseconds when the other core is idle and ~100 us when it is
+# busy (measured on the shared 2-core machine: a 22K-element transpose, 6 us on one thread, 115 us on two).
+SERIAL_POINTS = 1 << 16
 
 
 def _tiles(domain: list[int]) -> list[int]:
@@ -165,10 +171,13 @@ def parallel_epilogue(par: list[int], inner: list[int]) -> str:
 
 def threaded_final_op(kt, threads: int) -> tuple[str, str] | None:
     """For a kernel without a solver schedule: (the tag rewrite, the schedule) that splits its final
-    generic's first evenly divisible parallel dim between the threads, or None."""
+    generic's first evenly divisible parallel dim between the threads, or None (also for small kernels:
+    SERIAL_POINTS)."""
     if kt.result not in kt.generics:
         return None
     index, domain, iterators = kt.generics[kt.result]
+    if math.prod(domain) < SERIAL_POINTS:
+        return None
     dim = next((d for d, (n, it) in enumerate(zip(domain, iterators))
                 if it == "parallel" and n >= threads and n % threads == 0), None)
     if dim is None or len(domain) < 2:

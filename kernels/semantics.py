@@ -45,6 +45,10 @@ def activation(kt: KernelText, name: str, params, x: str) -> str:
                          kt.scalar("arith.addf", t, kt.const(1.0)))
     if name == "silu":
         return kt.scalar("arith.mulf", x, _sigmoid(kt, x))
+    if name == "hardsigmoid":  # clamp(alpha x + beta, 0, 1) (ONNX; torch: alpha 1/6, beta 1/2)
+        return _unit_clamp(kt, kt.scalar("math.fma", x, kt.const(params[0]), kt.const(params[1])))
+    if name == "hardswish":  # x * hardsigmoid(x) with alpha 1/6, beta 1/2 (MobileNetV3)
+        return kt.scalar("arith.mulf", x, _unit_clamp(kt, kt.scalar("math.fma", x, kt.const(1 / 6), kt.const(0.5))))
     if name == "elu":
         pos = _cmp(kt, "ogt", x, kt.const(0.0))
         em1 = kt.scalar("math.expm1", x)
@@ -64,6 +68,10 @@ def _select(kt, cond, a, b):
     return n
 
 
+def _unit_clamp(kt, x):
+    return kt.scalar("arith.minimumf", kt.scalar("arith.maximumf", x, kt.const(0.0)), kt.const(1.0))
+
+
 def _sigmoid(kt, x):
     neg = kt.scalar("arith.negf", x)
     den = kt.scalar("arith.addf", kt.scalar("math.exp", neg), kt.const(1.0))
@@ -78,6 +86,8 @@ def unary_activation(op: str, attrs: dict):
         return "elu", [attrs["alpha"]]
     if op == "clamp":
         return "clamp", [attrs["min"], attrs["max"]]
+    if op == "hardsigmoid":
+        return "hardsigmoid", [attrs["alpha"], attrs["beta"]]
     if op == "gelu":
         return ("gelu_tanh" if attrs["approximate"] == "tanh" else "gelu"), []
     return op, []
@@ -505,12 +515,49 @@ def emit_reduce(kt, op, operands, attrs, shape, dtype):
     return V(n, shape, dtype)
 
 
+def emit_attention(kt, op, operands, attrs, shape, dtype):
+    """softmax(scale * q @ k^T + mask, causal: -inf where key j > query i) @ v, the scores in f32; the
+    reference form (the S x S scores are a tensor): targets with a flash kernel replace it."""
+    q, k, v, mask = operands
+    B, H, Sq, D = q.shape
+    Sk = k.shape[2]
+    ident = amap(4, ["d0", "d1", "d2", "d3"])
+    scores = kt.generic([q, k], [amap(5, ["d0", "d1", "d2", "d4"]), amap(5, ["d0", "d1", "d3", "d4"])],
+                        kt.filled((B, H, Sq, Sk), "f32", 0.0), amap(5, ["d0", "d1", "d2", "d3"]),
+                        ["parallel"] * 4 + ["reduction"], mac_body([q.dtype, k.dtype]))
+    ins, maps = [scores], [ident]
+    if mask is not None:
+        m, mmap = _broadcast_operand(kt, mask, (B, H, Sq, Sk))
+        ins.append(m)
+        maps.append(mmap)
+
+    def logits(a, kt):
+        y = kt.scalar("arith.mulf", a[0], kt.const(attrs["scale"]))
+        if mask is not None:
+            y = kt.scalar("arith.addf", y, kt.to_f32(a[1], mask.dtype))
+        if attrs["causal"]:
+            i, j, above = kt.fresh("i"), kt.fresh("j"), kt.fresh("b")
+            kt.emit(f"  {i} = linalg.index 2 : index")
+            kt.emit(f"  {j} = linalg.index 3 : index")
+            kt.emit(f"  {above} = arith.cmpi ugt, {j}, {i} : index")
+            y = _select(kt, above, kt.const(-math.inf), y)
+        return y
+
+    logit = kt.generic(ins, maps, kt.empty((B, H, Sq, Sk), "f32"), ident, ["parallel"] * 4, logits)
+    probs = emit_softmax(kt, "softmax", [logit], {"axis": -1}, (B, H, Sq, Sk), "f32")
+    out = kt.generic([probs, v], [amap(5, ["d0", "d1", "d2", "d4"]), amap(5, ["d0", "d1", "d4", "d3"])],
+                     kt.filled(shape, "f32", 0.0), amap(5, ["d0", "d1", "d2", "d3"]),
+                     ["parallel"] * 4 + ["reduction"], mac_body(["f32", v.dtype]))
+    return out if dtype == "f32" else kt.generic([out], [ident], kt.empty(shape, dtype), ident, ["parallel"] * 4,
+                                                 lambda a, kt: kt.from_f32(a[0], dtype))
+
+
 EMITTERS = {
     "conv2d": emit_conv2d, "matmul": emit_matmul, "batch_norm": emit_batch_norm,
     "layer_norm": emit_layer_norm, "group_norm": emit_group_norm, "max_pool2d": emit_max_pool2d,
     "avg_pool2d": emit_avg_pool2d, "global_avg_pool": emit_global_avg_pool, "softmax": emit_softmax,
     "log_softmax": emit_softmax, "transpose": emit_transpose, "concat": emit_concat, "pad": emit_pad,
-    "reshape": emit_reshape, "slice": emit_slice, "reduce": emit_reduce,
+    "reshape": emit_reshape, "slice": emit_slice, "reduce": emit_reduce, "attention": emit_attention,
     **{n: emit_elementwise for n in ELEMENTWISE},
 }
 

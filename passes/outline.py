@@ -56,7 +56,12 @@ def kernel_text(name: str, ops: list, inputs: list, result: ir.Value, gpu=False)
         env[v] = vv
     shape = tuple(result.type.shape)
     dtype = dialect.dtype_name(result.type.element_type)
-    if len(ops) > 1:  # a prim-fuse'd elementwise chain: one loop nest
+    if len(ops) > 1 and ops[0].name == "prim.concat":  # prim_fuse.outline_concat_chains: op by op
+        for op in ops:
+            env[op.result] = EMITTERS[op.name[5:]](kt, op.name[5:], [env[v] for v in op.operands],
+                                                   dialect.op_attrs(op), tuple(op.result.type.shape), dtype)
+        r = env[ops[-1].result]
+    elif len(ops) > 1:  # a prim-fuse'd elementwise chain: one loop nest
         chain = [(op.name[5:], dialect.op_attrs(op), list(op.operands), op.result) for op in ops]
         r = emit_fused(kt, chain, env, shape, dtype)
     else:
@@ -101,7 +106,7 @@ def outline(module: ir.Operation, target: Target, schedule=None) -> None:
         for anchor, ops, inputs, result, fused in kernel_units(module):
             if fused is not None:
                 fused_used[ir.StringAttr(fused.attributes["sym_name"]).value] = fused
-            kind = ops[0].name[5:] if len(ops) == 1 else "fused_elementwise"
+            kind = ops[0].name[5:] if len(ops) == 1 or ops[0].name == "prim.concat" else "fused_elementwise"
             solver = ir.StringAttr(ops[0].attributes["prim.solver"]).value if "prim.solver" in ops[0].attributes else ""
             key_text, kt = kernel_text("KERNEL", ops, inputs, result, gpu=target.is_gpu)
             key = key_text + solver + (str(ops[0].attributes["prim.params"]) if "prim.params" in ops[0].attributes else "")

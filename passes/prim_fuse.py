@@ -10,6 +10,9 @@ Transposes of constants are folded first; then three rewrites over each graph fu
      each only while the conv/matmul result has no other use.
   3. chains of elementwise ops (each intermediate used once) -> a private function marked `prim.fused`,
      called from the graph; prim-tile/prim-lower turn it into one kernel (one loop nest).
+outline_concat_chains does the same for chains of binary concats and the batch_norm + relu after them (one
+copy kernel per chain); prim-tile calls it on the CPU, once prim-select has moved its layout transposes
+through the single concats.
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from openprim.kernels.semantics import unary_activation
 from .rewrite import constant, new_constant, producer, rebuild, single_use, transpose
 
 NAME = "prim-fuse"
-ACTIVATION_OPS = ("relu", "leaky_relu", "clamp", "sigmoid", "tanh", "gelu", "silu", "elu")
+ACTIVATION_OPS = ("relu", "leaky_relu", "clamp", "sigmoid", "tanh", "gelu", "silu", "elu", "hardsigmoid", "hardswish")
 
 
 
@@ -176,6 +179,59 @@ def _outline(fn, group: list, index: int) -> None:
             o.replace_uses_of_with(v, a)
     with ir.InsertionPoint(blk), last.location:
         func.ReturnOp([last.result])
+
+
+def _concat_chains(fn) -> list[list[ir.Operation]]:
+    """Maximal left-nested chains concat(concat(x0, x1), x2)... along one axis, each inner result used
+    only by the next concat of the chain (the frontends' n-input concat), extended by a batch_norm on
+    the concat axis that is the chain's only use and then a relu that is the batch_norm's only use
+    (DenseNet's pre-activation: concat -> BN -> ReLU -> conv). A chain of one concat needs the BN."""
+    chains, chain_of = [], {}
+    for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
+        if op.name != "prim.concat":
+            continue
+        lhs = producer(op.operands[0], "prim.concat")
+        if lhs is not None and lhs in chain_of and single_use(op.operands[0]) and \
+                dialect.op_attrs(lhs)["axis"] == dialect.op_attrs(op)["axis"] and chain_of[lhs][-1] == lhs:
+            chain_of[op] = chain_of[lhs]
+            chain_of[op].append(op)
+        else:
+            chain_of[op] = [op]
+            chains.append(chain_of[op])
+    for chain in chains:
+        last = chain[-1]
+        rank = len(last.result.type.shape)
+        bn = _only_user(last, "prim.batch_norm")
+        if bn is None or bn.operands[0] != last.result or \
+                (1 if dialect.op_attrs(bn)["layout"] == "NCHW" else rank - 1) != dialect.op_attrs(last)["axis"] % rank:
+            continue
+        chain.append(bn)
+        relu = _only_user(bn, "prim.relu")
+        if relu is not None:
+            chain.append(relu)
+    return [c for c in chains if len(c) > 1]
+
+
+def _only_user(op: ir.Operation, name: str) -> ir.Operation | None:
+    """The op named `name` that is the only use of op's result, or None."""
+    uses = list(op.result.uses)
+    owner = getattr(uses[0].owner, "operation", uses[0].owner) if len(uses) == 1 else None
+    return owner if owner is not None and owner.name == name else None
+
+
+def outline_concat_chains(module_op) -> None:
+    """Each chain of binary concats (_concat_chains, with the batch_norm and relu that follow it) into
+    a private function marked `prim.fused`, whose arguments are the chain's inputs in order (then the
+    batch_norm's parameters): one kernel that writes every input once (kernels/cpu/concat.py) instead of
+    copying the growing prefix at every step, then normalizing and rectifying it in two more passes.
+    prim-tile runs this on the CPU after prim-select (whose transposes sink through single concats)."""
+    with module_op.context:
+        count = sum(1 for op in body(module_op).operations
+                    if op.operation.name == "func.func" and "prim.fused" in op.attributes)
+        for fn in graph_functions(module_op):
+            for chain in _concat_chains(fn):
+                _outline(fn, chain, count)
+                count += 1
 
 
 @dataclass

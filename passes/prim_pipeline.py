@@ -1,5 +1,6 @@
 """prim-pipeline: the whole compiler for one target, as one pass.
 
+    prim-decompose  attention without a kernel on the target -> matmul, softmax, matmul
     prim-fuse     conv/matmul + bias + residual + activation epilogues, BN folding, elementwise chains
     prim-select   layouts, then a solver and its parameters per conv2d/matmul (heuristic, database, Find)
     prim-tile     one kernel per compute op: the solver's kernel or linalg + a transform schedule
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import prim_fuse, prim_lower, prim_select, prim_tile
+from . import prim_decompose, prim_fuse, prim_lower, prim_select, prim_tile
 
 NAME = "prim-pipeline"
 
@@ -29,7 +30,8 @@ class Options:
 
     def stages(self) -> list[tuple[str, object]]:
         """(name, options) of each stage, in order."""
-        return [(prim_fuse.NAME, prim_fuse.Options()),
+        return [(prim_decompose.NAME, prim_decompose.Options(target=self.target)),
+                (prim_fuse.NAME, prim_fuse.Options()),
                 (prim_select.NAME, prim_select.Options(target=self.target, solver=self.solver, layout=self.layout,
                                                        tuner=self.tuner)),
                 (prim_tile.NAME, prim_tile.Options(target=self.target, timings=self.timings)),

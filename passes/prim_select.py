@@ -85,12 +85,18 @@ def _sink_transposes(fn) -> None:
         if kind != "concat" and kind not in ELEMENTWISE:
             continue
         inner = [producer(v, "prim.transpose") for v in op.operands]
-        if not inner or any(t is None for t in inner) or len({tuple(dialect.op_attrs(t)["perm"]) for t in inner}) != 1:
-            continue
         out_t = op.result.type
-        if kind != "concat" and any(list(v.type.shape) != list(out_t.shape) for v in op.operands):
-            continue  # broadcasting: the operands' dims do not line up with the result's
-        perm = list(dialect.op_attrs(inner[0])["perm"])
+        # The operands as large as the result must all be transposes by one perm; an elementwise op's
+        # broadcast operands of the same rank (an SE block's [N, C, 1, 1] scale) are transposed back
+        # instead: small, and that transpose cancels with the one that made them.
+        full = [kind == "concat" or list(v.type.shape) == list(out_t.shape) for v in op.operands]
+        movers = [t for t, f in zip(inner, full) if f]
+        if not movers or any(t is None for t in movers) or len({tuple(dialect.op_attrs(t)["perm"]) for t in movers}) != 1:
+            continue
+        if any(not f and len(v.type.shape) != len(out_t.shape) for v, f in zip(op.operands, full)):
+            continue  # broadcasting from a lower rank: the dims do not line up
+        perm = list(dialect.op_attrs(movers[0])["perm"])
+        inverse = [perm.index(i) for i in range(len(perm))]
         attrs = {k: op.attributes[k] for k in op.attributes}
         if kind == "concat":
             attrs["axis"] = dialect.make_attr(perm[dialect.op_attrs(op)["axis"] % len(perm)], "i64")
@@ -98,8 +104,10 @@ def _sink_transposes(fn) -> None:
         for i, p in enumerate(perm):   # transpose(x, perm)[i] is x's dim perm[i]
             shape[p] = out_t.shape[i]
         with ir.InsertionPoint(op), op.location:
+            operands = [t.operands[0] if t is not None and list(dialect.op_attrs(t)["perm"]) == perm
+                        else transpose(v, inverse, op.location) for v, t in zip(op.operands, inner)]
             new = ir.Operation.create(op.name, results=[ir.RankedTensorType.get(shape, out_t.element_type)],
-                                      operands=[t.operands[0] for t in inner], attributes=attrs, loc=op.location)
+                                      operands=operands, attributes=attrs, loc=op.location)
             back = transpose(new.result, perm, op.location)
         op.result.replace_all_uses_with(back)
         op.erase()
@@ -289,7 +297,7 @@ def prepare(fn, layout: str, target: Target) -> list[ir.Operation]:
     else:
         check_layout(layout)
     return [_pad_channels(_untranspose_rhs(op), target) for op in ops()
-            if op.name in ("prim.conv2d", "prim.matmul") and "prim.solver" not in op.attributes]
+            if op.name in ("prim.conv2d", "prim.matmul", "prim.attention") and "prim.solver" not in op.attributes]
 
 
 @dataclass

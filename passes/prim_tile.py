@@ -20,12 +20,14 @@ from openprim import dialect
 from openprim.base.errors import OpenPrimError
 from openprim.base.target import Target, parse_target
 from openprim.kernels import schedules
+from openprim.kernels.cpu import concat as cpu_concat
 from openprim.kernels.registry import KernelRequest, op_kernel
 from openprim.solvers import SOLVERS
 from openprim.solvers.base import THREADS
 from openprim.solvers.problem import problem_of
 
 from .outline import outline
+from .prim_fuse import outline_concat_chains
 
 NAME = "prim-tile"
 
@@ -40,10 +42,15 @@ def _solver(op):
 
 def hand_written(text: str, ops, target: Target) -> ir.Module | None:
     """The hand-written kernel for the outlined kernel `text` (with its signature), or None."""
+    header = text[text.index("func.func"):].split("{", 1)[0]
+    if len(ops) > 1 and target.kind == "cpu" and ops[0].name == "prim.concat":  # outline_concat_chains
+        bn = next((dialect.op_attrs(o) for o in ops if o.name == "prim.batch_norm"), None)
+        return ir.Module.parse(cpu_concat.concat_kernel(
+            header.split("@", 1)[1].split("(", 1)[0], re.findall(r"(%\w+): (memref<[^>]*>)", header),
+            dialect.op_attrs(ops[0])["axis"], THREADS, bn["epsilon"] if bn else None, ops[-1].name == "prim.relu"))
     if len(ops) != 1:
         return None
     op = ops[0]
-    header = text[text.index("func.func"):].split("{", 1)[0]
     solver, params = _solver(op)
     request = KernelRequest(
         name=header.split("@", 1)[1].split("(", 1)[0], signature=re.findall(r"(%\w+): (memref<[^>]*>)", header),
@@ -107,4 +114,6 @@ class Options:
                 self.timings[text.split("@", 1)[1].split("(", 1)[0]] = time.perf_counter() - t0
             return made
         with module_op.context:
+            if target.kind == "cpu":  # one copy kernel per chain of concats (kernels/cpu/concat.py)
+                outline_concat_chains(module_op)
             outline(module_op, target, kernel)

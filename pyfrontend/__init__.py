@@ -6,8 +6,9 @@ Building a Graph is plain Python and numpy: `Graph`/`Tensor` (and the importers,
 `openprim.torch_backend`, `openprim.onnx_backend`) is in the driver layer, `openprim`.
 """
 from .graph import Graph, Tensor
+from .precision import with_precision
 
-__all__ = ["Graph", "Tensor", "to_module"]
+__all__ = ["Graph", "Tensor", "to_module", "with_precision"]
 
 
 def to_module(graph, ctx=None):

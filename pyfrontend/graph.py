@@ -5,6 +5,8 @@ shape fails at the line of the user's model that made it, naming the op and the 
 """
 from __future__ import annotations
 
+import math
+import numbers
 import os
 import sys
 from dataclasses import dataclass, field
@@ -64,6 +66,28 @@ class Node:
     value: np.ndarray | None = None   # for constants
 
 
+def _is_int(v) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool) and not math.isnan(v)
+
+
+def _check_attr(name: str, value, kind: str) -> str | None:
+    """Why an attribute value does not fit its kind in the op table ("i64", "i64s", "f64", ...), or None.
+    The dialect stores i64 attributes as integers: 1.5 would silently become 1."""
+    if kind == "i64":
+        return None if _is_int(value) else f"'{name}' must be an integer, got {value!r}"
+    if kind == "f64":
+        return None if _is_number(value) else f"'{name}' must be a number, got {value!r}"
+    if kind in ("i64s", "f64s"):
+        ok = _is_int if kind == "i64s" else _is_number
+        bad = [v for v in value if not ok(v)]
+        return f"'{name}' must be {'integers' if kind == 'i64s' else 'numbers'}, got {list(value)}" if bad else None
+    return None
+
+
 def _pair(v, n=2):
     return tuple(v) if isinstance(v, (tuple, list)) else (v,) * n
 
@@ -92,6 +116,15 @@ class Graph:
     def input(self, name: str, shape, dtype: str | None = None) -> Tensor:
         dtype = dtype or self.dtype
         self._check_dtype(dtype, f"input '{name}'")
+        loc = _user_location()
+        if not isinstance(name, str) or not name:
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: input name must be a non-empty string, got {name!r}")
+        if any(i.name == name for i in self.inputs):
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: input '{name}' is defined twice; give each input its own name")
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        if not all(_is_int(s) and s > 0 for s in shape):
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: input '{name}': dimensions must be positive integers, "
+                                f"got {list(shape)}")
         t = Tensor(self, tuple(int(s) for s in shape), dtype, name)
         self.inputs.append(t)
         return t
@@ -103,6 +136,10 @@ class Graph:
             raise OpenPrimError(f"param '{name}': expected a numeric array, got dtype {value.dtype}")
         dtype = dtype or self.dtype
         self._check_dtype(dtype, f"param '{name}'")
+        if value.size == 0:
+            loc = _user_location()
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: param '{name}' is empty (shape {list(value.shape)}); "
+                                f"every dimension must be at least 1")
         t = Tensor(self, tuple(value.shape), dtype, name)
         self.nodes.append(Node("constant", [], {}, t, _user_location(), to_storage(value, dtype)))
         return t
@@ -136,6 +173,10 @@ class Graph:
         dtypes = {t.dtype for t in flat}
         if len(dtypes) > 1:
             raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: prim.{op}: operands mix dtypes {sorted(dtypes)}")
+        for key, kind in spec.OPS[op].attributes.items():
+            why = _check_attr(key, attrs[key], kind) if key in attrs else None
+            if why:
+                raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: prim.{op}: {why}")
         if shape is None:
             shapes = [None if t is None else t.shape for t in operands]
             try:
@@ -143,6 +184,9 @@ class Graph:
             except spec.ShapeError as e:
                 given = ", ".join("x".join(map(str, t.shape)) for t in flat)
                 raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: prim.{op} (operands {given}): {e}") from None
+        if 0 in tuple(shape):
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: prim.{op}: the result would be empty "
+                                f"({spec.fmt_shape(shape)}); every dimension must be at least 1")
         t = Tensor(self, tuple(shape), flat[0].dtype, f"%{len(self.nodes)}")
         self.nodes.append(Node(op, operands, attrs, t, loc))
         return t
@@ -187,6 +231,11 @@ class Graph:
     def elu(self, x, alpha=1.0): return self._emit("elu", [x], {"alpha": alpha})
     def clamp(self, x, min, max): return self._emit("clamp", [x], {"min": min, "max": max})
     def relu6(self, x): return self.clamp(x, 0.0, 6.0)
+    def hardswish(self, x): return self._emit("hardswish", [x], {})
+
+    def hardsigmoid(self, x, alpha=1 / 6, beta=0.5):
+        """clamp(alpha x + beta, 0, 1): torch's defaults; ONNX's are alpha 0.2, beta 0.5."""
+        return self._emit("hardsigmoid", [x], {"alpha": alpha, "beta": beta})
     def gelu(self, x, approximate="none"): return self._emit("gelu", [x], {"approximate": approximate})
 
     def exp(self, x): return self._emit("exp", [x], {})
@@ -224,9 +273,20 @@ class Graph:
     def softmax(self, x, axis=-1): return self._emit("softmax", [x], {"axis": axis})
     def log_softmax(self, x, axis=-1): return self._emit("log_softmax", [x], {"axis": axis})
 
+    def attention(self, q, k, v, mask=None, causal=False, scale=None):
+        """softmax(scale * q @ k^T + mask) @ v per batch and head, as torch's scaled_dot_product_attention:
+        q [B, H, Sq, D], k/v [B, H, Sk, D], an additive mask broadcastable to [B, H, Sq, Sk], causal keeps
+        key j <= query i (top-left aligned), scale defaults to 1/sqrt(D)."""
+        self._own(q, "prim.attention")
+        scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+        return self._emit("attention", [q, k, v, mask], {"scale": scale, "causal": int(causal)})
+
     def reshape(self, x, shape):
         self._own(x, "prim.reshape")
         shape = list(shape)
+        if not all(_is_int(s) for s in shape):
+            loc = _user_location()
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: prim.reshape: the shape must be integers, got {shape}")
         if shape.count(-1) > 1:
             raise OpenPrimError(f"prim.reshape: at most one -1 in {shape}")
         if -1 in shape:

@@ -8,12 +8,20 @@ user inputs become `g.input` with the static shapes the export recorded. Ops on 
 (the `permute` of a linear weight, a `view` of a bias) are folded in numpy at import time. An op the
 importer does not map raises OpenPrimError naming every such op of the graph.
 
+Precision. A Graph has one dtype: programs of `.half()` and `.bfloat16()` modules import as f16 and
+bf16 Graphs, fp32 ones as f32 (`program_dtype`: the type of most elements of the floating parameters,
+buffers and constants, or, without any, of the first floating input; a mix imports in that dominant
+dtype, and casts between float32, float16 and bfloat16 are identities). Float64 parameters, buffers,
+constants, inputs and casts are an error: OpenPrim computes in float32 at most. An integer constant that
+an op reads as data must be exact in the Graph's dtype.
+
 This module only builds a Graph (plain data): it imports neither the compiler (`openprim.compiler`)
 nor MLIR. What compiles an imported model (`compile_module`, the torch.compile backend
 `openprim_backend`) is in the driver layer, `openprim.torch_backend`.
 """
 from __future__ import annotations
 
+import math
 import operator
 
 import numpy as np
@@ -24,6 +32,47 @@ try:  # torch is optional for OpenPrim; this module needs it
     import torch
 except ImportError:  # pragma: no cover
     torch = None
+
+
+# torch dtype name -> Graph dtype; the largest integer magnitude exact in each.
+_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
+_EXACT_INT = {"f32": 2 ** 24, "f16": 2 ** 11, "bf16": 2 ** 8}
+
+
+def _float64_error(what: str) -> OpenPrimError:
+    return OpenPrimError(f"torch import: {what} is float64; OpenPrim computes in float32, float16 or bfloat16 "
+                         "only: call .float() (or .half(), .bfloat16()) on the module and its inputs")
+
+
+def _graph_dtype(t) -> str:
+    """The Graph dtype of a floating torch dtype (float64: one error)."""
+    name = str(t).removeprefix("torch.")
+    if name == "float64":
+        raise _float64_error("a tensor")
+    return _DTYPES.get(name, "f32")
+
+
+def program_dtype(ep) -> str:
+    """The Graph dtype of an ExportedProgram: the dtype of most elements of its floating parameters,
+    buffers and constants, or, without any, of its first floating input; "f32" when it has neither.
+    A float64 one is an error that names it."""
+    counts = {}
+    tensors = list(ep.state_dict.items()) + list((getattr(ep, "constants", {}) or {}).items())
+    for name, t in tensors:
+        if isinstance(t, torch.Tensor) and t.dtype.is_floating_point:
+            if t.dtype == torch.float64:
+                raise _float64_error(f"'{name}'")
+            dtype = _graph_dtype(t.dtype)
+            counts[dtype] = counts.get(dtype, 0) + t.numel()
+    if counts:
+        return max(counts, key=lambda d: (counts[d], d == "f32"))
+    for n in ep.graph_module.graph.nodes:
+        val = n.meta.get("val") if n.op == "placeholder" else None
+        if val is not None and getattr(val, "dtype", None) is not None and val.dtype.is_floating_point:
+            if val.dtype == torch.float64:
+                raise _float64_error(f"input '{n.target}'")
+            return _graph_dtype(val.dtype)
+    return "f32"
 
 
 class _Const:
@@ -61,7 +110,7 @@ def _norm_dims(dims, rank):
 class _Importer:
     def __init__(self, ep, constant_inputs=None):
         self.ep = ep
-        self.g = Graph(layout="NCHW", dtype="f32")
+        self.g = Graph(layout="NCHW", dtype=program_dtype(ep))
         self.env = {}           # fx node -> Tensor | _Const | tuple (multi-output) | python value
         self.params = {}        # id(_Const) -> Tensor (materialized weights)
         self.input_names = []
@@ -75,6 +124,10 @@ class _Importer:
         if isinstance(v, _Const):
             hit = self.params.get(id(v))
             if hit is None:
+                if v.value.dtype.kind in "iu" and v.value.size and \
+                        np.max(np.abs(v.value.astype(np.float64))) > _EXACT_INT[self.g.dtype]:
+                    raise OpenPrimError(f"integer constant '{v.name}' (values up to {np.max(np.abs(v.value))}) is "
+                                        f"read as data and cannot be computed exactly in {self.g.dtype}")
                 t = self.g.param(v.name, v.value.astype(np.float32) if v.value.dtype.kind == "f" else v.value)
                 self.params[id(v)] = hit = (v, t)     # keeps v alive, so its id is not reused
             return hit[1]
@@ -124,6 +177,8 @@ class _Importer:
                         if val is not None and not getattr(val, "dtype", torch.float32).is_floating_point:
                             raise OpenPrimError(f"torch import: input '{name}' has dtype {val.dtype}; "
                                                 "only floating-point inputs are supported")
+                        if val is not None and getattr(val, "dtype", None) == torch.float64:
+                            raise _float64_error(f"input '{name}'")
                         self.env[n] = self.g.input(_safe(name), _shape(n))
                         self.input_names.append(name)
                 else:
@@ -531,7 +586,8 @@ def h_abs(im, n, x):
 
 
 def h_sdpa(im, n, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-    """softmax(q @ k^T * scale + mask) @ v as three prim ops (batch dims of q, k, v must match)."""
+    """softmax(q @ k^T * scale + mask) @ v: prim.attention for [B, H, S, D] operands, else three prim ops
+    (batch dims of q, k, v must match)."""
     if dropout_p:
         raise OpenPrimError("scaled_dot_product_attention with dropout_p > 0 is not supported")
     q, k, v = im.tensor(q), im.tensor(k), im.tensor(v)
@@ -539,16 +595,20 @@ def h_sdpa(im, n, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale
         raise OpenPrimError(f"scaled_dot_product_attention: batch dims of q {q.shape}, k {k.shape}, v {v.shape} "
                             "must match (no broadcasting / GQA)")
     scale = 1.0 / float(np.sqrt(q.shape[-1])) if scale is None else float(scale)
-    s = im.g.mul(im.g.matmul(q, k, transpose_rhs=True), scale)
-    L, S = q.shape[-2], k.shape[-2]
-    if is_causal:
-        s = im.g.add(s, im.tensor(_Const(np.triu(np.full((L, S), -1e30), 1), "causal_mask")))
     if attn_mask is not None:
         if isinstance(attn_mask, _Const) and attn_mask.value.dtype == np.bool_:
             attn_mask = _Const(np.where(attn_mask.value, 0.0, -1e30), "attn_mask")
         elif isinstance(attn_mask, _Const) and attn_mask.value.dtype.kind != "f":
             raise OpenPrimError("scaled_dot_product_attention: integer attn_mask is not supported")
-        s = im.g.add(s, im.tensor(attn_mask))
+        attn_mask = im.tensor(attn_mask)
+    if q.ndim == 4 and k.shape == v.shape:  # [B, H, S, D]: one prim.attention (flash attention where it applies)
+        return im.g.attention(q, k, v, attn_mask, causal=bool(is_causal), scale=scale)
+    s = im.g.mul(im.g.matmul(q, k, transpose_rhs=True), scale)
+    L, S = q.shape[-2], k.shape[-2]
+    if is_causal:
+        s = im.g.add(s, im.tensor(_Const(np.triu(np.full((L, S), -1e30), 1), "causal_mask")))
+    if attn_mask is not None:
+        s = im.g.add(s, attn_mask)
     return im.g.matmul(im.g.softmax(s, -1), v)
 
 
@@ -649,10 +709,24 @@ def h_alias(im, n, x, *a, **k):
     return x
 
 
+def h_as_strided(im, n, x, size, stride, offset=0):
+    """Only the identity view: the same sizes, row-major strides on every dimension larger than 1
+    (the decomposition of an adaptive_avg_pool2d to 1x1 restrides its unit dimensions)."""
+    t = im.tensor(x)
+    size, stride = list(_ints(size, 1)), list(_ints(stride, 1))
+    dense = [math.prod(size[i + 1:]) for i in range(len(size))]
+    if offset or tuple(size) != t.shape or any(s != d for s, d, k in zip(stride, dense, size) if k != 1):
+        raise OpenPrimError(f"as_strided to {size} with strides {stride} (offset {offset}) is not a plain view "
+                            f"of {list(t.shape)}; only the identity is supported")
+    return t
+
+
 def h_to_copy(im, n, x, dtype=None, **k):
     if dtype is not None and not dtype.is_floating_point:
         raise OpenPrimError(f"cast to {dtype} is not supported")
-    return x
+    if dtype == torch.float64:
+        raise OpenPrimError("cast to torch.float64: OpenPrim computes in float32 at most")
+    return x  # the Graph has one float dtype: a cast between float types is the identity
 
 
 _HANDLERS = {
@@ -663,7 +737,8 @@ _HANDLERS = {
     "native_layer_norm": h_native_layer_norm, "layer_norm": h_layer_norm,
     "native_group_norm": h_native_group_norm, "group_norm": h_group_norm,
     "relu": _unary("relu"), "relu_": _unary("relu"), "sigmoid": _unary("sigmoid"), "tanh": _unary("tanh"),
-    "silu": _unary("silu"), "silu_": _unary("silu"),
+    "silu": _unary("silu"), "silu_": _unary("silu"), "hardswish": _unary("hardswish"),
+    "hardswish_": _unary("hardswish"), "hardsigmoid": _unary("hardsigmoid"), "hardsigmoid_": _unary("hardsigmoid"),
     "leaky_relu": h_leaky_relu, "hardtanh": h_hardtanh, "hardtanh_": h_hardtanh, "relu6": h_relu6,
     "clamp": h_clamp, "gelu": h_gelu, "elu": h_elu,
     "max_pool2d": h_max_pool2d, "max_pool2d_with_indices": h_max_pool2d_with_indices,
@@ -677,7 +752,7 @@ _HANDLERS = {
     "div": _binary("div", np.divide), "rsub": h_rsub, "neg": h_neg, "abs": h_abs, "scaled_dot_product_attention": h_sdpa,
     "softmax": h_softmax, "_softmax": h_softmax, "log_softmax": h_log_softmax, "_log_softmax": h_log_softmax,
     "cat": h_cat, "concat": h_cat, "constant_pad_nd": h_constant_pad_nd,
-    "clone": h_identity, "detach": h_identity, "alias": h_alias, "contiguous": h_identity,
+    "clone": h_identity, "detach": h_identity, "alias": h_alias, "as_strided": h_as_strided, "contiguous": h_identity,
     "dropout": h_dropout, "native_dropout": h_native_dropout, "_to_copy": h_to_copy,
     "lift_fresh_copy": h_identity, "slice": h_slice, "select": h_select,
 }
@@ -694,11 +769,12 @@ def unsupported_ops(ep) -> list[str]:
 # ---------------------------------------------------------------------------- entry point
 def _decompose(ep):
     """Core ATen, except scaled_dot_product_attention, which is kept whole (its decomposition guards
-    fully masked rows with any/eq/where, which OpenPrim has no ops for)."""
+    fully masked rows with any/eq/where, which OpenPrim has no ops for), and hardswish/hardsigmoid
+    (prim ops, fused as conv epilogues; decomposed they are a one-sided clamp and a division)."""
     try:
         from torch.export import default_decompositions
         table = default_decompositions()
-        for k in [k for k in table if "scaled_dot_product" in str(k)]:
+        for k in [k for k in table if any(op in str(k) for op in ("scaled_dot_product", "hardswish", "hardsigmoid"))]:
             table.pop(k)
         return ep.run_decompositions(table)
     except Exception:  # noqa: BLE001 - keep the training-IR program; its ops are mapped too

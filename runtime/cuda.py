@@ -2,6 +2,9 @@
 
 PTX is compiled by the driver when the module loads (JIT); a cubin for the exact chip loads as is.
 Every call's CUresult is checked: a failure raises DeviceError naming the call and CUDA's message.
+The primary context is used (the one PyTorch, CuPy and the runtime API use), so device pointers and
+streams of those libraries are valid here. Graphs are captured in thread-local mode: an unsafe call of
+this thread during the capture fails instead of being recorded, other threads are not disturbed.
 """
 from __future__ import annotations
 
@@ -35,7 +38,18 @@ class CudaDevice(Device):
         self.device = self._check("cuDeviceGet", self.cu.cuDeviceGet(index))
         self.context = self._check("cuDevicePrimaryCtxRetain", self.cu.cuDevicePrimaryCtxRetain(self.device))
         self._check("cuCtxSetCurrent", self.cu.cuCtxSetCurrent(self.context))
-        self.stream = self.cu.CUstream(0)
+        self.index = index
+        self.stream = 0
+        self._streams = {}            # int handle -> CUstream
+        self._checked_streams = {0, 1, 2}   # the legacy and per-thread default streams: valid in any context
+
+    def _s(self, stream):
+        """The CUstream of an int handle (None: the device's stream)."""
+        stream = self.stream if stream is None else stream
+        found = self._streams.get(stream)
+        if found is None:
+            found = self._streams[stream] = self.cu.CUstream(stream)
+        return found
 
     def _check(self, call, result):
         err, *values = result if isinstance(result, tuple) else (result,)
@@ -76,11 +90,79 @@ class CudaDevice(Device):
     def copy_to_host(self, dst: np.ndarray, src: int) -> None:
         self._check("cuMemcpyDtoH", self.cu.cuMemcpyDtoH(dst.ctypes.data, src, dst.nbytes))
 
-    def launch(self, function, grid, block, args, shared_bytes=0) -> None:
-        values = (ctypes.c_uint64 * max(len(args), 1))(*args)
+    def copy_device_to_device(self, dst: int, src: int, nbytes: int, stream=None) -> None:
+        self._check("cuMemcpyDtoDAsync", self.cu.cuMemcpyDtoDAsync(dst, src, nbytes, self._s(stream)))
+
+    def pointer_device(self, ptr: int) -> int | None:
+        attr = self.cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
+        err, *value = self.cu.cuPointerGetAttribute(attr, ptr)
+        return int(value[0]) if err == self.cu.CUresult.CUDA_SUCCESS else None
+
+    def launch(self, function, grid, block, args, shared_bytes=0, stream=None) -> None:
+        values = (ctypes.c_uint64 * max(len(args), 1))(*[a & 0xFFFFFFFFFFFFFFFF for a in args])
         params = (ctypes.c_void_p * max(len(args), 1))(*[ctypes.addressof(values) + 8 * i for i in range(len(args))])
-        self._check("cuLaunchKernel", self.cu.cuLaunchKernel(function, *grid, *block, shared_bytes, self.stream,
+        self._check("cuLaunchKernel", self.cu.cuLaunchKernel(function, *grid, *block, shared_bytes, self._s(stream),
                                                              ctypes.addressof(params), 0))
+
+    def create_stream(self) -> int:
+        flags = self.cu.CUstream_flags.CU_STREAM_NON_BLOCKING
+        stream = self._check("cuStreamCreate", self.cu.cuStreamCreate(flags))
+        self._streams[int(stream)] = stream
+        self._checked_streams.add(int(stream))
+        return int(stream)
+
+    def destroy_stream(self, stream: int) -> None:
+        self._check("cuStreamDestroy", self.cu.cuStreamDestroy(self._streams.pop(stream)))
+        self._checked_streams.discard(stream)
+
+    def check_stream(self, stream: int) -> None:
+        if stream in self._checked_streams:
+            return
+        err, *ctx = self.cu.cuStreamGetCtx(self._s(stream))
+        if err != self.cu.CUresult.CUDA_SUCCESS:
+            self._streams.pop(stream, None)
+            raise DeviceError(f"stream {stream:#x} is not a valid CUDA stream here: pass a stream of GPU {self.index} "
+                              f"(e.g. torch.cuda.current_stream().cuda_stream)")
+        if int(ctx[0]) != int(self.context):
+            self._streams.pop(stream, None)
+            raise DeviceError(f"stream {stream:#x} belongs to another CUDA context than GPU {self.index}'s primary "
+                              f"context: pass a stream created on GPU {self.index}")
+        self._checked_streams.add(stream)
+
+    def stream_synchronize(self, stream) -> None:
+        self._check("cuStreamSynchronize", self.cu.cuStreamSynchronize(self._s(stream)))
+
+    def create_event(self):
+        return self._check("cuEventCreate", self.cu.cuEventCreate(self.cu.CUevent_flags.CU_EVENT_DISABLE_TIMING))
+
+    def record(self, event, stream) -> None:
+        self._check("cuEventRecord", self.cu.cuEventRecord(event, self._s(stream)))
+
+    def wait_event(self, stream, event) -> None:
+        self._check("cuStreamWaitEvent", self.cu.cuStreamWaitEvent(self._s(stream), event, 0))
+
+    def destroy_event(self, event) -> None:
+        self._check("cuEventDestroy", self.cu.cuEventDestroy(event))
+
+    def capture(self, stream: int, enqueue) -> tuple:
+        mode = self.cu.CUstreamCaptureMode.CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+        self._check("cuStreamBeginCapture", self.cu.cuStreamBeginCapture(self._s(stream), mode))
+        try:
+            enqueue()
+        finally:
+            graph = self._check("cuStreamEndCapture", self.cu.cuStreamEndCapture(self._s(stream)))
+        try:
+            return graph, self._check("cuGraphInstantiate", self.cu.cuGraphInstantiate(graph, 0))
+        except DeviceError:
+            self.cu.cuGraphDestroy(graph)
+            raise
+
+    def graph_launch(self, graph_exec, stream) -> None:
+        self._check("cuGraphLaunch", self.cu.cuGraphLaunch(graph_exec, self._s(stream)))
+
+    def destroy_graph(self, graph, graph_exec) -> None:
+        self._check("cuGraphExecDestroy", self.cu.cuGraphExecDestroy(graph_exec))
+        self._check("cuGraphDestroy", self.cu.cuGraphDestroy(graph))
 
     def allow_shared(self, function, nbytes: int) -> None:
         attr = self.cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES
@@ -116,12 +198,12 @@ class CudaDevice(Device):
     def synchronize(self) -> None:
         self._check("cuCtxSynchronize", self.cu.cuCtxSynchronize())
 
-    def elapsed_ms(self, fn, repeat: int = 1) -> float:
+    def elapsed_ms(self, fn, repeat: int = 1, stream=None) -> float:
         start, stop = (self._check("cuEventCreate", self.cu.cuEventCreate(0)) for _ in range(2))
-        self._check("cuEventRecord", self.cu.cuEventRecord(start, self.stream))
+        self._check("cuEventRecord", self.cu.cuEventRecord(start, self._s(stream)))
         for _ in range(repeat):
             fn()
-        self._check("cuEventRecord", self.cu.cuEventRecord(stop, self.stream))
+        self._check("cuEventRecord", self.cu.cuEventRecord(stop, self._s(stream)))
         self._check("cuEventSynchronize", self.cu.cuEventSynchronize(stop))
         ms = self._check("cuEventElapsedTime", self.cu.cuEventElapsedTime(start, stop))
         for e in (start, stop):

@@ -1,8 +1,11 @@
 """The device interface every GPU driver implements (CUDA in cuda.py, HIP in hip.py).
 
 A compiled GPU network needs only these operations: load a code object, look a kernel up, allocate,
-copy, launch, synchronize, and time with events. Kernel arguments are all 64-bit: device pointers
-(memrefs use the bare-pointer convention) and index/i64 scalars.
+copy, launch, synchronize, and time with events; for device arrays and graph replay also streams,
+device-to-device copies, events between streams, which device a pointer belongs to, and stream capture
+into a graph that is replayed with one launch. Kernel arguments are all 64-bit: device pointers
+(memrefs use the bare-pointer convention) and index/i64 scalars. Streams are plain ints (the CUstream /
+hipStream_t handle, as frameworks hand them out); None is the device's default stream.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ class Device:
     """One GPU of one vendor. Drivers raise DeviceError with the failing call and the driver's message."""
 
     kind = ""          # "cuda" or "hip"
+    index = 0          # the device's ordinal
     DEFAULT_SHARED = 48 * 1024   # dynamic shared memory a launch may use without allow_shared
 
     def arch(self) -> str:
@@ -48,9 +52,63 @@ class Device:
     def copy_to_host(self, dst: np.ndarray, src: int) -> None:
         raise NotImplementedError
 
+    def copy_device_to_device(self, dst: int, src: int, nbytes: int, stream: int | None = None) -> None:
+        """Enqueue a copy between two device pointers on `stream` (asynchronous)."""
+        raise NotImplementedError
+
+    def pointer_device(self, ptr: int) -> int | None:
+        """The ordinal of the GPU whose memory `ptr` points into; None for host or unknown memory."""
+        raise NotImplementedError
+
     def launch(self, function, grid: tuple[int, int, int], block: tuple[int, int, int], args: list[int],
-               shared_bytes: int = 0) -> None:
-        """Launch on the device's stream; every argument is passed as a 64-bit value."""
+               shared_bytes: int = 0, stream: int | None = None) -> None:
+        """Launch on `stream` (None: the device's stream); every argument is passed as a 64-bit value."""
+        raise NotImplementedError
+
+    def create_stream(self) -> int:
+        """A new stream that does not synchronize with the legacy default stream (graphs are captured on it)."""
+        raise NotImplementedError
+
+    def destroy_stream(self, stream: int) -> None:
+        raise NotImplementedError
+
+    def check_stream(self, stream: int) -> None:
+        """DeviceError unless `stream` is a stream of this device's context."""
+        raise NotImplementedError
+
+    def stream_synchronize(self, stream: int | None) -> None:
+        raise NotImplementedError
+
+    def create_event(self) -> int:
+        """An event without timing, to order streams."""
+        raise NotImplementedError
+
+    def record(self, event: int, stream: int | None) -> None:
+        raise NotImplementedError
+
+    def wait_event(self, stream: int | None, event: int) -> None:
+        """Work enqueued on `stream` after this waits for `event`."""
+        raise NotImplementedError
+
+    def wait(self, stream: int | None, other: int | None) -> None:
+        """Work enqueued on `stream` after this waits for what is enqueued on `other` now."""
+        event = self.create_event()
+        self.record(event, other)
+        self.wait_event(stream, event)
+        self.destroy_event(event)
+
+    def destroy_event(self, event: int) -> None:
+        raise NotImplementedError
+
+    def capture(self, stream: int, enqueue) -> tuple:
+        """(graph, executable graph) of what enqueue() puts on `stream`, captured (not run) and instantiated."""
+        raise NotImplementedError
+
+    def graph_launch(self, graph_exec, stream: int | None) -> None:
+        """Replay an instantiated graph on `stream`."""
+        raise NotImplementedError
+
+    def destroy_graph(self, graph, graph_exec) -> None:
         raise NotImplementedError
 
     def allow_shared(self, function, nbytes: int) -> None:
@@ -64,8 +122,8 @@ class Device:
     def synchronize(self) -> None:
         raise NotImplementedError
 
-    def elapsed_ms(self, fn, repeat: int = 1) -> float:
-        """Milliseconds between a start and a stop event recorded around `repeat` calls of fn()."""
+    def elapsed_ms(self, fn, repeat: int = 1, stream: int | None = None) -> float:
+        """Milliseconds between a start and a stop event recorded on `stream` around `repeat` calls of fn()."""
         raise NotImplementedError
 
     def function_attributes(self, function) -> dict:

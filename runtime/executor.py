@@ -19,23 +19,32 @@ from openprim.base.dtypes import STORAGE, from_storage, to_storage
 ALIGN = 64
 
 
-def checked_inputs(plan: dict, args, kwargs) -> list[tuple[int, np.ndarray]]:
-    """(value id, data in its storage dtype) per plan input, from positional and keyword arguments;
-    a wrong count, name or shape is one OpenPrimError."""
+def ordered_inputs(plan: dict, args, kwargs) -> list:
+    """The arguments in plan input order, from positional and keyword arguments (not converted); a wrong
+    count or name is one OpenPrimError."""
     ins = plan["inputs"]
     names = [i["name"] for i in ins]
     if kwargs:
+        kwargs = dict(kwargs)
         args = list(args) + [kwargs.pop(i["name"]) for i in ins[len(args):] if i["name"] in kwargs]
         if kwargs:
             raise OpenPrimError(f"unknown input(s) {sorted(kwargs)}; inputs are {names}")
     if len(args) != len(ins):
         raise OpenPrimError(f"expected {len(ins)} input(s) {names}, got {len(args)}")
+    return list(args)
+
+
+def checked_inputs(plan: dict, args, kwargs) -> list[tuple[int, np.ndarray]]:
+    """(value id, data in its storage dtype) per plan input, from positional and keyword arguments;
+    a wrong count, name or shape is one OpenPrimError."""
     out = []
-    for spec, a in zip(ins, args):
+    for spec, a in zip(plan["inputs"], ordered_inputs(plan, args, kwargs)):
         v = plan["values"][spec["value"]]
         a = np.asarray(a)
         if tuple(a.shape) != tuple(v["shape"]):
             raise OpenPrimError(f"input '{spec['name']}' must have shape {tuple(v['shape'])}, got {a.shape}")
+        if a.dtype.kind not in "fiub":   # complex, strings, objects: no meaningful conversion to floats
+            raise OpenPrimError(f"input '{spec['name']}' has dtype {a.dtype}; expected real numbers (float, int or bool)")
         out.append((spec["value"], np.ascontiguousarray(to_storage(a, v["dtype"]))))
     return out
 
@@ -90,7 +99,9 @@ class CpuExecutable:
         for value, data in checked_inputs(self.plan, args, kwargs):
             self.views[value][...] = data
         self.run_steps()
-        outs = [from_storage(self.views[o].copy(), self.plan["values"][o]["dtype"]) for o in self.plan["outputs"]]
+        values = self.plan["values"]
+        outs = [from_storage(self.views[o].copy(), values[o]["dtype"], values[o].get("host_dtype"))
+                for o in self.plan["outputs"]]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def run_steps(self):

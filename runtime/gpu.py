@@ -4,8 +4,22 @@ Device memory is three allocations made once: the arena (inputs, outputs and int
 plan's offsets), the weights (copied once), and a scratch area that every kernel's temporary buffers
 share (kernels run one after another on one stream). Each plan step is a list of launches whose
 arguments are resolved to device pointers at load time, so a run is copies in, launches, copies out.
+
+Because every launch argument is fixed at load, the launches are the same on every call: the first
+call captures them once as a graph (stream capture on the executable's own non-blocking stream, then
+instantiate) and every call replays it with one graph launch, on whatever stream the call runs on.
+The copies into and out of the arena stay outside the graph: their other ends (the caller's arrays)
+change from call to call. `graphs=False` (or OPENPRIM_GPU_GRAPHS=0) launches the kernels one by one.
+
+A call takes numpy arrays (copied in from the host, outputs copied back: a synchronous call) or device
+arrays (runtime/arrays.py: __cuda_array_interface__ or DLPack), which are copied device-to-device on the
+stream and never touch the host; `run_into` also writes the outputs into the caller's device arrays on
+the caller's stream (IO binding), without synchronizing. The arena is shared by all calls, so a call on
+another stream than the previous one first waits for the previous one's work.
 """
 from __future__ import annotations
+
+import os
 
 import numpy as np
 
@@ -13,9 +27,10 @@ from openprim.base.dtypes import STORAGE, from_storage
 from openprim.base.errors import OpenPrimError
 from openprim.base.target import parse_target
 
+from .arrays import DeviceArray, check_bound, describe, is_device_array
 from .cuda import CudaDevice
 from .device import Device, DeviceError
-from .executor import checked_inputs
+from .executor import checked_inputs, ordered_inputs
 from .hip import HipDevice
 
 
@@ -35,11 +50,18 @@ def open_device(target, index: int = 0) -> Device:
     return dev
 
 
-class GpuExecutable:
-    """A compiled network on a GPU: call it with numpy arrays, get numpy arrays back."""
+def graphs_enabled(graphs: bool | None) -> bool:
+    """graphs, or when None the environment: OPENPRIM_GPU_GRAPHS=0 turns graph replay off."""
+    return os.environ.get("OPENPRIM_GPU_GRAPHS", "1") != "0" if graphs is None else bool(graphs)
 
-    def __init__(self, plan: dict, image: bytes, weights: bytes, device: Device):
+
+class GpuExecutable:
+    """A compiled network on a GPU: call it with numpy arrays (numpy back) or device arrays (DeviceArrays
+    back), or bind device buffers with run_into."""
+
+    def __init__(self, plan: dict, image: bytes, weights: bytes, device: Device, graphs: bool | None = None):
         self.plan, self.device = plan, device
+        self.graphs = graphs_enabled(graphs)
         self.module = device.load_module(image)
         self.arena = device.alloc(plan["arena_bytes"])
         self.weights = device.alloc(plan["weights_bytes"])
@@ -64,6 +86,18 @@ class GpuExecutable:
                 self.launches.append((functions[name], tuple(launch["grid"]), tuple(launch["block"]), args,
                                       launch["shared"], i))
         self.functions = functions
+        self.input_specs = [self._spec(i["name"], i["value"]) for i in plan["inputs"]]
+        self.output_specs = [self._spec(f"output {k}", o) for k, o in enumerate(plan["outputs"])]
+        self.stream = device.create_stream()   # graphs are captured here; calls without a stream run here
+        self.last_stream = self.stream         # where the previous call's work was enqueued
+        self.graph = None                      # (graph, executable graph), captured at the first replay
+        device.synchronize()                   # the weights and tensor maps are in place before any launch
+
+    def _spec(self, name: str, value: int) -> tuple:
+        """(name, device pointer, shape, dtype, bytes) of a plan input or output."""
+        v = self.plan["values"][value]
+        count = int(np.prod(v["shape"], dtype=np.int64))
+        return name, self.pointers[value], tuple(v["shape"]), v["dtype"], count * np.dtype(STORAGE[v["dtype"]]).itemsize
 
     def _address(self, buffers, kind, v) -> int:
         return buffers[v] if kind == "arg" else {"scratch": self.scratch, "weight": self.weights, "i64": 0}[kind] + v
@@ -81,40 +115,124 @@ class GpuExecutable:
         return [i["name"] for i in self.plan["inputs"]]
 
     def __call__(self, *args, **kwargs):
-        for value, data in checked_inputs(self.plan, args, kwargs):
+        arrays = ordered_inputs(self.plan, args, kwargs)
+        on_device = [is_device_array(a) for a in arrays]
+        if any(on_device):
+            if not all(on_device):
+                host = self.input_names[on_device.index(False)]
+                raise OpenPrimError(f"input '{host}' is a host array while other inputs are on the GPU: "
+                                    f"pass all inputs on GPU {self.device.index}, or all as numpy arrays")
+            outs = [DeviceArray(self.device, shape, dtype) for _, _, shape, dtype, _ in self.output_specs]
+            self.run_into(arrays, outs)
+            return outs[0] if len(outs) == 1 else tuple(outs)
+        inputs = checked_inputs(self.plan, arrays, {})
+        self.device.synchronize()              # the arena is free: no call is still reading it
+        for value, data in inputs:
             self.device.copy_to_device(self.pointers[value], data)
-        self.run_steps()
+        self.device.synchronize()              # host copies (legacy stream) land before our stream reads them
+        self._enqueue(self.stream)
+        self.last_stream = self.stream
+        self.device.stream_synchronize(self.stream)
         outs = []
-        for o in self.plan["outputs"]:
-            v = self.plan["values"][o]
-            host = np.empty(v["shape"], STORAGE[v["dtype"]])
-            self.device.copy_to_host(host, self.pointers[o])
-            outs.append(from_storage(host, v["dtype"]))
+        for o, (_, pointer, shape, dtype, _) in zip(self.plan["outputs"], self.output_specs):
+            host = np.empty(shape, STORAGE[dtype])
+            self.device.copy_to_host(host, pointer)
+            outs.append(from_storage(host, dtype, self.plan["values"][o].get("host_dtype")))  # precision=
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def run_steps(self):
+    def run_into(self, inputs, outputs, stream: int | None = None) -> None:
+        """Run on device arrays: inputs (in plan order, or a dict by name) copied device-to-device into the
+        arena, the plan launched (replayed as a graph unless graphs are off), the outputs copied into
+        `outputs` (device arrays of the plan's output shapes and dtypes; a list, or one array). With a
+        stream (an int CUstream/hipStream_t handle of this device) everything is enqueued there and the call
+        returns at once; without one it runs on the executable's stream and returns when done."""
+        if isinstance(inputs, dict):
+            inputs = ordered_inputs(self.plan, (), dict(inputs))
+        if not isinstance(outputs, (list, tuple)):
+            outputs = [outputs]
+        if len(outputs) != len(self.output_specs):
+            raise OpenPrimError(f"expected {len(self.output_specs)} output array(s), got {len(outputs)}")
+        if stream is not None:
+            self.device.check_stream(stream)
+        where = self.stream if stream is None else stream
+        sources = self._bind(inputs, self.input_specs, "input", where)
+        targets = self._bind(outputs, self.output_specs, "output", where)
+        self.run_pointers([v.pointer for v in sources], [v.pointer for v in targets], where)
+        for array in outputs:
+            if isinstance(array, DeviceArray):
+                array.stream = stream
+        if stream is None:
+            self.device.stream_synchronize(where)
+
+    def _bind(self, arrays, specs, what, stream) -> list:
+        """DeviceViews of the caller's arrays, checked against the plan; the producer's pending writes
+        (a CAI stream other than ours) are ordered before `stream`."""
+        if len(arrays) != len(specs):
+            raise OpenPrimError(f"expected {len(specs)} {what}(s) {[s[0] for s in specs]}, got {len(arrays)}")
+        views = []
+        for array, (name, _, shape, dtype, _) in zip(arrays, specs):
+            if not is_device_array(array):
+                raise OpenPrimError(f"{what} '{name}' is not a device array (run_into takes arrays in GPU memory "
+                                    f"with __cuda_array_interface__ or __dlpack__); call the model for numpy arrays")
+            view = describe(array, stream)
+            check_bound(view, what, name, shape, dtype, self.device)
+            if view.stream not in (None, stream):
+                self.device.wait(stream, view.stream)
+            views.append(view)
+        return views
+
+    def run_pointers(self, inputs: list[int], outputs: list[int], stream: int) -> None:
+        """run_into on raw device pointers, unchecked (a framework that checked its tensors itself): copies
+        in, the plan, copies out, all enqueued on `stream`."""
+        if stream != self.last_stream:
+            self.device.wait(stream, self.last_stream)
+            self.last_stream = stream
+        copy = self.device.copy_device_to_device
+        for (_, arena, _, _, nbytes), src in zip(self.input_specs, inputs):
+            copy(arena, src, nbytes, stream)
+        self._enqueue(stream)
+        for (_, arena, _, _, nbytes), dst in zip(self.output_specs, outputs):
+            copy(dst, arena, nbytes, stream)
+
+    def _enqueue(self, stream) -> None:
+        """The plan's launches on `stream`: one graph launch, or every kernel launch when graphs are off."""
+        if not self.graphs:
+            self._launch_all(stream)
+            return
+        if self.graph is None:
+            self.graph = self.device.capture(self.stream, lambda: self._launch_all(self.stream))
+        self.device.graph_launch(self.graph[1], stream)
+
+    def _launch_all(self, stream) -> None:
         for fn, grid, block, args, shared, _ in self.launches:
-            self.device.launch(fn, grid, block, args, shared)
-        self.device.synchronize()
+            self.device.launch(fn, grid, block, args, shared, stream)
+
+    def run_steps(self):
+        self._launch_all(self.stream)
+        self.device.stream_synchronize(self.stream)
 
     def time_ms(self, repeat: int = 20, warmup: int = 3) -> float:
         """Milliseconds per run of all the launches (device events; inputs already on the device)."""
         for _ in range(warmup):
             self.run_steps()
-        return self.device.elapsed_ms(lambda: [self.device.launch(f, g, b, a, s) for f, g, b, a, s, _ in self.launches],
-                                      repeat)
+        return self.device.elapsed_ms(lambda: self._launch_all(self.stream), repeat, self.stream)
 
     def time_steps(self, repeat: int = 20) -> list[float]:
         """Milliseconds per plan step (all its launches), for profiling."""
         times = [0.0] * len(self.plan["steps"])
         for i in range(len(times)):
             mine = [x for x in self.launches if x[5] == i]
-            times[i] = self.device.elapsed_ms(lambda: [self.device.launch(f, g, b, a, s) for f, g, b, a, s, _ in mine],
-                                              repeat)
+            times[i] = self.device.elapsed_ms(
+                lambda: [self.device.launch(f, g, b, a, s, self.stream) for f, g, b, a, s, _ in mine],
+                repeat, self.stream)
         return times
 
     def __del__(self):
         try:
+            self.device.synchronize()
+            if self.graph is not None:
+                self.device.destroy_graph(*self.graph)
+            self.device.destroy_stream(self.stream)
             for p in (self.arena, self.weights, self.scratch, *self.tensor_maps.values()):
                 self.device.free(p)
         except Exception:  # interpreter shutdown or a lost device: nothing left to free

@@ -3,7 +3,9 @@
 hip-python imports without ROCm and only dlopens libamdhip64.so at the first real call, so the
 constructor probes with hipGetDeviceCount to turn a missing ROCm into one DeviceError. Every hip-python
 call returns a tuple (hipError_t, results...); `_check` turns a failure into a DeviceError naming the call.
-Kernel arguments go to hipModuleLaunchKernel as an array of pointers to 64-bit values.
+Kernel arguments go to hipModuleLaunchKernel as an array of pointers to 64-bit values. Streams are ints
+(hipStream_t handles; None or 0 is the null stream); graphs are captured in thread-local mode and
+instantiated with hipGraphInstantiateWithFlags, as in the CUDA driver.
 """
 from __future__ import annotations
 
@@ -32,6 +34,8 @@ class HipDevice(Device):
         if err != hip.hipError_t.hipSuccess or count <= index:
             raise DeviceError("no AMD GPU found" if index == 0 else f"no AMD GPU {index} ({count} found)")
         self._call("hipSetDevice", index)
+        self.index = index
+        self.stream = None
         self._props = self._call("hipGetDeviceProperties", index)
         self._images = []          # code object bytes stay alive as long as their modules
 
@@ -72,21 +76,79 @@ class HipDevice(Device):
             raise DeviceError("copy_to_host needs a C-contiguous destination array")
         self._call("hipMemcpyDtoH", dst, src, dst.nbytes)
 
-    def launch(self, function, grid, block, args, shared_bytes=0) -> None:
+    def copy_device_to_device(self, dst: int, src: int, nbytes: int, stream=None) -> None:
+        self._call("hipMemcpyDtoDAsync", dst, src, nbytes, stream)
+
+    def pointer_device(self, ptr: int) -> int | None:
+        hip = self._hip
+        err, attrs = hip.hipPointerGetAttributes(ptr)
+        if err != hip.hipError_t.hipSuccess or attrs.type != hip.hipMemoryType.hipMemoryTypeDevice:
+            return None
+        return int(attrs.device)
+
+    def launch(self, function, grid, block, args, shared_bytes=0, stream=None) -> None:
         values = [ctypes.c_uint64(a & 0xFFFFFFFFFFFFFFFF) for a in args]
         params = (ctypes.c_void_p * max(len(values), 1))(*[ctypes.addressof(v) for v in values])
-        self._call("hipModuleLaunchKernel", function, *grid, *block, shared_bytes, None, params, None)
+        self._call("hipModuleLaunchKernel", function, *grid, *block, shared_bytes, stream, params, None)
+
+    def create_stream(self) -> int:
+        return int(self._call("hipStreamCreateWithFlags", self._hip.hipStreamNonBlocking))
+
+    def destroy_stream(self, stream: int) -> None:
+        self._call("hipStreamDestroy", stream)
+
+    def check_stream(self, stream: int) -> None:
+        if not stream:
+            return
+        hip = self._hip
+        err, device = hip.hipStreamGetDevice(stream)
+        if err != hip.hipError_t.hipSuccess or device != self.index:
+            raise DeviceError(f"stream {stream:#x} is not a stream of AMD GPU {self.index}: pass a stream created there")
+
+    def stream_synchronize(self, stream) -> None:
+        self._call("hipStreamSynchronize", stream)
+
+    def create_event(self):
+        return self._call("hipEventCreateWithFlags", self._hip.hipEventDisableTiming)
+
+    def record(self, event, stream) -> None:
+        self._call("hipEventRecord", event, stream)
+
+    def wait_event(self, stream, event) -> None:
+        self._call("hipStreamWaitEvent", stream, event, 0)
+
+    def destroy_event(self, event) -> None:
+        self._call("hipEventDestroy", event)
+
+    def capture(self, stream: int, enqueue) -> tuple:
+        self._call("hipStreamBeginCapture", stream, self._hip.hipStreamCaptureMode.hipStreamCaptureModeThreadLocal)
+        try:
+            enqueue()
+        finally:
+            graph = self._call("hipStreamEndCapture", stream)
+        try:
+            return graph, self._call("hipGraphInstantiateWithFlags", graph, 0)
+        except DeviceError:
+            self._hip.hipGraphDestroy(graph)
+            raise
+
+    def graph_launch(self, graph_exec, stream) -> None:
+        self._call("hipGraphLaunch", graph_exec, stream)
+
+    def destroy_graph(self, graph, graph_exec) -> None:
+        self._call("hipGraphExecDestroy", graph_exec)
+        self._call("hipGraphDestroy", graph)
 
     def synchronize(self) -> None:
         self._call("hipDeviceSynchronize")
 
-    def elapsed_ms(self, fn, repeat: int = 1) -> float:
+    def elapsed_ms(self, fn, repeat: int = 1, stream=None) -> float:
         start, stop = self._call("hipEventCreate"), self._call("hipEventCreate")
         try:
-            self._call("hipEventRecord", start, None)
+            self._call("hipEventRecord", start, stream)
             for _ in range(repeat):
                 fn()
-            self._call("hipEventRecord", stop, None)
+            self._call("hipEventRecord", stop, stream)
             self._call("hipEventSynchronize", stop)
             return self._call("hipEventElapsedTime", start, stop)
         finally:

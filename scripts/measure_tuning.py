@@ -59,9 +59,17 @@ def main(bundle: str, out: str) -> int:
             print(f"\r{n + 1}/{len(index['candidates'])} candidates", end="", file=sys.stderr, flush=True)
     with open(out, "w") as f:
         json.dump({"format": "openprim-tuning-results", "compiler": index["compiler"], "results": results}, f, indent=1)
-    print(f"\n{sum(r.get('seconds') is not None for r in results)} of {len(results)} candidates timed -> {out}")
+    timed = sum(r.get("seconds") is not None for r in results)
+    print(f"\n{timed} of {len(results)} candidates timed -> {out}")
+    if not timed:  # nothing measured (no GPU, no driver, every candidate wrong): a failure, not a result
+        first = next((r["error"] for r in results if r.get("error")), "the bundle has no candidates")
+        print(f"measure_tuning.py: error: no candidate could be timed on this machine; first error: {first}",
+              file=sys.stderr)
+        return 1
     return 0
 
 
 if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit("usage: python scripts/measure_tuning.py BUNDLE results.json")
     sys.exit(main(*sys.argv[1:3]))

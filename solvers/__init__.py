@@ -19,9 +19,9 @@ from openprim.base.target import Target
 from openprim.solvers.amd import ConvImplicitGemmMfma, ConvImplicitGemmWmma, GemmMfma, GemmWmma
 from openprim.solvers.base import Solver
 from openprim.solvers.cpu import (GEMM, Conv1x1Gemm, ConvDepthwise, ConvDirect, ConvGroupedGemm, ConvIm2colGemm,
-                                  ConvImplicitGemm, ConvReference, GemmReference)
-from openprim.solvers.gpu_simt import ConvImplicitGemmGpu, GemmGpu
-from openprim.solvers.nvidia import (ConvIm2colGemmWgmma, ConvImplicitGemmMma, ConvImplicitGemmWgmma,
+                                  ConvImplicitGemm, ConvReference, GemmPacked, GemmReference)
+from openprim.solvers.gpu_simt import ConvDepthwiseGpu, ConvImplicitGemmGpu, GemmGpu
+from openprim.solvers.nvidia import (AttentionFlashMma, ConvIm2colGemmWgmma, ConvImplicitGemmMma, ConvImplicitGemmWgmma,
                                      ConvSpaceToDepthWgmma, ConvWinogradF2x3Wgmma, ConvWinogradF4x3Wgmma, GemmMma,
                                      GemmWgmma)
 from openprim.solvers.winograd import ConvWinogradF2x3, ConvWinogradF4x3
@@ -36,10 +36,12 @@ SOLVERS = {s.name: s for s in (
     ConvReference(),
     ConvImplicitGemm(),
     GEMM,
+    GemmPacked(),
     GemmReference(),
     ConvWinogradF2x3(),
     ConvWinogradF4x3(),
     ConvImplicitGemmGpu(),
+    ConvDepthwiseGpu(),
     ConvGroupedGemm(),
     GemmGpu(),
     ConvImplicitGemmMma(),
@@ -54,6 +56,7 @@ SOLVERS = {s.name: s for s in (
     GemmMfma(),
     ConvImplicitGemmWmma(),
     GemmWmma(),
+    AttentionFlashMma(),
 )}
 
 

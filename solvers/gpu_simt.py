@@ -1,10 +1,12 @@
 """The GPU SIMT solvers (NVIDIA and AMD): one tiled GEMM kernel (kernels/gpu/gemm.py) for implicit-GEMM
-convolutions and matmuls, and the bases of the tensor-core and matrix-core solvers."""
+convolutions and matmuls, and the bases of the tensor-core and matrix-core solvers; a direct kernel for
+depthwise convolutions (kernels/gpu/depthwise.py), which a GEMM would leave with one channel per group."""
 from __future__ import annotations
 
+from openprim.kernels.gpu import depthwise as gpu_depthwise
 from openprim.kernels.gpu import gemm as gpu_gemm
 from openprim.kernels.semantics import emit_conv2d, emit_matmul
-from openprim.solvers.base import Solver
+from openprim.solvers.base import Solver, roofline
 
 
 class GpuGemmSolver(Solver):
@@ -85,3 +87,51 @@ class GemmGpu(GpuGemmSolver):
 
     def build(self, kt, operands, attrs, shape, dtype, params):
         return emit_matmul(kt, "matmul", operands, attrs, shape, dtype)
+
+
+class ConvDepthwiseGpu(Solver):
+    """Depthwise convolution (groups = C = K, NHWC x RSCK) on GPUs: each thread a 16-byte vector of
+    channels (8 x f16/bf16, 4 x f32; narrower where C needs it) of WT output pixels along W, the filter
+    row in registers, f32 accumulation, the epilogue fused (kernels/gpu/depthwise.py). Memory-bound:
+    its cost is the bytes it moves, input, filter and output once each."""
+    name = "conv_depthwise_gpu"
+    targets = ("nvvm", "rocdl")
+    efficiency = 0.5
+
+    def is_applicable(self, p, target):
+        if not p.depthwise:
+            return "not depthwise (needs groups = C = K)"
+        if p.layout != "NHWC":
+            return "needs NHWC activations (prim-select's default layout wraps NCHW in transposes)"
+
+    def filter_layout(self):
+        return "RSCK"
+
+    def cost(self, p, target):
+        item = 4 if p.dtype == "f32" else 2
+        extra = p.n * p.oh * p.ow * p.k * (("residual" in p.epilogue.split("+")) + 1)
+        nbytes = item * (p.n * p.h * p.w * p.c + p.k * p.r * p.s + extra)
+        return roofline(p.flops, nbytes, target, self.efficiency)
+
+    def tunables(self, p):
+        return {"wt": [1, 2, 4, 7, 8]}
+
+    def default_params(self, p, target):
+        """WT = 4 output pixels a thread (6 column loads for 12 FMAs at 3x3, stride 1), or the width
+        that divides OW exactly (7 and 14 wide rows: 7) so that no thread idles at the edge."""
+        return {"wt": next((w for w in (4, 7, 2) if p.ow % w == 0), 4 if p.ow >= 4 else p.ow)}
+
+    def spec(self, p, attrs, wt):
+        """The kernel's problem; filter rows unrolled up to 5x5 (7x7: a loop, bounding the live registers)."""
+        epi = p.epilogue.split("+")
+        return gpu_depthwise.DepthwiseSpec(
+            p.n, p.h, p.w, p.c, p.oh, p.ow, p.r, p.s, p.strides, p.padding, p.dilations, p.dtype, wt,
+            unrolled=p.r * p.s <= 25,
+            bias="bias" in epi, residual="residual" in epi, activation=attrs["activation"],
+            activation_params=tuple(attrs["activation_params"]))
+
+    def kernel(self, r):
+        return gpu_depthwise.depthwise_kernel(r.name, r.signature, self.spec(r.problem, r.attrs, r.params["wt"]))
+
+    def build(self, kt, operands, attrs, shape, dtype, params):
+        return emit_conv2d(kt, "conv2d", operands, attrs, shape, dtype)

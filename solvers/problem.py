@@ -7,6 +7,7 @@ import math
 from dataclasses import dataclass
 
 from openprim import dialect
+from openprim.base.errors import OpenPrimError
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,27 @@ class GemmProblem:
                 f"{'-batched' if self.batched_rhs else ''}-{self.dtype}-{self.epilogue}")
 
 
+@dataclass(frozen=True)
+class AttentionProblem:
+    batch: int          # B * H
+    sq: int
+    sk: int
+    d: int
+    causal: bool
+    mask: tuple | None  # the additive mask's shape, None without one
+    dtype: str
+
+    @property
+    def flops(self) -> float:
+        """The two products (causal: about half of the scores are skipped)."""
+        return 4.0 * self.batch * self.sq * self.sk * self.d * (0.5 if self.causal else 1.0)
+
+    def descriptor(self) -> str:
+        mask = "-mask" + "x".join(map(str, self.mask)) if self.mask else ""
+        return (f"attention-b{self.batch}-q{self.sq}-k{self.sk}-d{self.d}{'-causal' if self.causal else ''}"
+                f"{mask}-{self.dtype}")
+
+
 def _epilogue_name(attrs, bias, residual) -> str:
     parts = (["bias"] if bias is not None else []) + (["residual"] if residual is not None else []) + \
         ([attrs["activation"]] if attrs["activation"] != "none" else [])
@@ -72,9 +94,20 @@ def _epilogue_name(attrs, bias, residual) -> str:
 
 
 def problem_of(op):
-    """The ConvProblem / GemmProblem of a prim.conv2d / prim.matmul operation."""
+    """The ConvProblem / GemmProblem of a prim.conv2d / prim.matmul operation; an empty operand or result
+    (a zero-size dimension: nothing to compute, and no solver's cost or tiling is defined) is an error."""
     attrs = dialect.op_attrs(op)
+    if op.name == "prim.attention":
+        q, k, _, mask = dialect.operand_groups(op)
+        (b, h, sq, d), sk = tuple(q.type.shape), k.type.shape[2]
+        return AttentionProblem(b * h, sq, sk, d, bool(attrs["causal"]),
+                                None if mask is None else tuple(mask.type.shape),
+                                dialect.dtype_name(op.result.type.element_type))
     a, b, bias, residual = dialect.operand_groups(op)
+    for v in (a, b, op.result):
+        if 0 in tuple(v.type.shape):
+            raise OpenPrimError(f"{dialect.where(op.location)}: error: {op.name}: zero-size tensor "
+                                f"{v.type}; every dimension must be at least 1")
     dtype = dialect.dtype_name(op.result.type.element_type)
     epi = _epilogue_name(attrs, bias, residual)
     out = tuple(op.result.type.shape)

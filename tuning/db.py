@@ -18,7 +18,9 @@ version, a solver that does not apply) each give one warning per process and are
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 import sqlite3
 import time
 import warnings
@@ -26,9 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from openprim.base import __version__
+from openprim.base.errors import OpenPrimError
+from openprim.base.ops import window_out
 from openprim.base.target import Target, parse_target
 from openprim.runtime.cpu import host_cpu
 from openprim.solvers import SOLVERS, applicable
+from openprim.solvers.problem import ConvProblem, GemmProblem
 
 SYSTEM_DB = Path(__file__).parent / "data" / "tuning.sqlite"
 SCHEMA = """CREATE TABLE IF NOT EXISTS records (
@@ -114,11 +119,44 @@ def _rows(path: Path, source: str, problem: str, arch: str) -> list[Record]:
     return out
 
 
+_CONV = re.compile(r"conv2d-(\d+)x(\d+)x(\d+)x(\d+)-k(\d+)-(\d+)x(\d+)-s(\d+)x(\d+)-p(\d+)x(\d+)x(\d+)x(\d+)"
+                   r"-d(\d+)x(\d+)-g(\d+)-(NCHW|NHWC)-(KCRS|KRSC|RSCK)-(f32|f16|bf16)-([a-z_+]+)")
+_GEMM = re.compile(r"gemm-b(\d+)-m(\d+)-n(\d+)-k(\d+)-(nt|nn)(-batched)?-(f32|f16|bf16)-([a-z_+]+)")
+
+
+def problem_of_descriptor(text: str):
+    """The ConvProblem / GemmProblem a descriptor (ConvProblem/GemmProblem.descriptor()) names, or an
+    OpenPrimError saying what is wrong with it."""
+    m = _GEMM.fullmatch(text)
+    if m:
+        b, mm, n, k = map(int, m.groups()[:4])
+        if min(b, mm, n, k) < 1:
+            raise OpenPrimError(f"descriptor '{text}': sizes must be positive")
+        return GemmProblem(b, mm, n, k, m[5] == "nt", bool(m[6]), m[7], m[8])
+    m = _CONV.fullmatch(text)
+    if not m:
+        raise OpenPrimError(f"'{text}' is not a problem descriptor (e.g. conv2d-1x64x56x56-k64-3x3-s1x1-p1x1x1x1-"
+                            f"d1x1-g1-NHWC-RSCK-f32-none or gemm-b1-m128-n256-k64-nt-f32-none; see `openprim explain`)")
+    n, c, h, w, k, r, s_, sh, sw, pt, pl, pb, pr, dh, dw, g = map(int, m.groups()[:16])
+    if min(n, c, h, w, k, r, s_, sh, sw, dh, dw, g) < 1 or c % g or k % g:
+        raise OpenPrimError(f"descriptor '{text}': sizes, strides, dilations and groups must be positive, "
+                            f"groups dividing the channels")
+    oh, ow = window_out(h, r, sh, pt, pb, dh), window_out(w, s_, sw, pl, pr, dw)
+    if min(oh, ow) < 1:
+        raise OpenPrimError(f"descriptor '{text}': the filter is larger than the padded input")
+    return ConvProblem(n, c, h, w, k, r, s_, oh, ow, (sh, sw), (pt, pl, pb, pr), (dh, dw), g, m[17], m[18], m[19],
+                       m[20])
+
+
 def invalid(rec: Record, problem=None, target: Target | None = None) -> str | None:
     """Why a record cannot be used (None: it can). With the problem object and the target, the solver
     must apply to it and its parameters must be among the solver's tunables (or its default)."""
     if rec.version != compiler_version():
         return f"made by compiler version {rec.version}, this is {compiler_version()}"
+    if not (isinstance(rec.seconds, (int, float)) and math.isfinite(rec.seconds) and rec.seconds > 0):
+        return f"time {rec.seconds!r} is not a positive number of seconds"
+    if not isinstance(rec.params, dict):
+        return f"parameters {rec.params!r} are not a JSON object"
     solver = SOLVERS.get(rec.solver)
     if solver is None:
         return f"unknown solver '{rec.solver}'"

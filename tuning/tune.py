@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import math
 import os
 import random
 import sys
@@ -271,14 +272,27 @@ def _conv_reference(x, w, a):
 
 
 def db_add(problem: str, arch: str, solver: str, params: str, seconds: str) -> None:
+    """Store one measurement given by hand, validated as a compile would use it: the descriptor is a problem,
+    the solver exists and applies to it, the parameters are the solver's, the time positive and finite."""
     try:
         values, secs = json.loads(params), float(seconds)
     except ValueError as e:
         raise OpenPrimError(f"db add: PARAMS must be a JSON object and SECONDS a number ({e})") from None
+    if not (math.isfinite(secs) and secs > 0):
+        raise OpenPrimError(f"db add: SECONDS must be a positive, finite number of seconds, got {seconds}")
     if solver not in SOLVERS:
         raise OpenPrimError(f"db add: unknown solver '{solver}'; solvers: {', '.join(SOLVERS)}")
     if not isinstance(values, dict):
         raise OpenPrimError("db add: PARAMS must be a JSON object, e.g. '{\"wt\": 8}'")
-    arch = tuning_db.arch_of(parse_target(arch))  # cpu: this machine's CPU
+    target = parse_target(arch)
+    arch = tuning_db.arch_of(target)  # cpu: this machine's CPU
+    try:
+        prob = tuning_db.problem_of_descriptor(problem)
+    except OpenPrimError as e:
+        raise OpenPrimError(f"db add: {e}") from None
+    rec = tuning_db.Record(problem, arch, solver, values, secs, tuning_db.compiler_version(), 0.0)
+    why = tuning_db.invalid(rec, prob, target)
+    if why:
+        raise OpenPrimError(f"db add: the record would never be used: {why}")
     if not tuning_db.record(problem, arch, solver, values, secs):
         raise OpenPrimError(f"db add: cannot write {tuning_db.user_path()}")

@@ -7,6 +7,7 @@ imports it, it is started as a program.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import pickle
 import sys
@@ -14,6 +15,8 @@ import sys
 import numpy as np
 
 from openprim import compiler
+from openprim.base.target import parse_target
+from openprim.tuning import lock
 
 
 def compile_candidate(text: str, target: str):
@@ -34,9 +37,14 @@ def time_candidate(exe) -> float:
 
 
 def measure_here(text: str, target: str) -> tuple[np.ndarray, float]:
-    exe = compile_candidate(text, target)
-    out = np.asarray(exe(*inputs_of(exe)), np.float64)
-    return out, time_candidate(exe)
+    """Compile (CPU: under the shared measurement lock), then run and time under the exclusive one
+    (tuning/lock.py): concurrent tuners on this machine take turns while timing."""
+    parsed = parse_target(target)
+    with lock.measuring(parsed, exclusive=False) if not parsed.is_gpu else contextlib.nullcontext():
+        exe = compile_candidate(text, target)
+    with lock.measuring(parsed):
+        out = np.asarray(exe(*inputs_of(exe)), np.float64)
+        return out, time_candidate(exe)
 
 
 def main() -> None:

@@ -4,10 +4,16 @@ native shared object.
 Lowering: loops, vectors and OpenMP threads (when an OpenMP runtime is installed) to the LLVM dialect
 with the bare-pointer calling convention, so every kernel is `void kernel(T *in0, ..., T *out)` and the
 runtime calls it through ctypes. Serialization: LLVM IR split into one part per core, `llc -O3` on each
-part in parallel (for `cpu` this machine's CPU, for `cpu:<mcpu>` that CPU), then `cc -shared`.
+part in parallel (for `cpu` and `cpu:native` this machine's CPU, for `cpu:<mcpu>` that CPU), then `cc -shared`.
+
+The manifest records the instruction set extensions the code may use (`cpu_features`: this machine's for
+`cpu`, the level's or the named CPU's otherwise), and the runtime refuses an artifact whose features the
+CPU lacks, instead of dying of SIGILL in the first kernel: `cpu:x86-64-v3` builds what runs on any AVX2 CPU.
 """
 from __future__ import annotations
 
+import functools
+import math
 import os
 import platform
 import shutil
@@ -20,9 +26,10 @@ from mlir.dialects.llvm import translate_module_to_llvmir
 
 from openprim.backends import untimed as _untimed
 from openprim.base.errors import OpenPrimError
-from openprim.base.target import Target
+from openprim.base.target import Target, cpu_features
 from openprim.dialect import body, kernels_module
 from openprim.runtime import cpu
+from openprim.runtime.manifest import host_cpu_features
 
 TO_LLVM = (  # after memref-copy-to-linalg
     "convert-linalg-to-loops",
@@ -88,15 +95,87 @@ def bf16_runtime(module: ir.Operation) -> None:
         body(km).append(parsed.body.operations[0].operation)  # moves it out of `parsed`, alive until here
 
 
+SCRATCH_ATTR = "openprim.scratch_bytes"
+
+
+def _element_bytes(t: ir.Type) -> int:
+    for cls in (ir.FloatType, ir.IntegerType):
+        try:
+            return max(1, cls(t).width // 8)
+        except ValueError:
+            pass
+    return 8  # index, pointers
+
+
+def record_scratch(module: ir.Operation) -> None:
+    """Write on the kernels module the most heap memory one kernel call allocates (its memref.allocs:
+    padded inputs, im2col and Winograd buffers; a loop's alloc counted once per thread), so that the
+    runtime can refuse a plan whose memory cannot fit before a kernel's malloc fails and it segfaults."""
+    km = kernels_module(module)
+    if km is None:
+        return
+    threads = os.cpu_count() or 1
+    most = 0
+    for fn in body(km).operations:
+        total = []
+
+        def visit(op, in_loop=False):
+            op = op.operation
+            if op.name == "memref.alloc":
+                t = ir.MemRefType(op.result.type)
+                if t.has_static_shape:
+                    total.append(math.prod(t.shape) * _element_bytes(t.element_type) * (threads if in_loop else 1))
+            for region in op.regions:
+                for block in region.blocks:
+                    for inner in block.operations:
+                        visit(inner, in_loop or op.name in ("scf.forall", "scf.parallel", "scf.for"))
+        visit(fn)
+        most = max(most, sum(total))
+    if most:
+        with module.context:
+            km.attributes[SCRATCH_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), most)
+
+
 def lowering(target: Target, threads: bool, nested) -> list:
     """prim-lower's steps after bufferization; nested(steps) runs upstream passes in the kernels module."""
     omp = "convert-scf-to-openmp" if threads and openmp_available() else "func.func(scf-forall-to-for)"
-    return [nested([step.replace("{omp}", omp) for step in TO_LLVM]), ("prim-bf16-runtime", bf16_runtime)]
+    return [("prim-cpu-scratch", record_scratch), nested([step.replace("{omp}", omp) for step in TO_LLVM]),
+            ("prim-bf16-runtime", bf16_runtime)]
 
 
 def mcpu(target: Target) -> str:
-    """The LLVM CPU the code is generated for: the target's, else this machine's."""
-    return target.arch or cpu.host_cpu()
+    """The LLVM CPU the code is generated for: the target's, else (cpu, cpu:native) this machine's."""
+    return target.arch if target.arch not in ("", "native") else cpu.host_cpu()
+
+
+def needed_features(target: Target) -> list[str]:
+    """The instruction set extensions the kernels may use: this machine's for cpu/cpu:native (the code
+    is generated for its CPU), else those of the named level or CPU (none recorded for a CPU not in
+    base/target.py's table)."""
+    if target.arch in ("", "native"):
+        return sorted(host_cpu_features())
+    return sorted(cpu_features(target.arch) or ())
+
+
+@functools.lru_cache(None)
+def llc_cpus() -> frozenset[str]:
+    """The CPU names llc knows for this machine's architecture (empty if it cannot list them)."""
+    r = subprocess.run([llc(), f"-mtriple={platform.machine()}-unknown-linux-gnu", "-mcpu=help"],
+                       capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    out = r.stdout + r.stderr
+    listed = out.split("Available CPUs for this target:", 1)[-1].split("Available features", 1)[0]
+    return frozenset(line.split()[0] for line in listed.splitlines() if " - " in line)
+
+
+def check_mcpu(target: Target) -> None:
+    """An unknown `cpu:<mcpu>` is an error here (llc would only warn and generate generic code, or abort)."""
+    name = mcpu(target)
+    known = llc_cpus()
+    if known and name not in known and name != "native":
+        levels = ", ".join(f"cpu:{n}" for n in ("x86-64-v2", "x86-64-v3", "x86-64-v4")) \
+            if "x86-64-v3" in known else "cpu:<llvm cpu name>"
+        raise OpenPrimError(f"target '{target}': llc does not know the CPU '{name}'; use cpu, cpu:native, {levels} "
+                            f"or a name from `llc -mcpu=help`")
 
 
 def kernels_ir(module: ir.Module) -> ir.Module:
@@ -150,6 +229,7 @@ def shared_object(module: ir.Module, target: Target, stage=_untimed) -> bytes:
     if not cc:
         raise OpenPrimError("no C compiler/linker found to link the kernels: install gcc, set CC, "
                             "or compile with backend='engine' (MLIR's ExecutionEngine)")
+    check_mcpu(target)
     km = kernels_ir(module)
     with tempfile.TemporaryDirectory() as d:
         procs, objs = [], []
@@ -178,5 +258,7 @@ def kernel_files(module: ir.Module, target: Target, device_arch: str | None = No
 
 
 def artifact_meta(target: Target, files: dict[str, bytes]) -> dict:
-    """What the manifest records about the build: the CPU the code is for, and whether it is threaded."""
-    return {"machine": platform.machine(), "cpu": mcpu(target), "openmp": bool(cpu.openmp_library())}
+    """What the manifest records about the build: the CPU the code is for and the instruction set
+    extensions it needs (checked at load), and whether it is threaded."""
+    return {"machine": platform.machine(), "cpu": mcpu(target), "cpu_features": needed_features(target),
+            "openmp": bool(cpu.openmp_library())}

@@ -150,8 +150,11 @@ def binary(module: ir.Operation, target: Target) -> None:
 
 
 def lowering(target: Target, threads: bool, nested) -> list:
-    """prim-lower's steps after the kernels are mapped and merged into `gpu.module @device`."""
+    """prim-lower's steps after the kernels are mapped and merged into `gpu.module @device`. math.tanh is
+    expanded through exp first: convert-gpu-to-rocdl leaves it as llvm.tanh, for which the AMDGPU backend
+    has no lowering (LLVM aborts with "no libcall available for ftanh")."""
     return [nested([f"gpu.module(fold-memref-alias-ops,expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+                    f"math-expand-ops{{ops=tanh}},"
                     f"convert-gpu-to-rocdl{{chipset={target.arch} runtime=HIP use-bare-ptr-memref-call-conv=true}})",
                     "reconcile-unrealized-casts"]),
             ("prim-gpu-binary", lambda op: binary(op, target))]

@@ -97,13 +97,14 @@ class _Body:
         self.emit(f"{n} = {name} {self.idx(a)}, {self.idx(b)} : {ty}")
         return n
 
-    def loop(self, lo, hi, carried: list[str], ty: str):
-        """Open `scf.for iv = lo to hi` carrying `carried` (all of type ty); returns (iv, args, results)."""
+    def loop(self, lo, hi, carried: list[str], ty: str | None, types: list[str] | None = None):
+        """Open `scf.for iv = lo to hi` carrying `carried` (all of type ty, or of `types` one by one);
+        returns (iv, args, results)."""
         iv, res = self.fresh("iv"), self.fresh("acc")
         args = [self.fresh("a") for _ in carried]
         inits = ", ".join(f"{a} = {v}" for a, v in zip(args, carried))
         self.emit(f"{res}:{len(carried)} = scf.for {iv} = {self.idx(lo)} to {self.idx(hi)} step {self.const(1)} "
-                  f"iter_args({inits}) -> ({', '.join([ty] * len(carried))}) {{")
+                  f"iter_args({inits}) -> ({', '.join(types or [ty] * len(carried))}) {{")
         self.depth += 1
         return iv, args, [f"{res}#{i}" for i in range(len(carried))]
 
@@ -118,8 +119,8 @@ class _Body:
         self.depth -= 1
         self.emit("}")
 
-    def end_loop(self, values: list[str], ty: str):
-        self.emit(f"scf.yield {', '.join(values)} : {', '.join([ty] * len(values))}")
+    def end_loop(self, values: list[str], ty: str | None, types: list[str] | None = None):
+        self.emit(f"scf.yield {', '.join(values)} : {', '.join(types or [ty] * len(values))}")
         self.depth -= 1
         self.emit("}")
 

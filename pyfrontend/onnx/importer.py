@@ -18,6 +18,17 @@ A model whose opset is newer than 21 is accepted node by node: a node passes onl
 definition at that opset has the same inputs, outputs and attributes as at opset 21 (Conv-22 or
 Reshape-25 only add element types). Unsupported ops and attributes, dynamic shapes and non-float
 tensors are reported as one-line `OpenPrimError`s naming the node, its op type and the opset.
+
+Precision. A Graph has one dtype: float, float16 and bfloat16 models import as f32, f16 and bf16 Graphs,
+and a model that mixes them (an f16 model with float inputs and outputs, Casts around a LayerNormalization
+kept in float) imports in its dominant dtype, `model_dtype`: the type of most elements of its float
+initializers, or, without any, of its first float input. Casts between these types are identities, and
+every weight is rounded to the Graph's dtype (the runtime converts inputs of another float type; the
+outputs come back in the Graph's dtype, and the ONNX backend casts them to the declared types). Float64
+tensors are an error wherever they are computed (an input, a weight a compute node reads, a Cast of a
+computed tensor): OpenPrim computes in f32 at most. Integer tensors are fine where they are shapes,
+indices, axes or pads (read at import time); an integer constant that a compute node reads as data must
+be exact in the Graph's dtype (|v| <= 2^24 in f32, 2048 in f16, 256 in bf16).
 """
 from __future__ import annotations
 
@@ -26,10 +37,15 @@ import math
 import numpy as np
 
 from openprim.base.errors import OpenPrimError
+from openprim.pyfrontend.attention import match_attention
 from openprim.pyfrontend.graph import Graph, Tensor
 
 MIN_OPSET, MAX_OPSET = 13, 21
-_FLOAT_TYPES = {1: "float", 10: "float16", 11: "double"}  # TensorProto elem types that run as f32
+# TensorProto elem types a Graph computes in: FLOAT, FLOAT16, BFLOAT16.
+_FLOAT_TYPES = {1: "f32", 10: "f16", 16: "bf16"}
+_DOUBLE = 11
+# The largest integer magnitude below which every integer is exact in each dtype (2^(mantissa bits + 1)).
+_EXACT_INT = {"f32": 2 ** 24, "f16": 2 ** 11, "bf16": 2 ** 8}
 _F32_MAX = float(np.finfo(np.float32).max)
 # Ops that are never folded at import time even when all inputs are known: random ones,
 # BatchNormalization, whose onnx reference implementation for opsets 9-13 mixes in batch statistics,
@@ -77,7 +93,8 @@ class _Importer:
         self.model = model
         self.input_shapes = dict(input_shapes or {})
         self.opset = model_opset(model)
-        self.g = Graph(name=(model.graph.name or "main").replace(" ", "_"), layout="NCHW", dtype="f32")
+        self.g = Graph(name=(model.graph.name or "main").replace(" ", "_"), layout="NCHW",
+                       dtype=model_dtype(model))
         self.tensors: dict[str, Tensor] = {}     # name -> graph value
         self.consts: dict[str, np.ndarray] = {}  # name -> value known at import time
         self.readers: dict[str, str] = {}       # name -> the first node (or graph output) that reads it
@@ -125,8 +142,11 @@ class _Importer:
             return self.tensors[name]
         if name in self.consts:
             v = self.consts[name]
-            if v.dtype.kind not in "fiub":
+            if not _is_float(v.dtype) and v.dtype.kind not in "iub":
                 self.unsupported(f"constant '{name}' has dtype {v.dtype}")
+            if v.dtype.kind in "iu" and v.size and np.max(np.abs(v.astype(np.float64))) > _EXACT_INT[self.g.dtype]:
+                self.fail(f"integer constant '{name}' (values up to {np.max(np.abs(v))}) is read as data and "
+                          f"cannot be computed exactly in {self.g.dtype}; OpenPrim computes in floats only")
             t = self.g.param(self._pname(name), v.astype(np.float32))
             self.tensors[name] = t
             return t
@@ -190,7 +210,11 @@ class _Importer:
             if imp.domain not in ("", "ai.onnx"):
                 raise OpenPrimError(f"ONNX model imports domain '{imp.domain}', which OpenPrim does not support")
         for init in gr.initializer:
-            self.consts[init.name] = onnx.numpy_helper.to_array(init)
+            try:
+                self.consts[init.name] = onnx.numpy_helper.to_array(init)
+            except (ValueError, KeyError, TypeError) as e:  # data of another size or type than declared
+                raise OpenPrimError(f"ONNX initializer '{init.name}' cannot be read (dims {list(init.dims)}, "
+                                    f"data_type {init.data_type}): {_first_line(e)}; the file is corrupt") from None
         for init in gr.sparse_initializer:
             raise OpenPrimError(f"ONNX sparse initializer '{init.values.name}' is not supported")
         unknown = set(self.input_shapes) - {i.name for i in gr.input}
@@ -202,9 +226,12 @@ class _Importer:
             tt = inp.type.tensor_type if inp.type.HasField("tensor_type") else None
             if tt is None:
                 raise OpenPrimError(f"ONNX input '{inp.name}' is not a tensor")
+            if tt.elem_type == _DOUBLE:
+                raise OpenPrimError(_float64_error(f"input '{inp.name}'"))
             if tt.elem_type not in _FLOAT_TYPES:
                 raise OpenPrimError(f"ONNX input '{inp.name}' has element type "
-                                    f"{onnx.TensorProto.DataType.Name(tt.elem_type)}; OpenPrim supports float tensors only")
+                                    f"{dict((v, k) for k, v in onnx.TensorProto.DataType.items()).get(tt.elem_type, tt.elem_type)}"
+                                    "; OpenPrim supports float tensors only")
             if inp.name in self.input_shapes:
                 shape = tuple(int(d) for d in self.input_shapes[inp.name])
             else:
@@ -232,7 +259,7 @@ class _Importer:
                 outs.append(self.tensors[o.name])
             elif o.name in self.consts:
                 v = self.consts[o.name]
-                if v.dtype.kind != "f":
+                if not _is_float(v.dtype):
                     raise OpenPrimError(f"ONNX output '{o.name}' is a constant of dtype {v.dtype}; "
                                         "OpenPrim supports float outputs only")
                 # A constant output: materialise it through a no-op so it is a computed value.
@@ -241,6 +268,7 @@ class _Importer:
             else:
                 raise OpenPrimError(f"ONNX output '{o.name}' is not produced by any node")
         self.g.output(*outs)
+        match_attention(self.g)  # MatMul/Transpose/Div/Add/Softmax/MatMul chains -> one attention op
         return self.g
 
     # ------------------------------------------------------------------ nodes
@@ -285,6 +313,9 @@ class _Importer:
         fn = getattr(self, "op_" + op, None)
         if fn is None:
             self.unsupported()
+        doubles = [i for i in ins if i in self.consts and self.consts[i].dtype == np.float64]
+        if doubles:
+            self.fail(_float64_error(f"constant '{doubles[0]}'"))
         if not _unchanged_since_max_opset(op, self.opset):
             self.unsupported(f"its definition changed after opset {MAX_OPSET}")
         n_out = len([o for o in node.output if o])
@@ -670,16 +701,10 @@ class _Importer:
         lo, hi = max(lo, -_F32_MAX), min(hi, _F32_MAX)
         return self.g.clamp(self.t(0), lo, hi)
 
-    def _hardsigmoid(self, x, alpha, beta):
-        y = self.g.add(self.g.mul(x, alpha), beta)
-        return self.g.clamp(y, 0.0, 1.0)
-
     def op_HardSigmoid(self, a):
-        return self._hardsigmoid(self.t(0), float(a.get("alpha", 0.2)), float(a.get("beta", 0.5)))
+        return self.g.hardsigmoid(self.t(0), float(a.get("alpha", 0.2)), float(a.get("beta", 0.5)))
 
-    def op_HardSwish(self, a):
-        x = self.t(0)
-        return self.g.mul(x, self._hardsigmoid(x, 1.0 / 6.0, 0.5))
+    def op_HardSwish(self, a): return self.g.hardswish(self.t(0))
 
     # --- elementwise binary
     def _binary(self, fn):
@@ -792,9 +817,12 @@ class _Importer:
 
     def op_Cast(self, a):
         from onnx import TensorProto
-        if a.get("to") not in (TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.DOUBLE):
-            self.unsupported(f"Cast of a computed tensor to {TensorProto.DataType.Name(a.get('to', 0))}")
-        return self.t(0)  # every computed tensor is a float tensor: a no-op
+        if a.get("to") == TensorProto.DOUBLE:
+            self.fail(_float64_error("a Cast of a computed tensor to DOUBLE"))
+        if a.get("to") not in _FLOAT_TYPES:
+            to = dict((v, k) for k, v in TensorProto.DataType.items()).get(a.get("to", 0), a.get("to"))
+            self.unsupported(f"Cast of a computed tensor to {to}")
+        return self.t(0)  # every computed tensor has the Graph's one dtype: a no-op
 
     def op_Dropout(self, a):
         """Inference: the identity. The mask output imports only while nothing reads it."""
@@ -1123,7 +1151,7 @@ _CONVERTED = {"Upsample": ("Resize", 7, 9)}
 _NOTES = {
     "AveragePool": "1-d, 2-d, 3-d with a size-1 window on depth or on height and width; no dilations",
     "BatchNormalization": "inference (training_mode=0)",
-    "Cast": "to float types (the identity); any type on constants",
+    "Cast": "to float, float16, bfloat16 (the identity); any type on constants",
     "Clip": "bounds constant or computed",
     "Constant": "tensor, float(s) and int(s) values",
     "Conv": "1-d and 2-d; auto_pad",
@@ -1180,6 +1208,34 @@ def coverage_table() -> str:
     """supported_ops() with the notes, as the markdown table in docs/frontends.md."""
     rows = [f"| {op} | {lo}-{hi} | {_NOTES.get(op, '')} |" for op, (lo, hi) in supported_ops().items()]
     return "\n".join(["| ONNX op | opsets | notes |", "|---|---|---|", *rows])
+
+
+def _is_float(dtype) -> bool:
+    """Whether a numpy dtype holds floats (numpy's own, or ml_dtypes' bfloat16, which onnx uses)."""
+    return dtype.kind == "f" or dtype.name == "bfloat16"
+
+
+def _float64_error(what: str) -> str:
+    return (f"ONNX {what} is float64 (DOUBLE); OpenPrim computes in float32, float16 or bfloat16 only and "
+            "does not run float64 silently in float32: convert the model to float32 first")
+
+
+def model_dtype(model) -> str:
+    """The Graph dtype of an ONNX model: the type of most elements of its float initializers (float,
+    float16, bfloat16), or, without any, of its first float input; "f32" when it has neither."""
+    counts = {}
+    for init in model.graph.initializer:
+        if init.data_type in _FLOAT_TYPES:
+            dtype = _FLOAT_TYPES[init.data_type]
+            counts[dtype] = counts.get(dtype, 0) + math.prod(init.dims)
+    if counts:
+        return max(counts, key=lambda d: (counts[d], d == "f32"))
+    inits = {i.name for i in model.graph.initializer}
+    for inp in model.graph.input:
+        elem = inp.type.tensor_type.elem_type if inp.type.HasField("tensor_type") else 0
+        if inp.name not in inits and elem in _FLOAT_TYPES:
+            return _FLOAT_TYPES[elem]
+    return "f32"
 
 
 def model_opset(model) -> int:

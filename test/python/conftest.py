@@ -12,9 +12,11 @@ def rng(request):
 
 @pytest.fixture(autouse=True, scope="session")
 def _no_user_tuning_db(tmp_path_factory):
-    """Compiles in the tests never read the user's tuning database, nor search unless a test asks."""
+    """Compiles in the tests never read the user's tuning database, nor search unless a test asks, nor use
+    the compile cache (a hit would hide what a test patched; test_cache.py turns it on in a temporary dir)."""
     mp = pytest.MonkeyPatch()
     mp.setenv("OPENPRIM_USER_DB_PATH", str(tmp_path_factory.mktemp("tuning") / "user.sqlite"))
+    mp.setenv("OPENPRIM_CACHE", "0")
     for var in ("OPENPRIM_FIND_MODE", "OPENPRIM_FIND_ENFORCE"):
         mp.delenv(var, raising=False)
     yield

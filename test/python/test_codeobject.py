@@ -120,8 +120,19 @@ class FakeHip:
         HIP_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES = 3
         HIP_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK = 0
 
+    class hipStreamCaptureMode(enum.Enum):
+        hipStreamCaptureModeThreadLocal = 1
+
+    class hipMemoryType(enum.Enum):
+        hipMemoryTypeHost = 0
+        hipMemoryTypeDevice = 1
+
+    hipStreamNonBlocking, hipEventDisableTiming = 1, 2
+
     def __init__(self):
         self.launches = []
+        self.calls = []                   # (name, args) of the stream, copy, capture and graph calls
+        self.capturing = None
         self.ok = self.hipError_t.hipSuccess
 
     def __getattr__(self, name):          # calls without results
@@ -145,7 +156,36 @@ class FakeHip:
     def hipModuleLaunchKernel(self, f, gx, gy, gz, bx, by, bz, shared, stream, params, extra):
         values = [ctypes.cast(params[i], ctypes.POINTER(ctypes.c_uint64)).contents.value for i in range(len(params))]
         self.launches.append(((gx, gy, gz), (bx, by, bz), shared, values))
+        self.calls.append(("captured launch" if stream is not None and stream == self.capturing else "launch", stream))
         return (self.ok,)
+
+    def _record(name, result=None):
+        def call(self, *args):
+            self.calls.append((name, args))
+            return (self.ok,) if result is None else (self.ok, result)
+        return call
+
+    hipStreamCreateWithFlags = _record("hipStreamCreateWithFlags", 0x51)
+    hipMemcpyDtoDAsync = _record("hipMemcpyDtoDAsync")
+    hipGraphInstantiateWithFlags = _record("hipGraphInstantiateWithFlags", "exec")
+    hipGraphLaunch = _record("hipGraphLaunch")
+
+    def hipStreamBeginCapture(self, stream, mode):
+        self.calls.append(("hipStreamBeginCapture", (stream, mode)))
+        self.capturing = stream
+        return (self.ok,)
+
+    def hipStreamEndCapture(self, stream):
+        self.calls.append(("hipStreamEndCapture", (stream,)))
+        self.capturing = None
+        return self.ok, "graph"
+
+    def hipPointerGetAttributes(self, ptr):
+        kind = self.hipMemoryType.hipMemoryTypeDevice if ptr == 0x1000 else self.hipMemoryType.hipMemoryTypeHost
+        return self.ok, types.SimpleNamespace(type=kind, device=0)
+
+    def hipStreamGetDevice(self, stream):
+        return self.ok, 0 if stream == 0x51 else 1
 
 
 def test_hip_device_calls(monkeypatch):
@@ -160,3 +200,25 @@ def test_hip_device_calls(monkeypatch):
     device.copy_to_device(0x1000, np.zeros(4, np.float32))
     with pytest.raises(DeviceError, match=r"^hipMalloc failed: hipErrorOutOfMemory: out of memory$"):
         device.alloc(1 << 41)
+
+
+def test_hip_streams_copies_and_graphs(monkeypatch):
+    """Device-to-device copies and launches go on the given stream; a capture records the launches and the
+    graph is instantiated once and launched on the caller's stream."""
+    fake = FakeHip()
+    monkeypatch.setitem(sys.modules, "hip", types.SimpleNamespace(hip=fake))
+    device = HipDevice()
+    stream = device.create_stream()
+    device.check_stream(stream)
+    with pytest.raises(DeviceError, match="is not a stream of AMD GPU 0"):
+        device.check_stream(0x99)
+    assert (device.pointer_device(0x1000), device.pointer_device(0x2000)) == (0, None)
+    device.copy_device_to_device(0x1000, 0x2000, 64, stream)
+    graph = device.capture(stream, lambda: device.launch("f", (1, 1, 1), (64, 1, 1), [0x1000], 0, stream))
+    device.graph_launch(graph[1], 0x77)
+    assert graph == ("graph", "exec")
+    assert fake.calls == [
+        ("hipStreamCreateWithFlags", (1,)), ("hipMemcpyDtoDAsync", (0x1000, 0x2000, 64, 0x51)),
+        ("hipStreamBeginCapture", (0x51, fake.hipStreamCaptureMode.hipStreamCaptureModeThreadLocal)),
+        ("captured launch", 0x51), ("hipStreamEndCapture", (0x51,)), ("hipGraphInstantiateWithFlags", ("graph", 0)),
+        ("hipGraphLaunch", ("exec", 0x77))]

@@ -79,6 +79,8 @@ LAZY_IMPORTS = {
     "driver/__init__.py",
     # `to_module` imports emit, so building a Graph needs no MLIR
     "pyfrontend/__init__.py",
+    # a compile-cache hit loads the .oprim without MLIR: the compiler (and the host CPU's name) only when needed
+    "driver/cache.py",
 }
 
 # ------------------------------------------------------------------------------------------------------------
@@ -281,6 +283,8 @@ CASES = {
     "kernels": (["openprim.passes", "openprim.solvers", "openprim.compiler", "openprim.tuning"],
                 _modules_of("kernels"), "", None),
     "passes": (["openprim.tuning", "openprim.compiler"], ["openprim.passes"], "", None),
+    "cache": (["mlir", "openprim.compiler"], ["openprim.cache"], _GRAPH + 'import openprim.cache as c\n'
+              'c.graph_key(g, "cpu", {})\n', None),
 }
 
 _PROGRAM = """\

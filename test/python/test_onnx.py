@@ -876,6 +876,8 @@ EXCLUDE = [
      r".*expanded)test_.*_expanded"),
     # integer and unsigned element types: only float tensors are supported
     r"_u?int(8|16|32|64)", r"^test_div_int32_trunc",
+    # float64 models: an error (OpenPrim computes in f32 at most; test_precision.py checks the message)
+    r"^test_(max|min)_float64_",
     # a different op whose name starts with a supported one
     (r"^test_(convinteger|matmulinteger|gemm_batched|constantofshape|shape_clip|averagepool_3d|"
      r"maxpool_3d|clip_default_int8|gather_elements|split_to_sequence)"),
@@ -919,6 +921,8 @@ EXCLUDE_MODELS = [
     r"^test_(Embedding|operator_non_float_params)",
     # the stored float64 inputs are uninitialized memory (denormals next to 1e+223), out of float32's range
     r"^test_operator_(add_broadcast|add_size1_singleton_broadcast|add_size1_right_broadcast|addconstant)_",
+    # a float64 (DOUBLE) model: an error (test_precision.py)
+    r"^test_operator_add_size1_broadcast_",
 ]
 
 with warnings.catch_warnings():  # numpy warnings from generating unrelated ops' test data

@@ -112,6 +112,8 @@ def applies(solver, cfg, dtype="f32"):
             not any(ref.pad4(cfg["padding"]))
     if solver == "conv_depthwise":
         return G == C == K > 1
+    if solver == "conv_depthwise_gpu":
+        return G == C == K > 1
     if solver.startswith("conv_winograd"):
         return G == 1 and tuple(cfg["kernel"]) == (3, 3) and _pair(cfg["stride"]) == (1, 1) and \
             _pair(cfg.get("dilation", 1)) == (1, 1)
@@ -347,6 +349,7 @@ def test_conv_solver_applicability(solver, layout):
                "conv_winograd_f4x3": "not a 3x3, stride-1, undilated convolution|grouped convolution",
                "conv_1x1_gemm": "not a 1x1, stride-1, unpadded convolution|grouped convolution",
                "conv_depthwise": "not depthwise",
+               "conv_depthwise_gpu": "not depthwise",
                "conv_grouped_gemm": "not a grouped convolution|depthwise convolution"}
     for cfg in CONV:
         g = _conv_graph(cfg, layout)
@@ -405,7 +408,7 @@ def test_solver_from_environment(monkeypatch, rng):
     w, wv = net.weight((8, 3))
     out, = net.run(None, net.g.matmul(y, w))
     assert_close(out, ref.matmul(want, wv), "f32", reduction=red * 8)
-    assert [(op, s) for _, op, s in net.launches()] == [("conv2d", "conv_im2col_gemm"), ("matmul", "gemm")]
+    assert [(op, s) for _, op, s in net.launches()] == [("conv2d", "conv_im2col_gemm"), ("matmul", "gemm_packed")]
 
     monkeypatch.setenv("OPENPRIM_SOLVER", "gemm_reference")
     m = _select(net.g)
@@ -415,7 +418,7 @@ def test_solver_from_environment(monkeypatch, rng):
 
 # ----------------------------------------------------------------------------- GEMM
 # kind: "2d" rhs (the gemm solver applies), "2d_t" a 2-d rhs with transpose_rhs (gemm too: prim-select
-# un-transposes it, at compile time for a constant), "batched" rhs (gemm_reference only).
+# un-transposes it, at compile time for a constant), "batched" rhs (gemm_packed, gemm_reference).
 GEMM = [
     dict(id="batched_lhs_bias_res_gelu", kind="2d"),   # [2,5,7] x [7,9] + c[9] + r, then gelu (erf)
     dict(id="2d_bias_arg_silu", kind="2d"),            # matmul(a, b, c, activation=silu) [5,7] x [7,9]
@@ -471,7 +474,7 @@ def test_gemm_solver_forced(solver, dtype, rng):
     if solver in ("gemm_mma", "gemm_wgmma"):
         pytest.skip(f"the GEMM cases have K and N that are not multiples of 8 (bench/gpu_kernels.py and the "
                     f"tensor-core config tests check {solver})")
-    cases = [c for c in GEMM if solver == "gemm_reference" or c["kind"] != "batched"]
+    cases = [c for c in GEMM if solver in ("gemm_reference", "gemm_packed") or c["kind"] != "batched"]
     assert run_gemms(rng, cases, dtype, solver) == [solver] * len(cases)
 
 
@@ -479,7 +482,7 @@ def test_gemm_solver_forced(solver, dtype, rng):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_gemm_default_solver(dtype, rng):
     chosen = run_gemms(rng, GEMM, dtype)
-    want = {c["id"]: "gemm_reference" if c["kind"] == "batched" else "gemm" for c in GEMM}
+    want = {c["id"]: "gemm_packed" for c in GEMM}
     assert {c["id"]: s for c, s in zip(GEMM, chosen)} == want
 
 

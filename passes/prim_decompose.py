@@ -1,0 +1,92 @@
+"""prim-decompose: composite ops that the target has no kernel for, rewritten into the ops it has.
+
+`prim.attention` is softmax(scale * q @ k^T + mask) @ v. Where an attention solver applies on the target
+(solvers/: the NVIDIA flash-attention kernel, f16/bf16 with head dims 64 and 128), the op stays whole and
+prim-select chooses it, so the S x S scores never reach memory. Everywhere else (the CPU, other dtypes
+and head dims) it becomes the ops that every target already runs well:
+
+    s = matmul(q, k, transpose_rhs)          batched over B*H, [B, H, Sq, Sk]
+    s = s * scale (+ mask) (+ causal)        causal: a constant [Sq, Sk] of 0 and -inf (key j > query i)
+    p = softmax(s, axis=-1)
+    o = matmul(p, v)                         batched, [B, H, Sq, D]
+
+The pass runs first, so that prim-fuse then fuses the scale and mask adds into one elementwise kernel
+and prim-select picks a GEMM solver for both products like for any other matmul.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from mlir import ir
+
+from openprim import dialect
+from openprim.base.ops import OPS
+from openprim.base.target import Target, parse_target
+from openprim.dialect import graph_functions
+from openprim.solvers import applicable
+from openprim.solvers.problem import problem_of
+
+from .rewrite import new_constant
+
+NAME = "prim-decompose"
+
+
+def has_kernel(op: ir.Operation, target: Target) -> bool:
+    """Whether an attention solver applies to `op` on `target` (the op then stays whole)."""
+    return any(reason is None for _, reason in applicable(problem_of(op), "attention", target))
+
+
+def _create(name: str, operands: list, shape, like: ir.Value, attrs: dict, loc) -> ir.Value:
+    """prim.<name> on operands with a result of `shape` in the element type of `like`."""
+    spec_attrs = {k: dialect.make_attr(v, kind) for k, v in attrs.items()
+                  for kind in [OPS[name].attributes[k]]}
+    result = ir.RankedTensorType.get(list(shape), like.type.element_type)
+    if any(kind == "optional" for _, kind in OPS[name].operands):
+        spec_attrs["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([v is not None for v in operands])
+    return ir.Operation.create(f"prim.{name}", results=[result], operands=[v for v in operands if v is not None],
+                               attributes=spec_attrs, loc=loc).result
+
+
+def _matmul(a: ir.Value, b: ir.Value, shape, transpose_rhs: bool, loc) -> ir.Value:
+    return _create("matmul", [a, b, None, None], shape, a,
+                   {"transpose_rhs": int(transpose_rhs), "activation": "none", "activation_params": []}, loc)
+
+
+def decompose_attention(op: ir.Operation) -> None:
+    """Replace one prim.attention by matmul, scale, mask adds, softmax and matmul (module docstring)."""
+    q, k, v, mask = dialect.operand_groups(op)
+    attrs = dialect.op_attrs(op)
+    B, H, Sq, D = dialect.shape_of(q)
+    Sk = dialect.shape_of(k)[2]
+    scores = (B, H, Sq, Sk)
+    loc = op.location
+    with ir.InsertionPoint(op), loc:
+        s = _matmul(q, k, scores, True, loc)
+        s = _create("mul", [s, new_constant(np.array(attrs["scale"]), q, loc)], scores, q, {}, loc)
+        if mask is not None:
+            s = _create("add", [s, mask], scores, q, {}, loc)
+        if attrs["causal"]:
+            above = np.arange(Sk)[None, :] > np.arange(Sq)[:, None]
+            s = _create("add", [s, new_constant(np.where(above, -np.inf, 0.0), q, loc)], scores, q, {}, loc)
+        p = _create("softmax", [s], scores, q, {"axis": -1}, loc)
+        out = _matmul(p, v, dialect.shape_of(op.result), False, loc)
+    op.result.replace_all_uses_with(out)
+    op.erase()
+
+
+@dataclass
+class Options:
+    NAME = NAME
+    target: str = "cpu"
+
+    def entries(self):
+        return [(NAME, self.run)]
+
+    def run(self, module_op):
+        target = parse_target(self.target)
+        with module_op.context:
+            for fn in graph_functions(module_op):
+                for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
+                    if op.name == "prim.attention" and not has_kernel(op, target):
+                        decompose_attention(op)

@@ -1,0 +1,126 @@
+"""Attention written out as separate ops, found in an imported Graph and replaced by one `attention` op.
+
+Exporters spell attention as its parts: ONNX files (and traced modules such as BERT's self-attention) hold
+
+    MatMul(Q, Transpose(K)) -> (Div | Mul by a scalar constant) -> (Add mask) -> Softmax(-1) -> MatMul(V)
+
+`match_attention(graph)` rewrites every such chain, whose intermediates have no other use, into
+`graph.attention(q, k, v, mask, scale=...)` in place: the final MatMul's node becomes the attention node (its
+result tensor, which later nodes use, stays), K's transpose is undone (a transpose whose perm swaps the last
+two axes is dropped; another gets the swapped perm), and the nodes left without uses are removed. On a target
+with a flash-attention kernel that keeps the S x S scores out of memory; elsewhere prim-decompose expands it
+again into the same ops.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from openprim.base import ops as spec
+from openprim.base.dtypes import from_storage
+
+from .graph import Graph, Node, Tensor
+
+
+def _producers(graph: Graph) -> dict[int, Node]:
+    return {id(n.result): n for n in graph.nodes}
+
+
+def _uses(graph: Graph) -> dict[int, int]:
+    uses: dict[int, int] = {}
+    for t in [o for n in graph.nodes for o in n.operands if o is not None] + list(graph.outputs):
+        uses[id(t)] = uses.get(id(t), 0) + 1
+    return uses
+
+
+def _scalar(node: Node | None) -> float | None:
+    """The value of a one-element constant node, else None."""
+    if node is None or node.op != "constant" or node.value.size != 1:
+        return None
+    return float(from_storage(node.value, node.result.dtype).reshape(()))
+
+
+def _plain_matmul(node: Node | None) -> bool:
+    return node is not None and node.op == "matmul" and node.operands[2] is None and node.operands[3] is None \
+        and node.attrs["activation"] == "none"
+
+
+def _match(pv: Node, prod: dict, uses: dict):
+    """(q, k or (k0, perm), v, mask, scale, dead nodes) when `pv` ends an attention chain, else None."""
+    if not _plain_matmul(pv) or pv.attrs["transpose_rhs"] or pv.result.ndim != 4:
+        return None
+    soft = prod.get(id(pv.operands[0]))
+    if soft is None or soft.op != "softmax" or soft.attrs["axis"] % 4 != 3 or uses[id(soft.result)] != 1:
+        return None
+    dead, x, mask, scale = [soft], soft.operands[0], None, 1.0
+    node = prod.get(id(x))
+    if node is not None and node.op == "add" and uses[id(x)] == 1:
+        inner = [o for o in node.operands if prod.get(id(o)) is not None and prod[id(o)].op in ("div", "mul", "matmul")]
+        if inner:
+            x = inner[0]
+            mask = node.operands[1] if node.operands[0] is x else node.operands[0]
+            dead.append(node)
+            node = prod.get(id(x))
+    if node is not None and node.op in ("div", "mul") and uses[id(x)] == 1:
+        c = _scalar(prod.get(id(node.operands[1])))
+        if c is None or (node.op == "div" and c == 0):
+            return None
+        scale = 1.0 / c if node.op == "div" else c
+        dead.append(node)
+        x = node.operands[0]
+        node = prod.get(id(x))
+    if not _plain_matmul(node) or uses[id(x)] != 1 or node.result.ndim != 4:
+        return None
+    dead.append(node)
+    q, rhs = node.operands[0], node.operands[1]
+    if node.attrs["transpose_rhs"]:
+        k = rhs
+    else:
+        t = prod.get(id(rhs))
+        if t is None or t.op != "transpose" or uses[id(rhs)] != 1:
+            return None
+        perm = list(t.attrs["perm"])
+        perm[-2], perm[-1] = perm[-1], perm[-2]
+        k = (t.operands[0], perm)
+        dead.append(t)
+    v = pv.operands[1]
+    k_shape = rhs.shape if node.attrs["transpose_rhs"] else tuple(rhs.shape[:2]) + (rhs.shape[3], rhs.shape[2])
+    try:
+        spec.infer("attention", [q.shape, k_shape, v.shape, None if mask is None else mask.shape],
+                   {"scale": scale, "causal": 0})
+    except spec.ShapeError:
+        return None
+    return q, k, v, mask, scale, dead
+
+
+def match_attention(graph: Graph) -> int:
+    """Rewrite every attention chain of `graph` into one attention op, in place; returns how many."""
+    found = 0
+    prod, uses = _producers(graph), _uses(graph)
+    for pv in list(graph.nodes):
+        m = _match(pv, prod, uses)
+        if m is None:
+            continue
+        q, k, v, mask, scale, dead = m
+        if isinstance(k, tuple):
+            k0, perm = k
+            if perm == list(range(4)):
+                k = k0
+            else:
+                k = Tensor(graph, tuple(k0.shape[p] for p in perm), k0.dtype, f"%{len(graph.nodes)}")
+                graph.nodes.insert(graph.nodes.index(pv), Node("transpose", [k0], {"perm": perm}, k, pv.loc))
+        pv.op, pv.operands = "attention", [q, k, v, mask]
+        pv.attrs = {"scale": float(np.float64(scale)), "causal": 0}
+        gone = {id(n) for n in dead}
+        graph.nodes = [n for n in graph.nodes if id(n) not in gone]
+        _drop_unused_constants(graph, dead)
+        prod, uses = _producers(graph), _uses(graph)
+        found += 1
+    return found
+
+
+def _drop_unused_constants(graph: Graph, dead: list) -> None:
+    """Remove the scalar constants that only the removed nodes used."""
+    uses = _uses(graph)
+    inputs = {id(o) for n in dead for o in n.operands if o is not None}
+    graph.nodes = [n for n in graph.nodes
+                   if not (n.op == "constant" and id(n.result) in inputs and not uses.get(id(n.result)))]

@@ -1,0 +1,98 @@
+"""gemm_packed, the hand-written CPU GEMM (kernels/cpu/gemm.py), against float64 numpy.
+
+Every matmul the frontends emit: a 2-d rhs under a 2-d or batched lhs (linear layers), a batched rhs
+(attention's P V) and a batched, transposed rhs (Q K^T), with odd sizes that leave row tails (M % MT),
+column tails (N % NT, N < 8), short K (below the k loop's unrolling) and a single row (a GEMV, whose
+columns the threads split). The register tile's parameters (MT, NT, packed or not) are each run; the
+large case goes through several row chunks and the column split; f16/bf16 widen to f32 and round once.
+"""
+from __future__ import annotations
+
+import pytest
+
+import reference as ref
+from helpers import DTYPES, TARGET, Net, assert_close
+from openprim.kernels.cpu import gemm as cpu_gemm
+from openprim.solvers import SOLVERS
+from openprim.solvers.problem import GemmProblem
+
+pytestmark = pytest.mark.skipif(TARGET != "cpu", reason="a CPU kernel")
+
+# (id, lhs shape, rhs shape, transpose_rhs, rhs constant?, bias?, residual?, activation)
+CASES = [
+    ("linear_odd_bias_relu", (13, 37), (37, 19), False, True, True, False, "relu"),
+    ("batched_lhs_2d_rhs_res_gelu", (2, 7, 29), (29, 21), False, True, True, True, "gelu"),
+    ("gemv_threads_split_columns", (1, 40), (40, 70), False, True, True, False, "none"),
+    ("narrow_n_short_k", (11, 3), (3, 5), False, False, False, False, "none"),
+    ("batched_rhs_b1", (1, 17, 23), (1, 23, 33), False, False, True, False, "none"),
+    ("batched_rhs_b3", (3, 9, 13), (3, 13, 26), False, False, False, True, "silu"),
+    ("batched_transposed_4d", (2, 3, 14, 10), (2, 3, 19, 10), True, False, False, False, "none"),
+    ("transposed_2d_input_rhs", (6, 13), (9, 13), True, False, False, True, "none"),
+    ("large_chunks_and_parts", (301, 700), (700, 83), False, True, True, False, "none"),
+]
+
+
+def _run(rng, case, dtype="f32", solver="gemm_packed"):
+    _, ash, bsh, tr, const, bias, res, act = case
+    net = Net(rng, dtype)
+    g = net.g
+    a, av = net.input(ash)
+    b, bv = net.weight(bsh) if const else net.input(bsh)
+    n = bsh[-2] if tr else bsh[-1]
+    c, cv = net.weight((n,)) if bias else (None, None)
+    y = g.matmul(a, b, c, transpose_rhs=tr, activation="none" if res else act)
+    want = ref.matmul(av, bv, cv, transpose_rhs=tr)
+    if res:
+        r, rv = net.input(want.shape)
+        y = getattr(g, act)(g.add(y, r)) if act != "none" else g.add(y, r)
+        want = want + rv
+        want = getattr(ref, act)(want) if act != "none" else want
+    elif act != "none":
+        want = getattr(ref, act)(want)
+    out, = net.run(None, y, solver=solver)
+    assert_close(out, want, dtype, reduction=ash[-1], what=f"{case[0]} ({dtype})")
+    return [s for _, op, s in net.launches() if op == "matmul"]
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_gemm_packed_default(case, rng):
+    """The heuristic picks gemm_packed for every matmul, with the epilogue folded in."""
+    assert _run(rng, case, solver="") == ["gemm_packed"]
+
+
+@pytest.mark.parametrize("mt,nt,pack", [(6, 16, 0), (4, 8, 1), (2, 32, 0), (1, 8, 1), (8, 16, 1)])
+def test_gemm_packed_tiles(mt, nt, pack, rng, monkeypatch):
+    """Every register tile shape, packed or not (a transposed rhs is always packed)."""
+    monkeypatch.setattr(SOLVERS["gemm_packed"], "default_params", lambda p, target: {"mt": mt, "nt": nt,
+                                                                                      "pack": pack})
+    for case in CASES[:-1]:
+        assert _run(rng, case) == ["gemm_packed"]
+
+
+@pytest.mark.parametrize("dtype", [d for d in DTYPES if d != "f32"])
+def test_gemm_packed_low_precision(dtype, rng):
+    for case in (CASES[1], CASES[5], CASES[6]):
+        assert _run(rng, case, dtype) == ["gemm_packed"]
+
+
+def test_gemm_packed_work_split():
+    """The row chunks and column parts the threads get: a batch's rows in chunks of A within
+    CHUNK_BYTES, as many as make the items share evenly; else the columns split."""
+    def split(batch, m, n, k, tr=False):
+        p = GemmProblem(batch, m, n, k, tr, batch > 1, "f32", "none")
+        g = cpu_gemm._Gemm(p, {"mt": 6, "nt": 16, "pack": 1}, {}, [("%a", ""), ("%b", ""), ("%o", "")], 2)
+        return g.split()
+    assert split(1, 128, 3072, 768) == (1, 2)     # BERT's FFN at batch 1: A fits, columns split
+    assert split(1, 1024, 768, 768) == (10, 1)    # batch 8: 170 tiles of 18 KB, 21 a chunk: 9 -> 10
+    assert split(3, 1024, 768, 768) == (10, 1)    # 3 batches x 10 chunks share evenly
+    assert split(12, 128, 128, 64, True) == (1, 1)   # attention: 12 batches share evenly
+    assert split(1, 1, 1000, 512) == (0, 2)       # a GEMV: the tail row only, columns split
+
+
+def test_gemm_packed_deep_transposed_not_applicable():
+    p = GemmProblem(1, 8, 8, 100_000, True, True, "f32", "none")
+    assert "too deep" in SOLVERS["gemm_packed"].is_applicable(p, None)
+    assert SOLVERS["gemm_packed"].is_applicable(GemmProblem(1, 8, 8, 100_000, False, False, "f32", "none"),
+                                                None) is None
+    assert SOLVERS["gemm_packed"].default_params(GemmProblem(1, 8, 8, 100_000, False, False, "f32", "none"),
+                                                 None)["pack"] == 0
