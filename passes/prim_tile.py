@@ -44,10 +44,16 @@ def hand_written(text: str, ops, target: Target) -> ir.Module | None:
     """The hand-written kernel for the outlined kernel `text` (with its signature), or None."""
     header = text[text.index("func.func"):].split("{", 1)[0]
     if len(ops) > 1 and target.kind == "cpu" and ops[0].name == "prim.concat":  # outline_concat_chains
-        bn = next((dialect.op_attrs(o) for o in ops if o.name == "prim.batch_norm"), None)
+        # the kernel arguments of the chain's inputs in order, then of the batch_norm's parameters (an
+        # input used twice is one argument)
+        bn = next((o for o in ops if o.name == "prim.batch_norm"), None)
+        used = [ops[0].operands[0]] + [o.operands[1] for o in ops if o.name == "prim.concat"] + \
+            (list(bn.operands)[1:] if bn else [])
+        signature = re.findall(r"(%\w+): (memref<[^>]*>)", header)
+        args = [signature[ir.BlockArgument(v).arg_number] for v in used] + signature[-1:]
         return ir.Module.parse(cpu_concat.concat_kernel(
-            header.split("@", 1)[1].split("(", 1)[0], re.findall(r"(%\w+): (memref<[^>]*>)", header),
-            dialect.op_attrs(ops[0])["axis"], THREADS, bn["epsilon"] if bn else None, ops[-1].name == "prim.relu"))
+            header.split("@", 1)[1].split("(", 1)[0], signature, args, dialect.op_attrs(ops[0])["axis"], THREADS,
+            dialect.op_attrs(bn)["epsilon"] if bn else None, ops[-1].name == "prim.relu"))
     if len(ops) != 1:
         return None
     op = ops[0]

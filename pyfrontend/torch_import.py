@@ -769,12 +769,13 @@ def unsupported_ops(ep) -> list[str]:
 # ---------------------------------------------------------------------------- entry point
 def _decompose(ep):
     """Core ATen, except scaled_dot_product_attention, which is kept whole (its decomposition guards
-    fully masked rows with any/eq/where, which OpenPrim has no ops for), and hardswish/hardsigmoid
-    (prim ops, fused as conv epilogues; decomposed they are a one-sided clamp and a division)."""
+    fully masked rows with any/eq/where, which OpenPrim has no ops for), and silu/hardswish/hardsigmoid
+    (prim ops, fused as conv epilogues; decomposed they are x * sigmoid(x), a one-sided clamp and a
+    division: elementwise kernels of their own)."""
     try:
         from torch.export import default_decompositions
         table = default_decompositions()
-        for k in [k for k in table if any(op in str(k) for op in ("scaled_dot_product", "hardswish", "hardsigmoid"))]:
+        for k in [k for k in table if any(op in str(k) for op in ("scaled_dot_product", "silu", "hardswish", "hardsigmoid"))]:
             table.pop(k)
         return ep.run_decompositions(table)
     except Exception:  # noqa: BLE001 - keep the training-IR program; its ops are mapped too

@@ -80,6 +80,10 @@ class CudaDevice(Device):
     def alloc(self, nbytes: int) -> int:
         return int(self._check("cuMemAlloc", self.cu.cuMemAlloc(max(nbytes, 1))))
 
+    def free_memory(self) -> int | None:
+        free, _ = self._check("cuMemGetInfo", self.cu.cuMemGetInfo())
+        return int(free)
+
     def free(self, ptr: int) -> None:
         self._check("cuMemFree", self.cu.cuMemFree(ptr))
 

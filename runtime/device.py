@@ -43,6 +43,10 @@ class Device:
         """A device pointer to nbytes (at least 256-byte aligned)."""
         raise NotImplementedError
 
+    def free_memory(self) -> int | None:
+        """Bytes of device memory free now, None where the driver does not say."""
+        return None
+
     def free(self, ptr: int) -> None:
         raise NotImplementedError
 

@@ -50,6 +50,17 @@ def open_device(target, index: int = 0) -> Device:
     return dev
 
 
+def check_device_memory(plan: dict, device: Device) -> None:
+    """Refuse, before allocating anything, a plan whose arena, weights and scratch do not fit into the
+    device's free memory (one line naming the sizes), rather than failing at the third allocation."""
+    sizes = {"arena": plan["arena_bytes"], "weights": plan["weights_bytes"], "scratch": plan.get("scratch_bytes", 0)}
+    free = device.free_memory()
+    if free is not None and sum(sizes.values()) > free:
+        parts = ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in sizes.items() if v)
+        raise DeviceError(f"the model needs {sum(sizes.values()) / 2**20:.1f} MiB of device memory ({parts}); "
+                          f"{device.name()} has {free / 2**20:.1f} MiB free")
+
+
 def graphs_enabled(graphs: bool | None) -> bool:
     """graphs, or when None the environment: OPENPRIM_GPU_GRAPHS=0 turns graph replay off."""
     return os.environ.get("OPENPRIM_GPU_GRAPHS", "1") != "0" if graphs is None else bool(graphs)
@@ -62,6 +73,7 @@ class GpuExecutable:
     def __init__(self, plan: dict, image: bytes, weights: bytes, device: Device, graphs: bool | None = None):
         self.plan, self.device = plan, device
         self.graphs = graphs_enabled(graphs)
+        check_device_memory(plan, device)
         self.module = device.load_module(image)
         self.arena = device.alloc(plan["arena_bytes"])
         self.weights = device.alloc(plan["weights_bytes"])

@@ -64,6 +64,10 @@ class HipDevice(Device):
     def alloc(self, nbytes: int) -> int:
         return int(self._call("hipMalloc", max(nbytes, 1)))
 
+    def free_memory(self) -> int | None:
+        free, _ = self._call("hipMemGetInfo")
+        return int(free)
+
     def free(self, ptr: int) -> None:
         self._call("hipFree", ptr)
 

@@ -288,6 +288,10 @@ class ConvGroupedGemm(Solver):
             return "not a grouped convolution (groups=1)"
         if p.depthwise:
             return "depthwise convolution (groups = C = K)"
+        if p.k == p.groups:
+            # a matrix-vector product per group, whose unit-dim tiles the schedule's folding miscompiles
+            # (fuzzer seeds 0, 317, 2064: wrong channels read); conv_implicit_gemm does it well
+            return "one output channel per group (use conv_implicit_gemm)"
         if p.layout != "NHWC":
             return "needs NHWC activations (prim-select wraps NCHW in transposes)"
         return None

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 
-from openprim.kernels.cpu.implicit_gemm import _Body
+from openprim.kernels.cpu.implicit_gemm import Body
 
 LANES = 8
 # Smaller outputs are copied by one thread (a fork/join costs more than the copy: kernels/schedules.py).
@@ -36,12 +36,12 @@ def _shape(mtype: str) -> tuple[list[int], str]:
 class _Concat:
     """The kernel of one chain: its inputs' columns in every row, the batch_norm + relu if grouped."""
 
-    def __init__(self, signature, axis: int, threads: int, epsilon: float | None, relu: bool):
-        self.b = _Body()
-        out_shape, self.elem = _shape(signature[-1][1])
+    def __init__(self, signature, args, axis: int, threads: int, epsilon: float | None, relu: bool):
+        self.b = Body()
+        out_shape, self.elem = _shape(args[-1][1])
         self.epsilon, self.relu = epsilon, relu
-        self.leaves = signature[:-5] if epsilon is not None else signature[:-1]
-        self.signature = signature
+        self.leaves = args[:-5] if epsilon is not None else args[:-1]
+        self.args, self.signature = args, signature
         self.threads = threads if math.prod(out_shape) >= SERIAL_ELEMENTS else 1
         self.axis = axis % len(out_shape)
         self.channels = out_shape[self.axis]
@@ -50,18 +50,6 @@ class _Concat:
         self.inner = [math.prod(_shape(t)[0][self.axis:]) for _, t in self.leaves]
         # the columns of a row between channels: 1 when the axis is the last one (NHWC), else H*W (NCHW)
         self.spatial = self.row // self.channels
-
-    def flat(self, arg):
-        """A 1-d view of a kernel argument (name, memref type)."""
-        name, mtype = arg
-        dims, elem = _shape(mtype)
-        if len(dims) == 1:
-            return name, mtype
-        size = math.prod(dims)
-        n = self.b.fresh("flat")
-        self.b.emit(f"{n} = memref.reinterpret_cast {name} to offset: [0], sizes: [{size}], strides: [1] "
-                    f": {mtype} to memref<{size}x{elem}>")
-        return n, f"memref<{size}x{elem}>"
 
     def value(self, v: str, width: int, channel) -> str:
         """The stored value of input element v (width lanes, 0: a scalar) of `channel` (the first of the
@@ -137,7 +125,7 @@ class _Concat:
     def affine(self) -> None:
         """s[c] = scale[c] / sqrt(var[c] + eps), t[c] = shift[c] - mean[c] s[c] into two stack buffers."""
         b, c = self.b, self.channels
-        params = [self.flat(a) for a in self.signature[-5:-1]]
+        params = [self.views[a] for a in self.args[-5:-1]]
         self.scale, self.shift = [(b.fresh("bn"), f"memref<{c}xf32>") for _ in range(2)]
         for buf in (self.scale, self.shift):
             b.emit(f"{buf[0]} = memref.alloca() {{alignment = 64 : i64}} : {buf[1]}")
@@ -162,8 +150,9 @@ class _Concat:
 
     def kernel(self, name: str) -> str:
         b = self.b
-        srcs = [self.flat(a) for a in self.leaves]
-        dst = self.flat(self.signature[-1])
+        views = self.views = {a: self.b.flat(a) for a in dict.fromkeys(self.args)}
+        srcs = [views[a] for a in self.leaves]
+        dst = views[self.args[-1]]
         by_rows = self.by_rows = self.outer >= self.threads
         it = b.fresh("it")
         b.emit(f"scf.forall ({it}) in ({self.threads if by_rows else self.outer * self.threads}) {{")
@@ -199,9 +188,10 @@ class _Concat:
         return "\n".join([f"func.func @{name}({sig}) {{", *b.const_lines, *b.lines, "  return", "}"])
 
 
-def concat_kernel(name: str, signature: list[tuple[str, str]], axis: int, threads: int,
-                  epsilon: float | None = None, relu: bool = False) -> str:
-    """The kernel function text: signature = [(argument, memref type)] of the chain's inputs in order,
-    [the batch_norm's scale, shift, mean, variance], then the output; axis the concat axis; epsilon the
-    batch_norm's (None: no batch_norm); relu: a relu last."""
-    return _Concat(signature, axis, threads, epsilon, relu).kernel(name)
+def concat_kernel(name: str, signature: list[tuple[str, str]], args: list[tuple[str, str]], axis: int,
+                  threads: int, epsilon: float | None = None, relu: bool = False) -> str:
+    """The kernel function text: signature = [(argument, memref type)] of the function; args = those of
+    the chain's inputs in order (an argument may repeat: concat([x, y, x])), [the batch_norm's scale,
+    shift, mean, variance], then the output; axis the concat axis; epsilon the batch_norm's (None: no
+    batch_norm); relu: a relu last."""
+    return _Concat(signature, args, axis, threads, epsilon, relu).kernel(name)

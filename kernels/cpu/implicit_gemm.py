@@ -35,7 +35,7 @@ from openprim.kernels.irtext import flit
 from openprim.kernels.semantics import activation
 
 
-class _Body:
+class Body:
     """Lines of the kernel function; index arithmetic on Python ints is folded, constants are
     emitted once at the top of the function."""
 
@@ -50,6 +50,19 @@ class _Body:
         self.n += 1
         return f"%{hint}{self.n}"
 
+
+    def flat(self, arg: tuple[str, str]) -> tuple[str, str]:
+        """A 1-d view of a kernel argument (name, memref type)."""
+        name, mtype = arg
+        *shape, elem = mtype[len("memref<"):-1].split("x")
+        if len(shape) == 1:
+            return name, mtype
+        size = math.prod(int(d) for d in shape)
+        flat_t = f"memref<{size}x{elem}>"
+        n = self.fresh("flat")
+        self.emit(f"{n} = memref.reinterpret_cast {name} to offset: [0], sizes: [{size}], strides: [1] "
+                  f": {mtype} to {flat_t}")
+        return n, flat_t
     def emit(self, line: str):
         self.lines.append("  " * self.depth + line)
 
@@ -125,11 +138,11 @@ class _Body:
         self.emit("}")
 
 
-class _VectorOps:
+class VectorOps:
     """What semantics.activation needs (scalar, const, fresh, emit) on vector<WIDTHxf32> values, so
     the activation written for scalars is emitted once per vector."""
 
-    def __init__(self, body: _Body, width: int):
+    def __init__(self, body: Body, width: int):
         self.body, self.vt = body, f"vector<{width}xf32>"
         self.mask_t = f"vector<{width}xi1>"
 
@@ -154,7 +167,7 @@ class _VectorOps:
         self.body.emit(line)
 
 
-def _ceil_div(b: _Body, a, d: int):
+def _ceil_div(b: Body, a, d: int):
     """ceil(a / d) of an index value, d > 0."""
     return a if d == 1 else b.op("arith.ceildivsi", a, d)
 
@@ -172,7 +185,7 @@ class _Conv:
         self.pt, self.pl = p.padding[0], p.padding[1]
         self.dtype = p.dtype
         epi = p.epilogue.split("+")
-        self.b = _Body()
+        self.b = Body()
         names = iter(signature)
         self.x, self.w = next(names), next(names)
         self.bias = next(names) if "bias" in epi else None
@@ -188,19 +201,6 @@ class _Conv:
             self.ys = (p.oh * p.ow * p.k, 1, p.ow * p.k, p.k)
 
     # ------------------------------------------------------------------ memory
-    def flat(self, arg: tuple[str, str]) -> tuple[str, str]:
-        """A 1-d view of a kernel argument (name, memref type)."""
-        name, mtype = arg
-        *shape, elem = mtype[len("memref<"):-1].split("x")
-        if len(shape) == 1:
-            return name, mtype
-        size = math.prod(int(d) for d in shape)
-        flat_t = f"memref<{size}x{elem}>"
-        n = self.b.fresh("flat")
-        self.b.emit(f"{n} = memref.reinterpret_cast {name} to offset: [0], sizes: [{size}], strides: [1] "
-                    f": {mtype} to {flat_t}")
-        return n, flat_t
-
     def widen(self, v: str, ty: str) -> str:
         if self.dtype == "f32":
             return v
@@ -235,7 +235,7 @@ class _Conv:
         first, last = lanes[0], lanes[-1]
         span = (last - first) * self.sw + 1
         v = self.load(self.xf, self.b.add(base, first * self.sw), span)
-        if span == width and first == 0:
+        if first == 0 and span == width and self.sw == 1:   # every lane, in place
             return v
         zero = self.b.const(0.0, f"vector<{width}xf32>")
         picks = [(j - first) * self.sw if j in lanes else span for j in range(width)]
@@ -340,7 +340,7 @@ class _Conv:
         """The epilogue of a tile: + bias + residual, activation, rounding, one store per vector."""
         b = self.b
         vw = wt if self.nchw else ft
-        ops = _VectorOps(b, vw)
+        ops = VectorOps(b, vw)
         yrow = b.add(b.mul(n, self.ys[0]), b.mul(oh, self.ys[2]))
         bias = None
         if self.bias is not None and not self.nchw:
@@ -428,9 +428,9 @@ class _Conv:
 
     def kernel(self, name: str) -> str:
         b, p = self.b, self.p
-        self.xf, self.wf, self.outf = self.flat(self.x), self.flat(self.w), self.flat(self.out)
-        self.biasf = self.flat(self.bias) if self.bias else None
-        self.resf = self.flat(self.residual) if self.residual else None
+        self.xf, self.wf, self.outf = self.b.flat(self.x), self.b.flat(self.w), self.b.flat(self.out)
+        self.biasf = self.b.flat(self.bias) if self.bias else None
+        self.resf = self.b.flat(self.residual) if self.residual else None
         rows = p.n * p.oh
         it = b.fresh("it")
         if self.filter_major():

@@ -7,16 +7,19 @@ output row; neighbouring threads take neighbouring channel vectors, so a warp's 
 
     gpu.launch blocks(ceil(N*OH*ceil(OW/WT)*C/V / T)) threads(T):
         (n, oh, ow0, c) of this thread                                 channels fastest
-        for r < R (scf.for, the accumulators carried):
+        for r < R (unrolled up to 5x5; 7x7: scf.for, the accumulators carried):
             taps[s]  = w[r, s, c:c+V]           for s < S               the filter row, once, in registers
             cols[j]  = x[n, ih, iw0 + j, c:c+V] for each distinct input column the WT outputs read
                                                   (stride 1, 3 taps, WT = 4: 6 loads for 12 vector FMAs)
             acc[o]  += cols[o*sw + s*dw] * taps[s]   (vector FMAs, f32)
         y[n, oh, ow0 + o, c:c+V] = act(acc[o] + bias[c:c+V] + residual[...])   (vector stores)
 
-Padding is by predicates (a load outside the image yields zeros); the column predicates do not depend
-on r and are computed once. f16/bf16 are widened to f32 on load and the accumulation is f32. The
-loop over filter rows keeps the live registers at (WT + S) * V floats whatever R is (7x7 included).
+Padding costs no branch: every input load is at an index clamped into the image, and a select zeroes
+the taps that fall outside, so all of a row's loads can be in flight at once (measured on the H200:
+the MobileNetV2 layers in f16 up to 1.4x faster than with loads under scf.if); the column indices and
+predicates do not depend on r and are computed once. f16/bf16 are widened to f32 on load and the
+accumulation is f32. Looping over the rows of a 7x7 window keeps the live registers near
+(WT + S) * V floats.
 """
 from __future__ import annotations
 
@@ -127,11 +130,7 @@ def depthwise_kernel(name: str, signature: list[tuple[str, str]], spec: Depthwis
     groups = -(-OW // WT)
     total = N * OH * groups * (C // V)
     e = Emitter()
-    one = e.c(1)
-    e.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-total // THREADS))}, %gy = {one}, %gz = {one}) "
-           f"threads(%tx, %ty, %tz) in (%sx = {e.c(THREADS)}, %sy = {one}, %sz = {one}) {{")
-    lin = e.add(e.mul("%bx", e.c(THREADS)), "%tx")
-    e.open(f"scf.if {e.cmp('ult', lin, e.c(total))} {{")
+    lin = e.open_elementwise_launch(total, THREADS)
     c = e.mul(e.rem(lin, e.c(C // V)), e.c(V))
     rest = e.div(lin, e.c(C // V))
     ow0, rest = e.mul(e.rem(rest, e.c(groups)), e.c(WT)), e.div(rest, e.c(groups))
@@ -167,7 +166,7 @@ def depthwise_kernel(name: str, signature: list[tuple[str, str]], spec: Depthwis
     else:
         accs = [e.fresh("acc") for _ in range(WT)]
         loop = e.fresh("res")
-        e.open(f"{loop}:{WT} = scf.for %r = {e.c(0)} to {e.c(R)} step {one} "
+        e.open(f"{loop}:{WT} = scf.for %r = {e.c(0)} to {e.c(R)} step {e.c(1)} "
                f"iter_args({', '.join(f'{a} = {zero}' for a in accs)}) -> ({', '.join([ft] * WT)}) {{")
         e.emit(f"scf.yield {', '.join(filter_row('%r', accs))} : {', '.join([ft] * WT)}")
         e.close()

@@ -68,6 +68,16 @@ class Emitter(KernelText):
             self.emit(f"{n} = arith.constant {v} : index")
         return self.consts[v]
 
+    def open_elementwise_launch(self, total: int, threads: int) -> str:
+        """gpu.launch of ceil(total / threads) one-dimensional blocks and `scf.if lin < total` inside it;
+        returns lin, this thread's linear index (the caller closes the if, then the launch)."""
+        one = self.c(1)
+        self.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {self.c(-(-total // threads))}, %gy = {one}, "
+                  f"%gz = {one}) threads(%tx, %ty, %tz) in (%sx = {self.c(threads)}, %sy = {one}, %sz = {one}) {{")
+        lin = self.add(self.mul("%bx", self.c(threads)), "%tx")
+        self.open(f"scf.if {self.cmp('ult', lin, self.c(total))} {{")
+        return lin
+
     def open(self, line: str):
         """Emit a region-opening line; constants made inside stay inside (see close)."""
         self.emit(line)

@@ -24,11 +24,7 @@ def pool_kernel(name: str, signature: list[tuple[str, str]], kind: str, attrs: d
     pt, pl, pb, pr = attrs["padding"]
     total = N * OH * OW * C
     e = Emitter()
-    one = e.c(1)
-    e.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-total // THREADS))}, %gy = {one}, %gz = {one}) "
-           f"threads(%tx, %ty, %tz) in (%sx = {e.c(THREADS)}, %sy = {one}, %sz = {one}) {{")
-    lin = e.add(e.mul("%bx", e.c(THREADS)), "%tx")
-    e.open(f"scf.if {e.cmp('ult', lin, e.c(total))} {{")
+    lin = e.open_elementwise_launch(total, THREADS)
     c = e.rem(lin, e.c(C))
     pix = e.div(lin, e.c(C))
     ow, rest = e.rem(pix, e.c(OW)), e.div(pix, e.c(OW))

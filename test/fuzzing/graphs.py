@@ -295,7 +295,7 @@ def _binary(r, s, a, *_):
             ga, ra, gb, rb = gb, rb, f"g.add(g.abs({a}), 0.5)", f"(fref.abs({_r(a)}) + 0.5)"
         elif s["other"] != "scalar":
             gb, rb = f"g.add(g.abs({gb}), 0.5)", f"(fref.abs({rb}) + 0.5)"
-    elif op == "pow":          # (|a| + 0.5) ** b with b in [-1.5, 1.5]
+    elif op == "pow":          # (|a| + 0.5) ** b: b a parameter in [-1.5, 1.5], or a scalar from -1 to 3
         ga, ra = f"g.add(g.abs({a}), 0.5)", f"(fref.abs({_r(a)}) + 0.5)"
     elif s["other"] == "scalar_left":
         ga, ra, gb, rb = gb, rb, ga, ra

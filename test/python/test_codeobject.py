@@ -150,6 +150,9 @@ class FakeHip:
     def hipMalloc(self, nbytes):
         return (self.hipError_t.hipErrorOutOfMemory, None) if nbytes > 1 << 40 else (self.ok, 0x1000)
 
+    def hipMemGetInfo(self):
+        return self.ok, 1 << 36, 1 << 37
+
     def hipFuncGetAttribute(self, attr, function):
         return (self.hipError_t.hipErrorOutOfMemory, 0) if attr.value == 3 else (self.ok, 10 + attr.value)
 

@@ -91,3 +91,13 @@ def test_concat_chain_batch_norm_relu(layout, shapes, relu, dtype, rng):
     assert_close(out, ref.relu(want) if relu else want, dtype)
     kinds = [op for _, op in _kernels(net)]
     assert kinds == ["concat"], kinds
+
+
+def test_concat_chain_repeated_input(rng):
+    """concat([a, b, a]) (and ONNX's broadcast by repeated concatenation): `a` is one kernel argument
+    read twice."""
+    net = Net(rng, "f32")
+    (a, av), (b, bv) = net.input((2, 3, 4)), net.input((2, 3, 1))
+    out, = net.run(None, net.g.concat([a, b, a, a], 2))
+    assert np.array_equal(out, np.concatenate([av, bv, av, av], 2))
+    assert _kernels(net) == [("concat_0", "concat")]

@@ -56,6 +56,7 @@ class FakeCuda:
         self.ok = self.CUresult.CUDA_SUCCESS
         self.log = []                  # (call, details...)
         self.memory = {}               # base address -> (numpy buffer, bytes, device ordinal)
+        self.free_bytes = 1 << 36      # what cuMemGetInfo reports free
         self.streams = {0: CONTEXT, 1: CONTEXT, 2: CONTEXT}   # stream -> its context
         self.capturing = {}            # stream -> launches recorded
         self.graphs = {}
@@ -96,6 +97,12 @@ class FakeCuda:
         ptr = self.alloc(nbytes)
         self.log.append(("alloc", ptr, nbytes))
         return self.ok, ptr
+
+    def cuDeviceGetName(self, length, device):
+        return self.ok, b"Fake GPU\0"
+
+    def cuMemGetInfo(self):
+        return self.ok, self.free_bytes, 1 << 37
 
     def cuMemFree(self, ptr):
         self.memory.pop(int(ptr), None)
@@ -446,3 +453,12 @@ def test_time_ms_still_launches(fake, data):
     fake.log.clear()
     assert exe.time_ms(repeat=2, warmup=1) == 0.25
     assert [e[1] for e in fake.calls("launch")] == ["mul", "relu_bias"] * 3
+
+
+def test_device_memory_checked_before_allocating(fake, data):
+    """A plan larger than the device's free memory is one error naming the sizes, before any allocation."""
+    fake.free_bytes = 1024
+    with pytest.raises(OpenPrimError, match=r"needs 0.0 MiB of device memory \(arena 0.0 MiB, weights 0.0 MiB\); "
+                                            r".* has 0.0 MiB free"):
+        _exe(fake, data[2])
+    assert not fake.calls("alloc")

@@ -210,3 +210,28 @@ def test_build_errors(vision_models):
         vision_models.build("vgg")
     with pytest.raises(OpenPrimError, match="via must be 'torch' or 'onnx'"):
         vision_models.build("convnext_tiny", size=32, via="tflite")
+
+
+@CPU_ONLY
+@pytest.mark.slow
+@pytest.mark.parametrize("name,depthwise,se", [("mobilenet_v3_large", 15, 8), ("efficientnet_b0", 16, 16)])
+def test_gpu_launches(vision_models, name, depthwise, se):
+    """Compiled for sm_90 (not run): every depthwise convolution on conv_depthwise_gpu; SiLU, hardswish
+    and the SE scale activations fused into convolutions (no elementwise kernels); each SE block one
+    pool, two convolutions and the broadcast multiply; of the layout transposes only the two at the
+    network's ends (the NCHW model's SE multiplies do not keep the image in NCHW)."""
+    import collections
+
+    import openprim.compiler
+    import openprim.plan
+    import torch
+    from helpers import kernel_info
+    from openprim.pyfrontend.torch_import import import_exported
+    g, _ = import_exported(torch.export.export(vision_models.get(name), (vision_models.example_input(2, 64),)))
+    module = openprim.compiler.lower(g, "nvvm:sm_90")
+    info = kernel_info(module)
+    kinds = collections.Counter(tuple(info[s["kernel"]]) for s in openprim.plan.build_plan(module, "nvvm:sm_90")[0]["steps"])
+    assert kinds[("conv2d", "conv_depthwise_gpu")] == depthwise, kinds
+    assert kinds[("transpose", "")] == 2 and kinds[("mul", "")] == se, kinds
+    assert kinds[("global_avg_pool", "")] == se + 1, kinds
+    assert {op for op, _ in kinds} == {"conv2d", "transpose", "global_avg_pool", "mul", "matmul"}, kinds
