@@ -45,7 +45,12 @@ def checked_inputs(plan: dict, args, kwargs) -> list[tuple[int, np.ndarray]]:
             raise OpenPrimError(f"input '{spec['name']}' must have shape {tuple(v['shape'])}, got {a.shape}")
         if a.dtype.kind not in "fiub":   # complex, strings, objects: no meaningful conversion to floats
             raise OpenPrimError(f"input '{spec['name']}' has dtype {a.dtype}; expected real numbers (float, int or bool)")
-        out.append((spec["value"], np.ascontiguousarray(to_storage(a, v["dtype"]))))
+        stored = np.ascontiguousarray(to_storage(a, v["dtype"]))
+        if a.dtype.kind == "f" and a.dtype.itemsize > stored.dtype.itemsize and a.size \
+                and np.isinf(stored).any() and not np.isinf(a).any():
+            raise OpenPrimError(f"input '{spec['name']}' ({a.dtype}) has values beyond the range of {v['dtype']} "
+                                f"(largest |x| {np.nanmax(np.abs(a)):.4g}); scale it or compile in f32")
+        out.append((spec["value"], stored))
     return out
 
 

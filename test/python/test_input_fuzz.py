@@ -147,6 +147,30 @@ def test_bad_npy_inputs(tmp_path, artifact):
         assert results[list(files).index(name)]["outcome"] == "error", (name, results[list(files).index(name)])
 
 
+PY_MODELS = {
+    "syntax_error": "def build(:\n",
+    "no_build": "x = 1\n",
+    "build_raises": "def build():\n    raise ValueError('boom')\n",
+    "returns_int": "def build():\n    return 42\n",
+    "missing_import": "import nonexistent_module_of_a_user\n",
+    "exits": "import sys\nsys.exit(3)\n",
+    "binary": bytes(range(256)),
+    "bad_shape": "from openprim.pyfrontend import Graph\ndef build():\n    g = Graph()\n"
+                 "    g.output(g.relu(g.input('x', (1, 'a', 4))))\n    return g\n",
+}
+
+
+@pytest.mark.parametrize("name", PY_MODELS)
+def test_bad_python_models(tmp_path, name):
+    """`openprim run model.py` on a model file that cannot build a Graph: one line, nonzero exit."""
+    text = PY_MODELS[name]
+    path = _write(tmp_path / "model.py", text if isinstance(text, bytes) else text.encode())
+    for argv in (["run", path, "--repeat", "0"], ["run", path, "-D", "nosuch=3", "--repeat", "0"]):
+        results = inputs.run_items([{"call": "cli", "argv": argv}], str(tmp_path))
+        _check(results, "python models")
+        assert results[0]["outcome"] == "error", results[0]
+
+
 ENV = {"OPENPRIM_SOLVER": ["nonesuch", "gemm", "\x01"], "OPENPRIM_FIND_MODE": ["sometimes", ""],
        "OPENPRIM_FIND_ENFORCE": ["always", "7"], "OPENPRIM_CACHE": ["maybe", "0"],
        "OPENPRIM_CACHE_MAX_MB": ["-5", "lots", "1e99"], "OPENPRIM_CACHE_DIR": ["<file>", "/proc/nope"],

@@ -618,3 +618,16 @@ def test_fuzz_tune_budget_nan_and_negative(built):
         assert rc == 2 and "must be a non-negative number of seconds" in err, err
     rc, err = cli_main("tune", "/no/such.py", "--budget", "0")   # 0: the defaults only; the file is missing
     assert_one_line_error(rc, err, "no such file")
+
+
+def test_silently_wrong_input_beyond_f32_range(built):
+    """A float64 input with values beyond float32's range used to become inf (NaN outputs, a numpy warning)."""
+    from openprim.runtime import artifact
+    net = artifact.load(built[0])
+    x = np.random.default_rng(3).standard_normal((2, 3, 9, 7))
+    x[1, 2, 3, 4] = 1e39
+    with pytest.raises(OpenPrimError, match=r"input 'x' \(float64\) has values beyond the range of f32 "
+                                            r"\(largest \|x\| 1e\+39\)"):
+        net(x)
+    x[1, 2, 3, 4] = 0.5
+    np.testing.assert_allclose(net(x), built[1](x), rtol=1e-4, atol=1e-5)
