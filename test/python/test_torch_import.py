@@ -287,6 +287,25 @@ def test_torch_compile_backend(monkeypatch):
     assert runs == [1, 1]
 
 
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (scripts/gpu_frameworks.py checks the "
+                    "same on a GPU machine without MLIR, through the compile cache)")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_torch_compile_backend_cuda(dtype):
+    """torch.compile(backend="openprim") on a CUDA module: CUDA tensors of the model's dtype in and out, the
+    same outputs as eager within the dtype's tolerance."""
+    dt = getattr(torch, dtype)
+    torch._dynamo.reset()
+    model = randomize(Residual(4, 8)).cuda().to(dt)
+    x = torch.randn(2, 4, 9, 7, device="cuda", dtype=dt)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)     # no eager fallback
+        out = torch.compile(model, backend="openprim")(x)
+        want = model.double()(x.double())
+    assert out.is_cuda and out.dtype == dt
+    np.testing.assert_allclose(out.double().cpu().numpy(), want.cpu().numpy(), rtol=2e-2, atol=2e-2)
+
+
 def count_openprim_runs(monkeypatch):
     runs = []
     real = torch_backend._Compiled.run_flat
