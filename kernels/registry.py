@@ -4,7 +4,8 @@ A builder takes a `KernelRequest` (the kernel function to write, with the signat
 and what it computes) and returns the function's MLIR text, or None where it does not apply; the op
 then keeps its linalg form (a transform schedule on the CPU, prim-gpu-map's grid mapping on GPUs).
 A conv2d/matmul's builder is its solver's `kernel(request)` (solvers/); the other ops' builders are
-the table below, keyed by (op, target kind).
+the table below, keyed by (op, target kind): on the CPU, vectorized row kernels (kernels/cpu/rows.py) for
+softmax / log_softmax / layer_norm, whose reference lowering calls libm's scalar expf per value.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Callable
 
 from openprim.base.target import Target
 
+from .cpu import rows as cpu_rows
 from .gpu import pool, rows, transpose
 
 
@@ -45,6 +47,13 @@ def _rows(r: KernelRequest) -> str | None:
     return rows.row_kernel(r.name, r.signature, r.op, reduced, r.dtype, r.attrs, r.given[1:3]) if reduced else None
 
 
+def _cpu_rows(r: KernelRequest) -> str | None:
+    """Rows split between the threads, each swept in vector<16xf32> (cpu/rows.py), over the last dimensions."""
+    reduced = reduced_dims(r.op, r.attrs, len(r.shape))
+    return cpu_rows.row_kernel(r.name, r.signature, r.op, reduced, r.dtype, r.attrs, r.given[1:3]) \
+        if reduced else None
+
+
 def _pool(r: KernelRequest) -> str | None:
     """One pass over the window per output (pool.py), NHWC only."""
     return pool.pool_kernel(r.name, r.signature, r.op[:3], r.attrs, r.shape, r.dtype) \
@@ -60,6 +69,7 @@ def _transpose(r: KernelRequest) -> str | None:
 GPU_KINDS = ("nvvm", "rocdl")
 OP_KERNELS: dict[tuple[str, str], Callable[[KernelRequest], str | None]] = {
     **{(op, kind): _rows for op in ("softmax", "log_softmax", "layer_norm") for kind in GPU_KINDS},
+    **{(op, "cpu"): _cpu_rows for op in ("softmax", "log_softmax", "layer_norm")},
     **{(op, kind): _pool for op in ("max_pool2d", "avg_pool2d") for kind in GPU_KINDS},
     **{("transpose", kind): _transpose for kind in GPU_KINDS},
 }

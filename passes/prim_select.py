@@ -2,7 +2,9 @@
 
 1. Layout. The fast CPU solvers want NHWC: an NCHW conv2d (and pooling, batch/group norm) becomes
    transpose -> NHWC op -> transpose back; back-to-back inverse transposes then cancel, so an NCHW
-   network pays one transpose at each end instead of two per layer.
+   network pays one transpose at each end instead of two per layer. The transposes first move down
+   past the ops between layers that have an NHWC form (concat, elementwise ops, channel slices and
+   ShuffleNet's channel shuffle), so that they meet the next layer's.
 2. Solver, MIOpen-style. A forced solver (`solver=` option or $OPENPRIM_SOLVER) wins; otherwise the mode
    (`mode=` option, else $OPENPRIM_FIND_MODE, else hybrid) decides where the choice comes from:
      immediate  the tuning database (tuning/db.py), else the heuristic: the applicable solver of the
@@ -42,7 +44,7 @@ from openprim.dialect import graph_functions
 from openprim.solvers import SOLVERS, applicable
 from openprim.solvers.problem import problem_of
 
-from .rewrite import pad_zeros, producer, rebuild, swap, transpose
+from .rewrite import pad_zeros, producer, rebuild, single_use, swap, transpose
 
 NAME = "prim-select"
 TO_NHWC, TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]
@@ -75,42 +77,114 @@ def _to_nhwc(op: ir.Operation) -> None:
     op.erase()
 
 
-def _sink_transposes(fn) -> None:
+def _sink_past_layout_free(op: ir.Operation) -> None:
     """op(transpose(a, p), transpose(b, p), ...) -> transpose(op(a, b, ...), p) for the ops that do not
     care about layout: concat (its axis permuted) and elementwise ops whose operands all have the result's
-    shape. NCHW networks put such ops between layers (Inception/SqueezeNet concats, DenseNet's BN-ReLU):
-    moved past them, the transposes of the layers on either side meet and cancel."""
+    shape. NCHW networks put such ops between layers (Inception/SqueezeNet concats, DenseNet's BN-ReLU)."""
+    kind = op.name[5:]
+    inner = [producer(v, "prim.transpose") for v in op.operands]
+    out_t = op.result.type
+    # The operands as large as the result must all be transposes by one perm; an elementwise op's
+    # broadcast operands of the same rank (an SE block's [N, C, 1, 1] scale) are transposed back
+    # instead: small, and that transpose cancels with the one that made them.
+    full = [kind == "concat" or list(v.type.shape) == list(out_t.shape) for v in op.operands]
+    movers = [t for t, f in zip(inner, full) if f]
+    if not movers or any(t is None for t in movers) or len({tuple(dialect.op_attrs(t)["perm"]) for t in movers}) != 1:
+        return
+    if any(not f and len(v.type.shape) != len(out_t.shape) for v, f in zip(op.operands, full)):
+        return  # broadcasting from a lower rank: the dims do not line up
+    perm = list(dialect.op_attrs(movers[0])["perm"])
+    inverse = [perm.index(i) for i in range(len(perm))]
+    attrs = {k: op.attributes[k] for k in op.attributes}
+    if kind == "concat":
+        attrs["axis"] = dialect.make_attr(perm[dialect.op_attrs(op)["axis"] % len(perm)], "i64")
+    with ir.InsertionPoint(op), op.location:
+        operands = [t.operands[0] if t is not None and list(dialect.op_attrs(t)["perm"]) == perm
+                    else transpose(v, inverse, op.location) for v, t in zip(op.operands, inner)]
+        _replace_transposed(op, operands, attrs, perm)
+
+
+def _replace_transposed(op: ir.Operation, operands: list, attrs: dict, perm: list) -> None:
+    """Replace op by a copy on `operands` (its operands un-transposed by perm) followed by transpose(perm)."""
+    out_t = op.result.type
+    shape = [0] * len(perm)
+    for i, p in enumerate(perm):   # transpose(x, perm)[i] is x's dim perm[i]
+        shape[p] = out_t.shape[i]
+    with ir.InsertionPoint(op), op.location:
+        new = ir.Operation.create(op.name, results=[ir.RankedTensorType.get(shape, out_t.element_type)],
+                                  operands=operands, attributes=attrs, loc=op.location)
+        back = transpose(new.result, perm, op.location)
+    op.result.replace_all_uses_with(back)
+    op.erase()
+
+
+def _sink_past_slice(op: ir.Operation) -> None:
+    """slice(transpose(x, NHWC -> NCHW)) -> transpose(slice'(x)), the bounds permuted: ShuffleNetV2's channel
+    split (a slice on C of NCHW) becomes a slice on the last axis of NHWC. Only layout transposes move:
+    another transpose read by several slices (a transformer's heads) would become one per slice."""
+    inner = producer(op.operands[0], "prim.transpose")
+    if inner is None or list(dialect.op_attrs(inner)["perm"]) != TO_NCHW:
+        return
+    perm = TO_NCHW
+    attrs = {k: op.attributes[k] for k in op.attributes}
+    for key in ("starts", "ends", "steps"):
+        values = dialect.op_attrs(op)[key]
+        moved = [0] * len(perm)
+        for i, p in enumerate(perm):
+            moved[p] = values[i]
+        attrs[key] = dialect.make_attr(moved, "i64s")
+    _replace_transposed(op, [inner.operands[0]], attrs, perm)
+
+
+def _reshape(v: ir.Value, shape, loc) -> ir.Value:
+    t = v.type
+    return ir.Operation.create("prim.reshape", results=[ir.RankedTensorType.get(list(shape), t.element_type)],
+                               operands=[v], loc=loc).result
+
+
+def _sink_past_channel_shuffle(op: ir.Operation) -> None:
+    """The channel shuffle of an NHWC map seen through NCHW, found at its last reshape:
+        reshape(transpose(reshape(transpose(x, [0, 3, 1, 2]), [N, g1, .., gk, H, W]), q), [N, C, H, W])
+    with q permuting only the channel factors g1..gk (ShuffleNet: [N, g, C/g, H, W], q = (0, 2, 1, 3, 4))
+    -> transpose(reshape(transpose(reshape(x, [N, H, W, g1, .., gk]), q'), [N, H, W, C]), [0, 3, 1, 2]),
+    q' the same permutation of the factors on the last axes: the shuffle stays in NHWC, and the
+    transposes on either side of it cancel with those of the layers around."""
+    shuffle = producer(op.operands[0], "prim.transpose")
+    split = None if shuffle is None else producer(shuffle.operands[0], "prim.reshape")
+    to_nchw = None if split is None else producer(split.operands[0], "prim.transpose")
+    if to_nchw is None or list(dialect.op_attrs(to_nchw)["perm"]) != TO_NCHW:
+        return
+    if not single_use(shuffle.result) or not single_use(split.result):
+        return
+    n, c, h, w = to_nchw.result.type.shape
+    parts = list(split.result.type.shape)
+    q = list(dialect.op_attrs(shuffle)["perm"])
+    k = len(parts) - 3
+    if (k < 2 or parts[0] != n or parts[-2:] != [h, w] or list(op.result.type.shape) != [n, c, h, w]
+            or q[0] != 0 or q[-2:] != [k + 1, k + 2]):
+        return  # not a split of C alone, or a permutation that moves N, H or W
+    loc = op.location
+    with ir.InsertionPoint(op), loc:
+        x = _reshape(to_nchw.operands[0], [n, h, w, *parts[1:-2]], loc)
+        x = transpose(x, [0, 1, 2, *[2 + d for d in q[1:-2]]], loc)
+        back = transpose(_reshape(x, [n, h, w, c], loc), TO_NCHW, loc)
+    op.result.replace_all_uses_with(back)
+    op.erase()
+    shuffle.erase()
+    split.erase()
+
+
+def _sink_transposes(fn) -> None:
+    """Move the layout transposes down past the ops that have an NHWC form: concat, elementwise ops,
+    slices and channel shuffles. NCHW networks put such ops between layers; moved past them,
+    the transposes of the layers on either side meet and cancel. One pass in program order: a transpose
+    moved past one op reaches the next."""
+    sinks = {"concat": _sink_past_layout_free, "slice": _sink_past_slice, "reshape": _sink_past_channel_shuffle,
+             **{k: _sink_past_layout_free for k in ELEMENTWISE}}
     for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
-        kind = op.name[5:]
-        if kind != "concat" and kind not in ELEMENTWISE:
-            continue
-        inner = [producer(v, "prim.transpose") for v in op.operands]
-        out_t = op.result.type
-        # The operands as large as the result must all be transposes by one perm; an elementwise op's
-        # broadcast operands of the same rank (an SE block's [N, C, 1, 1] scale) are transposed back
-        # instead: small, and that transpose cancels with the one that made them.
-        full = [kind == "concat" or list(v.type.shape) == list(out_t.shape) for v in op.operands]
-        movers = [t for t, f in zip(inner, full) if f]
-        if not movers or any(t is None for t in movers) or len({tuple(dialect.op_attrs(t)["perm"]) for t in movers}) != 1:
-            continue
-        if any(not f and len(v.type.shape) != len(out_t.shape) for v, f in zip(op.operands, full)):
-            continue  # broadcasting from a lower rank: the dims do not line up
-        perm = list(dialect.op_attrs(movers[0])["perm"])
-        inverse = [perm.index(i) for i in range(len(perm))]
-        attrs = {k: op.attributes[k] for k in op.attributes}
-        if kind == "concat":
-            attrs["axis"] = dialect.make_attr(perm[dialect.op_attrs(op)["axis"] % len(perm)], "i64")
-        shape = [0] * len(perm)
-        for i, p in enumerate(perm):   # transpose(x, perm)[i] is x's dim perm[i]
-            shape[p] = out_t.shape[i]
-        with ir.InsertionPoint(op), op.location:
-            operands = [t.operands[0] if t is not None and list(dialect.op_attrs(t)["perm"]) == perm
-                        else transpose(v, inverse, op.location) for v, t in zip(op.operands, inner)]
-            new = ir.Operation.create(op.name, results=[ir.RankedTensorType.get(shape, out_t.element_type)],
-                                      operands=operands, attributes=attrs, loc=op.location)
-            back = transpose(new.result, perm, op.location)
-        op.result.replace_all_uses_with(back)
-        op.erase()
+        sink = sinks.get(op.name[5:])
+        if sink is not None:
+            sink(op)
 
 
 def _cancel_transposes(fn) -> None:

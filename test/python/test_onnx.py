@@ -737,14 +737,17 @@ def test_import_from_path_and_input_shapes(tmp_path, rng):
 
 def test_run_node_and_device(rng):
     assert onnx_backend.supports_device("CPU")
-    assert not onnx_backend.supports_device("CUDA")
+    assert not onnx_backend.supports_device("TPU") and not onnx_backend.supports_device("CUDA:x")
     x = r(rng, 3, 4)
     (y,) = onnx_backend.run_node(helper.make_node("LeakyRelu", ["x"], ["y"], alpha=0.2), [x])
     np.testing.assert_allclose(y, np.where(x > 0, x, 0.2 * x), rtol=1e-6)
     (y,) = onnx_backend.run_model(unary("Sigmoid", (3, 4)), [x.astype(np.float64)])
     np.testing.assert_allclose(y, 1 / (1 + np.exp(-x.astype(np.float64))), rtol=1e-5)
-    with pytest.raises(OpenPrimError, match="CPU only"):
-        onnx_backend.prepare(unary("Relu"), device="CUDA")
+    with pytest.raises(OpenPrimError, match=r"runs on 'CPU' or 'CUDA\[:N\]', got device 'TPU'"):
+        onnx_backend.prepare(unary("Relu"), device="TPU")
+    if not onnx_backend.supports_device("CUDA"):   # no GPU here: one line saying so, before any compile
+        with pytest.raises(OpenPrimError, match="no usable NVIDIA GPU|no NVIDIA GPU|CUDA driver not available"):
+            onnx_backend.prepare(unary("Relu"), device="CUDA")
 
 
 # ----------------------------------------------------------------------------- (b) errors

@@ -1,0 +1,135 @@
+"""prim-select's layout transposes moving through channel slices and channel shuffles.
+
+An NCHW network runs its convolutions in NHWC; the transposes around each layer cancel only where they
+meet, so prim-select moves them down past the ops between layers that have an NHWC form. ShuffleNetV2's
+units put a channel shuffle (reshape [N, g, C/g, H, W] -> transpose (0, 2, 1, 3, 4) -> reshape back) and
+a channel split (two slices on C) between their convolutions; both now run in NHWC, so the whole
+network pays one layout transpose at its input and one before its head.
+
+1. Random NCHW graphs with shuffles (groups 2 and 4, odd channels per group), channel slices (odd
+   widths, a strided one) and concats, batch 1 and 3, against float64 numpy; the IR after prim-select
+   keeps only the layout transposes at the ends and one shuffle transpose per shuffle.
+2. ShuffleNetV2 x1.0 (examples/zoo_models.py) at 64x64 through the ONNX importer: the transposes of
+   its plan, and its output against PyTorch in float64.
+
+    python -m pytest test/python/test_layout_sinking.py -q
+"""
+from __future__ import annotations
+
+import io
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import openprim
+import reference as ref
+from helpers import TARGET, Net, assert_close, graph_ops
+from openprim import dialect, passes
+from openprim.pyfrontend import to_module
+
+pytestmark = pytest.mark.skipif(TARGET != "cpu", reason="compiles and inspects CPU plans")
+
+TO_NHWC, TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]
+
+
+def shuffle_ref(x, groups):
+    n, c, h, w = x.shape
+    return x.reshape(n, groups, c // groups, h, w).transpose(0, 2, 1, 3, 4).reshape(n, c, h, w)
+
+
+def transposes(module) -> list[list[int]]:
+    """The perm of every prim.transpose of the graph function, in order."""
+    return [list(dialect.op_attrs(op)["perm"]) for op in graph_ops(module) if op.name == "prim.transpose"]
+
+
+@pytest.mark.parametrize("groups,batch,dtype", [(2, 1, "f32"), (2, 3, "f32"), (4, 1, "f32"), (4, 3, "f32"),
+                                                (4, 3, "bf16")])
+def test_shuffle_unit(groups, batch, dtype, rng):
+    """conv -> shuffle -> split (odd widths) -> conv on one part -> concat -> shuffle -> strided channel
+    slice -> conv; the second shuffle is also an output, so it goes back to NCHW there."""
+    per_group = 7 if groups == 2 else 5
+    c = groups * per_group
+    split = 5 if groups == 2 else 7
+    net = Net(rng, dtype)
+    g = net.g
+    x, xv = net.input((batch, 5, 7, 9))
+    w1, w1v = net.weight((c, 5, 1, 1), scale=0.5)
+    w2, w2v = net.weight((c - split, c - split, 3, 3), scale=0.2)
+    w3, w3v = net.weight((3, (c + 1) // 2, 1, 1), scale=0.5)
+
+    def shuffle(t):
+        s = g.reshape(t, (batch, groups, c // groups, 7, 9))
+        return g.reshape(g.transpose(s, (0, 2, 1, 3, 4)), (batch, c, 7, 9))
+
+    a = shuffle(g.relu(g.conv2d(x, w1)))
+    keep, part = g.slice(a, [0], [split], axes=[1]), g.slice(a, [split], [c], axes=[1])
+    b = shuffle(g.concat([keep, g.relu(g.conv2d(part, w2, padding=1))], axis=1))
+    y = g.conv2d(g.slice(b, [1], [c], axes=[1], steps=[2]), w3)
+    out_y, out_b = net.run(None, y, b)
+
+    av = shuffle_ref(ref.relu(ref.conv2d(xv, w1v)), groups)
+    bv = shuffle_ref(np.concatenate([av[:, :split], ref.relu(ref.conv2d(av[:, split:], w2v, padding=1))], 1), groups)
+    assert_close(out_b, bv, dtype, reduction=9 * c, what="shuffled map")
+    assert_close(out_y, ref.conv2d(bv[:, 1::2], w3v), dtype, reduction=9 * c, what="output")
+
+    selected = passes.run(to_module(g), "prim-fuse,prim-select")
+    perms = transposes(selected)
+    # The input's layout transpose, one per output, and each shuffle as one transpose of its last two axes.
+    assert sorted(map(tuple, perms)) == sorted([tuple(TO_NHWC), tuple(TO_NCHW), tuple(TO_NCHW),
+                                                (0, 1, 2, 4, 3), (0, 1, 2, 4, 3)]), perms
+    assert not any(op.name == "prim.slice" and op.result.type.shape[1] == c for op in graph_ops(selected))
+
+
+def test_permutation_of_three_factors_and_no_shuffle(rng):
+    """A reshape into three channel factors permuted (0, 3, 1, 2, 4, 5) runs in NHWC too; a reshape ->
+    transpose -> reshape that moves a spatial axis is left in NCHW (and still computes the same)."""
+    net = Net(rng, "f32")
+    g = net.g
+    x, xv = net.input((3, 4, 5, 6))
+    w, wv = net.weight((12, 4, 1, 1))
+    w2, w2v = net.weight((2, 12, 1, 1))
+    a = g.conv2d(x, w)
+    s = g.transpose(g.reshape(a, (3, 2, 3, 2, 5, 6)), (0, 3, 1, 2, 4, 5))
+    y = g.conv2d(g.reshape(s, (3, 12, 5, 6)), w2)
+    spatial = g.reshape(g.transpose(g.reshape(a, (3, 2, 6, 5, 6)), (0, 1, 2, 4, 3)), (3, 12, 6, 5))
+    out_y, out_s = net.run(None, y, spatial)
+    av = ref.conv2d(xv, wv)
+    sv = av.reshape(3, 2, 3, 2, 5, 6).transpose(0, 3, 1, 2, 4, 5).reshape(3, 12, 5, 6)
+    assert_close(out_y, ref.conv2d(sv, w2v), "f32", reduction=12)
+    assert_close(out_s, av.reshape(3, 2, 6, 5, 6).transpose(0, 1, 2, 4, 3).reshape(3, 12, 6, 5), "f32", reduction=4)
+    perms = transposes(passes.run(to_module(g), "prim-fuse,prim-select"))
+    assert [0, 1, 2, 5, 3, 4] in perms and [0, 1, 2, 4, 3] in perms, perms
+
+
+def test_shufflenet_plan_keeps_layout_transposes_at_the_ends():
+    """ShuffleNetV2 x1.0 at 64x64 (batch 2) through the ONNX importer: after prim-select its only layout
+    transposes are the input's and the one before the head (a mean over H and W); its 16 shuffles are one
+    transpose each; the compiled plan launches 18 transposes and matches PyTorch in float64."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("onnx")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
+    import zoo_models
+    from openprim.pyfrontend.onnx import import_model
+
+    model = zoo_models.get("shufflenet_v2_x1_0")
+    x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(3))
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), f, dynamo=False, opset_version=11, input_names=["x"], output_names=["y"])
+    graph = import_model(f.getvalue())
+
+    perms = transposes(passes.run(to_module(graph), "prim-fuse,prim-select"))
+    assert perms.count(TO_NHWC) == 1 and perms.count(TO_NCHW) == 1, perms
+    assert perms.count([0, 1, 2, 4, 3]) == 16 and len(perms) == 18, perms
+
+    module = openprim.compiler.lower(graph)
+    exe = openprim.compiler.jit(module)
+    kinds = [s["kernel"].rsplit("_", 1)[0] for s in exe.plan["steps"]]
+    assert kinds.count("transpose") == 18, kinds
+    with torch.no_grad():
+        want = model.double()(x.double()).numpy()
+    assert_close(exe(x.numpy()), want, "f32", reduction=1024)
