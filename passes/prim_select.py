@@ -44,7 +44,7 @@ from openprim.dialect import graph_functions
 from openprim.solvers import SOLVERS, applicable
 from openprim.solvers.problem import problem_of
 
-from .rewrite import pad_zeros, producer, rebuild, single_use, swap, transpose
+from .rewrite import pad_zeros, producer, rebuild, reshape, single_use, swap, transpose
 
 NAME = "prim-select"
 TO_NHWC, TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]
@@ -136,12 +136,6 @@ def _sink_past_slice(op: ir.Operation) -> None:
     _replace_transposed(op, [inner.operands[0]], attrs, perm)
 
 
-def _reshape(v: ir.Value, shape, loc) -> ir.Value:
-    t = v.type
-    return ir.Operation.create("prim.reshape", results=[ir.RankedTensorType.get(list(shape), t.element_type)],
-                               operands=[v], loc=loc).result
-
-
 def _sink_past_channel_shuffle(op: ir.Operation) -> None:
     """The channel shuffle of an NHWC map seen through NCHW, found at its last reshape:
         reshape(transpose(reshape(transpose(x, [0, 3, 1, 2]), [N, g1, .., gk, H, W]), q), [N, C, H, W])
@@ -165,9 +159,9 @@ def _sink_past_channel_shuffle(op: ir.Operation) -> None:
         return  # not a split of C alone, or a permutation that moves N, H or W
     loc = op.location
     with ir.InsertionPoint(op), loc:
-        x = _reshape(to_nchw.operands[0], [n, h, w, *parts[1:-2]], loc)
+        x = reshape(to_nchw.operands[0], [n, h, w, *parts[1:-2]], loc)
         x = transpose(x, [0, 1, 2, *[2 + d for d in q[1:-2]]], loc)
-        back = transpose(_reshape(x, [n, h, w, c], loc), TO_NCHW, loc)
+        back = transpose(reshape(x, [n, h, w, c], loc), TO_NCHW, loc)
     op.result.replace_all_uses_with(back)
     op.erase()
     shuffle.erase()

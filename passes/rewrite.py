@@ -86,6 +86,12 @@ def transpose(v: ir.Value, perm, loc) -> ir.Value:
                                operands=[v], attributes={"perm": dialect.make_attr(perm, "i64s")}, loc=loc).result
 
 
+def reshape(v: ir.Value, shape, loc) -> ir.Value:
+    """prim.reshape of v to `shape` (same element count, row-major order)."""
+    return ir.Operation.create("prim.reshape", results=[ir.RankedTensorType.get(list(shape), v.type.element_type)],
+                               operands=[v], loc=loc).result
+
+
 def swap(old: ir.Operation, new: ir.Operation) -> ir.Operation:
     old.result.replace_all_uses_with(new.result)
     old.erase()

@@ -8,32 +8,13 @@ compiler could not run there), builds the same graphs, loads them with openprim.
 fails unless every one is a hit, MLIR was never imported, and the outputs match a float64 numpy reference.
 The two machines must hold the same sources: the cache key includes their digest.
 """
-import importlib.util
 import os
 import sys
 
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+from runtime_path import use_checkout  # scripts/: openprim from this checkout when not installed
 
-
-def import_openprim():
-    """openprim (the folder driver/) with base, runtime and pyfrontend, from the checkout; no MLIR."""
-    try:
-        import openprim.cache  # noqa: F401 - installed
-        return
-    except ImportError:
-        pass
-    loaded = []
-    for name, where in (("openprim", "driver"), ("openprim.base", "base"), ("openprim.runtime", "runtime"),
-                        ("openprim.pyfrontend", "pyfrontend")):
-        folder = os.path.join(ROOT, where)
-        spec = importlib.util.spec_from_file_location(name, os.path.join(folder, "__init__.py"),
-                                                      submodule_search_locations=[folder])
-        sys.modules[name] = importlib.util.module_from_spec(spec)
-        loaded.append(spec)
-    for spec in loaded[1:] + loaded[:1]:      # openprim's __init__ imports openprim.base: run it last
-        spec.loader.exec_module(sys.modules[spec.name])
 
 
 def graphs():
@@ -67,7 +48,7 @@ def main(argv):
     action, directory, target = argv
     os.environ["OPENPRIM_CACHE_DIR"] = os.path.abspath(directory)
     os.environ.pop("OPENPRIM_CACHE", None)
-    import_openprim()
+    use_checkout()
     from openprim import cache
     failed = False
     for name, g, reference in graphs():

@@ -27,8 +27,6 @@ travels to the GPU machine; `--models resnet50:32` adds it where the size does n
 from __future__ import annotations
 
 import argparse
-import importlib.abc
-import importlib.util
 import json
 import os
 import statistics
@@ -36,31 +34,10 @@ import sys
 import time
 import warnings
 
+from runtime_path import use_checkout  # scripts/: openprim from this checkout when not installed
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-PACKAGES = ("base", "dialect", "pyfrontend", "kernels", "solvers", "passes", "backends", "tuning", "runtime")
 TARGET = "nvvm:sm_90"
-
-
-class _Checkout(importlib.abc.MetaPathFinder):
-    """`openprim` from this checkout without installing it (pyproject's package-dir: driver/ is the package
-    itself, every other top-level folder X is openprim.X); the GPU machine has no OpenPrim installed."""
-
-    def find_spec(self, name, path=None, target=None):
-        parts = name.split(".")
-        if parts[0] != "openprim" or len(parts) > 2 or (len(parts) == 2 and parts[1] not in PACKAGES):
-            return None
-        folder = os.path.join(ROOT, "driver" if len(parts) == 1 else parts[1])
-        return importlib.util.spec_from_file_location(name, os.path.join(folder, "__init__.py"),
-                                                      submodule_search_locations=[folder])
-
-
-def _import_openprim():
-    try:
-        import openprim.runtime  # noqa: F401 - installed (editable or not)
-    except ImportError:
-        for name in [m for m in sys.modules if m == "openprim" or m.startswith("openprim.")]:
-            del sys.modules[name]
-        sys.meta_path.insert(0, _Checkout())
 
 
 def _environment(directory: str) -> None:
@@ -342,7 +319,7 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     directory = os.path.abspath(args.dir)
     _environment(directory)
-    _import_openprim()
+    use_checkout()
     if args.mode == "prepare":
         prepare(directory, _models(args.models), args.state_dicts)
         return 0

@@ -1,28 +1,38 @@
-"""Import openprim's runtime from a checkout without installing it: the GPU machine has numpy and the
-driver bindings but no MLIR (and the runtime needs neither MLIR nor the compiler)."""
+"""Import openprim from a checkout without installing it: the GPU machine has numpy, the driver bindings and
+PyTorch but no MLIR (and the runtime, the cache's hits and the frontends need neither MLIR nor the compiler)."""
+import importlib.abc
 import importlib.util
 import os
 import sys
-import types
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PACKAGES = ("base", "dialect", "pyfrontend", "kernels", "solvers", "passes", "backends", "tuning", "runtime")
+
+
+class _Checkout(importlib.abc.MetaPathFinder):
+    """`openprim` from this checkout (pyproject's package-dir: driver/ is the package itself, every other
+    top-level folder X is openprim.X)."""
+
+    def find_spec(self, name, path=None, target=None):
+        parts = name.split(".")
+        if parts[0] != "openprim" or len(parts) > 2 or (len(parts) == 2 and parts[1] not in PACKAGES):
+            return None
+        folder = os.path.join(ROOT, "driver" if len(parts) == 1 else parts[1])
+        return importlib.util.spec_from_file_location(name, os.path.join(folder, "__init__.py"),
+                                                      submodule_search_locations=[folder])
+
+
+def use_checkout() -> None:
+    """Make `import openprim...` work: the installed package when there is one, else this checkout."""
+    try:
+        import openprim.runtime  # noqa: F401 - installed (editable or not)
+    except ImportError:
+        for name in [m for m in sys.modules if m == "openprim" or m.startswith("openprim.")]:
+            del sys.modules[name]
+        sys.meta_path.insert(0, _Checkout())
 
 
 def import_runtime():
-    try:
-        import openprim.runtime
-        return openprim.runtime
-    except ImportError:
-        pass
-    pkg = types.ModuleType("openprim")
-    pkg.__path__ = [os.path.join(ROOT, "driver")]  # the folder driver/ is the package openprim itself
-    sys.modules["openprim"] = pkg
-    for sub in ("base", "runtime"):  # the runtime imports openprim.base (errors, dtypes, targets) only
-        where = os.path.join(ROOT, sub)
-        spec = importlib.util.spec_from_file_location(f"openprim.{sub}", os.path.join(where, "__init__.py"),
-                                                      submodule_search_locations=[where])
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[f"openprim.{sub}"] = mod
-        setattr(pkg, sub, mod)
-        spec.loader.exec_module(mod)
-    return mod
+    use_checkout()
+    import openprim.runtime
+    return openprim.runtime

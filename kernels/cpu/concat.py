@@ -184,8 +184,7 @@ class _Concat:
             b.close()
         b.depth -= 1
         b.emit("}")
-        sig = ", ".join(f"{a}: {t}" for a, t in self.signature)
-        return "\n".join([f"func.func @{name}({sig}) {{", *b.const_lines, *b.lines, "  return", "}"])
+        return b.function(name, self.signature)
 
 
 def concat_kernel(name: str, signature: list[tuple[str, str]], args: list[tuple[str, str]], axis: int,

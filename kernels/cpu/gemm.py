@@ -275,8 +275,7 @@ class _Gemm:
             b.close()
         b.depth -= 1
         b.emit("}")
-        sig = ", ".join(f"{a}: {t}" for a, t in self.signature)
-        return "\n".join([f"func.func @{name}({sig}) {{", *b.const_lines, *b.lines, "  return", "}"])
+        return b.function(name, self.signature)
 
 
 def gemm_kernel(name: str, signature: list[tuple[str, str]], problem, params: dict, attrs: dict,

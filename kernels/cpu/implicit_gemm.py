@@ -51,6 +51,11 @@ class Body:
         return f"%{hint}{self.n}"
 
 
+    def function(self, name: str, signature: list[tuple[str, str]]) -> str:
+        """The text of `func.func @name(signature)`: the hoisted constants, the body, a return."""
+        sig = ", ".join(f"{a}: {t}" for a, t in signature)
+        return "\n".join([f"func.func @{name}({sig}) {{", *self.const_lines, *self.lines, "  return", "}"])
+
     def flat(self, arg: tuple[str, str]) -> tuple[str, str]:
         """A 1-d view of a kernel argument (name, memref type)."""
         name, mtype = arg
@@ -456,8 +461,7 @@ class _Conv:
                 self.columns(n, oh, r_lo, r_hi, k0, ft)
         b.depth -= 1
         b.emit("}")
-        sig = ", ".join(f"{a}: {t}" for a, t in self.signature)
-        return "\n".join([f"func.func @{name}({sig}) {{", *b.const_lines, *b.lines, "  return", "}"])
+        return b.function(name, self.signature)
 
 
 def conv_kernel(name: str, signature: list[tuple[str, str]], problem, params: dict, attrs: dict,

@@ -203,8 +203,7 @@ class _Rows:
             r = b.open_for(0, self.rows)
         self.row(r)
         b.close()
-        sig = ", ".join(f"{a}: {t}" for a, t in self.signature)
-        return "\n".join([f"func.func @{name}({sig}) {{", *b.const_lines, *b.lines, "  return", "}"])
+        return b.function(name, self.signature)
 
 
 def row_kernel(name: str, signature: list[tuple[str, str]], kind: str, reduced: int, dtype: str,
