@@ -376,6 +376,21 @@ def h_avg_pool2d(im, n, x, kernel, stride=(), padding=0, ceil_mode=False, count_
     return im.g.avg_pool2d(im.tensor(x), tuple(k), tuple(s), _pad4(padding), bool(ceil_mode), bool(count_include_pad))
 
 
+def h_avg_pool3d(im, n, x, kernel, stride=(), padding=0, ceil_mode=False, count_include_pad=True,
+                 divisor_override=None):
+    """A window along the depth axis only (kernel (kd, 1, 1)): F.local_response_norm's channel average,
+    as torch decomposes LRN. It is avg_pool2d of kernel (kd, 1) over the [N*C, 1, D, H*W] view."""
+    x = im.tensor(x)
+    k, s, p = _ints(kernel, 3), _ints(stride, 3) or _ints(kernel, 3), _ints(padding, 3)
+    if divisor_override is not None or x.ndim != 5 or k[1:] != [1, 1] or s[1:] != [1, 1] or p[1:] != [0, 0]:
+        raise OpenPrimError(f"avg_pool3d with kernel {k}, stride {s}, padding {p} on {x.shape}: only windows along "
+                            f"the depth axis (kernel (k, 1, 1), stride (s, 1, 1), padding (p, 0, 0)) are supported")
+    n_, c, d, h, w = x.shape
+    y = im.g.avg_pool2d(im.g.reshape(x, (n_ * c, 1, d, h * w)), (k[0], 1), (s[0], 1), (p[0], 0, p[0], 0),
+                        bool(ceil_mode), bool(count_include_pad), layout="NCHW")
+    return im.g.reshape(y, (n_, c, y.shape[2], h, w))
+
+
 def h_adaptive_avg_pool2d(im, n, x, size):
     x = im.tensor(x)
     size = _ints(size)
@@ -742,14 +757,14 @@ _HANDLERS = {
     "leaky_relu": h_leaky_relu, "hardtanh": h_hardtanh, "hardtanh_": h_hardtanh, "relu6": h_relu6,
     "clamp": h_clamp, "gelu": h_gelu, "elu": h_elu,
     "max_pool2d": h_max_pool2d, "max_pool2d_with_indices": h_max_pool2d_with_indices,
-    "avg_pool2d": h_avg_pool2d, "adaptive_avg_pool2d": h_adaptive_avg_pool2d,
+    "avg_pool2d": h_avg_pool2d, "avg_pool3d": h_avg_pool3d, "adaptive_avg_pool2d": h_adaptive_avg_pool2d,
     "_adaptive_avg_pool2d": h_adaptive_avg_pool2d, "mean": h_mean,
     "addmm": h_addmm, "mm": h_mm, "bmm": h_bmm, "matmul": h_matmul, "linear": h_linear,
     "t": h_t, "permute": h_permute, "transpose": h_transpose,
     "view": h_view, "reshape": h_view, "_unsafe_view": h_view, "flatten": h_flatten,
     "unsqueeze": h_unsqueeze, "squeeze": h_squeeze, "expand": h_expand,
     "add": _binary("add", np.add), "sub": _binary("sub", np.subtract), "mul": _binary("mul", np.multiply),
-    "div": _binary("div", np.divide), "rsub": h_rsub, "neg": h_neg, "abs": h_abs, "scaled_dot_product_attention": h_sdpa,
+    "div": _binary("div", np.divide), "pow": _binary("pow", np.power), "rsub": h_rsub, "neg": h_neg, "abs": h_abs, "scaled_dot_product_attention": h_sdpa,
     "softmax": h_softmax, "_softmax": h_softmax, "log_softmax": h_log_softmax, "_log_softmax": h_log_softmax,
     "cat": h_cat, "concat": h_cat, "constant_pad_nd": h_constant_pad_nd,
     "clone": h_identity, "detach": h_identity, "alias": h_alias, "as_strided": h_as_strided, "contiguous": h_identity,

@@ -158,7 +158,22 @@ class GroupNormSilu(nn.Module):
         return self.gn2(y) * 2.0 - y.mean(1, keepdim=True)
 
 
+class LrnPow(nn.Module):
+    """AlexNet's local response normalization (torch decomposes it into avg_pool3d over a 5-d view and pow)
+    and a tensor to a scalar power: found running AlexNet written from the paper, whose import stopped there."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 7, 3, stride=2)
+        self.lrn = nn.LocalResponseNorm(5, 1e-2, 0.75, 2.0)
+
+    def forward(self, x):
+        y = self.lrn(F.relu(self.conv(x)))
+        return y + F.relu(y).pow(1.5)
+
+
 @pytest.mark.parametrize("make,shape", [
+    (LrnPow, (2, 3, 13, 11)),
     (ConvBnRelu, (2, 3, 16, 16)), (Residual, (1, 8, 12, 12)), (Depthwise, (1, 8, 10, 10)),
     (Pools, (2, 4, 11, 11)), (MLP, (3, 20)), (Attention, (2, 5, 16)), (GroupNormSilu, (2, 4, 7, 9))],
     ids=lambda v: getattr(v, "__name__", None) or "x".join(map(str, v)))
