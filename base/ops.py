@@ -7,11 +7,30 @@ raises `ShapeError` whose message names the reason; callers prefix the op and th
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 
 DTYPES = ("f32", "f16", "bf16")
 LAYOUTS = ("NCHW", "NHWC")
 FILTER_LAYOUTS = ("KCRS", "KRSC", "RSCK")
+# A blocked filter, "KRSC<b>k": [K/b, R, S, C, b], output channels in blocks of b innermost. prim-select packs
+# constant filters so for the CPU implicit GEMM: a register tile's b channels of one (r, s, c) tap are one
+# vector, and the whole filter slice of a tile is one contiguous stream (the hardware prefetcher follows it).
+BLOCKED_FILTER = re.compile(r"KRSC(\d+)k")
+
+
+def filter_block(layout: str) -> int:
+    """b of a blocked filter layout "KRSC<b>k", 0 for the plain ones."""
+    m = BLOCKED_FILTER.fullmatch(layout)
+    return int(m[1]) if m else 0
+
+
+def filter_dims(layout: str, w) -> tuple[int, int, int, int]:
+    """(K, C per group, R, S) of a filter of shape w in `layout`."""
+    if filter_block(layout):
+        return w[0] * w[4], w[3], w[1], w[2]
+    return {"KCRS": (w[0], w[1], w[2], w[3]), "KRSC": (w[0], w[3], w[1], w[2]),
+            "RSCK": (w[3], w[2], w[0], w[1])}[layout]
 # Activations a conv/matmul epilogue (and the standalone ops) implement; value = number of parameters.
 ACTIVATIONS = {"none": 0, "relu": 0, "leaky_relu": 1, "clamp": 2, "sigmoid": 0, "tanh": 0,
                "gelu": 0, "gelu_tanh": 0, "silu": 0, "elu": 1, "hardsigmoid": 2, "hardswish": 0}
@@ -52,8 +71,13 @@ OPS: dict[str, OpSpec] = {s.name: s for s in [
           {"transpose_rhs": "i64", **EPILOGUE},
           doc="y = act(lhs @ rhs(^T) + bias + residual); rhs is [K,N] ([N,K] transposed) or batched like lhs"),
     _spec("batch_norm", ("input", "scale", "shift", "mean", "variance"), {"epsilon": "f64", "layout": "str"}),
-    _spec("layer_norm", ("input", ("scale", "optional"), ("shift", "optional")),
-          {"epsilon": "f64", "normalized_ndim": "i64"}),
+    _spec("layer_norm", ("input", ("scale", "optional"), ("shift", "optional"), ("residual", "optional")),
+          {"epsilon": "f64", "normalized_ndim": "i64"},
+          doc="h = input + residual; y = (h - mean) / sqrt(var + eps) * scale + shift over the trailing "
+              "normalized_ndim dims"),
+    _spec("rms_norm", ("input", ("scale", "optional"), ("residual", "optional")),
+          {"epsilon": "f64", "normalized_ndim": "i64"},
+          doc="h = input + residual; y = h / sqrt(mean(h^2) + eps) * scale over the trailing normalized_ndim dims"),
     _spec("group_norm", ("input", "scale", "shift"), {"groups": "i64", "epsilon": "f64", "layout": "str"}),
     *[_spec(n, ("input",), a) for n, a in UNARY_ATTRS.items()],
     *[_spec(n, ("input",)) for n in UNARY_MATH],
@@ -143,10 +167,11 @@ def _conv2d(shapes, attrs):
     x, w = shapes[0], shapes[1]
     n, c, h, wd = _layout(attrs, x)
     fl = attrs["filter_layout"]
-    _need(fl in FILTER_LAYOUTS, f"filter_layout must be one of {FILTER_LAYOUTS}, got '{fl}'")
-    _need(len(w) == 4, f"expects a 4-d {fl} filter, got {fmt_shape(w)}")
-    k, cg, r, s = {"KCRS": (w[0], w[1], w[2], w[3]), "KRSC": (w[0], w[3], w[1], w[2]),
-                   "RSCK": (w[3], w[2], w[0], w[1])}[fl]
+    block = filter_block(fl)
+    _need(fl in FILTER_LAYOUTS or block, f"filter_layout must be one of {FILTER_LAYOUTS}, got '{fl}'")
+    _need(len(w) == (5 if block else 4), f"expects a {5 if block else 4}-d {fl} filter, got {fmt_shape(w)}")
+    _need(not block or w[4] == block, f"a {fl} filter has blocks of {block} output channels, got {fmt_shape(w)}")
+    k, cg, r, s = filter_dims(fl, w)
     g = attrs["groups"]
     _need(g >= 1 and c % g == 0 and k % g == 0,
           f"groups={g} must divide input channels {c} and output channels {k}")
@@ -193,10 +218,14 @@ def _batch_norm(shapes, attrs):
 
 
 def _layer_norm(shapes, attrs):
-    x, k = shapes[0], attrs["normalized_ndim"]
+    """layer_norm and rms_norm: the parameters have the normalized shape, the residual the input's."""
+    x, k, residual = shapes[0], attrs["normalized_ndim"], shapes[-1]
     _need(1 <= k <= len(x), f"normalized_ndim={k} must be in [1, {len(x)}] for input {fmt_shape(x)}")
-    for shp in filter(None, shapes[1:]):
+    _need(attrs["epsilon"] >= 0, "epsilon must be non-negative")
+    for shp in filter(None, shapes[1:-1]):
         _need(tuple(shp) == tuple(x[-k:]), f"scale/shift must have shape {fmt_shape(x[-k:])}, got {fmt_shape(shp)}")
+    _need(residual is None or tuple(residual) == tuple(x),
+          f"residual must have the input shape {fmt_shape(x)}, got {fmt_shape(residual or ())}")
     return tuple(x)
 
 
@@ -308,7 +337,8 @@ def _attention(shapes, attrs):
 
 _RULES = {
     "conv2d": _conv2d, "matmul": _matmul, "batch_norm": _batch_norm, "layer_norm": _layer_norm,
-    "group_norm": _group_norm, "max_pool2d": _pool, "avg_pool2d": _pool, "global_avg_pool": _global_pool,
+    "rms_norm": _layer_norm, "group_norm": _group_norm, "max_pool2d": _pool, "avg_pool2d": _pool,
+    "global_avg_pool": _global_pool,
     "softmax": _softmax, "log_softmax": _softmax, "transpose": _transpose, "concat": _concat, "pad": _pad,
     "slice": _slice, "reduce": _reduce, "attention": _attention,
     **{n: _unary for n in (*UNARY_ATTRS, *UNARY_MATH)},

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from openprim.base.ops import ELEMENTWISE
+from openprim.base.ops import ELEMENTWISE, filter_block
 
 from .irtext import KernelText, V, amap, ttype
 
@@ -195,6 +195,10 @@ def emit_conv2d(kt, op, operands, attrs, shape, dtype):
         K, R, S, Cg = w.shape
         w = kt.reshape(w, (G, K // G, R, S, Cg))
         wmap = ["d1", "d2", "d6", "d7", "d5"]
+    elif block := filter_block(attrs["filter_layout"]):  # [K/b, R, S, Cg, b]: k = (g*Kg/b + kg//b)*b + kg%b
+        R, S, Cg = w.shape[1:4]
+        K = w.shape[0] * block
+        wmap = [f"d1 * {K // G // block} + d2 floordiv {block}", "d6", "d7", "d5", f"d2 mod {block}"]
     else:  # RSCK
         R, S, Cg, K = w.shape
         w = kt.reshape(w, (R, S, Cg, G, K // G))
@@ -291,16 +295,55 @@ def _normalize(kt, x, total, sq, kmap, count, eps, affine: list, dtype):
     return kt.generic(ins, maps, kt.empty(x.shape, dtype), ident, ["parallel"] * R, body)
 
 
+def _norm_rows(kt, x: V, residual: V | None, shape, k: int) -> V:
+    """The input of layer_norm / rms_norm as [rows, D]: x + residual summed in f32 when the residual
+    (prim-fuse's folded add) is given."""
+    if residual is not None:
+        x = elementwise(kt, [x, residual], shape, "f32", lambda kt, xs: kt.scalar("arith.addf", *xs))
+    return kt.reshape(x, (math.prod(shape[:-k]), math.prod(shape[-k:])))
+
+
 def emit_layer_norm(kt, op, operands, attrs, shape, dtype):
-    x, scale, shift = operands
+    x, scale, shift, residual = operands
     k = attrs["normalized_ndim"]
-    rows, D = math.prod(shape[:-k]), math.prod(shape[-k:])
-    x2 = kt.reshape(x, (rows, D))
+    D = math.prod(shape[-k:])
+    x2 = _norm_rows(kt, x, residual, shape, k)
     total, sq, kmap = _moments(kt, x2, [0], D)
     affine = [(kt.reshape(v, (D,)), amap(2, ["d1"])) for v in (scale, shift) if v is not None]
     if scale is None and shift is not None:  # shift only: add it with a unit scale
         affine = [(kt.filled((D,), dtype, 1.0), amap(2, ["d1"]))] + affine
     y = _normalize(kt, x2, total, sq, kmap, D, attrs["epsilon"], affine, dtype)
+    return kt.reshape(y, shape)
+
+
+def emit_rms_norm(kt, op, operands, attrs, shape, dtype):
+    """h * rsqrt(mean(h^2) + eps) [* scale], h = x [+ residual], statistics in f32."""
+    x, scale, residual = operands
+    k = attrs["normalized_ndim"]
+    D = math.prod(shape[-k:])
+    h = _norm_rows(kt, x, residual, shape, k)
+    rows = h.shape[0]
+    ident, row = amap(2, ["d0", "d1"]), amap(2, ["d0"])
+
+    def sq_body(args, kt):
+        v = kt.to_f32(args[0], h.dtype)
+        return kt.scalar("math.fma", v, v, args[1])
+
+    sq = kt.generic([h], [ident], kt.filled((rows,), "f32", 0.0), row, ["parallel", "reduction"], sq_body)
+    ins, maps = [h, sq], [ident, row]
+    if scale is not None:
+        ins.append(kt.reshape(scale, (D,)))
+        maps.append(amap(2, ["d1"]))
+
+    def body(args, kt):
+        ms = kt.scalar("arith.mulf", args[1], kt.const(1 / (D + 1)))
+        inv = kt.scalar("math.rsqrt", kt.scalar("arith.addf", ms, kt.const(attrs["epsilon"])))
+        y = kt.scalar("arith.mulf", kt.to_f32(args[0], h.dtype), inv)
+        if scale is not None:
+            y = kt.scalar("arith.mulf", y, kt.to_f32(args[2], ins[2].dtype))
+        return kt.from_f32(y, dtype)
+
+    y = kt.generic(ins, maps, kt.empty(h.shape, dtype), ident, ["parallel"] * 2, body)
     return kt.reshape(y, shape)
 
 
@@ -554,7 +597,7 @@ def emit_attention(kt, op, operands, attrs, shape, dtype):
 
 EMITTERS = {
     "conv2d": emit_conv2d, "matmul": emit_matmul, "batch_norm": emit_batch_norm,
-    "layer_norm": emit_layer_norm, "group_norm": emit_group_norm, "max_pool2d": emit_max_pool2d,
+    "layer_norm": emit_layer_norm, "rms_norm": emit_rms_norm, "group_norm": emit_group_norm, "max_pool2d": emit_max_pool2d,
     "avg_pool2d": emit_avg_pool2d, "global_avg_pool": emit_global_avg_pool, "softmax": emit_softmax,
     "log_softmax": emit_softmax, "transpose": emit_transpose, "concat": emit_concat, "pad": emit_pad,
     "reshape": emit_reshape, "slice": emit_slice, "reduce": emit_reduce, "attention": emit_attention,

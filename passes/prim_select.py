@@ -44,7 +44,7 @@ from openprim.dialect import graph_functions
 from openprim.solvers import SOLVERS, applicable
 from openprim.solvers.problem import problem_of
 
-from .rewrite import pad_zeros, producer, rebuild, reshape, single_use, swap, transpose
+from .rewrite import block_filter, pad_zeros, producer, rebuild, reshape, single_use, swap, transpose
 
 NAME = "prim-select"
 TO_NHWC, TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]
@@ -275,18 +275,26 @@ def decide(op: ir.Operation, target: Target, forced: str = "", mode: str = "hybr
     return fallback if tuner is None else tuner.choose(op, target, fallback, mode, enforce, budget)
 
 
-def _relayout_weights(op: ir.Operation, solver) -> ir.Operation:
-    """Give the solver its weight layout (constants are permuted now; others through a transpose)."""
+def _relayout_weights(op: ir.Operation, choice: Choice) -> ir.Operation:
+    """Give the solver its weight layout (constants are permuted now; others through a transpose), then
+    pack a constant filter in blocks of output channels where the solver asks for it."""
     attrs = dialect.op_attrs(op)
     operands = dialect.operand_groups(op)
-    if op.name == "prim.conv2d":
-        want = solver.filter_layout()
-        have = attrs["filter_layout"]
-        if want is None or want == have:
-            return op
+    if op.name != "prim.conv2d":
+        return op
+    want = choice.solver.filter_layout()
+    have = attrs["filter_layout"]
+    if want is not None and want != have:
         with ir.InsertionPoint(op), op.location:
             operands[1] = transpose(operands[1], FILTER_PERM[(have, want)], op.location)
-            return swap(op, rebuild(op, operands, {"filter_layout": want}, op.location))
+            op = swap(op, rebuild(op, operands, {"filter_layout": want}, op.location))
+    block = choice.solver.filter_block(problem_of(op), choice.params)
+    if block and dialect.op_attrs(op)["filter_layout"] == "RSCK":
+        with ir.InsertionPoint(op), op.location:
+            packed = block_filter(operands[1], block, op.location)
+            if packed is not None:
+                operands[1] = packed
+                op = swap(op, rebuild(op, operands, {"filter_layout": f"KRSC{block}k"}, op.location))
     return op
 
 
@@ -304,7 +312,7 @@ def _untranspose_rhs(op: ir.Operation) -> ir.Operation:
 
 def apply(op: ir.Operation, choice: Choice, problem) -> ir.Operation:
     """Write the choice on the op (weights re-laid out for its solver); `problem` is the descriptor's."""
-    op = _relayout_weights(op, choice.solver)
+    op = _relayout_weights(op, choice)
     i64 = ir.IntegerType.get_signless(64)
     op.attributes["prim.solver"] = ir.StringAttr.get(choice.solver.name)
     op.attributes["prim.params"] = ir.DictAttr.get({k: ir.IntegerAttr.get(i64, v) for k, v in choice.params.items()})

@@ -77,13 +77,29 @@ def transpose(v: ir.Value, perm, loc) -> ir.Value:
     t = v.type
     shape = [t.shape[p] for p in perm]
     const = producer(v, "prim.constant")
-    if const is not None:  # storage order only: bf16 bit patterns move like any other element
-        data = np.ascontiguousarray(dialect.to_numpy(const.attributes["value"]).transpose(perm))
-        attr = ir.DenseElementsAttr.get(data, type=t.element_type, shape=shape)
-        return ir.Operation.create("prim.constant", results=[ir.RankedTensorType.get(shape, t.element_type)],
-                                   attributes={"value": attr}, loc=loc).result
+    if const is not None:
+        return _stored_constant(dialect.to_numpy(const.attributes["value"]).transpose(perm), t, loc)
     return ir.Operation.create("prim.transpose", results=[ir.RankedTensorType.get(shape, t.element_type)],
                                operands=[v], attributes={"perm": dialect.make_attr(perm, "i64s")}, loc=loc).result
+
+
+def _stored_constant(data: np.ndarray, t, loc) -> ir.Value:
+    """A prim.constant of `data` moved in storage order (bf16 bit patterns move like any other element)."""
+    data = np.ascontiguousarray(data)
+    attr = ir.DenseElementsAttr.get(data, type=t.element_type, shape=list(data.shape))
+    return ir.Operation.create("prim.constant", results=[ir.RankedTensorType.get(list(data.shape), t.element_type)],
+                               attributes={"value": attr}, loc=loc).result
+
+
+def block_filter(v: ir.Value, block: int, loc) -> ir.Value | None:
+    """A constant RSCK filter packed as "KRSC<block>k" ([K/block, R, S, C, block]), or None when v is not
+    a constant."""
+    const = producer(v, "prim.constant")
+    if const is None:
+        return None
+    r, s, c, k = v.type.shape
+    data = dialect.to_numpy(const.attributes["value"]).reshape(r, s, c, k // block, block).transpose(3, 0, 1, 2, 4)
+    return _stored_constant(data, v.type, loc)
 
 
 def reshape(v: ir.Value, shape, loc) -> ir.Value:

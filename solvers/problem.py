@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 from openprim import dialect
 from openprim.base.errors import OpenPrimError
+from openprim.base.ops import filter_dims
 
 
 @dataclass(frozen=True)
@@ -123,6 +124,6 @@ def problem_of(op):
     n, c, h, wd = (x[0], x[1], x[2], x[3]) if nchw else (x[0], x[3], x[1], x[2])
     oh, ow = (out[2], out[3]) if nchw else (out[1], out[2])
     fl = attrs["filter_layout"]
-    k, r, s = {"KCRS": (w[0], w[2], w[3]), "KRSC": (w[0], w[1], w[2]), "RSCK": (w[3], w[0], w[1])}[fl]
+    k, _, r, s = filter_dims(fl, w)
     return ConvProblem(n, c, h, wd, k, r, s, oh, ow, tuple(attrs["strides"]), tuple(attrs["padding"]),
                        tuple(attrs["dilations"]), attrs["groups"], attrs["layout"], fl, dtype, epi)

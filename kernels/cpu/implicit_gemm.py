@@ -4,7 +4,10 @@ One GEMM per group g:  out[m, g*Kg + k] = sum over (r, s, c) of A[m, (r, s, c)] 
 with M = output pixels, N = Kg = K/groups output channels, K = R*S*Cg (Cg = C/groups). A is never built
 (no im2col, no padded copy, no layout transposes): A[m, (r, s, c)] is the input pixel at
 (ih, iw) = (oh*sh - pt + r*dh, ow*sw - pl + s*dw), zero outside the image. The filter is RSCK (prim-select
-re-lays out constant filters at compile time), so a filter tap's output channels are contiguous.
+re-lays out constant filters at compile time), so a filter tap's output channels are contiguous; a
+constant one is packed further in blocks of FT channels ("KRSC<FT>k", [K/FT, R, S, Cg, FT]), so that a
+tile's whole filter slice is one contiguous stream instead of Cg*R*S rows K apart (deep layers: 2 KB
+apart, each row a new page-crossing line that the prefetcher does not follow).
 
     scf.forall over the (n, oh, group) rows          the threads (OpenMP); when the filter outweighs the
       [r_lo, r_hi): filter rows inside the image     input: over the (group, FT-channel tile)s instead,
@@ -31,6 +34,7 @@ from __future__ import annotations
 
 import math
 
+from openprim.base.ops import filter_block
 from openprim.kernels.irtext import flit
 from openprim.kernels.semantics import activation
 
@@ -189,6 +193,10 @@ class _Conv:
         (self.sh, self.sw), (self.dh, self.dw) = p.strides, p.dilations
         self.pt, self.pl = p.padding[0], p.padding[1]
         self.dtype = p.dtype
+        # the filter: w[r, s, c, k] at wk0(k0) + ((r*S + s)*Cg + c)*wk + (k - k0) for a tile of channels
+        # from k0; RSCK: wk = K, wk0(k0) = k0; blocked "KRSC<b>k" (b = FT): wk = b, wk0(k0) = k0*R*S*Cg
+        self.block = filter_block(p.filter_layout)
+        self.wk = self.block or p.k
         epi = p.epilogue.split("+")
         self.b = Body()
         names = iter(signature)
@@ -290,12 +298,12 @@ class _Conv:
         b, p, vt = self.b, self.p, f"vector<{ft}xf32>"
         r, args, res = b.loop(r_lo, r_hi, accs, vt)
         xrow = b.add(self.xn_c0, b.mul(b.add(b.mul(r, self.dh), self.ih0), self.xs[2]))  # x[n, c0, ih, 0]
-        wrow = b.add(b.mul(r, p.s * self.cg * p.k), k0)                                  # w[r, 0, 0, k0]
+        wrow = b.add(b.mul(r, p.s * self.cg * self.wk), self.wk0(k0))                  # w[r, 0, 0, k0]
 
         def channels(xcol, wtap, lanes, accs):
             c, args, res = b.loop(0, self.cg, accs, vt)
             xc, out = b.add(xcol, b.mul(c, self.xs[1])), list(args)
-            wv = self.load(self.wf, b.add(wtap, b.mul(c, p.k)), ft)
+            wv = self.load(self.wf, b.add(wtap, b.mul(c, self.wk)), ft)
             for j in lanes:
                 xj = self.load(self.xf, b.add(xc, j * self.sw * self.xs[3]))
                 out[j] = self.fma(self.splat(xj, ft), wv, out[j], ft)
@@ -305,7 +313,8 @@ class _Conv:
         if taps is None:
             s, sargs, sres = b.loop(0, p.s, args, vt)
             col = b.add(b.mul(ow0, self.sw), b.add(b.mul(s, self.dw), -self.pl))
-            out = channels(b.add(xrow, b.mul(col, self.xs[3])), b.add(wrow, b.mul(s, self.cg * p.k)), range(wt), sargs)
+            out = channels(b.add(xrow, b.mul(col, self.xs[3])), b.add(wrow, b.mul(s, self.cg * self.wk)), range(wt),
+                           sargs)
             b.end_loop(out, vt)
             out = sres
         else:
@@ -313,9 +322,13 @@ class _Conv:
             for s, lanes in enumerate(taps):
                 if lanes:
                     col = ow0 * self.sw + s * self.dw - self.pl
-                    out = channels(b.add(xrow, col * self.xs[3]), b.add(wrow, s * self.cg * p.k), lanes, out)
+                    out = channels(b.add(xrow, col * self.xs[3]), b.add(wrow, s * self.cg * self.wk), lanes, out)
         b.end_loop(out, vt)
         return res
+
+    def wk0(self, k0):
+        """Where the filter of the tile of channels from k0 starts."""
+        return self.b.mul(k0, self.p.r * self.p.s * self.cg) if self.block else k0
 
     def reduce_w_lanes(self, r_lo, r_hi, ow0, k0, wt, ft, taps, accs):
         """Loops c, r and the s taps unrolled (c outermost: a channel plane is read whole before the
@@ -324,17 +337,17 @@ class _Conv:
         b, p, vt = self.b, self.p, f"vector<{wt}xf32>"
         c, cargs, cres = b.loop(0, self.cg, accs, vt)
         xplane = b.add(self.xn_c0, b.mul(c, self.xs[1]))            # x[n, c0 + c, 0, 0]
-        wc = b.add(k0, b.mul(c, p.k))                               # w[0, 0, c, k0]
+        wc = b.add(self.wk0(k0), b.mul(c, self.wk))                 # w[0, 0, c, k0]
         r, out, rres = b.loop(r_lo, r_hi, cargs, vt)
         xrow = b.add(xplane, b.mul(b.add(b.mul(r, self.dh), self.ih0), self.xs[2]))  # x[n, c0 + c, ih, 0]
-        wrow = b.add(wc, b.mul(r, p.s * self.cg * p.k))                  # w[r, 0, c, k0]
+        wrow = b.add(wc, b.mul(r, p.s * self.cg * self.wk))              # w[r, 0, c, k0]
         out = list(out)
         for s in range(p.s):
             lanes = list(range(wt)) if taps is None else taps[s]
             if not lanes:
                 continue
             xv = self.lanes(b.add(xrow, b.add(b.mul(ow0, self.sw), s * self.dw - self.pl)), lanes, wt)
-            wtap = b.add(wrow, s * self.cg * p.k)
+            wtap = b.add(wrow, s * self.cg * self.wk)
             for f in range(ft):
                 out[f] = self.fma(xv, self.splat(self.load(self.wf, b.add(wtap, f)), wt), out[f], wt)
         b.end_loop(out, vt)
