@@ -19,16 +19,29 @@ FILTER_LAYOUTS = ("KCRS", "KRSC", "RSCK")
 BLOCKED_FILTER = re.compile(r"KRSC(\d+)k")
 
 
+# A Winograd-transformed 3x3 filter, "W<m>KC<b>k": [(m+2)^2, K/b, C, b], U = G g G^T of F(m x m, 3 x 3) for
+# every (c, k), computed at compile time (in float64, rounded once) for the CPU Winograd kernel.
+WINOGRAD_FILTER = re.compile(r"W(\d+)KC(\d+)k")
+
+
 def filter_block(layout: str) -> int:
     """b of a blocked filter layout "KRSC<b>k", 0 for the plain ones."""
     m = BLOCKED_FILTER.fullmatch(layout)
     return int(m[1]) if m else 0
 
 
+def winograd_filter(layout: str) -> tuple[int, int]:
+    """(m, b) of a Winograd-transformed filter layout "W<m>KC<b>k", (0, 0) for the others."""
+    m = WINOGRAD_FILTER.fullmatch(layout)
+    return (int(m[1]), int(m[2])) if m else (0, 0)
+
+
 def filter_dims(layout: str, w) -> tuple[int, int, int, int]:
     """(K, C per group, R, S) of a filter of shape w in `layout`."""
     if filter_block(layout):
         return w[0] * w[4], w[3], w[1], w[2]
+    if winograd_filter(layout)[0]:
+        return w[1] * w[3], w[2], 3, 3
     return {"KCRS": (w[0], w[1], w[2], w[3]), "KRSC": (w[0], w[3], w[1], w[2]),
             "RSCK": (w[3], w[2], w[0], w[1])}[layout]
 # Activations a conv/matmul epilogue (and the standalone ops) implement; value = number of parameters.
@@ -167,10 +180,12 @@ def _conv2d(shapes, attrs):
     x, w = shapes[0], shapes[1]
     n, c, h, wd = _layout(attrs, x)
     fl = attrs["filter_layout"]
-    block = filter_block(fl)
-    _need(fl in FILTER_LAYOUTS or block, f"filter_layout must be one of {FILTER_LAYOUTS}, got '{fl}'")
+    block, (wm, wb) = filter_block(fl), winograd_filter(fl)
+    _need(fl in FILTER_LAYOUTS or block or wm, f"filter_layout must be one of {FILTER_LAYOUTS}, got '{fl}'")
     _need(len(w) == (5 if block else 4), f"expects a {5 if block else 4}-d {fl} filter, got {fmt_shape(w)}")
     _need(not block or w[4] == block, f"a {fl} filter has blocks of {block} output channels, got {fmt_shape(w)}")
+    _need(not wm or (w[0] == (wm + 2) ** 2 and w[3] == wb), f"a {fl} filter is [{(wm + 2) ** 2}, K/{wb}, C, {wb}], "
+          f"got {fmt_shape(w)}")
     k, cg, r, s = filter_dims(fl, w)
     g = attrs["groups"]
     _need(g >= 1 and c % g == 0 and k % g == 0,

@@ -55,12 +55,25 @@ irdl.dialect @prim {
     %res = irdl.base "!builtin.tensor"
     irdl.results(result: %res)
   }
-  //
+  // h = input + residual; y = (h - mean) / sqrt(var + eps) * scale + shift over the trailing normalized_ndim dims
   irdl.operation @layer_norm {
     %t0 = irdl.base "!builtin.tensor"
     %t1 = irdl.base "!builtin.tensor"
     %t2 = irdl.base "!builtin.tensor"
-    irdl.operands(input: %t0, scale: optional %t1, shift: optional %t2)
+    %t3 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0, scale: optional %t1, shift: optional %t2, residual: optional %t3)
+    %a0 = irdl.base "#builtin.float"
+    %a1 = irdl.base "#builtin.integer"
+    irdl.attributes {"epsilon" = %a0, "normalized_ndim" = %a1}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // h = input + residual; y = h / sqrt(mean(h^2) + eps) * scale over the trailing normalized_ndim dims
+  irdl.operation @rms_norm {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    %t2 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0, scale: optional %t1, residual: optional %t2)
     %a0 = irdl.base "#builtin.float"
     %a1 = irdl.base "#builtin.integer"
     irdl.attributes {"epsilon" = %a0, "normalized_ndim" = %a1}

@@ -5,7 +5,8 @@ and what it computes) and returns the function's MLIR text, or None where it doe
 then keeps its linalg form (a transform schedule on the CPU, prim-gpu-map's grid mapping on GPUs).
 A conv2d/matmul's builder is its solver's `kernel(request)` (solvers/); the other ops' builders are
 the table below, keyed by (op, target kind): on the CPU, vectorized row kernels (kernels/cpu/rows.py) for
-softmax / log_softmax / layer_norm, whose reference lowering calls libm's scalar expf per value.
+softmax / log_softmax / layer_norm, whose reference lowering calls libm's scalar expf per value, and
+pooling read in place (kernels/cpu/pool.py) instead of through a padded copy.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from typing import Callable
 
 from openprim.base.target import Target
 
+from .cpu import pool as cpu_pool
 from .cpu import rows as cpu_rows
 from .gpu import pool, rows, transpose
 
@@ -36,7 +38,7 @@ def reduced_dims(op: str, attrs: dict, rank: int) -> int:
     """How many trailing dimensions a softmax / log_softmax / layer_norm reduces (0: not a row op)."""
     if op in ("softmax", "log_softmax"):
         return 1 if attrs["axis"] % rank == rank - 1 and rank > 1 else 0
-    if op == "layer_norm":
+    if op in ("layer_norm", "rms_norm"):
         return attrs["normalized_ndim"] if attrs["normalized_ndim"] < rank else 0
     return 0
 
@@ -44,13 +46,13 @@ def reduced_dims(op: str, attrs: dict, rank: int) -> int:
 def _rows(r: KernelRequest) -> str | None:
     """A block per row (rows.py) for reductions over the last dimensions."""
     reduced = reduced_dims(r.op, r.attrs, len(r.shape))
-    return rows.row_kernel(r.name, r.signature, r.op, reduced, r.dtype, r.attrs, r.given[1:3]) if reduced else None
+    return rows.row_kernel(r.name, r.signature, r.op, reduced, r.dtype, r.attrs, r.given) if reduced else None
 
 
 def _cpu_rows(r: KernelRequest) -> str | None:
     """Rows split between the threads, each swept in vector<16xf32> (cpu/rows.py), over the last dimensions."""
     reduced = reduced_dims(r.op, r.attrs, len(r.shape))
-    return cpu_rows.row_kernel(r.name, r.signature, r.op, reduced, r.dtype, r.attrs, r.given[1:3]) \
+    return cpu_rows.row_kernel(r.name, r.signature, r.op, reduced, r.dtype, r.attrs, r.given) \
         if reduced else None
 
 
@@ -58,6 +60,16 @@ def _pool(r: KernelRequest) -> str | None:
     """One pass over the window per output (pool.py), NHWC only."""
     return pool.pool_kernel(r.name, r.signature, r.op[:3], r.attrs, r.shape, r.dtype) \
         if r.attrs["layout"] == "NHWC" else None
+
+
+def _global_pool(r: KernelRequest) -> str | None:
+    """Pixels split across blocks, channel vectors across lanes (pool.py), NHWC only."""
+    return pool.global_pool_kernel(r.name, r.signature, r.dtype) if r.attrs["layout"] == "NHWC" else None
+
+
+def _cpu_pool(r: KernelRequest) -> str | None:
+    """Threads over the output rows, lanes along the channels, the input read in place (cpu/pool.py), NHWC only."""
+    return cpu_pool.pool_kernel(r.name, r.signature, r.op, r.attrs, r.dtype)
 
 
 def _transpose(r: KernelRequest) -> str | None:
@@ -68,9 +80,11 @@ def _transpose(r: KernelRequest) -> str | None:
 
 GPU_KINDS = ("nvvm", "rocdl")
 OP_KERNELS: dict[tuple[str, str], Callable[[KernelRequest], str | None]] = {
-    **{(op, kind): _rows for op in ("softmax", "log_softmax", "layer_norm") for kind in GPU_KINDS},
-    **{(op, "cpu"): _cpu_rows for op in ("softmax", "log_softmax", "layer_norm")},
+    **{(op, kind): _rows for op in ("softmax", "log_softmax", "layer_norm", "rms_norm") for kind in GPU_KINDS},
+    **{(op, "cpu"): _cpu_rows for op in ("softmax", "log_softmax", "layer_norm", "rms_norm")},
     **{(op, kind): _pool for op in ("max_pool2d", "avg_pool2d") for kind in GPU_KINDS},
+    **{("global_avg_pool", kind): _global_pool for kind in GPU_KINDS},
+    **{(op, "cpu"): _cpu_pool for op in ("max_pool2d", "avg_pool2d", "global_avg_pool")},
     **{("transpose", kind): _transpose for kind in GPU_KINDS},
 }
 

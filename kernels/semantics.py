@@ -336,7 +336,7 @@ def emit_rms_norm(kt, op, operands, attrs, shape, dtype):
         maps.append(amap(2, ["d1"]))
 
     def body(args, kt):
-        ms = kt.scalar("arith.mulf", args[1], kt.const(1 / (D + 1)))
+        ms = kt.scalar("arith.mulf", args[1], kt.const(1 / D))
         inv = kt.scalar("math.rsqrt", kt.scalar("arith.addf", ms, kt.const(attrs["epsilon"])))
         y = kt.scalar("arith.mulf", kt.to_f32(args[0], h.dtype), inv)
         if scale is not None:

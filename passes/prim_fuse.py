@@ -1,14 +1,24 @@
 """prim-fuse: fewer, bigger kernels.
 
-Transposes of constants are folded first; then three rewrites over each graph function, in program order:
+Transposes of constants are folded first; then four rewrites over each graph function, in program order:
   1. batch_norm(conv2d(x, W, b)) with constant W, b and BN parameters -> conv2d(x, W', b'):
        s = scale / sqrt(var + eps);  W'[k] = W[k] * s[k];  b' = (b - mean) * s + shift
   2. conv2d/matmul epilogues, cuDNN's ConvBiasActivation with z: y = act(conv(x) + bias + z)
        add(conv, c)  with c a per-channel constant -> bias
        add(conv, z)  with z of the output shape      -> residual
        act(conv)     for an elementwise activation   -> activation
-     each only while the conv/matmul result has no other use.
-  3. chains of elementwise ops (each intermediate used once) -> a private function marked `prim.fused`,
+     each only while the conv/matmul result has no other use, also seen through reshapes/transposes
+     (_through_views); mul(c, conv/matmul) with c per output channel and constant W, b folds into W, b
+     (ConvNeXt's layer scale), so the residual add after it becomes the epilogue.
+     layer_norm/rms_norm(add(x, r)) with x, r of the norm's shape -> the norm with operand residual = r:
+     one row kernel reads x + r (kernels/gpu/rows.py, kernels/cpu/rows.py), the sum never goes through
+     memory. Only while the add has no other use: an op has one result here, so a pre-LN block's sum
+     that is also the next residual stays an add (there it is usually a GEMM's residual epilogue, which
+     this rewrite comes after in program order).
+  3. the decomposed RMSNorm of ONNX exports, h / sqrt(reduce_mean(h^2 over the trailing dims) + eps)
+     [* scale], each intermediate used once -> rms_norm(h, scale): one row kernel instead of a
+     reduction and an elementwise kernel that reads h again.
+  4. chains of elementwise ops (each intermediate used once) -> a private function marked `prim.fused`,
      called from the graph; prim-tile/prim-lower turn it into one kernel (one loop nest).
 outline_concat_chains does the same for chains of binary concats and the batch_norm + relu after them (one
 copy kernel per chain); prim-tile calls it on the CPU, once prim-select has moved its layout transposes
@@ -27,9 +37,11 @@ from openprim.base.ops import ELEMENTWISE
 from openprim.dialect import body, graph_functions
 from openprim.kernels.semantics import unary_activation
 
-from .rewrite import constant, new_constant, producer, rebuild, single_use, transpose
+from .rewrite import constant, new_constant, producer, rebuild, reshape, single_use, transpose
 
 NAME = "prim-fuse"
+NORMS = ("prim.layer_norm", "prim.rms_norm")
+TO_NCHW = [0, 3, 1, 2]  # the permute back to NCHW, which prim-select cancels against the NHWC layers around it
 ACTIVATION_OPS = ("relu", "leaky_relu", "clamp", "sigmoid", "tanh", "gelu", "silu", "elu", "hardsigmoid", "hardswish")
 
 
@@ -80,40 +92,200 @@ def _fold_batch_norm(bn: ir.Operation) -> bool:
     return True
 
 
-def _fuse_epilogue(op: ir.Operation) -> bool:
-    """Fold `op` (an add or an activation) into the conv2d/matmul producing its operand."""
-    for i, v in enumerate(op.operands):
+def _through_views(v: ir.Value):
+    """(conv2d/matmul, views) when v is that op's result seen through a chain of reshapes and transposes
+    (the importer's Linear on a rank-4 input is reshape -> matmul -> reshape; ConvNeXt permutes its
+    result back to NCHW), every value on the way used once; views are outermost last. Else (None, [])."""
+    views = []
+    while single_use(v):
         prod = producer(v)
-        if prod is None or prod.name not in ("prim.conv2d", "prim.matmul") or not single_use(v):
+        if prod is None:
+            break
+        if prod.name in ("prim.conv2d", "prim.matmul"):
+            return prod, views
+        if prod.name not in ("prim.reshape", "prim.transpose"):
+            break
+        views.insert(0, prod)
+        v = prod.operands[0]
+    return None, []
+
+
+def _view_axis(views, axis: int) -> int | None:
+    """The axis of the last view's result that `axis` of the first view's operand becomes, or None when
+    a reshape splits or merges it."""
+    for view in views:
+        if view.name == "prim.transpose":
+            axis = list(dialect.op_attrs(view)["perm"]).index(axis)
+            continue
+        src, dst = list(view.operands[0].type.shape), list(view.result.type.shape)
+        inner = int(np.prod(src[axis + 1:]))
+        axis = next((b for b in range(len(dst)) if dst[b] == src[axis] and int(np.prod(dst[b + 1:])) == inner), None)
+        if axis is None:
+            return None
+    return axis
+
+
+def _replay(v: ir.Value, views, loc) -> ir.Value:
+    """v through the same reshapes and transposes as `views`."""
+    for view in views:
+        v = transpose(v, dialect.op_attrs(view)["perm"], loc) if view.name == "prim.transpose" else \
+            reshape(v, view.result.type.shape, loc)
+    return v
+
+
+def _unreplay(v: ir.Value, views, loc) -> ir.Value:
+    """v (shaped like the last view's result) taken back through the inverse of `views`."""
+    for view in reversed(views):
+        if view.name == "prim.transpose":
+            perm = list(dialect.op_attrs(view)["perm"])
+            v = transpose(v, [perm.index(i) for i in range(len(perm))], loc)
+        else:
+            v = reshape(v, view.operands[0].type.shape, loc)
+    return v
+
+
+def _replace_through_views(op: ir.Operation, prod: ir.Operation, views, operands, attrs) -> None:
+    """Replace `op` by prod rebuilt with operands/attrs, seen through `views`; erase op, views and prod."""
+    with ir.InsertionPoint(op), op.location:
+        fused = rebuild(prod, operands, attrs, prod.location)
+        op.result.replace_all_uses_with(_replay(fused.result, views, op.location))
+    op.erase()
+    for view in reversed(views):
+        view.erase()
+    prod.erase()
+
+
+def _fuse_epilogue(op: ir.Operation) -> bool:
+    """Fold `op` (an add or an activation) into the conv2d/matmul producing its operand, also when that
+    result reaches op through reshapes and transposes (an activation commutes with them; a channel bias
+    is mapped back to the producer's channel axis). A residual goes back through the inverse views only
+    when their transposes are permutes to NCHW: the inverse transposes it gets then cancel in prim-select
+    with the ones that lay the NCHW network out in NHWC, where another permute (a transformer's
+    [S, B, E] <-> [B, S, E]) would just move a transpose from the GEMM's result to its residual."""
+    for i, v in enumerate(op.operands):
+        prod, views = _through_views(v)
+        if prod is None:
             continue
         attrs = dialect.op_attrs(prod)
         x, w, bias, residual = dialect.operand_groups(prod)
         if attrs["activation"] != "none":
             continue
         if op.name == "prim.add":
+            if tuple(op.result.type.shape) != tuple(v.type.shape):
+                continue
             other = op.operands[1 - i]
-            if tuple(other.type.shape) == tuple(prod.result.type.shape) and residual is None and \
-                    tuple(op.result.type.shape) == tuple(prod.result.type.shape):
-                new = ([x, w, bias, other], {})
-            else:
-                c = constant(other)
-                axis = _channel_axis(prod)
-                vec = None if c is None or bias is not None else _per_channel(c, prod.result.type.shape, axis)
-                if vec is None or tuple(op.result.type.shape) != tuple(prod.result.type.shape):
-                    continue
+            if tuple(other.type.shape) == tuple(v.type.shape) and residual is None and \
+                    all(list(dialect.op_attrs(t)["perm"]) == TO_NCHW for t in views if t.name == "prim.transpose"):
                 with ir.InsertionPoint(op), op.location:
-                    new_bias = new_constant(vec, other, op.location)
-                new = ([x, w, new_bias, residual], {})
-        else:
-            act, params = unary_activation(op.name[5:], dialect.op_attrs(op))
-            new = ([x, w, bias, residual], {"activation": act, "activation_params": params})
-        with ir.InsertionPoint(op):
-            fused = rebuild(prod, new[0], new[1], prod.location)
-        op.result.replace_all_uses_with(fused.result)
-        op.erase()
-        prod.erase()
+                    other = _unreplay(other, views, op.location)
+                _replace_through_views(op, prod, views, [x, w, bias, other], {})
+                return True
+            c, axis = constant(other), _view_axis(views, _channel_axis(prod))
+            vec = None if c is None or bias is not None or axis is None else _per_channel(c, v.type.shape, axis)
+            if vec is None:
+                continue
+            with ir.InsertionPoint(op), op.location:
+                new_bias = new_constant(vec, other, op.location)
+            _replace_through_views(op, prod, views, [x, w, new_bias, residual], {})
+            return True
+        act, params = unary_activation(op.name[5:], dialect.op_attrs(op))
+        _replace_through_views(op, prod, views, [x, w, bias, residual], {"activation": act, "activation_params": params})
         return True
     return False
+
+
+def _fold_channel_scale(mul: ir.Operation) -> bool:
+    """mul(c, conv2d/matmul(x, W, b)) with c a per-output-channel constant (ConvNeXt's layer scale, seen
+    through the permute back to NCHW) and constant W, b -> conv2d/matmul(x, W * c, b * c): the scale
+    costs nothing, and the residual add after it can become the GEMM's epilogue."""
+    for i, v in enumerate(mul.operands):
+        prod, views = _through_views(v)
+        c = constant(mul.operands[1 - i])
+        if prod is None or c is None or tuple(mul.result.type.shape) != tuple(v.type.shape):
+            continue
+        attrs = dialect.op_attrs(prod)
+        x, w, bias, residual = dialect.operand_groups(prod)
+        axis = _view_axis(views, _channel_axis(prod))
+        vec = None if axis is None else _per_channel(c, v.type.shape, axis)
+        wd = constant(w)
+        bd = None if bias is None else constant(bias)
+        if vec is None or wd is None or (bias is not None and bd is None) or attrs["activation"] != "none" \
+                or residual is not None:
+            continue
+        if prod.name == "prim.conv2d":
+            k_axis = 3 if attrs["filter_layout"] == "RSCK" else 0
+        else:
+            k_axis = wd.ndim - 2 if attrs["transpose_rhs"] else wd.ndim - 1
+        shape = [1] * wd.ndim
+        shape[k_axis] = vec.size
+        with ir.InsertionPoint(mul), mul.location:
+            new_w = new_constant(wd * vec.reshape(shape), w, mul.location)
+            new_b = None if bias is None else new_constant(bd * vec, bias, mul.location)
+        _replace_through_views(mul, prod, views, [x, new_w, new_b, None], {})
+        return True
+    return False
+
+
+def _fuse_norm_residual(norm: ir.Operation) -> bool:
+    """Fold the add producing a layer_norm/rms_norm's input into the norm as its residual operand."""
+    groups = dialect.operand_groups(norm)
+    add = producer(groups[0], "prim.add")
+    if add is None or groups[-1] is not None or not single_use(groups[0]):
+        return False
+    shape = tuple(norm.result.type.shape)
+    if any(tuple(v.type.shape) != shape for v in add.operands):
+        return False
+    with ir.InsertionPoint(norm):
+        fused = rebuild(norm, [add.operands[0], *groups[1:-1], add.operands[1]], {}, norm.location)
+    norm.result.replace_all_uses_with(fused.result)
+    norm.erase()
+    add.erase()
+    return True
+
+
+def _single_producer(v: ir.Value, name: str):
+    """The `name` op defining v when v has no other use, else None."""
+    return producer(v, name) if single_use(v) else None
+
+
+def _match_rms_norm(div: ir.Operation) -> bool:
+    """div(h, sqrt(add(reduce_mean(pow(h, 2)), eps))) [* scale] -> rms_norm(h, scale) (rewrite 3)."""
+    h = div.operands[0]
+    sqrt = _single_producer(div.operands[1], "prim.sqrt")
+    add = sqrt and _single_producer(sqrt.operands[0], "prim.add")
+    if add is None:
+        return False
+    eps = next((constant(v) for v in add.operands if constant(v) is not None and constant(v).size == 1), None)
+    red = next((_single_producer(v, "prim.reduce") for v in add.operands if producer(v, "prim.reduce")), None)
+    pw = red and _single_producer(red.operands[0], "prim.pow")
+    if eps is None or pw is None or pw.operands[0] != h or constant(pw.operands[1]) is None or \
+            not np.all(constant(pw.operands[1]) == 2):
+        return False
+    ra, R = dialect.op_attrs(red), len(h.type.shape)
+    axes = sorted(a % R for a in ra["axes"])
+    k = len(axes)
+    if ra["kind"] != "mean" or not ra["keepdims"] or axes != list(range(R - k, R)) or \
+            tuple(div.result.type.shape) != tuple(h.type.shape):
+        return False
+    last, scale = div, None
+    uses = list(div.result.uses)
+    mul = getattr(uses[0].owner, "operation", uses[0].owner) if len(uses) == 1 else None
+    if mul is not None and mul.name == "prim.mul":
+        other = mul.operands[1] if mul.operands[0] == div.result else mul.operands[0]
+        c, norm_shape = constant(other), tuple(h.type.shape[R - k:])
+        if c is not None and c.size == int(np.prod(norm_shape)) and tuple(mul.result.type.shape) == tuple(h.type.shape):
+            with ir.InsertionPoint(mul), mul.location:
+                scale = new_constant(c.reshape(norm_shape), other, mul.location)
+            last = mul
+    attrs = {"epsilon": dialect.make_attr(float(eps.reshape(())), "f64"), "normalized_ndim": dialect.make_attr(k, "i64"),
+             "operandSegmentSizes": ir.DenseI32ArrayAttr.get([1, scale is not None, 0])}
+    with ir.InsertionPoint(last), last.location:
+        norm = ir.Operation.create("prim.rms_norm", results=[last.result.type],
+                                   operands=[h] + ([scale] if scale is not None else []), attributes=attrs)
+    last.result.replace_all_uses_with(norm.result)
+    for op in ([last] if last is not div else []) + [div, sqrt, add, red, pw]:
+        op.erase()
+    return True
 
 
 def _fold_constant_transposes(fn) -> None:
@@ -259,6 +431,15 @@ class Options:
                             break
                         if self.epilogues and (op.name == "prim.add" or op.name[5:] in ACTIVATION_OPS) \
                                 and _fuse_epilogue(op):
+                            changed = True
+                            break
+                        if self.epilogues and op.name == "prim.mul" and _fold_channel_scale(op):
+                            changed = True
+                            break
+                        if self.elementwise and op.name == "prim.div" and _match_rms_norm(op):
+                            changed = True
+                            break
+                        if self.epilogues and op.name in NORMS and _fuse_norm_residual(op):
                             changed = True
                             break
                 if self.elementwise:

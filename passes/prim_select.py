@@ -44,7 +44,7 @@ from openprim.dialect import graph_functions
 from openprim.solvers import SOLVERS, applicable
 from openprim.solvers.problem import problem_of
 
-from .rewrite import block_filter, pad_zeros, producer, rebuild, reshape, single_use, swap, transpose
+from .rewrite import pad_zeros, producer, rebuild, reshape, single_use, swap, transformed_constant, transpose
 
 NAME = "prim-select"
 TO_NHWC, TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]
@@ -205,6 +205,20 @@ def _cancel_transposes(fn) -> None:
                 changed = True
 
 
+def _unit_transposes_to_views(fn) -> None:
+    """A transpose left that moves only size-1 dims (ConvNeXt's head: [N, 1, 1, C] -> [N, C, 1, 1]) keeps
+    the element order: a reshape (a view), not a kernel. Last, so the sinking above still sees transposes."""
+    for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
+        if op.name != "prim.transpose":
+            continue
+        shape, perm = op.operands[0].type.shape, dialect.op_attrs(op)["perm"]
+        moved = [p for p in perm if shape[p] != 1]
+        if moved == sorted(moved):
+            with ir.InsertionPoint(op), op.location:
+                op.result.replace_all_uses_with(reshape(op.operands[0], op.result.type.shape, op.location))
+            op.erase()
+
+
 FIND_MODES = {"1": "find", "normal": "find", "find": "find", "2": "immediate", "fast": "immediate",
               "immediate": "immediate", "3": "hybrid", "hybrid": "hybrid"}
 ENFORCE = {"1": "NONE", "2": "DB_UPDATE", "3": "SEARCH", "4": "SEARCH_DB_UPDATE",
@@ -277,7 +291,7 @@ def decide(op: ir.Operation, target: Target, forced: str = "", mode: str = "hybr
 
 def _relayout_weights(op: ir.Operation, choice: Choice) -> ir.Operation:
     """Give the solver its weight layout (constants are permuted now; others through a transpose), then
-    pack a constant filter in blocks of output channels where the solver asks for it."""
+    pack a constant filter as the solver asks (solvers.base.Solver.packed_filter)."""
     attrs = dialect.op_attrs(op)
     operands = dialect.operand_groups(op)
     if op.name != "prim.conv2d":
@@ -288,13 +302,14 @@ def _relayout_weights(op: ir.Operation, choice: Choice) -> ir.Operation:
         with ir.InsertionPoint(op), op.location:
             operands[1] = transpose(operands[1], FILTER_PERM[(have, want)], op.location)
             op = swap(op, rebuild(op, operands, {"filter_layout": want}, op.location))
-    block = choice.solver.filter_block(problem_of(op), choice.params)
-    if block and dialect.op_attrs(op)["filter_layout"] == "RSCK":
+    packing = choice.solver.packed_filter(problem_of(op), choice.params)
+    if packing and dialect.op_attrs(op)["filter_layout"] == want:
+        layout, transform = packing
         with ir.InsertionPoint(op), op.location:
-            packed = block_filter(operands[1], block, op.location)
+            packed = transformed_constant(operands[1], transform, op.location)
             if packed is not None:
                 operands[1] = packed
-                op = swap(op, rebuild(op, operands, {"filter_layout": f"KRSC{block}k"}, op.location))
+                op = swap(op, rebuild(op, operands, {"filter_layout": layout}, op.location))
     return op
 
 
@@ -411,3 +426,4 @@ class Options:
                                               self.find_budget, self.tuner)
                     apply(op, choices[key], problem)
                 _cancel_transposes(fn)
+                _unit_transposes_to_views(fn)

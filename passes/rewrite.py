@@ -91,15 +91,11 @@ def _stored_constant(data: np.ndarray, t, loc) -> ir.Value:
                                attributes={"value": attr}, loc=loc).result
 
 
-def block_filter(v: ir.Value, block: int, loc) -> ir.Value | None:
-    """A constant RSCK filter packed as "KRSC<block>k" ([K/block, R, S, C, block]), or None when v is not
-    a constant."""
-    const = producer(v, "prim.constant")
-    if const is None:
-        return None
-    r, s, c, k = v.type.shape
-    data = dialect.to_numpy(const.attributes["value"]).reshape(r, s, c, k // block, block).transpose(3, 0, 1, 2, 4)
-    return _stored_constant(data, v.type, loc)
+def transformed_constant(v: ir.Value, transform, loc) -> ir.Value | None:
+    """A prim.constant of transform(values of v) (float64 in and out, rounded once to v's element type), or
+    None when v is not a constant."""
+    data = constant(v)
+    return None if data is None else new_constant(np.ascontiguousarray(transform(data)), v, loc)
 
 
 def reshape(v: ir.Value, shape, loc) -> ir.Value:

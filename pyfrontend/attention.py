@@ -4,6 +4,10 @@ Exporters spell attention as its parts: ONNX files (and traced modules such as B
 
     MatMul(Q, Transpose(K)) -> (Div | Mul by a scalar constant) -> (Add mask) -> Softmax(-1) -> MatMul(V)
 
+or with the scale split over the operands, as PyTorch's TorchScript exporter writes scaled_dot_product_attention
+(and so nn.MultiheadAttention): MatMul(Mul(Q, sqrt(scale)), Mul(Transpose(K), sqrt(scale))); the scale is the
+product of every scalar factor found.
+
 `match_attention(graph)` rewrites every such chain, whose intermediates have no other use, into
 `graph.attention(q, k, v, mask, scale=...)` in place: the final MatMul's node becomes the attention node (its
 result tensor, which later nodes use, stays), K's transpose is undone (a transpose whose perm swaps the last
@@ -44,6 +48,20 @@ def _plain_matmul(node: Node | None) -> bool:
         and node.attrs["activation"] == "none"
 
 
+def _unscale(x: Tensor, prod: dict, uses: dict) -> tuple[Tensor, float, list[Node]]:
+    """(x0, c, [its node]) when x = x0 * c or x0 / c for a scalar constant c and x has no other use, else
+    (x, 1.0, [])."""
+    node = prod.get(id(x))
+    if node is None or node.op not in ("div", "mul") or uses[id(x)] != 1:
+        return x, 1.0, []
+    x0, c = node.operands[0], _scalar(prod.get(id(node.operands[1])))
+    if c is None and node.op == "mul":  # c * x0
+        x0, c = node.operands[1], _scalar(prod.get(id(node.operands[0])))
+    if c is None or (node.op == "div" and c == 0) or x0.shape != x.shape:
+        return x, 1.0, []
+    return x0, 1.0 / c if node.op == "div" else c, [node]
+
+
 def _match(pv: Node, prod: dict, uses: dict):
     """(q, k or (k0, perm), v, mask, scale, dead nodes) when `pv` ends an attention chain, else None."""
     if not _plain_matmul(pv) or pv.attrs["transpose_rhs"] or pv.result.ndim != 4:
@@ -60,18 +78,15 @@ def _match(pv: Node, prod: dict, uses: dict):
             mask = node.operands[1] if node.operands[0] is x else node.operands[0]
             dead.append(node)
             node = prod.get(id(x))
-    if node is not None and node.op in ("div", "mul") and uses[id(x)] == 1:
-        c = _scalar(prod.get(id(node.operands[1])))
-        if c is None or (node.op == "div" and c == 0):
-            return None
-        scale = 1.0 / c if node.op == "div" else c
-        dead.append(node)
-        x = node.operands[0]
-        node = prod.get(id(x))
+    x, scale, scaled = _unscale(x, prod, uses)
+    dead += scaled
+    node = prod.get(id(x))
     if not _plain_matmul(node) or uses[id(x)] != 1 or node.result.ndim != 4:
         return None
     dead.append(node)
-    q, rhs = node.operands[0], node.operands[1]
+    (q, q_scale, q_scaled), (rhs, k_scale, k_scaled) = (_unscale(o, prod, uses) for o in node.operands[:2])
+    scale *= q_scale * k_scale
+    dead += q_scaled + k_scaled
     if node.attrs["transpose_rhs"]:
         k = rhs
     else:

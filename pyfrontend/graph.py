@@ -217,7 +217,12 @@ class Graph:
                           {"epsilon": eps, "layout": layout or self.layout})
 
     def layer_norm(self, x, scale=None, shift=None, eps=1e-5, normalized_ndim=1):
-        return self._emit("layer_norm", [x, scale, shift], {"epsilon": eps, "normalized_ndim": normalized_ndim})
+        return self._emit("layer_norm", [x, scale, shift, None], {"epsilon": eps, "normalized_ndim": normalized_ndim})
+
+    def rms_norm(self, x, scale=None, eps=1e-5, normalized_ndim=1):
+        """x / sqrt(mean(x^2) + eps) * scale over the trailing normalized_ndim dims (torch's nn.RMSNorm;
+        its eps=None means the dtype's machine epsilon, which the importers resolve)."""
+        return self._emit("rms_norm", [x, scale, None], {"epsilon": eps, "normalized_ndim": normalized_ndim})
 
     def group_norm(self, x, groups, scale, shift, eps=1e-5, layout=None):
         return self._emit("group_norm", [x, scale, shift],

@@ -81,7 +81,7 @@ class _Const:
 
     def __init__(self, value, name):
         value = np.asarray(value)
-        self.value = value.astype(np.float64) if value.dtype.kind == "f" else value
+        self.value = value.astype(np.float64, copy=False) if value.dtype.kind == "f" else value
         self.name = name
 
 
@@ -305,6 +305,13 @@ def h_native_layer_norm(im, n, x, shape, w, b, eps):
     return (h_layer_norm(im, n, x, shape, w, b, eps), None, None)
 
 
+def h_rms_norm(im, n, x, shape, w=None, eps=None):
+    """aten.rms_norm (nn.RMSNorm, F.rms_norm); eps None is the input dtype's machine epsilon, as torch's."""
+    if eps is None:
+        eps = torch.finfo(n.args[0].meta["val"].dtype).eps
+    return im.g.rms_norm(im.tensor(x), None if w is None else im.tensor(w), float(eps), len(shape))
+
+
 def _gn(im, x, groups, w, b, eps):
     x = im.tensor(x)
     if x.ndim != 4:
@@ -477,15 +484,13 @@ def h_expand(im, n, x, size, implicit=False):
     if tuple(shp) == tuple(out):
         return x
     if isinstance(x, _Const):
-        return _Const(np.broadcast_to(x.value, out).copy(), x.name)
+        return _Const(np.broadcast_to(x.value, out), x.name)    # a view: h_bmm unbroadcasts an expanded weight
     # broadcast by adding zeros of the target shape (the elementwise ops broadcast)
     return im.g.add(im.tensor(x), im.tensor(_Const(np.zeros(out), "zeros")))
 
 
 def h_slice(im, n, x, dim=0, start=None, end=None, step=1):
-    """x[start:end:step] along dim. OpenPrim has no slice op: the slice is a matmul with a constant 0/1
-    selection matrix (exact for finite values), along the first or last dim (others are transposed
-    there and back)."""
+    """x[start:end:step] along dim (prim.slice)."""
     return _slice(im, x, dim, start, end, step, _out_shape(n))
 
 
@@ -495,28 +500,13 @@ def _slice(im, x, dim, start, end, step, out):
         sl[dim] = slice(start, end, step)
         return _Const(x.value[tuple(sl)], x.name)
     x = im.tensor(x)
-    r, d = x.ndim, dim % x.ndim
-    k = x.shape[d]
-    idx = list(range(k))[slice(start, end, step)]
-    if idx == list(range(k)):
+    d = dim % x.ndim
+    b, e, s = slice(start, end, step).indices(x.shape[d])
+    if (b, e, s) == (0, x.shape[d], 1):
         return x
-    if not idx:
+    if not range(b, e, s):
         raise OpenPrimError("empty slice is not supported")
-    sel = np.zeros((len(idx), k))
-    sel[np.arange(len(idx)), idx] = 1.0
-    if r == 1:
-        x = im.g.reshape(x, (1, k))
-        return im.g.reshape(im.g.linear(x, im.tensor(_Const(sel, "select"))), out)
-    if d == 0:
-        rest = int(np.prod(x.shape[1:]))
-        y = im.g.matmul(im.tensor(_Const(sel, "select")), im.g.reshape(x, (k, rest)))
-        return im.g.reshape(y, out)
-    if d == r - 1:
-        return im.g.linear(x, im.tensor(_Const(sel, "select")))
-    perm = [i for i in range(r) if i != d] + [d]
-    y = im.g.linear(im.g.transpose(x, perm), im.tensor(_Const(sel, "select")))
-    inv = [int(i) for i in np.argsort(perm)]
-    return im.g.transpose(y, inv)
+    return im.g.reshape(im.g.slice(x, [b], [e], axes=[d], steps=[s]), out)
 
 
 def h_select(im, n, x, dim, index):
@@ -677,6 +667,8 @@ def h_mm(im, n, a, b):
 
 
 def h_bmm(im, n, a, b):
+    if isinstance(b, _Const) and b.value.ndim == 3 and b.value.strides[0] == 0:  # a linear's weight, expanded
+        return _matmul2(im, a, _Const(b.value[0], b.name))                       # by torch's matmul decomposition
     return im.g.matmul(im.tensor(a), im.tensor(b))
 
 
@@ -749,7 +741,7 @@ _HANDLERS = {
     "convolution": h_convolution, "conv2d": h_conv2d,
     "_native_batch_norm_legit_no_training": h_native_bn_no_training,
     "native_batch_norm": h_native_batch_norm, "batch_norm": h_batch_norm,
-    "native_layer_norm": h_native_layer_norm, "layer_norm": h_layer_norm,
+    "native_layer_norm": h_native_layer_norm, "layer_norm": h_layer_norm, "rms_norm": h_rms_norm,
     "native_group_norm": h_native_group_norm, "group_norm": h_group_norm,
     "relu": _unary("relu"), "relu_": _unary("relu"), "sigmoid": _unary("sigmoid"), "tanh": _unary("tanh"),
     "silu": _unary("silu"), "silu_": _unary("silu"), "hardswish": _unary("hardswish"),
@@ -784,13 +776,14 @@ def unsupported_ops(ep) -> list[str]:
 # ---------------------------------------------------------------------------- entry point
 def _decompose(ep):
     """Core ATen, except scaled_dot_product_attention, which is kept whole (its decomposition guards
-    fully masked rows with any/eq/where, which OpenPrim has no ops for), and silu/hardswish/hardsigmoid
+    fully masked rows with any/eq/where, which OpenPrim has no ops for), silu/hardswish/hardsigmoid
     (prim ops, fused as conv epilogues; decomposed they are x * sigmoid(x), a one-sided clamp and a
-    division: elementwise kernels of their own)."""
+    division: elementwise kernels of their own) and rms_norm (a prim op: one row kernel)."""
     try:
         from torch.export import default_decompositions
         table = default_decompositions()
-        for k in [k for k in table if any(op in str(k) for op in ("scaled_dot_product", "silu", "hardswish", "hardsigmoid"))]:
+        kept = ("scaled_dot_product", "silu", "hardswish", "hardsigmoid", "aten.rms_norm")
+        for k in [k for k in table if any(op in str(k) for op in kept)]:
             table.pop(k)
         return ep.run_decompositions(table)
     except Exception:  # noqa: BLE001 - keep the training-IR program; its ops are mapped too

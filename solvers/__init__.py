@@ -24,7 +24,8 @@ from openprim.solvers.gpu_simt import ConvDepthwiseGpu, ConvImplicitGemmGpu, Gem
 from openprim.solvers.nvidia import (AttentionFlashMma, ConvIm2colGemmWgmma, ConvImplicitGemmMma, ConvImplicitGemmWgmma,
                                      ConvSpaceToDepthWgmma, ConvWinogradF2x3Wgmma, ConvWinogradF4x3Wgmma, GemmMma,
                                      GemmWgmma)
-from openprim.solvers.winograd import ConvWinogradF2x3, ConvWinogradF4x3
+from openprim.solvers.winograd import (ConvWinogradF2x3, ConvWinogradF2x3Packed, ConvWinogradF4x3,
+                                      ConvWinogradF4x3Packed)
 
 
 # One solver per line, in the order `openprim explain` lists them.
@@ -40,6 +41,8 @@ SOLVERS = {s.name: s for s in (
     GemmReference(),
     ConvWinogradF2x3(),
     ConvWinogradF4x3(),
+    ConvWinogradF2x3Packed(),
+    ConvWinogradF4x3Packed(),
     ConvImplicitGemmGpu(),
     ConvDepthwiseGpu(),
     ConvGroupedGemm(),

@@ -37,10 +37,11 @@ class Solver:
         """The filter layout build() expects (prim-select converts constant filters), or None for any."""
         return None
 
-    def filter_block(self, p, params) -> int:
-        """Output channels per block of a packed filter ("KRSC<b>k", base/ops.py): prim-select packs a
-        constant filter that way after giving it filter_layout(); 0 keeps filter_layout()."""
-        return 0
+    def packed_filter(self, p, params):
+        """(layout, transform) when a constant filter is to be packed at compile time: prim-select gives it
+        filter_layout(), then replaces it by transform(values) (float64 numpy in and out) with
+        filter_layout = layout, one of base/ops.py's packed layouts; None keeps filter_layout()."""
+        return None
 
     def schedule(self, p, params) -> str | None:
         return None

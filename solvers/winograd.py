@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from openprim.base.ops import winograd_filter
 from openprim.kernels import schedules
+from openprim.kernels.cpu import winograd as cpu_winograd
 from openprim.kernels.irtext import KernelText, V, amap, ttype
 from openprim.solvers.base import THREADS, DenseNhwcSolver, _largest_divisor, _nhwc_epilogue, roofline
 
@@ -106,15 +108,8 @@ class ConvWinograd(DenseNhwcSolver):
         # V[al,be,n,i,j,c] = sum_v T1[al,n,i,j,v,c] BT[be,v]                 dims (al be n i j v c)
         v = _contract(kt, [t1, BT], [["d0", "d2", "d3", "d4", "d5", "d6"], ["d1", "d5"]],
                       (a, a, N, th, tw, C), "012346", "5", 7)
-        # filter: U[al,be,c,k] = sum_{r,s} G[al,r] w[r,s,c,k] G[be,s]          dims (al be r s c k)
-        u = _contract(kt, [G, w, G], [["d0", "d2"], ["d2", "d3", "d4", "d5"], ["d1", "d3"]],
-                      (a, a, C, K), "0145", "23", 6)
-        mm = kt.filled((a * a, N * th * tw, K), "f32", 0.0, role="acc")
-        prod = kt.fresh("bmm")
-        vv, uu = kt.reshape(v, (a * a, N * th * tw, C)), kt.reshape(u, (a * a, C, K))
-        kt.emit(f"{prod} = linalg.batch_matmul ins({vv.name}, {uu.name} : {vv.type}, {uu.type}) "
-                f"outs({mm.name} : {mm.type}) -> {mm.type}")
-        mv = kt.reshape(V(prod, mm.shape, "f32"), (a, a, N, th, tw, K))
+        mv = kt.reshape(self.products(kt, kt.reshape(v, (a * a, N * th * tw, C)), w, G, attrs["filter_layout"]),
+                        (a, a, N, th, tw, K))
         # output: T2[p,be,n,i,j,k] = sum_al AT[p,al] M[al,be,n,i,j,k]           dims (p be n i j al k)
         t2 = _contract(kt, [AT, mv], [["d0", "d5"], ["d5", "d1", "d2", "d3", "d4", "d6"]],
                        (m, a, N, th, tw, K), "012346", "5", 7)
@@ -130,6 +125,20 @@ class ConvWinograd(DenseNhwcSolver):
         return _nhwc_epilogue(kt, y, operands, attrs, dtype)
 
 
+    def products(self, kt: KernelText, v: V, w: V, G: V, filter_layout: str) -> V:
+        """M[pos, tile, k] = sum over c of V[pos, tile, c] U[pos, c, k]: U = G w G^T computed here (w RSCK)."""
+        a, (_, _, C, K) = self.m + 2, w.shape
+        # U[al,be,c,k] = sum_{r,s} G[al,r] w[r,s,c,k] G[be,s]          dims (al be r s c k)
+        u = _contract(kt, [G, w, G], [["d0", "d2"], ["d2", "d3", "d4", "d5"], ["d1", "d3"]],
+                      (a, a, C, K), "0145", "23", 6)
+        mm = kt.filled((a * a, v.shape[1], K), "f32", 0.0, role="acc")
+        prod = kt.fresh("bmm")
+        uu = kt.reshape(u, (a * a, C, K))
+        kt.emit(f"{prod} = linalg.batch_matmul ins({v.name}, {uu.name} : {v.type}, {uu.type}) "
+                f"outs({mm.name} : {mm.type}) -> {mm.type}")
+        return V(prod, mm.shape, "f32")
+
+
 class ConvWinogradF2x3(ConvWinograd):
     name = "conv_winograd_f2x3"
     m = 2
@@ -137,4 +146,78 @@ class ConvWinogradF2x3(ConvWinograd):
 
 class ConvWinogradF4x3(ConvWinograd):
     name = "conv_winograd_f4x3"
+    m = 4
+
+
+class ConvWinogradPacked(ConvWinograd):
+    """CPU Winograd as one hand-structured vector kernel (kernels/cpu/winograd.py): the filter transformed
+    at compile time (a constant filter; prim-select packs U as "W<m>KC16k"), the input transform in
+    vector adds, the (m+2)^2 GEMMs on register tiles of MT tiles x 16 channels, the output transform
+    fused with the epilogue. f32 only (U in f16 would round the transform's fractions), 8k input and 16k
+    output channels."""
+    targets = ("cpu",)
+    scheduled = False
+    efficiency = 1.0           # of its GEMMs, relative to the target's peak (fitted: see cost)
+
+    def is_applicable(self, p, target):
+        if p.dtype != "f32":
+            return "f32 only (the transformed filter would be rounded to " + p.dtype + ")"
+        if p.c % 8 or p.k % 16:
+            return f"needs input channels a multiple of 8 and output channels of 16 (C={p.c}, K={p.k})"
+        return super().is_applicable(p, target)
+
+    def cost(self, p, target):
+        """The GEMMs at `efficiency` (rows of the MT-tile register tile left empty below MT tiles), the
+        transforms, and the traffic of U, V, the input and the output, most of it from cache (x 0.3).
+        Fitted to interleaved runs against conv_implicit_gemm on ResNet-18's 3x3 layers at batch 1 and 8
+        (2-core AVX2): F(4x4) 1.1-2.1x faster, F(2x2) ahead of it only on 7x7 images at batch 1 (the
+        F(4x4) U of a 512 x 512 layer is 38 MB, read once per call)."""
+        a2 = (self.m + 2) ** 2
+        _, tiles, _, _ = self.gemms(p)
+        peak, bandwidth = target.rates
+        gemm = 2.0 * a2 * tiles * p.c * p.k
+        transforms = 4.0 * a2 * tiles * (p.c + p.k) * (self.m + 2)
+        nbytes = 4 * (a2 * p.c * p.k + 2 * a2 * tiles * p.c + p.n * p.h * p.w * p.c + p.n * p.oh * p.ow * p.k)
+        fill = min(1.0, tiles / self.default_params(p, target)["mt"])
+        return (gemm / (peak * 1e9 * self.efficiency * fill) + 0.3 * nbytes / (bandwidth * 1e9)
+                + transforms / (peak * 1e9 * 0.25))
+
+    def tunables(self, p):
+        return {"mt": [4, 6]}
+
+    def default_params(self, p, target):
+        return {"mt": 6}
+
+    def packed_filter(self, p, params):
+        """U = G g G^T for every (c, k), as [(m+2)^2, K/16, C, 16]."""
+        a, G = self.m + 2, WINOGRAD[self.m][1]
+
+        def transform(w):  # w: RSCK [3, 3, C, K]
+            u = np.einsum("ar,rsck,bs->abck", G, w, G).reshape(a * a, p.c, p.k // 16, 16)
+            return u.transpose(0, 2, 1, 3)
+        return f"W{self.m}KC16k", transform
+
+    def products(self, kt, v, w, G, filter_layout):
+        """U arrives transformed, [(m+2)^2, K/16, C, 16] (a filter that is not a constant stays RSCK and is
+        transformed here, by the linalg path: kernel() then gives no kernel)."""
+        if not winograd_filter(filter_layout)[0]:
+            return super().products(kt, v, w, G, filter_layout)
+        a2, kb, C, nb = w.shape
+        return _contract(kt, [v, w], [["d0", "d1", "d3"], ["d0", f"d2 floordiv {nb}", "d3", f"d2 mod {nb}"]],
+                         (a2, v.shape[1], kb * nb), "012", "3", 4)
+
+    def kernel(self, r):
+        if not winograd_filter(r.problem.filter_layout)[0]:
+            return None
+        return cpu_winograd.winograd_kernel(r.name, r.signature, r.problem, r.params, r.attrs, THREADS,
+                                            WINOGRAD[self.m])
+
+
+class ConvWinogradF2x3Packed(ConvWinogradPacked):
+    name = "conv_winograd_f2x3_packed"
+    m = 2
+
+
+class ConvWinogradF4x3Packed(ConvWinogradPacked):
+    name = "conv_winograd_f4x3_packed"
     m = 4

@@ -44,11 +44,12 @@ RESULTS_FORMAT = "openprim-tuning-results"
 
 
 def layers(graph, target):
-    """(module, [(op, descriptor, count)]) of the distinct conv2d/matmul problems of the graph, as
-    prim-select sees them for `target` (a Target or its text)."""
+    """(module, [(op, descriptor, count)]) of the distinct conv2d/matmul/attention problems of the graph, as
+    prim-select sees them for `target` (a Target or its text): after prim-decompose, as in a compile, so an
+    attention that no solver takes there is its two GEMMs."""
     target = parse_target(target)
     module = to_module(graph)
-    passes.run(module, "prim-fuse")
+    passes.run(module, f"prim-decompose{{target={target}}},prim-fuse")
     found = {}
     with module.context:
         for fn in graph_functions(module.operation):
@@ -176,10 +177,35 @@ def import_results(path: str) -> int:
     return n
 
 
+def decomposed_attention(graph, target) -> list[tuple[str, int, list]]:
+    """[(descriptor, count, [(solver, why not)])] of the attention ops of the graph that no solver takes on
+    `target`: prim-decompose splits them into two batched GEMMs (layers of their own) around a softmax."""
+    target = parse_target(target)
+    module = to_module(graph)
+    found = {}
+    with module.context:
+        for fn in graph_functions(module.operation):
+            for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
+                if op.name == "prim.attention":
+                    listed = applicable(problem_of(op), "attention", target)
+                    if all(why for _, why in listed):
+                        key = problem_of(op).descriptor()
+                        found.setdefault(key, [key, 0, [(s.name, why) for s, why in listed]])[1] += 1
+    return [tuple(v) for v in found.values()]
+
+
 def explain(graph, target: str) -> None:
     """Per layer: its descriptor, every solver (applicable or why not, predicted and measured time), the
-    choice a compile makes now and where it comes from."""
+    choice a compile makes now and where it comes from. Attention that no solver takes is listed first,
+    with why, as decomposed; its GEMMs follow as matmul layers."""
     target = parse_target(target)
+    for key, count, listed in decomposed_attention(graph, target):
+        print(f"{key} x{count}")
+        width = max([len(name) for name, _ in listed], default=0)
+        for name, why in listed:
+            print(f"  {name:{width}} not applicable: {why}")
+        print("  choice: decomposed by prim-decompose (no attention solver applies on "
+              f"{target}): matmul q k^T, scale and mask, softmax, matmul p v (the matmul layers below)")
     module, todo = layers(graph, target)
     mode = prim_select.find_mode()
     arch = tuning_db.arch_of(target)

@@ -1,4 +1,4 @@
-"""Row kernels for the CPU: softmax, log_softmax and layer_norm over the trailing dimension(s).
+"""Row kernels for the CPU: softmax, log_softmax, layer_norm and rms_norm over the trailing dimension(s).
 
 The reference lowering (kernels/semantics.py) is three linalg reductions whose exp LLVM turns into one
 scalar libm `expf` call per value: BERT-base's attention softmax (12 x 128 rows of 128) spent 1.2 ms
@@ -14,6 +14,10 @@ accumulator chains), exp is a polynomial in vector FMAs, and the rows are split 
     log_softmax   max; sum of exp(x - max); y = x - (max + log(sum))
     layer_norm    mean; mean of (x - mean)^2 (two passes: no cancellation); y = (x - mean) rsqrt(var + eps)
                   [* scale] [+ shift]
+    rms_norm      mean of x^2; y = x rsqrt(ms + eps) [* scale]
+
+A norm with a `residual` operand (an add that prim-fuse folded in) reads x + residual, summed in f32,
+wherever it reads x, so the sum is never written to memory.
 
 Statistics and arithmetic are f32 for every dtype (f16/bf16 widened on load, rounded once at the store);
 the row is read once per pass and stays in L1/L2 between passes for the row lengths of real networks.
@@ -28,6 +32,7 @@ from __future__ import annotations
 import math
 
 from openprim.kernels.cpu.implicit_gemm import Body
+from openprim.kernels.gpu.rows import operand_args
 
 LANES = 16
 SERIAL_ELEMENTS = 1 << 15
@@ -41,9 +46,9 @@ EXP_LO, EXP_HI = -87.33654, 88.0                # 2^n stays a normal float: n in
 class _Rows:
     """The kernel of one row op: x viewed as [rows, length], the statistics per row in f32."""
 
-    def __init__(self, signature, kind: str, reduced: int, dtype: str, attrs: dict, affine: tuple[bool, bool]):
+    def __init__(self, signature, kind: str, reduced: int, dtype: str, attrs: dict, given: tuple[bool, ...]):
         self.b = Body()
-        self.signature, self.kind, self.dtype, self.attrs, self.affine = signature, kind, dtype, attrs, affine
+        self.signature, self.kind, self.dtype, self.attrs, self.given = signature, kind, dtype, attrs, given
         dims = [int(d) for d in signature[0][1][len("memref<"):-1].split("x")[:-1]]
         self.rows, self.length = math.prod(dims[:len(dims) - reduced]), math.prod(dims[len(dims) - reduced:])
         self.full, self.rest = divmod(self.length, LANES)
@@ -109,6 +114,11 @@ class _Rows:
         b.emit(f"{w} = arith.extf {n} : {et} to {self.vt}")
         return w
 
+    def row_values(self, at, masked: bool) -> str:
+        """x[at : at + 16] (+ residual[at : at + 16]) as f32."""
+        x = self.load(self.x, at, masked)
+        return self.v("arith.addf", x, self.load(self.residual, at, masked)) if self.residual else x
+
     def store(self, y: str, at, masked: bool) -> None:
         b, et = self.b, f"vector<{LANES}x{self.dtype}>"
         if self.dtype != "f32":
@@ -130,11 +140,11 @@ class _Rows:
         if self.full:
             j, (a,), (acc,) = b.loop(0, self.full, [acc], self.vt)
             at = b.mul(j, LANES)
-            b.end_loop([self.v(combine, a, term(self.load(self.x, b.add(row_at, at), False), at, False))], self.vt)
+            b.end_loop([self.v(combine, a, term(self.row_values(b.add(row_at, at), False), at, False))], self.vt)
         if self.rest:
             at = self.full * LANES
             t = b.fresh("tail")
-            b.emit(f"{t} = arith.select {self.mask}, {term(self.load(self.x, b.add(row_at, at), True), at, True)}, "
+            b.emit(f"{t} = arith.select {self.mask}, {term(self.row_values(b.add(row_at, at), True), at, True)}, "
                    f"{self.splat(neutral)} : vector<{LANES}xi1>, {self.vt}")
             acc = self.v(combine, acc, t)
         n = b.fresh("red")
@@ -146,11 +156,11 @@ class _Rows:
         b = self.b
         if self.full:
             at = b.mul(b.open_for(0, self.full), LANES)
-            self.store(f(self.load(self.x, b.add(row_at, at), False), at, False), b.add(row_at, at), False)
+            self.store(f(self.row_values(b.add(row_at, at), False), at, False), b.add(row_at, at), False)
             b.close()
         if self.rest:
             at = self.full * LANES
-            self.store(f(self.load(self.x, b.add(row_at, at), True), at, True), b.add(row_at, at), True)
+            self.store(f(self.row_values(b.add(row_at, at), True), at, True), b.add(row_at, at), True)
 
     # ------------------------------------------------------------------ one row
     def row(self, r) -> None:
@@ -169,29 +179,46 @@ class _Rows:
                 self.write(at, lambda x, *_: self.v("arith.subf", x, shift))
             return
         inv_n = b.const(1.0 / self.length, "f32")
+        if self.kind == "rms_norm":
+            ms = self.scalar("arith.mulf", inv_n, self.reduce(at, lambda x, *_: self.v("arith.mulf", x, x),
+                                                              "arith.addf", 0.0, "add"))
+            inv = self.splat(self.rsqrt_eps(ms))
+            self.write(at, lambda x, j, masked: self.affine(self.v("arith.mulf", x, inv), j, masked,
+                                                            [("scale", "arith.mulf")]))
+            return
         mean = self.splat(self.scalar("arith.mulf", inv_n, self.reduce(at, lambda x, *_: x, "arith.addf", 0.0, "add")))
 
         def square(x, *_):
             d = self.v("arith.subf", x, mean)
             return self.v("arith.mulf", d, d)
         var = self.scalar("arith.mulf", inv_n, self.reduce(at, square, "arith.addf", 0.0, "add"))
-        rstd = b.fresh("rstd")
-        b.emit(f"{rstd} = math.rsqrt {self.scalar('arith.addf', var, b.const(float(self.attrs['epsilon']), 'f32'))} "
-               f": f32")
-        rstd = self.splat(rstd)
-        ops = [op for op, present in zip(("arith.mulf", "arith.addf"), self.affine) if present]
+        rstd = self.splat(self.rsqrt_eps(var))
+        self.write(at, lambda x, j, masked: self.affine(self.v("arith.mulf", self.v("arith.subf", x, mean), rstd),
+                                                        j, masked, [("scale", "arith.mulf"), ("shift", "arith.addf")]))
 
-        def normalize(x, j, masked):
-            y = self.v("arith.mulf", self.v("arith.subf", x, mean), rstd)
-            for param, op in zip(self.params, ops):
+    def rsqrt_eps(self, moment: str) -> str:
+        """1 / sqrt(moment + epsilon), an f32 scalar."""
+        n = self.b.fresh("rstd")
+        self.b.emit(f"{n} = math.rsqrt {self.scalar('arith.addf', moment, self.b.const(float(self.attrs['epsilon']), 'f32'))}"
+                    f" : f32")
+        return n
+
+    def affine(self, y: str, j, masked: bool, ops) -> str:
+        """y [op param[j:j+16]] for each (operand, op) of `ops` that is present."""
+        for name, op in ops:
+            if name in self.params:
+                param = self.params[name]
                 y = self.v(op, y, self.load(param, j, masked, param[1].rsplit("x", 1)[1][:-1]))
-            return y
-        self.write(at, normalize)
+        return y
 
     def kernel(self, name: str) -> str:
         b = self.b
         args = [b.flat(a) for a in self.signature]
-        self.x, self.out, self.params = args[0], args[-1], args[1:-1]
+        self.x, self.out = args[0], args[-1]
+        present = operand_args(self.kind, [name for name, _ in self.signature], self.given)
+        by_name = dict(zip((name for name, _ in self.signature), args))
+        self.params = {p: by_name[a] for p, a in present.items() if p != "residual"}
+        self.residual = by_name[present["residual"]] if "residual" in present else None
         if self.rest:
             self.mask = b.fresh("mask")
             b.const_lines.append(f"  {self.mask} = vector.constant_mask [{self.rest}] : vector<{LANES}xi1>")
@@ -207,9 +234,10 @@ class _Rows:
 
 
 def row_kernel(name: str, signature: list[tuple[str, str]], kind: str, reduced: int, dtype: str,
-               attrs: dict, affine: tuple[bool, bool] = (False, False)) -> str | None:
-    """The kernel function (outline's signature: x, [scale], [shift], out) of a row op over the last
-    `reduced` dimensions; affine = (has scale, has shift) for layer_norm. None for other dtypes."""
+               attrs: dict, given: tuple[bool, ...] = (True,)) -> str | None:
+    """The kernel function (outline's signature: x, the optional operands present, out) of a row op over
+    the last `reduced` dimensions; given = presence of each operand group of the op. None for other
+    dtypes."""
     if dtype not in DTYPES:
         return None
-    return _Rows(signature, kind, reduced, dtype, attrs, affine).kernel(name)
+    return _Rows(signature, kind, reduced, dtype, attrs, given).kernel(name)

@@ -1,4 +1,4 @@
-"""Row kernels for GPUs: softmax, log_softmax and layer_norm over the trailing dimension(s).
+"""Row kernels for GPUs: softmax, log_softmax, layer_norm and rms_norm over the trailing dimension(s).
 
 The generic grid mapping (prim-gpu-map) gives each thread a whole row to reduce, which reads rows
 with a stride between threads (uncoalesced) and serializes long rows. Here one block owns a row:
@@ -8,6 +8,14 @@ with a stride between threads (uncoalesced) and serializes long rows. Here one b
         total   = gpu.all_reduce(partial)                      shuffles + shared memory
         ... a second statistic the same way (sum of exp, or of squared deviations) ...
         y[row, t + k*T] = f(x[row, t + k*T], statistics)       same loop, writing
+
+    layer_norm    mean; mean of (x - mean)^2 (two passes: no cancellation); (x - mean) rsqrt(var + eps)
+                  [* scale] [+ shift]
+    rms_norm      mean of x^2; x rsqrt(ms + eps) [* scale]
+
+A norm whose input was an add (prim-fuse folds it in as the `residual` operand) reads x + residual,
+summed in f32, wherever it reads x: one launch instead of an elementwise add plus the norm, and the
+sum never goes through memory.
 
 Statistics are f32 for every dtype; the row is read from global memory once per pass (it stays in
 L1/L2 between passes for the row lengths of real networks).
@@ -61,13 +69,25 @@ def _all_reduce(e: Emitter, op: str, v: str) -> str:
     return n
 
 
+# the operands after the input of each row op, in the op table's order (base/ops.py)
+NORM_OPERANDS = {"layer_norm": ("scale", "shift", "residual"), "rms_norm": ("scale", "residual")}
+
+
+def operand_args(kind: str, names: list[str], given: tuple[bool, ...]) -> dict[str, str]:
+    """{operand: kernel argument} of the optional operands present (outline passes the present operand
+    groups in order, then the output)."""
+    present = [op for op, g in zip(NORM_OPERANDS.get(kind, ()), given[1:]) if g]
+    return dict(zip(present, names[1:-1]))
+
+
 def row_kernel(name: str, signature: list[tuple[str, str]], kind: str, reduced: int, dtype: str,
-               attrs: dict, affine: tuple[bool, bool] = (False, False)) -> str:
-    """The kernel function (outline's signature: x, [scale], [shift], out) of a row op over the last
-    `reduced` dimensions; affine = (has scale, has shift) for layer_norm."""
+               attrs: dict, given: tuple[bool, ...] = (True,)) -> str:
+    """The kernel function (outline's signature: x, the optional operands present, out) of a row op over
+    the last `reduced` dimensions; given = presence of each operand group of the op."""
     e = Emitter()
     names = [p for p, _ in signature]
     types = dict(signature)
+    args = operand_args(kind, names, given)
     dims = _shape(types[names[0]])
     split = len(dims) - reduced
     rows, length = math.prod(dims[:split]), math.prod(dims[split:])
@@ -77,11 +97,28 @@ def row_kernel(name: str, signature: list[tuple[str, str]], kind: str, reduced: 
            f"threads(%tx, %ty, %tz) in (%sx = {e.c(T)}, %sy = {one}, %sz = {one}) {{")
     x, mt = _view(e, names[0], types[names[0]], split)
     out, _ = _view(e, names[-1], types[names[-1]], split)
+    rows_in = [x] + ([_view(e, args["residual"], types[args["residual"]], split)[0]] if "residual" in args else [])
 
     def load(e, i):
-        v = e.fresh("x")
-        e.emit(f"{v} = memref.load {x}[%bx, {i}] : {mt}")
-        return e.to_f32(v, dtype)
+        """x[row, i] (+ residual[row, i]) in f32."""
+        vals = []
+        for buf in rows_in:
+            v = e.fresh("x")
+            e.emit(f"{v} = memref.load {buf}[%bx, {i}] : {mt}")
+            vals.append(e.to_f32(v, dtype))
+        return vals[0] if len(vals) == 1 else e.scalar("arith.addf", *vals)
+
+    params = {p: _view(e, args[p], types[args[p]], 0) for p in ("scale", "shift") if p in args}
+
+    def affine(e, i, y, ops):
+        """y [op param[i]] for each (operand, op) of `ops` that is present."""
+        for p, op in ops:
+            if p in params:
+                pv, pt = params[p]
+                v = e.fresh("p")
+                e.emit(f"{v} = memref.load {pv}[{i}] : {pt}")
+                y = e.scalar(op, y, e.to_f32(v, dtype))
+        return y
 
     def store(e, i, v):
         e.emit(f"memref.store {e.from_f32(v, dtype)}, {out}[%bx, {i}] : {mt}")
@@ -99,6 +136,15 @@ def row_kernel(name: str, signature: list[tuple[str, str]], kind: str, reduced: 
         else:
             shift = e.scalar("arith.addf", mx, e.scalar("math.log", total))
             _row_loop(e, length, T, None, lambda e, i, _: store(e, i, e.scalar("arith.subf", load(e, i), shift)))
+    elif kind == "rms_norm":  # mean of squares; y = x rsqrt(ms + eps) [* scale]
+        def square(e, i, a):
+            v = load(e, i)
+            return e.scalar("math.fma", v, v, a)
+        ms = e.scalar("arith.mulf", e.const(1.0 / length), _all_reduce(e, "add", _row_loop(
+            e, length, T, e.const(0.0), square)))
+        rms_inv = e.scalar("math.rsqrt", e.scalar("arith.addf", ms, e.const(attrs["epsilon"])))
+        _row_loop(e, length, T, None, lambda e, i, _: store(
+            e, i, affine(e, i, e.scalar("arith.mulf", load(e, i), rms_inv), [("scale", "arith.mulf")])))
     else:  # layer_norm: mean, then variance from the deviations (two passes: no cancellation)
         inv_n = e.const(1.0 / length)
         mean = e.scalar("arith.mulf", inv_n, _all_reduce(e, "add", _row_loop(
@@ -109,15 +155,7 @@ def row_kernel(name: str, signature: list[tuple[str, str]], kind: str, reduced: 
             return e.scalar("math.fma", d, d, a)
         var = e.scalar("arith.mulf", inv_n, _all_reduce(e, "add", _row_loop(e, length, T, e.const(0.0), sq)))
         rstd = e.scalar("math.rsqrt", e.scalar("arith.addf", var, e.const(attrs["epsilon"])))
-        ops = [op for op, present in zip(("arith.mulf", "arith.addf"), affine) if present]
-        params = [_view(e, p, types[p], 0) for p in names[1:-1]]
-
-        def normalize(e, i, _):
-            y = e.scalar("arith.mulf", e.scalar("arith.subf", load(e, i), mean), rstd)
-            for (p, pt), op in zip(params, ops):
-                v = e.fresh("p")
-                e.emit(f"{v} = memref.load {p}[{i}] : {pt}")
-                y = e.scalar(op, y, e.to_f32(v, dtype))
-            store(e, i, y)
-        _row_loop(e, length, T, None, normalize)
+        _row_loop(e, length, T, None, lambda e, i, _: store(e, i, affine(
+            e, i, e.scalar("arith.mulf", e.scalar("arith.subf", load(e, i), mean), rstd),
+            [("scale", "arith.mulf"), ("shift", "arith.addf")])))
     return e.function(name, signature)

@@ -16,7 +16,8 @@ first converted to opset 13 with onnx.version_converter, which rewrites the attr
 became inputs (Pad's pads, Clip's bounds, Unsqueeze's axes) and the changed Softmax semantics.
 A model whose opset is newer than 21 is accepted node by node: a node passes only if its op's
 definition at that opset has the same inputs, outputs and attributes as at opset 21 (Conv-22 or
-Reshape-25 only add element types). Unsupported ops and attributes, dynamic shapes and non-float
+Reshape-25 only add element types), or, for an op first defined later (Attention-23), if the importer
+reads that definition (_NEWER_OPS). Unsupported ops and attributes, dynamic shapes and non-float
 tensors are reported as one-line `OpenPrimError`s naming the node, its op type and the opset.
 
 Precision. A Graph has one dtype: float, float16 and bfloat16 models import as f32, f16 and bf16 Graphs,
@@ -41,6 +42,8 @@ from openprim.pyfrontend.attention import match_attention
 from openprim.pyfrontend.graph import Graph, Tensor
 
 MIN_OPSET, MAX_OPSET = 13, 21
+# Ops first defined after MAX_OPSET that the importer maps: the definitions (their since_version) it reads.
+_NEWER_OPS = {"Attention": (23, 24, 25), "RMSNormalization": (23,)}
 # TensorProto elem types a Graph computes in: FLOAT, FLOAT16, BFLOAT16.
 _FLOAT_TYPES = {1: "f32", 10: "f16", 16: "bf16"}
 _DOUBLE = 11
@@ -71,10 +74,16 @@ def _import_time(method):
 def _unchanged_since_max_opset(op, opset) -> bool:
     """Whether `op` at `opset` reads as at MAX_OPSET. Opsets above it are accepted node by node: only
     where the op's definition differs from its opset-21 one in type constraints alone (same inputs,
-    outputs, attributes and defaults), as for Conv-22 or Reshape-25 (which only add element types)."""
+    outputs, attributes and defaults), as for Conv-22 or Reshape-25 (which only add element types). An op of
+    _NEWER_OPS passes at the opsets whose definition it lists."""
+    from onnx import defs
+    if op in _NEWER_OPS:
+        try:
+            return defs.get_schema(op, opset).since_version in _NEWER_OPS[op]
+        except Exception:  # noqa: BLE001 - not defined at that opset
+            return False
     if opset <= MAX_OPSET:
         return True
-    from onnx import defs
 
     def signature(version):
         sc = defs.get_schema(op, version)
@@ -618,6 +627,17 @@ class _Importer:
         return self._from4d(y, shp)
 
     def op_LayerNormalization(self, a):
+        x, k, vec = self._trailing_norm(a)
+        return self.g.layer_norm(x, vec(1), vec(2), eps=float(a.get("epsilon", 1e-5)), normalized_ndim=k)
+
+    def op_RMSNormalization(self, a):
+        """RMSNormalization-23: x / sqrt(mean(x^2) + epsilon) * scale over the dims from `axis` on."""
+        x, k, vec = self._trailing_norm(a)
+        return self.g.rms_norm(x, vec(1), eps=float(a.get("epsilon", 1e-5)), normalized_ndim=k)
+
+    def _trailing_norm(self, a):
+        """(x, number of normalized trailing dims, vec(i): input i as a parameter of the normalized shape)
+        of a Layer/RMSNormalization node."""
         if a.get("stash_type", 1) != 1:
             self.unsupported("stash_type other than float")
         x = self.t(0)
@@ -643,7 +663,7 @@ class _Importer:
             if t.shape != norm_shape:
                 self.unsupported(f"scale/bias of shape {t.shape} for normalized shape {norm_shape}")
             return t
-        return self.g.layer_norm(x, vec(1), vec(2), eps=float(a.get("epsilon", 1e-5)), normalized_ndim=k)
+        return x, k, vec
 
     # --- activations
     def op_Relu(self, a): return self.g.relu(self.t(0))
@@ -811,6 +831,82 @@ class _Importer:
     # --- softmax
     def op_Softmax(self, a): return self.g.softmax(self.t(0), int(a.get("axis", -1)))
     def op_LogSoftmax(self, a): return self.g.log_softmax(self.t(0), int(a.get("axis", -1)))
+
+    def op_Attention(self, a):
+        """Attention-23/24/25 without a KV cache, as one prim.attention: 4-d [B, heads, S, D] Q, K, V, or 3-d
+        [B, S, heads * D] ones split by q_num_heads/kv_num_heads (the result joined back). K/V heads that
+        several query heads share (GQA, MQA) are repeated, one per query head."""
+        for i, what in ((4, "past_key"), (5, "past_value"), (6, "nonpad_kv_seqlen")):
+            if self.has(i):
+                self.unsupported(f"the {what} input (a KV cache)")
+        if float(a.get("softcap", 0.0)) != 0.0:
+            self.unsupported(f"softcap={a['softcap']} (only 0)")
+        if int(a.get("qk_matmul_output_mode", 0)) != 0:
+            self.unsupported(f"qk_matmul_output_mode={a['qk_matmul_output_mode']} (only 0)")
+        for side in ("left_window_size", "right_window_size"):
+            if int(a.get(side, -1)) != -1:
+                self.unsupported(f"{side}={a[side]} (sliding windows)")
+        q, k, v = self.t(0), self.t(1), self.t(2)
+        if not q.ndim == k.ndim == v.ndim or q.ndim not in (3, 4):
+            self.fail(f"Q, K, V must all be 3-d or all 4-d, got {q.shape}, {k.shape}, {v.shape}")
+        three_d = q.ndim == 3
+        if three_d:
+            if "q_num_heads" not in a or "kv_num_heads" not in a:
+                self.fail("3-d Q, K, V need the q_num_heads and kv_num_heads attributes")
+            heads = int(a["q_num_heads"]), int(a["kv_num_heads"]), int(a["kv_num_heads"])
+            for x, h, what in zip((q, k, v), heads, "QKV"):
+                if h <= 0 or x.shape[2] % h:
+                    self.fail(f"{what} {x.shape}: its hidden size is not a multiple of {h} heads")
+            q, k, v = (self.g.transpose(self.g.reshape(x, (x.shape[0], x.shape[1], h, x.shape[2] // h)), (0, 2, 1, 3))
+                       for x, h in zip((q, k, v), heads))
+        hq, hkv = q.shape[1], k.shape[1]
+        if hq != hkv:
+            if hq % hkv:
+                self.fail(f"{hq} query heads are not a multiple of {hkv} key/value heads")
+            k, v = (self._repeat_heads(x, hq // hkv) for x in (k, v))
+        scale = float(a["scale"]) if "scale" in a else None
+        y = self.g.attention(q, k, v, self._attention_mask(q.shape[2], k.shape[2], bool(a.get("is_causal", 0))),
+                             causal=bool(a.get("is_causal", 0)), scale=scale)
+        if not three_d:
+            return y
+        b, h, s, d = y.shape
+        return self.g.reshape(self.g.transpose(y, (0, 2, 1, 3)), (b, s, h * d))
+
+    def _repeat_heads(self, x, n):
+        """[B, H, S, D] -> [B, H * n, S, D], each head n times in a row (numpy's repeat on axis 1)."""
+        b, h, s, d = x.shape
+        x5 = self.g.reshape(x, (b, h, 1, s, d))
+        return self.g.reshape(self.g.concat([x5] * n, 2), (b, h * n, s, d))
+
+    def _attention_mask(self, sq, skv, causal):
+        """Attention's attn_mask (input 3) as prim.attention's additive mask, or None. A boolean one must be a
+        constant: True keeps a key (0), False removes it (-inf). A mask narrower than the keys leaves the keys
+        past it out (ONNX pads it with False / -inf). A constant mask may not remove every key of a query
+        (ONNX defines that row as 0; the decomposed softmax would give NaN)."""
+        if not self.has(3):
+            return None
+        name = self.node.input[3]
+        if not self.is_const(name):
+            m = self.t(3)
+            if m.shape[-1] < skv:
+                m = self.g.pad(m, [0] * (2 * m.ndim - 1) + [skv - m.shape[-1]], -_F32_MAX)
+            return m
+        m = np.asarray(self.consts[name])
+        if m.dtype == np.bool_:
+            m = np.where(m, 0.0, -np.inf)
+        elif not _is_float(m.dtype):
+            self.fail(f"attn_mask '{name}' has dtype {m.dtype}; it must be boolean or float")
+        m = np.asarray(m, np.float32)
+        if m.ndim == 0 or m.shape[-1] > skv:
+            self.fail(f"attn_mask {m.shape} does not fit {skv} keys")
+        m = np.pad(m, [(0, 0)] * (m.ndim - 1) + [(0, skv - m.shape[-1])], constant_values=-np.inf)
+        try:
+            bias = m + np.where((np.arange(skv)[None, :] > np.arange(sq)[:, None]) & causal, -np.inf, 0.0)
+        except ValueError:
+            self.fail(f"attn_mask {m.shape} does not broadcast to the {sq} x {skv} scores")
+        if np.isneginf(bias).all(axis=-1).any():
+            self.unsupported("an attn_mask that removes every key of a query row")
+        return self.param(m, name)
 
     # --- shape ops (tensors)
     def op_Identity(self, a): return self.t(0)
@@ -1149,6 +1245,9 @@ def unsupported_nodes(model_or_path) -> dict[str, list[str]]:
 _CONVERTED = {"Upsample": ("Resize", 7, 9)}
 # What the coverage table says about an op beyond its name: the cases it does not map.
 _NOTES = {
+    "Attention": "3-d and 4-d, GQA/MQA; is_causal, scale, attn_mask float or constant boolean (shorter than the "
+                 "keys: padded); no KV cache (past_key/value, nonpad_kv_seqlen), softcap, sliding window, "
+                 "qk_matmul_output",
     "AveragePool": "1-d, 2-d, 3-d with a size-1 window on depth or on height and width; no dilations",
     "BatchNormalization": "inference (training_mode=0)",
     "Cast": "to float, float16, bfloat16 (the identity); any type on constants",
@@ -1166,6 +1265,7 @@ _NOTES = {
     "MaxPool": "as AveragePool; no Indices output, storage_order 0",
     "Pad": "constant pads; modes constant, reflect (pads smaller than the axis) and edge; negative pads crop",
     "Reshape": "constant shape",
+    "RMSNormalization": "stash_type float; fused with a residual Add before it",
     "Resize": "mode nearest, integer scales; coordinate modes that repeat each element (half_pixel, "
               "asymmetric with floor, ...)",
     "Shape": "of static shapes: a constant",
@@ -1194,12 +1294,14 @@ def _defined(op, opset) -> bool:
 def supported_ops() -> dict[str, tuple[int, int]]:
     """{ONNX op type: (first, last opset)} of every op the importer maps, by name: each `op_` method of the
     importer from the op's first definition at MIN_OPSET or later (older models are converted to
-    MIN_OPSET) to MAX_OPSET, and the ops of _CONVERTED over their own opsets."""
+    MIN_OPSET) to MAX_OPSET, the ops of _CONVERTED over their own opsets, and those of _NEWER_OPS over the
+    definitions it reads."""
     ops = {}
     for name in dir(_Importer):
         if name.startswith("op_"):
             op = name[3:]
-            ops[op] = (next(v for v in range(MIN_OPSET, MAX_OPSET + 1) if _defined(op, v)), MAX_OPSET)
+            ops[op] = (min(_NEWER_OPS[op]), max(_NEWER_OPS[op])) if op in _NEWER_OPS else \
+                (next(v for v in range(MIN_OPSET, MAX_OPSET + 1) if _defined(op, v)), MAX_OPSET)
     ops.update({op: (lo, hi) for op, (_, lo, hi) in _CONVERTED.items()})
     return dict(sorted(ops.items(), key=lambda item: item[0].lower()))
 

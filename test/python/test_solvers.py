@@ -72,6 +72,10 @@ CONV = [
          groups=4, bias=False, epilogue="bias+res+relu"),
     dict(id="dw_multiplier2", x=(1, 3, 9, 7), K=6, kernel=(3, 3), stride=1, padding=1, dilation=1, groups=3,
          bias=True, epilogue="none"),
+    dict(id="3x3_c8_k16_odd", x=(2, 8, 11, 9), K=16, kernel=(3, 3), stride=1, padding=1, dilation=1, groups=1,
+         bias=False, epilogue="bias+res+relu"),
+    dict(id="3x3_c16_k32_asympad", x=(1, 16, 7, 13), K=32, kernel=(3, 3), stride=1, padding=(1, 0, 2, 1), dilation=1,
+         groups=1, bias=True, epilogue="none"),
 ]
 CONV_BY_ID = {c["id"]: c for c in CONV}
 
@@ -114,6 +118,8 @@ def applies(solver, cfg, dtype="f32"):
         return G == C == K > 1
     if solver == "conv_depthwise_gpu":
         return G == C == K > 1
+    if solver.startswith("conv_winograd") and solver.endswith("_packed") and (dtype != "f32" or C % 8 or K % 16):
+        return False  # the transformed filter is f32; 8-channel input vectors, 16-channel output blocks
     if solver.startswith("conv_winograd"):
         return G == 1 and tuple(cfg["kernel"]) == (3, 3) and _pair(cfg["stride"]) == (1, 1) and \
             _pair(cfg.get("dilation", 1)) == (1, 1)
@@ -127,7 +133,8 @@ DEFAULT_CONV_SOLVER = {"3x3_s2_asympad": "conv_direct", "3x3_s1_asympad_odd": "c
                        "2x3_dil2x1_plain": "conv_direct", "1x1": "conv_direct", "1x1_bias_plain": "conv_direct",
                        "1x1_s2": "conv_direct", "1x1_pad1": "conv_direct", "dw_s2_asympad": "conv_depthwise",
                        "dw_dil2": "conv_depthwise", "grouped2": "conv_implicit_gemm", "grouped4_wide": "conv_implicit_gemm",
-                       "dw_multiplier2": "conv_implicit_gemm"}
+                       "dw_multiplier2": "conv_implicit_gemm", "3x3_c8_k16_odd": "conv_implicit_gemm",
+                       "3x3_c16_k32_asympad": "conv_implicit_gemm"}
 
 
 def conv_case(net: Net, cfg, layout):
@@ -347,6 +354,10 @@ def test_conv_solver_applicability(solver, layout):
                                             "|fewer than 8 output channels per group|needs an ungrouped",
                "conv_winograd_f2x3": "not a 3x3, stride-1, undilated convolution|grouped convolution",
                "conv_winograd_f4x3": "not a 3x3, stride-1, undilated convolution|grouped convolution",
+               "conv_winograd_f2x3_packed": "not a 3x3, stride-1, undilated convolution|grouped convolution"
+                                            "|needs input channels a multiple of 8",
+               "conv_winograd_f4x3_packed": "not a 3x3, stride-1, undilated convolution|grouped convolution"
+                                            "|needs input channels a multiple of 8",
                "conv_1x1_gemm": "not a 1x1, stride-1, unpadded convolution|grouped convolution",
                "conv_depthwise": "not depthwise",
                "conv_depthwise_gpu": "not depthwise",

@@ -243,6 +243,23 @@ def test_transformer_encoder_layer_and_sdpa():
     run_and_check(M(), torch.randn(2, 5, 16))
 
 
+def test_linear_on_permuted_input_keeps_its_weight():
+    """A linear on a permuted 3-d input (nn.MultiheadAttention's in-projection) decomposes into bmm with the
+    weight expanded over the sequence: it imports as a matmul on the weight itself, never an expanded copy
+    (ViT-B/16's was 197 x 768 x 2304 per layer, 1.3 GB)."""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.proj = nn.Linear(16, 24)
+
+        def forward(self, x):                           # x: [2, 7, 16]
+            return self.proj(x.transpose(0, 1)).relu()
+    model, x = M().eval(), torch.randn(2, 7, 16)
+    g, _ = import_exported(torch.export.export(model, (x,)))
+    assert max(n.value.size for n in g.nodes if n.op == "constant") == 16 * 24
+    run_and_check(model, x)
+
+
 def test_unsupported_op_is_named():
     class M(nn.Module):
         def forward(self, x):

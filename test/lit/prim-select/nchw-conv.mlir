@@ -6,7 +6,8 @@
 
 // Filter KCRS 2x1x1x2: W[k=0] = [1, 2], W[k=1] = [3, 4] -> RSCK 1x2x1x2: [s=0] = [1, 3], [s=1] = [2, 4].
 // CHECK-LABEL: func.func @conv(%arg0: tensor<1x1x4x4xf32>) -> tensor<1x2x4x3xf32>
-// CHECK-NEXT:  %[[X:.+]] = "prim.transpose"(%arg0) {perm = array<i64: 0, 2, 3, 1>} : (tensor<1x1x4x4xf32>) -> tensor<1x4x4x1xf32>
+// One input channel: the transpose to NHWC moves only a size-1 dim, so it is a reshape (a view).
+// CHECK-NEXT:  %[[X:.+]] = "prim.reshape"(%arg0) : (tensor<1x1x4x4xf32>) -> tensor<1x4x4x1xf32>
 // CHECK-NEXT:  %[[W:.+]] = "prim.constant"() {value = dense<{{\[\[\[\[}}1.000000e+00, 3.000000e+00]], {{\[\[}}2.000000e+00, 4.000000e+00]]]]> : tensor<1x2x1x2xf32>}
 // CHECK-NEXT:  %[[Y:.+]] = "prim.conv2d"(%[[X]], %[[W]])
 // CHECK-SAME:  filter_layout = "RSCK"
@@ -25,11 +26,12 @@ func.func @conv(%x: tensor<1x1x4x4xf32>) -> tensor<1x2x4x3xf32> {
 }
 
 // A filter known only at run time is transposed in the graph instead (KCRS -> KRSC for the layout
-// change, then KRSC -> RSCK for the solver), and an NCHW residual is transposed to NHWC as well.
+// change, then KRSC -> RSCK for the solver), and an NCHW residual is transposed to NHWC as well. The
+// first moves only size-1 dims (a 1x1 filter), so it is a reshape.
 // CHECK-LABEL: func.func @runtime_filter
 // CHECK-DAG:   %[[X:.+]] = "prim.transpose"(%arg0) {perm = array<i64: 0, 2, 3, 1>} : (tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
 // CHECK-DAG:   %[[Z:.+]] = "prim.transpose"(%arg2) {perm = array<i64: 0, 2, 3, 1>} : (tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
-// CHECK-DAG:   %[[KRSC:.+]] = "prim.transpose"(%arg1) {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x2x1x1xf32>) -> tensor<2x1x1x2xf32>
+// CHECK-DAG:   %[[KRSC:.+]] = "prim.reshape"(%arg1) : (tensor<2x2x1x1xf32>) -> tensor<2x1x1x2xf32>
 // CHECK:       %[[W:.+]] = "prim.transpose"(%[[KRSC]]) {perm = array<i64: 1, 2, 3, 0>} : (tensor<2x1x1x2xf32>) -> tensor<1x1x2x2xf32>
 // CHECK-NEXT:  %[[Y:.+]] = "prim.conv2d"(%[[X]], %[[W]], %[[Z]])
 // CHECK-SAME:  filter_layout = "RSCK"

@@ -5,7 +5,7 @@
 // CHECK-LABEL: func.func @depthwise_nhwc
 // CHECK:       "prim.conv2d"(%arg0, %arg1)
 // CHECK-SAME:  groups = 3 : i64
-// CHECK-SAME:  prim.params = {ct = {{[0-9]+}} : i64, wt = {{[0-9]+}} : i64}
+// CHECK-SAME:  prim.params = {ct = {{[0-9]+}} : i64, kernel = 1 : i64, order = {{[01]}} : i64, wt = {{[0-9]+}} : i64}
 // CHECK-SAME:  prim.problem = "conv2d-1x3x4x4-k3-3x3-s1x1-p1x1x1x1-d1x1-g3-NHWC-RSCK-f32-none"
 // CHECK-SAME:  prim.solver = "conv_depthwise"
 func.func @depthwise_nhwc(%x: tensor<1x4x4x3xf32>, %w: tensor<3x3x1x3xf32>) -> tensor<1x4x4x3xf32> {

@@ -48,6 +48,6 @@
 func.func @main(%x: tensor<64x600xf32>, %h: tensor<3x16xf16>, %n: tensor<2x5x37xf32>, %s: tensor<37xf32>, %t: tensor<37xf32>) -> (tensor<64x600xf32>, tensor<3x16xf16>, tensor<2x5x37xf32>) {
   %0 = "prim.softmax"(%x) {axis = -1 : i64} : (tensor<64x600xf32>) -> tensor<64x600xf32>
   %1 = "prim.log_softmax"(%h) {axis = 1 : i64} : (tensor<3x16xf16>) -> tensor<3x16xf16>
-  %2 = "prim.layer_norm"(%n, %s, %t) {epsilon = 1.0e-05 : f32, normalized_ndim = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 1>} : (tensor<2x5x37xf32>, tensor<37xf32>, tensor<37xf32>) -> tensor<2x5x37xf32>
+  %2 = "prim.layer_norm"(%n, %s, %t) {epsilon = 1.0e-05 : f32, normalized_ndim = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (tensor<2x5x37xf32>, tensor<37xf32>, tensor<37xf32>) -> tensor<2x5x37xf32>
   return %0, %1, %2 : tensor<64x600xf32>, tensor<3x16xf16>, tensor<2x5x37xf32>
 }

@@ -49,7 +49,7 @@ module {
   }
   func.func @rows(%x: tensor<6x100xf32>, %s: tensor<100xf32>) -> (tensor<6x100xf32>, tensor<6x100xf32>, tensor<6x100xf32>) {
     %a = "prim.softmax"(%x) {axis = -1} : (tensor<6x100xf32>) -> tensor<6x100xf32>
-    %b = "prim.layer_norm"(%x, %s) {epsilon = 1.0e-05, normalized_ndim = 1, operandSegmentSizes = array<i32: 1, 1, 0>} : (tensor<6x100xf32>, tensor<100xf32>) -> tensor<6x100xf32>
+    %b = "prim.layer_norm"(%x, %s) {epsilon = 1.0e-05, normalized_ndim = 1, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<6x100xf32>, tensor<100xf32>) -> tensor<6x100xf32>
     %c = "prim.sigmoid"(%x) : (tensor<6x100xf32>) -> tensor<6x100xf32>
     return %a, %b, %c : tensor<6x100xf32>, tensor<6x100xf32>, tensor<6x100xf32>
   }

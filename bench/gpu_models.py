@@ -1,0 +1,392 @@
+"""Issue 15's per-model table on the GPU: PyTorch eager, torch.compile with freezing and OpenPrim, compiled there.
+
+    . scripts/device_env.sh && python bench/gpu_models.py --out "$OUT"            # on the GPU machine
+    python bench/gpu_models.py --compile-only --target nvvm:sm_90 --batch 2       # here: compile only, no GPU
+
+Each model is a torch.nn module with its reference implementation's structure and seeded weights
+(examples/torch_models.py, vision_models.py and, when it exists, transformer_models.py), run in fp16 at
+batch 32 (BERT's encoder layer: batch 8, 512 tokens), convolutional networks in channels_last with
+channels_last inputs. OpenPrim compiles it on the GPU machine itself, through the path a user takes:
+`openprim.torch_backend.compile_module(model, (x,))` with a CUDA input, so the target comes from the device
+(scripts/device_env.sh installs MLIR there: the wheel and its libLLVM.so, carried in out/). Its output is checked against eager: max |ours - eager|
+over max |eager|, which must stay under 2e-2 (fp16).
+
+The timings are interleaved in rounds, each variant timed with CUDA events around `iters` calls on
+PyTorch's stream, and the median over the rounds is reported:
+  ours           the compiled module called with CUDA tensors (device-to-device copies in and out, the plan
+                 replayed as one CUDA graph): what a user gets;
+  ours_kernels   the CUDA graph launched alone (the kernels, without the call's copies and Python);
+  eager          the module itself (cudnn.benchmark on);
+  torch_compile  torch.compile(model) with torch._inductor.config.freezing=True, default mode.
+Then the executable's time_steps (every step's launches timed alone) gives the kernel time by kind: the plan
+names each step's kernel after its op (conv2d_7, matmul_33, ...), and the shapes of its operands tell the
+kind of convolution apart (depthwise, grouped, 1x1, other); see `kernel_kind`.
+
+The whole run must fit one device call (10 minutes): each model is compiled once by each compiler, the
+rounds are few, a model is skipped once --budget-s has passed, and DIR/gpu_models.json is rewritten after
+every model, so a run cut short keeps what it measured. The markdown tables go to stdout. Compiling takes
+most of the time (here, at batch 2 on two cores: 10-25 s per model for OpenPrim; torch.compile's inductor
+was not measured here), so where all eight do not fit, split them over calls with --models.
+
+--compile-only runs without a GPU: the same torch.export, import and compile as compile_module does
+(openprim.compiler.save, which load_or_compile calls), for --target at --batch, without loading the result.
+It reports each model's compile time by stage, its kernels and steps by kind, or the error that stopped it.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+EXAMPLES = os.path.join(HERE, "..", "examples")
+sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+from runtime_path import use_checkout  # noqa: E402 - scripts/: openprim from this checkout when not installed
+
+# name -> (examples module, what the model takes, batch, channels_last)
+MODELS = {
+    "mobilenet_v2": ("torch_models", "image", 32, True),
+    "resnet50": ("torch_models", "image", 32, True),
+    "mobilenet_v3_large": ("vision_models", "image", 32, True),
+    "efficientnet_b0": ("vision_models", "image", 32, True),
+    "resnext50_32x4d": ("vision_models", "image", 32, True),
+    "convnext_tiny": ("vision_models", "image", 32, True),
+    "vit_b_16": ("transformer_models", "image", 32, False),
+    "bert_encoder_layer": ("transformer_models", "tokens", 8, False),
+}
+IMAGE_SIZE, TOKENS = 224, 512
+TOLERANCE = 2e-2                       # fp16: max |ours - eager| / max |eager|
+VARIANTS = ("ours", "ours_kernels", "eager", "torch_compile")
+
+
+# ------------------------------------------------------------------------------------------- the models
+
+def build_model(name: str):
+    """The seeded module (fp32, CPU, eval mode), or None when its examples file does not exist yet."""
+    import importlib
+    source = MODELS[name][0]
+    if not os.path.exists(os.path.join(EXAMPLES, f"{source}.py")):
+        return None
+    if EXAMPLES not in sys.path:
+        sys.path.insert(0, EXAMPLES)
+    return getattr(importlib.import_module(source), name)().eval()
+
+
+def example_input(name: str, model, batch: int, tokens: int):
+    """Seeded fp32 CPU input: [batch, 3, 224, 224] images, or [batch, tokens, hidden] for the BERT layer."""
+    import torch
+    g = torch.Generator().manual_seed(1)
+    if MODELS[name][1] == "tokens":
+        hidden = model.attention.self.query.in_features      # Hugging Face BertLayer's names
+        return torch.randn(batch, tokens, hidden, generator=g)
+    return torch.randn(batch, 3, IMAGE_SIZE, IMAGE_SIZE, generator=g)
+
+
+def prepared(name: str, model, x, device: str):
+    """The fp16 module and input on `device`; convolutional networks in channels_last memory."""
+    import torch
+    model, x = model.half().to(device).eval(), x.half().to(device)
+    if MODELS[name][3]:
+        model, x = model.to(memory_format=torch.channels_last), x.to(memory_format=torch.channels_last)
+    return model, x
+
+
+# ------------------------------------------------------------------------------------------- kernel kinds
+
+_BASES = (("attention", "attention"), ("matmul", "matmul"), ("linear", "matmul"), ("gemm", "matmul"),
+          ("softmax", "softmax"), ("norm", "norm"), ("pool", "pool"), ("transpose", "transpose"),
+          ("pad", "copy"), ("concat", "copy"), ("slice", "copy"))
+
+
+def op_name(step: dict) -> str:
+    """The op a plan step's kernel was made from: its name without the number (conv2d_7 -> conv2d)."""
+    return re.sub(r"_\d+$", "", step["kernel"])
+
+
+def kernel_kind(plan: dict, step: dict) -> str:
+    """The kind of a plan step's kernel, from its name (the op it was made from, plus a number) and, for
+    convolutions, its operands: the first is the NHWC input, the first 4-d weight the RSCK filter (C per
+    group). pad/concat/slice are copies; kernels of other ops (add, mul, gelu, fused_elementwise, ...) are
+    elementwise."""
+    base = op_name(step)
+    if base.startswith("conv"):
+        values = [plan["values"][a] for a in step["args"]]
+        filters = [v["shape"] for v in values if v["storage"] == "weight" and len(v["shape"]) == 4]
+        if not filters or len(values[0]["shape"]) != 4:
+            return "conv"
+        (r, s, per_group, _), channels = filters[0], values[0]["shape"][3]
+        if per_group == 1 and channels > 1:
+            return "conv depthwise"
+        if per_group < channels:
+            return "conv grouped"
+        return "conv 1x1" if r == s == 1 else "conv"
+    return next((kind for word, kind in _BASES if word in base), "elementwise")
+
+
+def kinds_breakdown(plan: dict, step_ms: list[float] | None) -> dict:
+    """{kind: {"steps": n, "ms": total}} by descending time (or step count without times)."""
+    kinds: dict[str, dict] = {}
+    for i, step in enumerate(plan["steps"]):
+        entry = kinds.setdefault(kernel_kind(plan, step), {"steps": 0, "ms": 0.0})
+        entry["steps"] += 1
+        entry["ms"] += step_ms[i] if step_ms else 0.0
+    return dict(sorted(kinds.items(), key=lambda kv: (-kv[1]["ms"], -kv[1]["steps"])))
+
+
+def slowest_steps(plan: dict, step_ms: list[float], count: int = 5) -> list[dict]:
+    values = plan["values"]
+    order = sorted(range(len(step_ms)), key=lambda i: -step_ms[i])[:count]
+    return [{"kernel": plan["steps"][i]["kernel"], "kind": kernel_kind(plan, plan["steps"][i]), "ms": step_ms[i],
+             "shapes": [values[a]["shape"] for a in plan["steps"][i]["args"]]} for i in order]
+
+
+# ------------------------------------------------------------------------------------------- compile only
+
+def compile_only(names, target: str, batch: int | None, tokens: int) -> list[dict]:
+    """compile_module's export, import and compile (openprim.compiler.save) for `target`, nothing loaded."""
+    import torch
+    from openprim import compiler
+    from openprim.pyfrontend.torch_import import import_exported
+    from openprim.timings import CompileTimings
+    rows = []
+    for name in names:
+        row = {"model": name, "batch": batch or MODELS[name][2]}
+        rows.append(row)
+        module = build_model(name)
+        if module is None:
+            row["skipped"] = f"examples/{MODELS[name][0]}.py does not exist"
+            continue
+        model, x = prepared(name, module, example_input(name, module, row["batch"], tokens), "cpu")
+        t0 = time.perf_counter()
+        try:
+            graph, _ = import_exported(torch.export.export(model, (x,)))
+            row["import_s"] = time.perf_counter() - t0
+            timings = CompileTimings()
+            with tempfile.TemporaryDirectory(prefix="gpu-models-") as scratch:
+                info = compiler.save(graph, os.path.join(scratch, f"{name}.oprim"), target=target, timings=timings)
+        except Exception as e:  # noqa: BLE001 - a model that does not compile is a finding, the others go on
+            row["error"] = f"{type(e).__name__}: {e}"
+            row["traceback"] = traceback.format_exc(limit=-4)
+            print(f"{name}: FAILED after {time.perf_counter() - t0:.1f} s: {row['error'][:2000]}", flush=True)
+            continue
+        row["compile_s"] = time.perf_counter() - t0
+        row["stages_s"] = timings.stages
+        row["steps"], row["kernels"] = len(info["plan"]["steps"]), len(info["plan"]["kernels"])
+        row["mib"] = info["bytes"] / 2**20
+        row["kinds"] = {k: v["steps"] for k, v in kinds_breakdown(info["plan"], None).items()}
+        row["kernel_ops"] = {}                  # kind -> the ops its kernels were made from
+        for step in info["plan"]["steps"]:
+            ops = row["kernel_ops"].setdefault(kernel_kind(info["plan"], step), [])
+            ops += [] if op_name(step) in ops else [op_name(step)]
+        print(f"{name} b{row['batch']} -> {target}: {row['compile_s']:.1f} s (import {row['import_s']:.1f} s; "
+              + ", ".join(f"{k} {v:.1f}" for k, v in timings.stages.items()) + f"), {row['steps']} steps, "
+              f"{row['kernels']} kernels, {row['mib']:.1f} MiB; steps by kind: "
+              + ", ".join(f"{k} {v}" for k, v in row["kinds"].items()), flush=True)
+    return rows
+
+
+# ------------------------------------------------------------------------------------------- on the GPU
+
+def cuda_ms(fn, iters: int) -> float:
+    """Milliseconds per call of fn: CUDA events on the current stream around `iters` calls."""
+    import torch
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(iters):
+        fn()
+    stop.record()
+    stop.synchronize()
+    return start.elapsed_time(stop) / iters
+
+
+def max_rel_error(want, got) -> float:
+    """max |got - want| / max |want| over every output, in float64."""
+    import torch
+    wants, gots = torch.utils._pytree.tree_leaves(want), torch.utils._pytree.tree_leaves(got)
+    assert len(wants) == len(gots), (len(wants), len(gots))
+    return max(float((g.double() - w.double()).abs().max() / w.double().abs().max()) for w, g in zip(wants, gots))
+
+
+def measure(name: str, batch: int, tokens: int, iters: int, rounds: int, step_repeat: int) -> dict:
+    """One model on the GPU: compile both ways, check, time interleaved, break our kernel time down."""
+    import torch
+    import torch._inductor.config
+    from openprim.torch_backend import compile_module
+    row = {"model": name, "batch": batch}
+    if MODELS[name][1] == "tokens":
+        row["tokens"] = tokens
+    module = build_model(name)
+    if module is None:
+        row["skipped"] = f"examples/{MODELS[name][0]}.py does not exist"
+        return row
+    model, x = prepared(name, module, example_input(name, module, batch, tokens), "cuda")
+    with torch.inference_mode():
+        want = model(x)
+        t0 = time.perf_counter()
+        ours = compile_module(model, (x,))
+        row["compile_s"] = time.perf_counter() - t0
+        exe = ours.exe
+        row["cache_hit"], row["compile_stages_s"] = exe.cache_hit, exe.compile_seconds
+        row["steps"], row["launches"] = len(exe.plan["steps"]), len(exe.launches)
+        row["max_rel_error"] = max_rel_error(want, ours(x))
+
+        torch._inductor.config.freezing = True
+        t0 = time.perf_counter()
+        frozen = torch.compile(model)
+        row["torch_compile_max_rel_error"] = max_rel_error(want, frozen(x))
+        row["torch_compile_s"] = time.perf_counter() - t0
+
+        stream = torch.cuda.current_stream().cuda_stream
+        calls = {"ours": lambda: ours(x),
+                 "ours_kernels": lambda: exe.device.graph_launch(exe.graph[1], stream),   # captured by ours(x)
+                 "eager": lambda: model(x),
+                 "torch_compile": lambda: frozen(x)}
+        times = {k: [] for k in VARIANTS}
+        for _ in range(rounds):
+            for k in VARIANTS:
+                calls[k]()
+                times[k].append(cuda_ms(calls[k], iters))
+        row["ms"] = {k: statistics.median(v) for k, v in times.items()}
+        row["ms_rounds"] = times
+        torch.cuda.synchronize()
+        step_ms = exe.time_steps(repeat=step_repeat)
+    row["steps_ms_sum"] = sum(step_ms)
+    row["kinds"] = kinds_breakdown(exe.plan, step_ms)
+    row["slowest_steps"] = slowest_steps(exe.plan, step_ms)
+    row["vs_torch_compile"] = row["ms"]["torch_compile"] / row["ms"]["ours"]
+    row["vs_eager"] = row["ms"]["eager"] / row["ms"]["ours"]
+    return row
+
+
+def environment() -> dict:
+    import platform
+    import subprocess
+    import torch
+    import openprim
+    from openprim.torch_backend import device_target
+    try:
+        commit = subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, timeout=10).stdout.strip() or None
+    except (OSError, subprocess.SubprocessError):
+        commit = None
+    return {"gpu": torch.cuda.get_device_name(), "target": device_target("cuda"), "torch": torch.__version__,
+            "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(), "python": platform.python_version(),
+            "openprim": openprim.__version__, "commit": commit}
+
+
+def write_json(path: str, data: dict) -> None:
+    from openprim.base.files import atomic_file
+    with atomic_file(path, "w", "results") as f:
+        json.dump(data, f, indent=1)
+
+
+# ------------------------------------------------------------------------------------------- tables
+
+def _size(row) -> str:
+    return f"{row['batch']}x{row['tokens']}" if "tokens" in row else str(row["batch"])
+
+
+def markdown(rows: list[dict], env: dict) -> str:
+    lines = [f"{env['gpu']} ({env['target']}), torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}, "
+             f"openprim {env['openprim']} {env['commit'] or ''}; fp16, ms per call (median of rounds)", "",
+             "| model | batch | eager | torch.compile | ours | ours kernels | torch.compile / ours | eager / ours "
+             "| max rel err | compile s (ours / torch) | top kernel kinds (share of ours) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    for row in rows:
+        if "ms" not in row:
+            why = (row.get("skipped") or row.get("error") or "?").splitlines()[0][:150].replace("|", "/")
+            lines.append(f"| {row['model']} | {_size(row)} | | | | | | | | | {why} |")
+            continue
+        ms, total = row["ms"], row["steps_ms_sum"]
+        top = ", ".join(f"{k} {100 * v['ms'] / total:.0f}%" for k, v in list(row["kinds"].items())[:4])
+        lines.append(f"| {row['model']} | {_size(row)} | {ms['eager']:.3f} | {ms['torch_compile']:.3f} | "
+                     f"{ms['ours']:.3f} | {ms['ours_kernels']:.3f} | {row['vs_torch_compile']:.2f}x | "
+                     f"{row['vs_eager']:.2f}x | {row['max_rel_error']:.1e} | {row['compile_s']:.0f}"
+                     f"{' (cached)' if row['cache_hit'] else ''} / {row['torch_compile_s']:.0f} | {top} |")
+    lines += ["", "Kernel time by kind (ours; every step's launches timed alone, ms and share of their sum):", "",
+              "| model | steps | " + " | ".join(f"kind {i}" for i in range(1, 7)) + " |", "|---|---|" + "---|" * 6]
+    for row in rows:
+        if "kinds" in row:
+            total = row["steps_ms_sum"]
+            cells = [f"{k} {v['ms']:.3f} ({100 * v['ms'] / total:.0f}%, {v['steps']})"
+                     for k, v in list(row["kinds"].items())[:6]]
+            lines.append(f"| {row['model']} | {row['steps']} | " + " | ".join(cells + [""] * (6 - len(cells))) + " |")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------- main
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default=",".join(MODELS), help="comma-separated, of: " + ", ".join(MODELS))
+    parser.add_argument("--out", default=".", help="directory for gpu_models.json (default: here)")
+    parser.add_argument("--quick", action="store_true",
+                        help="smoke run: batch 2 (BERT: 128 tokens), 2 rounds of 3 calls")
+    parser.add_argument("--batch", type=int, help="every model's batch (default: 32; BERT 8)")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--iters", type=int, default=20, help="calls per timed round")
+    parser.add_argument("--budget-s", type=float, default=450,
+                        help="start no model after this many seconds (one device call is at most 600)")
+    parser.add_argument("--no-cache", action="store_true", help="compile even when the compile cache has it")
+    parser.add_argument("--compile-only", action="store_true", help="compile for --target only (no GPU needed)")
+    parser.add_argument("--target", default="nvvm:sm_90", help="with --compile-only (default nvvm:sm_90)")
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.models.split(",") if n.strip()]
+    unknown = [n for n in names if n not in MODELS]
+    if unknown:
+        parser.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
+    if args.no_cache:
+        os.environ["OPENPRIM_CACHE"] = "0"
+    tokens = 128 if args.quick else TOKENS
+    batch = 2 if args.quick and args.batch is None else args.batch
+    rounds, iters, step_repeat = (2, 3, 2) if args.quick else (args.rounds, args.iters, 10)
+    use_checkout()
+    os.makedirs(args.out, exist_ok=True)
+    path = os.path.join(args.out, "gpu_models.json")
+    if args.compile_only:
+        rows = compile_only(names, args.target, batch, tokens)
+        write_json(path, {"target": args.target, "compile_only": rows})
+        return 1 if any("error" in r for r in rows) else 0
+
+    import torch
+    import torch._dynamo
+    torch.backends.cudnn.benchmark = True
+    env, rows, start = environment(), [], time.perf_counter()
+    print(f"{env['gpu']} ({env['target']}), torch {env['torch']}; models: {', '.join(names)}", flush=True)
+    for name in names:
+        model_batch = batch or MODELS[name][2]
+        if time.perf_counter() - start > args.budget_s:
+            rows.append({"model": name, "batch": model_batch, "skipped": f"over --budget-s {args.budget_s:.0f}"})
+            continue
+        t0 = time.perf_counter()
+        try:
+            row = measure(name, model_batch, tokens, iters, rounds, step_repeat)
+        except Exception as e:  # noqa: BLE001 - one model's failure is reported, the others still run
+            row = {"model": name, "batch": model_batch, "error": f"{type(e).__name__}: {e}",
+                   "traceback": traceback.format_exc(limit=-6)}
+        torch._dynamo.reset()          # the frozen copies of this model's weights, and our executable, go
+        torch.cuda.empty_cache()
+        row["wall_s"] = time.perf_counter() - t0
+        rows.append(row)
+        if "ms" in row:
+            print(f"{name}: ours {row['ms']['ours']:.3f} ms, torch.compile {row['ms']['torch_compile']:.3f} ms, "
+                  f"eager {row['ms']['eager']:.3f} ms, error {row['max_rel_error']:.1e} ({row['wall_s']:.0f} s)",
+                  flush=True)
+        else:
+            print(f"{name}: {row.get('skipped') or row.get('error')}\n{row.get('traceback', '')}", flush=True)
+        write_json(path, {"environment": env, "args": vars(args), "results": rows})
+    print("\n" + markdown(rows, env))
+    bad = [r["model"] for r in rows if "error" in r or r.get("max_rel_error", 0) >= TOLERANCE]
+    if bad:
+        print(f"\nFAILED (error, or max rel error >= {TOLERANCE}): {', '.join(bad)}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
