@@ -41,6 +41,13 @@ for _op_package in $(cd "$_op_root/scripts" && "$_op_python" -c "import runtime_
     ln -s "$_op_root/$_op_package" "$_op_shim/openprim/$_op_package"
 done
 
+# package metadata beside it, so that entry points resolve as for an installed openprim
+# (torch.compile(backend="openprim") finds the backend through its torch_dynamo_backends entry point)
+mkdir -p "$_op_shim/openprim-0.1.0.dist-info"
+printf 'Metadata-Version: 2.1\nName: openprim\nVersion: 0.1.0\n' > "$_op_shim/openprim-0.1.0.dist-info/METADATA"
+printf '[torch_dynamo_backends]\nopenprim = openprim.torch_backend:openprim_backend\n' \
+    > "$_op_shim/openprim-0.1.0.dist-info/entry_points.txt"
+
 export PYTHONPATH="$_op_shim:$_op_pkgs${PYTHONPATH:+:$PYTHONPATH}"
 "$_op_python" - <<'EOF'
 import importlib.metadata, os, platform, shutil
