@@ -37,6 +37,7 @@ from openprim.base.ops import ELEMENTWISE
 from openprim.dialect import body, graph_functions
 from openprim.kernels.semantics import unary_activation
 
+from .matmul_views import rewrite_views
 from .rewrite import constant, new_constant, producer, rebuild, reshape, single_use, transpose
 
 NAME = "prim-fuse"
@@ -442,6 +443,8 @@ class Options:
                         if self.epilogues and op.name in NORMS and _fuse_norm_residual(op):
                             changed = True
                             break
+                    else:  # nothing left to fuse: move the view ops around the GEMMs, then fuse again
+                        changed = self.epilogues and rewrite_views(fn)
                 if self.elementwise:
                     for group in _elementwise_groups(fn):
                         _outline(fn, group, count)

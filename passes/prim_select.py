@@ -33,6 +33,7 @@ import os
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
 from mlir import ir
 
 from openprim import dialect
@@ -44,7 +45,8 @@ from openprim.dialect import graph_functions
 from openprim.solvers import SOLVERS, applicable
 from openprim.solvers.problem import problem_of
 
-from .rewrite import pad_zeros, producer, rebuild, reshape, single_use, swap, transformed_constant, transpose
+from .rewrite import (constant, new_constant, pad_zeros, producer, rebuild, reshape, single_use, swap,
+                      transformed_constant, transpose)
 
 NAME = "prim-select"
 TO_NHWC, TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]
@@ -375,9 +377,40 @@ def _pad_channels(op: ir.Operation, target: Target) -> ir.Operation:
         return swap(op, rebuild(op, operands, {}, op.location))
 
 
-def prepare(fn, layout: str, target: Target) -> list[ir.Operation]:
-    """Stage 1 on a graph function (layouts, transposed GEMM operands, channel padding for matrix
-    cores); returns the conv2d/matmul ops still to choose a solver for, as selection sees them."""
+def _densify_groups(op: ir.Operation, target: Target) -> ir.Operation:
+    """A grouped convolution with a constant filter on a GPU, as a dense one whose filter is block-diagonal
+    (zeros between the groups), where the predicted time says it pays: `groups` times the multiplies, but
+    on the matrix cores (wgmma / mma / MFMA / WMMA), where the SIMT kernel's tile is mostly empty with few
+    channels per group (ResNeXt's 32x4d: 4 to 32)."""
+    if op.name != "prim.conv2d" or not target.is_gpu:
+        return op
+    p = problem_of(op)
+    w = constant(dialect.operand_groups(op)[1])
+    if p.groups == 1 or w is None:
+        return op
+    dense = dataclasses.replace(p, groups=1)
+    best = lambda q: heuristic(q, "conv2d", target).cost(q, target)  # noqa: E731
+    if best(dense) >= best(p):
+        return op
+    k_axis, c_axis = FILTER_K_C_AXES[p.filter_layout]
+    canonical = np.moveaxis(w, (k_axis, c_axis), (0, 1))          # [K, C/groups, ...]
+    full = np.zeros((p.k, p.c) + canonical.shape[2:])
+    kg, cg = p.k // p.groups, p.c // p.groups
+    for g in range(p.groups):
+        full[g * kg:(g + 1) * kg, g * cg:(g + 1) * cg] = canonical[g * kg:(g + 1) * kg]
+    operands = dialect.operand_groups(op)
+    with ir.InsertionPoint(op), op.location:
+        operands[1] = new_constant(np.moveaxis(full, (0, 1), (k_axis, c_axis)), operands[1], op.location)
+        return swap(op, rebuild(op, operands, {"groups": 1}, op.location))
+
+
+FILTER_K_C_AXES = {"KCRS": (0, 1), "KRSC": (0, 3), "RSCK": (3, 2)}
+
+
+def prepare(fn, layout: str, target: Target, forced: str = "") -> list[ir.Operation]:
+    """Stage 1 on a graph function (layouts, transposed GEMM operands, dense grouped convolutions unless a
+    solver is forced, channel padding for matrix cores); returns the conv2d/matmul ops still to choose a
+    solver for, as selection sees them."""
     ops = lambda: [o.operation for o in fn.regions[0].blocks[0].operations]  # noqa: E731
     if layout == "NHWC":
         for op in ops():
@@ -387,7 +420,8 @@ def prepare(fn, layout: str, target: Target) -> list[ir.Operation]:
         _cancel_transposes(fn)
     else:
         check_layout(layout)
-    return [_pad_channels(_untranspose_rhs(op), target) for op in ops()
+    dense = (lambda op: op) if forced else (lambda op: _densify_groups(op, target))
+    return [_pad_channels(dense(_untranspose_rhs(op)), target) for op in ops()
             if op.name in ("prim.conv2d", "prim.matmul", "prim.attention") and "prim.solver" not in op.attributes]
 
 
@@ -418,7 +452,8 @@ class Options:
         with module_op.context:
             for fn in graph_functions(module_op):
                 choices = {}  # problem descriptor -> Choice: repeated layers are decided (and found) once
-                for op in prepare(fn, self.layout, self.parsed_target):
+                forced = self.solver or os.environ.get("OPENPRIM_SOLVER", "")
+                for op in prepare(fn, self.layout, self.parsed_target, forced):
                     problem = problem_of(op)
                     key = problem.descriptor()
                     if key not in choices:

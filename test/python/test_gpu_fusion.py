@@ -77,10 +77,11 @@ def launches(name: str, target: str, dtype) -> Counter:
 # downsampling LayerNorm2d + conv, the pool, the head's LayerNorm + Linear; one transpose (the NCHW input).
 CONVNEXT = {"conv2d": 4, "layer_norm": 5, "matmul": 5, "global_avg_pool": 1, "transpose": 1}
 # patch conv, class-token concat, position add, ln_1; attention (head_dim 20: no flash kernel, decomposed):
-# in-projection, the head split (transposes, q/k/v slices), q k^T, scale, softmax, p v, out-projection; its
-# residual add (behind a [S, B, E] -> [B, S, E] transpose, so it stays an add), ln_2, GEMM + GELU,
-# GEMM + residual, final LayerNorm, the class token's slice, head. No GELU launch.
-VIT = {"conv2d": 1, "concat": 1, "add": 2, "layer_norm": 3, "matmul": 7, "transpose": 10, "slice": 4, "mul": 1,
+# q, k and v as three GEMMs on the block input (passes/matmul_views.py splits the packed in-projection, so no
+# slices and no [B, S, E] -> [S, B, E] transpose), the head split transposes, q k^T, scale, softmax, p v,
+# the out-projection with the residual add in its epilogue (its row permutation moved before it), ln_2,
+# GEMM + GELU, GEMM + residual, final LayerNorm, the class token's slice, head. No GELU launch.
+VIT = {"conv2d": 1, "concat": 1, "add": 1, "layer_norm": 3, "matmul": 9, "transpose": 7, "slice": 1, "mul": 1,
        "softmax": 1}
 
 

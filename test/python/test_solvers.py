@@ -741,3 +741,26 @@ def test_wgmma_pixel_box(bm, n, oh, ow, box):
     when several share a box."""
     from openprim.kernels.nvidia.wgmma import pixel_box
     assert pixel_box(bm, n, oh, ow) == box
+
+
+@pytest.mark.parametrize("groups, cin, cout", [(32, 64, 64), (4, 24, 40), (2, 16, 48)])
+def test_gpu_grouped_conv_densified(groups, cin, cout, rng):
+    """On a GPU a grouped convolution with a constant filter runs dense on the matrix cores, its filter made
+    block-diagonal at compile time (prim-select's _densify_groups): the dense filter it builds, applied as an
+    ungrouped convolution in float64, gives the grouped convolution of the original filter."""
+    from openprim import dialect
+    from openprim.base.dtypes import from_storage
+    g = openprim.pyfrontend.Graph(layout="NHWC", dtype="f16")
+    x = rng.standard_normal((2, 9, 7, cin))
+    w = rng.standard_normal((cout, 3, 3, cin // groups))
+    g.output(g.conv2d(g.input("x", x.shape), g.param("w", w), stride=1, padding=1, groups=groups))
+    m = passes.run(to_module(g), "prim-select{target=nvvm:sm_90}")
+    conv = ops_named(m, "prim.conv2d")[0]
+    assert attrs(conv)["groups"] == 1 and attrs(conv)["prim.solver"].endswith(("_wgmma", "_mma"))
+    const = conv.operands[1].owner
+    dense = from_storage(dialect.to_numpy(const.attributes["value"]), "f16").astype(np.float64)
+    dense_krsc = np.transpose(dense, (3, 0, 1, 2)) if attrs(conv)["filter_layout"] == "RSCK" else dense
+    wq = w.astype(np.float16).astype(np.float64)   # the filter as stored (f16)
+    got = ref.conv2d(x, dense_krsc, padding=1, layout="NHWC", filter_layout="KRSC")
+    want = ref.conv2d(x, wq, padding=1, groups=groups, layout="NHWC", filter_layout="KRSC")
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)

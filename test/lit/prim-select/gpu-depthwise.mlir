@@ -1,7 +1,7 @@
 // On GPU targets depthwise convolutions (groups = C = K) get conv_depthwise_gpu with its pixels per
 // thread (wt: 4 where OW allows, 7 for 7- and 14-wide rows), an NCHW one after the move to NHWC; a channel
-// multiplier of 2 (groups = C, K = 2C) is not depthwise and stays on the reference kernel (fewer than 8
-// output channels per group: the implicit GEMM does not apply either). The CPU keeps its own solver.
+// multiplier of 2 (groups = C, K = 2C) is not depthwise: its constant filter is made dense (block-diagonal,
+// prim-select's _densify_groups) and it runs on the matrix cores. The CPU keeps its own solver.
 // RUN: openprim-opt %s -p 'prim-select{target=nvvm:sm_90}' | filecheck %s --check-prefix=GPU
 // RUN: openprim-opt %s -p 'prim-select{target=rocdl:gfx942}' | filecheck %s --check-prefix=GPU
 // RUN: openprim-opt %s -p 'prim-select{target=cpu}' | filecheck %s --check-prefix=CPU
@@ -34,7 +34,8 @@ func.func @nchw_5x5_s2(%x: tensor<2x40x28x28xf32>) -> tensor<2x40x14x14xf32> {
 }
 
 // GPU-LABEL: func.func @multiplier2
-// GPU:       prim.solver = "conv_reference"
+// GPU:       groups = 1 : i64
+// GPU-SAME:  prim.solver = "conv_{{[a-z_0-9]+}}_{{wgmma|mfma}}"
 func.func @multiplier2(%x: tensor<1x9x9x8xf16>) -> tensor<1x9x9x16xf16> {
   %w = "prim.constant"() {value = dense<0.5> : tensor<16x3x3x1xf16>} : () -> tensor<16x3x3x1xf16>
   %y = "prim.conv2d"(%x, %w) {activation = "none", activation_params = array<f64>, dilations = array<i64: 1, 1>, filter_layout = "KRSC", groups = 8, layout = "NHWC", padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<1x9x9x8xf16>, tensor<16x3x3x1xf16>) -> tensor<1x9x9x16xf16>
