@@ -37,7 +37,7 @@ and the result is rounded once, at the store; erf (GELU) is gemm.py's vector pol
 from __future__ import annotations
 
 from openprim.kernels.cpu.gemm import _EpilogueOps
-from openprim.kernels.cpu.implicit_gemm import Body
+from openprim.kernels.cpu.implicit_gemm import Body, kernel_arguments
 from openprim.kernels.semantics import activation
 
 
@@ -51,12 +51,7 @@ class _Depthwise:
         (self.sh, self.sw), (self.dh, self.dw) = p.strides, p.dilations
         self.pt, self.pl = p.padding[0], p.padding[1]
         self.dtype = p.dtype
-        epi = p.epilogue.split("+")
-        names = iter(signature)
-        self.x, self.w = next(names), next(names)
-        self.bias = next(names) if "bias" in epi else None
-        self.residual = next(names) if "residual" in epi else None
-        self.out = next(names)
+        self.x, self.w, self.bias, self.residual, self.out = kernel_arguments(signature, p.epilogue)
         self.signature = signature
         self.b = Body()
 

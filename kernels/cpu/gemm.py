@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 
-from openprim.kernels.cpu.implicit_gemm import Body, VectorOps
+from openprim.kernels.cpu.implicit_gemm import Body, VectorOps, kernel_arguments
 from openprim.kernels.semantics import activation
 
 # The most of A (MT-row tiles x K, f32) a row chunk holds. Every chunk packs all of B again, so chunks are
@@ -77,12 +77,7 @@ class _Gemm:
         self.p, self.attrs, self.threads = p, attrs, threads
         self.mt, self.nt, self.pack = params["mt"], params["nt"], bool(params["pack"]) or p.transpose_rhs
         self.dtype = p.dtype
-        epi = p.epilogue.split("+")
-        names = iter(signature)
-        self.a, self.bm = next(names), next(names)
-        self.bias = next(names) if "bias" in epi else None
-        self.residual = next(names) if "residual" in epi else None
-        self.out = next(names)
+        self.a, self.bm, self.bias, self.residual, self.out = kernel_arguments(signature, p.epilogue)
         self.signature = signature
         self.b = Body()
 

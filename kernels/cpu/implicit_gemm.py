@@ -147,6 +147,17 @@ class Body:
         self.emit("}")
 
 
+def kernel_arguments(signature: list[tuple[str, str]], epilogue: str):
+    """(input, weights, bias or None, residual or None, output) of a conv/matmul kernel's signature, whose
+    optional arguments are there as the problem's epilogue ("bias+residual+...") says."""
+    epi = epilogue.split("+")
+    names = iter(signature)
+    x, w = next(names), next(names)
+    bias = next(names) if "bias" in epi else None
+    residual = next(names) if "residual" in epi else None
+    return x, w, bias, residual, next(names)
+
+
 class VectorOps:
     """What semantics.activation needs (scalar, const, fresh, emit) on vector<WIDTHxf32> values, so
     the activation written for scalars is emitted once per vector."""
@@ -197,13 +208,8 @@ class _Conv:
         # from k0; RSCK: wk = K, wk0(k0) = k0; blocked "KRSC<b>k" (b = FT): wk = b, wk0(k0) = k0*R*S*Cg
         self.block = filter_block(p.filter_layout)
         self.wk = self.block or p.k
-        epi = p.epilogue.split("+")
         self.b = Body()
-        names = iter(signature)
-        self.x, self.w = next(names), next(names)
-        self.bias = next(names) if "bias" in epi else None
-        self.residual = next(names) if "residual" in epi else None
-        self.out = next(names)
+        self.x, self.w, self.bias, self.residual, self.out = kernel_arguments(signature, p.epilogue)
         self.signature = signature
         # element strides of the input / output ([n, c, h, w] and [n, k, oh, ow] in elements)
         if self.nchw:

@@ -30,7 +30,7 @@ from __future__ import annotations
 import numpy as np
 
 from openprim.kernels.cpu.gemm import _EpilogueOps
-from openprim.kernels.cpu.implicit_gemm import Body
+from openprim.kernels.cpu.implicit_gemm import Body, kernel_arguments
 from openprim.kernels.semantics import activation
 
 LANES = 8    # f32 lanes of an AVX2 register: the input transform's and the accumulators' width
@@ -53,12 +53,7 @@ class _Winograd:
         per_tile = self.a2 * p.c * 4
         self.chunk = min(-(-self.tiles // self.mt) * self.mt, max(1, CHUNK_BYTES // per_tile // self.mt) * self.mt)
         self.chunks = -(-self.tiles // self.chunk)
-        epi = p.epilogue.split("+")
-        names = iter(signature)
-        self.x, self.u = next(names), next(names)
-        self.bias = next(names) if "bias" in epi else None
-        self.residual = next(names) if "residual" in epi else None
-        self.out = next(names)
+        self.x, self.u, self.bias, self.residual, self.out = kernel_arguments(signature, p.epilogue)
         self.signature = signature
         self.b = Body()
 

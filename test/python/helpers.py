@@ -17,6 +17,7 @@ from mlir import ir
 import openprim
 import openprim.compiler
 import openprim.plan
+import reference as ref
 from openprim import dialect
 from openprim.pyfrontend import Graph
 from openprim.dialect import body, graph_functions, kernels_module
@@ -214,3 +215,21 @@ def kernel_info(module) -> dict[str, tuple[str, str]]:
             solver = _str(op.attributes["prim.solver"]) if "prim.solver" in op.attributes else ""
             out[_str(op.attributes["sym_name"])] = (_str(op.attributes["prim.op"]), solver)
     return out
+
+
+def depthwise_case(net: "Net", cfg, activations):
+    """cfg's depthwise convolution (NHWC, KRSC filter), its bias, residual and activation (activations: name ->
+    (graph op, float64 reference)) on net.g; (output, float64 reference)."""
+    g = net.g
+    N, H, W, C = cfg["x"]
+    x, xv = net.input((N, H, W, C))
+    w, wv = net.weight((C, *cfg["kernel"], 1), scale=0.5)
+    b, bv = net.weight((C,)) if cfg["bias"] else (None, None)
+    kw = dict(stride=cfg["stride"], padding=cfg["padding"], dilation=cfg["dilation"], groups=C)
+    y = g.conv2d(x, w, b, **kw)
+    want = ref.conv2d(xv, wv, bv, layout="NHWC", **kw)
+    if cfg["residual"]:
+        r, rv = net.input(want.shape)
+        y, want = g.add(y, r), want + rv
+    op, act = activations[cfg["act"]]
+    return op(g, y), act(want)

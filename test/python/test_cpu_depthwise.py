@@ -21,7 +21,7 @@ import pytest
 
 import openprim.compiler
 import reference as ref
-from helpers import DTYPES, TARGET, Net, assert_close
+from helpers import DTYPES, TARGET, Net, assert_close, depthwise_case
 from openprim.solvers import SOLVERS
 
 pytestmark = pytest.mark.skipif(TARGET != "cpu", reason="the CPU kernel")
@@ -71,27 +71,10 @@ ACTS = {
 }
 
 
-def depthwise(net: Net, cfg):
-    """cfg's convolution and epilogue on net.g (NHWC, KRSC filter); (output, float64 reference)."""
-    g = net.g
-    N, H, W, C = cfg["x"]
-    x, xv = net.input((N, H, W, C))
-    w, wv = net.weight((C, *cfg["kernel"], 1), scale=0.5)
-    b, bv = net.weight((C,)) if cfg["bias"] else (None, None)
-    kw = dict(stride=cfg["stride"], padding=cfg["padding"], dilation=cfg["dilation"], groups=C)
-    y = g.conv2d(x, w, b, **kw)
-    want = ref.conv2d(xv, wv, bv, layout="NHWC", **kw)
-    if cfg["residual"]:
-        r, rv = net.input(want.shape)
-        y, want = g.add(y, r), want + rv
-    op, act = ACTS[cfg["act"]]
-    return op(g, y), act(want)
-
-
 def check(cfg, dtype, rng, vector=True):
     """Compile and run cfg; its one launch is conv_depthwise, a vector kernel (vector=True) or linalg."""
     net = Net(rng, dtype, layout="NHWC")
-    y, want = depthwise(net, cfg)
+    y, want = depthwise_case(net, cfg, ACTS)
     out, = net.run(None, y)
     R, S = cfg["kernel"]
     assert_close(out, want, dtype, reduction=R * S, what=cfg["id"])

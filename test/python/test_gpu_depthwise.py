@@ -23,7 +23,7 @@ import pytest
 
 import openprim.compiler
 import reference as ref
-from helpers import DTYPES, TARGET, Net, assert_close
+from helpers import DTYPES, TARGET, Net, assert_close, depthwise_case
 from openprim.base.target import parse_target
 from openprim.pyfrontend import Graph
 from openprim.solvers import SOLVERS
@@ -54,37 +54,17 @@ CASES = [
 ]
 
 
-def _act(g, y, name):
-    return {"none": lambda v: v, "relu": g.relu, "relu6": g.relu6, "silu": g.silu, "gelu": g.gelu,
-            "hardswish": g.hardswish}[name](y)
-
-
-def _ref_act(y, name):
-    return {"none": ref.f64, "relu": ref.relu, "relu6": ref.relu6, "silu": ref.silu, "gelu": ref.gelu,
-            "hardswish": lambda v: v * ref.clamp(v / 6 + 0.5, 0.0, 1.0)}[name](y)
-
-
-def depthwise_case(net: Net, cfg):
-    """cfg's convolution and epilogue on net.g (NHWC, KRSC filter); (output, float64 reference)."""
-    g = net.g
-    N, H, W, C = cfg["x"]
-    x, xv = net.input((N, H, W, C))
-    w, wv = net.weight((C, *cfg["kernel"], 1), scale=0.5)
-    b, bv = net.weight((C,)) if cfg["bias"] else (None, None)
-    kw = dict(stride=cfg["stride"], padding=cfg["padding"], dilation=cfg["dilation"], groups=C)
-    y = g.conv2d(x, w, b, **kw)
-    want = ref.conv2d(xv, wv, bv, layout="NHWC", **kw)
-    if cfg["residual"]:
-        r, rv = net.input(want.shape)
-        y, want = g.add(y, r), want + rv
-    return _act(g, y, cfg["act"]), _ref_act(want, cfg["act"])
+ACTS = {"none": (lambda g, y: y, ref.f64), "relu": (lambda g, y: g.relu(y), ref.relu),
+        "relu6": (lambda g, y: g.relu6(y), ref.relu6), "silu": (lambda g, y: g.silu(y), ref.silu),
+        "gelu": (lambda g, y: g.gelu(y), ref.gelu),
+        "hardswish": (lambda g, y: g.hardswish(y), lambda v: v * ref.clamp(v / 6 + 0.5, 0.0, 1.0))}
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("cfg", CASES, ids=[c["id"] for c in CASES])
 def test_depthwise(cfg, dtype, rng):
     net = Net(rng, dtype, layout="NHWC")
-    y, want = depthwise_case(net, cfg)
+    y, want = depthwise_case(net, cfg, ACTS)
     out, = net.run(None, y)
     R, S = cfg["kernel"]
     assert_close(out, want, dtype, reduction=R * S, what=cfg["id"])
