@@ -181,7 +181,7 @@ def split_columns(op: ir.Operation) -> bool:
     plans = []
     for ops, end in chains:
         pos = _positions(op.result.type.shape, ops)
-        cols = np.unique(pos % n)
+        cols = np.flatnonzero(np.bincount((pos % n).ravel(), minlength=n))  # the columns read, sorted
         # new result [lhs rows..., len(cols)]: element (r, j) is old (rows[r], cols[j])
         old_of_new = (rows.reshape(-1, 1) * n + cols.reshape(1, -1))
         where = np.full(int(np.prod(op.result.type.shape)), -1, dtype=np.int64)

@@ -8,22 +8,23 @@ tile: F(4x4) does 36 multiplies per 16 outputs where the direct convolution does
 stride 1, undilated, any padding; the filter arrives transformed ("W<m>KC16k": U as [(m+2)^2, K/16, C, 16],
 computed by prim-select at compile time in float64), so no call transforms it again.
 
-    V = alloc [(m+2)^2, P, C]                                  P = N * ceil(OH/m) * ceil(OW/m) tiles
-    scf.forall over the (n, tile row)s:                         the input transform
-      for each tile, for each 8 channels:  the (m+2)^2 input vectors (zeros outside the image: the
-                                           address clamped and the vector selected), B^T d B in vector
-                                           adds and FMAs by the constant coefficients, stored to V
-    scf.forall over (16 output channels, MT tiles):            the GEMMs, then the output transform
-      for each position:   MT x 16 accumulators (MT x 2 vector<8xf32>), loop over C: two vector loads
-                           of U (one contiguous stream), MT broadcast loads of V, 2 MT FMAs; stored to
-                           a stack buffer M [(m+2)^2, MT, 16]
-      for each of the MT tiles:  A^T M A on vector<16xf32>, + bias + residual, activation, one store per
-                           output pixel inside the image
+    V = alloc [(m+2)^2, T, C]        T tiles per chunk (V within CHUNK_BYTES); P = N ceil(OH/m) ceil(OW/m)
+    for each chunk of T tiles:
+      scf.forall over the chunk's tiles:                        the input transform
+        for each 8 channels:  the (m+2)^2 input vectors (zeros outside the image: the address clamped
+                              and the vector selected), B^T d B in vector adds and FMAs by the constant
+                              coefficients, stored to V
+      scf.forall over (16 output channels, MT tiles):          the GEMMs, then the output transform
+        for each position:   MT x 16 accumulators (MT x 2 vector<8xf32>), loop over C: two vector loads
+                             of U (one contiguous stream), MT broadcast loads of V, 2 MT FMAs; stored to
+                             a stack buffer M [(m+2)^2, MT, 16]
+        for each of the MT tiles:  A^T M A on vector<16xf32>, + bias + residual, activation, one store
+                             per output pixel inside the image
     (V is freed by bufferization's deallocation pass)
 
-The items of the second loop run output-channel block by block (the block slowest): a thread's
-consecutive items share one block's U ((m+2)^2 * C * 64 bytes, in L2) and stream V. The tiles' tail
-(P % MT) is a smaller register tile.
+The chunks keep V in cache: the second loop reads it once per block of 16 output channels (the block is
+its slowest index, so a thread's consecutive items share one block's U, (m+2)^2 * C * 64 bytes, in L2).
+The tiles' tail (P % MT) is a smaller register tile; the last chunk's missing tiles are skipped.
 """
 from __future__ import annotations
 
