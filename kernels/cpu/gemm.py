@@ -41,6 +41,12 @@ from openprim.kernels.semantics import activation
 CHUNK_BYTES = 4 << 20
 LANES = 8   # f32 lanes of an AVX2 register: the accumulators' width
 KU = 4      # the k loop's unrolling
+# Deep reductions are split into blocks of about KC, each done for every panel before the next, so that the
+# block of A stays in L2 while the panels pass (whole, BERT's FFN2 A of [128, 3072] is 1.5 MB, read again
+# for each of its 48 panels). The partial sums go to an f32 scratch [M, N]; the last block adds them back and
+# applies the epilogue.
+KC = 768
+K_BLOCKED = 2 * KC   # deeper reductions (of one batch, packed) are blocked
 
 
 # erf(x) = x P(x^2) / Q(x^2) on x clamped to [-4, 4] (Eigen's and XLA's float erf): max error 4.2e-7 against
@@ -80,6 +86,9 @@ class _Gemm:
         self.a, self.bm, self.bias, self.residual, self.out = kernel_arguments(signature, p.epilogue)
         self.signature = signature
         self.b = Body()
+        blocks = math.ceil(p.k / KC) if self.pack and p.batch == 1 and p.k >= K_BLOCKED else 1
+        edges = [p.k * i // blocks for i in range(blocks + 1)]
+        self.k_blocks = list(zip(edges[:-1], edges[1:]))   # [k0, k1) of each K block
 
     # ------------------------------------------------------------------ memory
     def load(self, buf, offset, width: int = 0, dtype: str | None = None) -> str:
@@ -99,32 +108,40 @@ class _Gemm:
         return w
 
     # ------------------------------------------------------------------ one panel
-    def pack_panel(self, b_off, n0, width: int) -> None:
-        """buf[k*NT + j] = B[k, n0 + j] for j < width (f32): a vector copy of each row k, or, with a
-        transposed rhs, `width` scalar loads along B's rows gathered into one vector per k."""
+    def pack_panel(self, b_off, n0, width: int, k0: int, k1: int) -> None:
+        """buf[(k - k0)*NT + j] = B[k, n0 + j] for k0 <= k < k1, j < width (f32): a vector copy of each row k,
+        or, with a transposed rhs, `width` scalar loads along B's rows gathered into one vector per k."""
         b, p = self.b, self.p
-        k = b.open_for(0, p.k)
+        kb = b.open_for(0, k1 - k0)
+        k = b.add(kb, k0)
         if p.transpose_rhs:
             lanes = [self.load(self.bf, b.add(b_off, b.add(b.mul(b.add(n0, j), p.k), k))) for j in range(width)]
             v = b.fresh("row")
             b.emit(f"{v} = vector.from_elements {', '.join(lanes)} : vector<{width}xf32>")
         else:
             v = self.load(self.bf, b.add(b_off, b.add(b.mul(k, p.n), n0)), width)
-        b.emit(f"vector.store {v}, {self.buf}[{b.idx(b.mul(k, self.nt))}] : {self.buf_t}, vector<{width}xf32>")
+        b.emit(f"vector.store {v}, {self.buf}[{b.idx(b.mul(kb, self.nt))}] : {self.buf_t}, vector<{width}xf32>")
         b.close()
 
-    def tile(self, a_off, out_off, m0, n0, rows: int, width: int, b_off) -> None:
+    def tile(self, a_off, out_off, m0, n0, rows: int, width: int, b_off, k0: int = 0, k1: int | None = None) -> None:
         """One register tile: rows x width outputs at (m0, n0) of one batch, as rows x (width / 8)
-        accumulators vector<8xf32> (a narrower last one for width % 8); the k loop unrolled KU times."""
+        accumulators vector<8xf32> (a narrower last one for width % 8), over k0 <= k < k1 (the k loop unrolled
+        KU times). A K block after the first starts from the partial sums in the scratch; one before the
+        last leaves them there; the last applies the epilogue."""
         b, p = self.b, self.p
+        k1 = p.k if k1 is None else k1
         widths = [LANES] * (width // LANES) + [width % LANES] * (width % LANES > 0)
         types = [f"vector<{w}xf32>" for w in widths]
-        zeros = [b.const(0.0, t) for _ in range(rows) for t in types]
+        partial = lambda i, j: b.add(b.mul(b.add(m0, i), p.n), b.add(n0, j * LANES))  # noqa: E731
+        if k0 == 0:
+            zeros = [b.const(0.0, t) for _ in range(rows) for t in types]
+        else:
+            zeros = [self.load(self.partials, partial(i, j), w, "f32") for i in range(rows) for j, w in enumerate(widths)]
         a_rows = [b.add(a_off, b.mul(b.add(m0, i), p.k)) for i in range(rows)]
 
         def step(k, accs):
             if self.pack:
-                bk, buf = b.mul(k, self.nt), (self.buf, self.buf_t)
+                bk, buf = b.mul(b.add(k, -k0), self.nt), (self.buf, self.buf_t)
                 bvs = [self.load(buf, b.add(bk, j * LANES), w, "f32") for j, w in enumerate(widths)]
             else:
                 bk = b.add(b_off, b.add(b.mul(k, p.n), n0))
@@ -139,16 +156,23 @@ class _Gemm:
                     out.append(f)
             return out
 
-        ku = KU if p.k >= KU else 1
+        depth = k1 - k0
+        ku = KU if depth >= KU else 1
         accs = zeros
-        if p.k // ku:
-            kk, args, accs = b.loop(0, p.k // ku, zeros, None, types * rows)
+        if depth // ku:
+            kk, args, accs = b.loop(0, depth // ku, zeros, None, types * rows)
             out = list(args)
             for u in range(ku):
-                out = step(b.add(b.mul(kk, ku), u), out)
+                out = step(b.add(b.add(b.mul(kk, ku), u), k0), out)
             b.end_loop(out, None, types * rows)
-        for k in range(p.k // ku * ku, p.k):
+        for k in range(k0 + depth // ku * ku, k1):
             accs = step(k, accs)
+        if k1 < p.k:
+            for i in range(rows):
+                for j, w in enumerate(widths):
+                    b.emit(f"vector.store {accs[i * len(widths) + j]}, {self.partials[0]}[{b.idx(partial(i, j))}] : "
+                           f"{self.partials[1]}, vector<{w}xf32>")
+            return
         self.store(out_off, m0, n0, widths, accs)
 
     def store(self, out_off, m0, n0, widths: list[int], accs) -> None:
@@ -174,28 +198,30 @@ class _Gemm:
 
     def rows(self, a_off, out_off, b_off, m_lo, m_hi, tail: int, part) -> None:
         """This part's column panels of rows [m_lo, m_hi) (whole MT-row tiles) or, tail > 0, of the
-        tail rows; the last part also takes the N % NT tail panel."""
+        tail rows; the last part also takes the N % NT tail panel. With K blocks, block by block (every
+        panel of one block before the next: the block of A stays in L2 while the panels pass)."""
         b, p = self.b, self.p
         full, rest = divmod(p.n, self.nt)
 
-        def panel(n0, width):
+        def panel(n0, width, k0, k1):
             if self.pack:
-                self.pack_panel(b_off, n0, width)
+                self.pack_panel(b_off, n0, width, k0, k1)
             if tail:
-                self.tile(a_off, out_off, p.m - tail, n0, tail, width, b_off)
+                self.tile(a_off, out_off, p.m - tail, n0, tail, width, b_off, k0, k1)
             else:
                 t = b.open_for(m_lo, m_hi)
-                self.tile(a_off, out_off, b.mul(t, self.mt), n0, self.mt, width, b_off)
+                self.tile(a_off, out_off, b.mul(t, self.mt), n0, self.mt, width, b_off, k0, k1)
                 b.close()
 
-        if full:
-            lo, hi = (0, full) if self.parts == 1 else \
-                (b.op("arith.divui", b.mul(part, full), self.parts),
-                 b.op("arith.divui", b.add(b.mul(part, full), full), self.parts))
-            panel(b.mul(b.open_for(lo, hi), self.nt), self.nt)
-            b.close()
-        if rest:
-            self.when(part, self.parts - 1, lambda: panel(full * self.nt, rest))
+        for k0, k1 in self.k_blocks:
+            if full:
+                lo, hi = (0, full) if self.parts == 1 else \
+                    (b.op("arith.divui", b.mul(part, full), self.parts),
+                     b.op("arith.divui", b.add(b.mul(part, full), full), self.parts))
+                panel(b.mul(b.open_for(lo, hi), self.nt), self.nt, k0, k1)
+                b.close()
+            if rest:
+                self.when(part, self.parts - 1, lambda: panel(full * self.nt, rest, k0, k1))
 
     def when(self, value, equals: int, then, otherwise=None) -> None:
         """scf.if value == equals (both branches statically decided when value is a Python int)."""
@@ -217,12 +243,14 @@ class _Gemm:
 
     # ------------------------------------------------------------------ the whole kernel
     def split(self) -> tuple[int, int]:
-        """(row chunks per batch, column parts): a chunk's rows of A within CHUNK_BYTES (they stay in L2
-        while its panels pass), rounded up so that the (batch, chunk) items share evenly between the
+        """(row chunks per batch, column parts): a chunk's rows of A (of one K block) within CHUNK_BYTES
+        (they stay in L2 while its panels pass; BERT's FFN2 at batch 8, [1024, 3072] x [3072, 768], ran at
+        149 GFLOP/s as one chunk of K blocks against 112 in four chunks of the whole K), rounded up so that the (batch, chunk) items share evenly between the
         threads; where they cannot (a single chunk of few rows), the columns are split between the
         threads instead (a batch's A then stays in L2 for every thread, and B is read once)."""
         p, tiles, full = self.p, self.p.m // self.mt, self.p.n // self.nt
-        chunks = math.ceil(tiles / max(1, CHUNK_BYTES // (self.mt * p.k * 4))) if tiles else 0
+        depth = max(k1 - k0 for k0, k1 in self.k_blocks)   # of A a chunk holds at a time
+        chunks = math.ceil(tiles / max(1, CHUNK_BYTES // (self.mt * depth * 4))) if tiles else 0
         if chunks > 1 and (p.batch * chunks) % self.threads:
             chunks = min(tiles, math.ceil(chunks / self.threads) * self.threads)
         if (p.batch * max(chunks, 1)) % self.threads == 0 or full < self.threads:
@@ -234,6 +262,9 @@ class _Gemm:
         self.af, self.bf, self.outf = self.b.flat(self.a), self.b.flat(self.bm), self.b.flat(self.out)
         self.biasf = self.b.flat(self.bias) if self.bias else None
         self.resf = self.b.flat(self.residual) if self.residual else None
+        if len(self.k_blocks) > 1:
+            self.partials = (b.fresh("partials"), f"memref<{p.m * p.n}xf32>")
+            b.emit(f"{self.partials[0]} = memref.alloc() {{alignment = 64 : i64}} : {self.partials[1]}")
         chunks, self.parts = self.split()
         tiles, tail = p.m // self.mt, p.m % self.mt
         per_batch = chunks + (1 if tail else 0)
@@ -249,7 +280,7 @@ class _Gemm:
         a_off, out_off = b.mul(bt, p.m * p.k), b.mul(bt, p.m * p.n)
         b_off = b.mul(bt, p.k * p.n) if p.batched_rhs else 0
         if self.pack:
-            self.buf, self.buf_t = b.fresh("buf"), f"memref<{p.k * self.nt}xf32>"
+            self.buf, self.buf_t = b.fresh("buf"), f"memref<{max(k1 - k0 for k0, k1 in self.k_blocks) * self.nt}xf32>"
             b.emit("memref.alloca_scope {")
             b.depth += 1
             b.emit(f"{self.buf} = memref.alloca() {{alignment = 64 : i64}} : {self.buf_t}")

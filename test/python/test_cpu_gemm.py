@@ -4,8 +4,8 @@ Every matmul the frontends emit: a 2-d rhs under a 2-d or batched lhs (linear la
 (attention's P V) and a batched, transposed rhs (Q K^T), with odd sizes that leave row tails (M % MT),
 column tails (N % NT, N < 8), short K (below the k loop's unrolling) and a single row (a GEMV, whose
 columns the threads split). The register tile's parameters (MT, NT, packed or not) are each run; the
-two large cases go through two row chunks and through the column split; f16/bf16 widen to f32 and round
-once.
+two large cases go through two row chunks and through the column split; the two deep ones (K >= 1536)
+through K blocks with partial sums; f16/bf16 widen to f32 and round once.
 """
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ CASES = [
     ("batched_rhs_b3", (3, 9, 13), (3, 13, 26), False, False, False, True, "silu"),
     ("batched_transposed_4d", (2, 3, 14, 10), (2, 3, 19, 10), True, False, False, False, "none"),
     ("transposed_2d_input_rhs", (6, 13), (9, 13), True, False, False, True, "none"),
+    ("deep_k_blocks_res_gelu", (2, 23, 1601), (1601, 37), False, True, True, True, "gelu"),  # 3 K blocks
+    ("deep_transposed_relu", (9, 2000), (50, 2000), True, True, True, False, "relu"),       # 3 K blocks
     ("two_chunks", (1501, 800), (800, 37), False, True, True, False, "none"),   # 250 tiles, 218 a chunk
     ("one_chunk_columns_split", (301, 700), (700, 83), False, True, True, False, "none"),
 ]
@@ -73,13 +75,13 @@ def test_gemm_packed_tiles(mt, nt, pack, rng, monkeypatch):
 
 @pytest.mark.parametrize("dtype", [d for d in DTYPES if d != "f32"])
 def test_gemm_packed_low_precision(dtype, rng):
-    for case in (CASES[1], CASES[5], CASES[6]):
+    for case in (CASES[1], CASES[5], CASES[6], CASES[8]):
         assert _run(rng, case, dtype) == ["gemm_packed"]
 
 
 def test_gemm_packed_work_split():
     """The row chunks and column parts the threads get: a batch's rows in chunks of at most CHUNK_BYTES
-    of A, as many as make the items share evenly; else the columns split."""
+    of A (of one K block), as many as make the items share evenly; else the columns split."""
     def split(batch, m, n, k, tr=False):
         p = GemmProblem(batch, m, n, k, tr, batch > 1, "f32", "none")
         g = cpu_gemm._Gemm(p, {"mt": 6, "nt": 16, "pack": 1}, {}, [("%a", ""), ("%b", ""), ("%o", "")], 2)
@@ -87,7 +89,7 @@ def test_gemm_packed_work_split():
     assert split(1, 128, 3072, 768) == (1, 2)     # BERT's FFN at batch 1: one chunk, the columns split
     assert split(3, 1024, 768, 768) == (1, 2)     # 3 batches of one chunk: the columns split
     assert split(1, 4096, 3072, 768) == (4, 1)    # 682 tiles of 18 KB, 227 a chunk: 4 chunks
-    assert split(1, 4096, 768, 3072) == (14, 1)   # 682 tiles of 72 KB, 56 a chunk: 13 -> 14 chunks
+    assert split(1, 4096, 768, 3072) == (4, 1)    # K in 4 blocks of 768: tiles of 18 KB a block, 4 chunks
     assert split(12, 128, 128, 64, True) == (1, 1)   # attention: 12 batches share evenly
     assert split(1, 1, 1000, 512) == (0, 2)       # a GEMV: the tail row only, columns split
 
