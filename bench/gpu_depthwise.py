@@ -27,6 +27,7 @@ BATCH = 32
 def build(directory, target, dtype, wt=0):
     """Compile the layers into DIR; wt > 0 forces conv_depthwise_gpu's output pixels per thread."""
     from openprim import compiler
+    from openprim.base.files import atomic_file
     from openprim.pyfrontend import Graph
     from openprim.solvers import SOLVERS
     if wt:
@@ -46,10 +47,8 @@ def build(directory, target, dtype, wt=0):
         np.save(os.path.join(directory, name + ".b.npy"), b)
         cases[name] = dict(c=c, h=h, stride=s, dtype=dtype)
         print(f"{name}: compiled in {time.perf_counter() - t0:.2f} s")
-    tmp = os.path.join(directory, "cases.json.tmp")
-    with open(tmp, "w") as f:
+    with atomic_file(os.path.join(directory, "cases.json"), "w") as f:
         json.dump(cases, f, indent=1)
-    os.replace(tmp, os.path.join(directory, "cases.json"))
 
 
 def run(directory):

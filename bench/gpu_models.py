@@ -47,6 +47,7 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.join(HERE, "..", "examples")
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
+from gpu_frameworks import cuda_ms  # noqa: E402 - scripts/: CUDA-event timing shared with the frameworks check
 from runtime_path import use_checkout  # noqa: E402 - scripts/: openprim from this checkout when not installed
 
 # name -> (examples module, what the model takes, batch, channels_last)
@@ -192,18 +193,6 @@ def compile_only(names, target: str, batch: int | None, tokens: int) -> list[dic
 
 
 # ------------------------------------------------------------------------------------------- on the GPU
-
-def cuda_ms(fn, iters: int) -> float:
-    """Milliseconds per call of fn: CUDA events on the current stream around `iters` calls."""
-    import torch
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        fn()
-    stop.record()
-    stop.synchronize()
-    return start.elapsed_time(stop) / iters
-
 
 def max_rel_error(want, got) -> float:
     """max |got - want| / max |want| over every output, in float64."""

@@ -31,6 +31,7 @@ ITEM = {"f32": 4, "f16": 2, "bf16": 2}
 
 def build(directory, target, dtype, batch):
     from openprim import compiler
+    from openprim.base.files import atomic_file
     from openprim.pyfrontend import Graph
     os.makedirs(directory, exist_ok=True)
     cases = {}
@@ -45,10 +46,8 @@ def build(directory, target, dtype, batch):
         compiler.save(g, os.path.join(directory, name + ".oprim"), target)
         cases[name] = dict(n=batch, h=h, c=c, dtype=dtype, nets=[net])
         print(f"{name}: compiled in {time.perf_counter() - t0:.2f} s")
-    tmp = os.path.join(directory, "cases.json.tmp")
-    with open(tmp, "w") as f:
+    with atomic_file(os.path.join(directory, "cases.json"), "w") as f:
         json.dump(cases, f, indent=1)
-    os.replace(tmp, os.path.join(directory, "cases.json"))
 
 
 def run(directory):

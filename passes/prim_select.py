@@ -385,13 +385,13 @@ def _densify_groups(op: ir.Operation, target: Target) -> ir.Operation:
     if op.name != "prim.conv2d" or not target.is_gpu:
         return op
     p = problem_of(op)
-    w = constant(dialect.operand_groups(op)[1])
-    if p.groups == 1 or w is None:
+    if p.groups == 1 or producer(dialect.operand_groups(op)[1], "prim.constant") is None:
         return op
     dense = dataclasses.replace(p, groups=1)
     best = lambda q: heuristic(q, "conv2d", target).cost(q, target)  # noqa: E731
     if best(dense) >= best(p):
         return op
+    w = constant(dialect.operand_groups(op)[1])
     k_axis, c_axis = FILTER_K_C_AXES[p.filter_layout]
     canonical = np.moveaxis(w, (k_axis, c_axis), (0, 1))          # [K, C/groups, ...]
     full = np.zeros((p.k, p.c) + canonical.shape[2:])

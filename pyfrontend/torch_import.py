@@ -506,7 +506,8 @@ def _slice(im, x, dim, start, end, step, out):
         return x
     if not range(b, e, s):
         raise OpenPrimError("empty slice is not supported")
-    return im.g.reshape(im.g.slice(x, [b], [e], axes=[d], steps=[s]), out)
+    y = im.g.slice(x, [b], [e], axes=[d], steps=[s])
+    return y if tuple(y.shape) == tuple(out) else im.g.reshape(y, out)
 
 
 def h_select(im, n, x, dim, index):

@@ -131,7 +131,7 @@ def prepare(directory: str, models, state_dicts: bool) -> None:
 
 # ------------------------------------------------------------------------------------------------ run
 
-def _bench(fn, iters: int) -> float:
+def cuda_ms(fn, iters: int) -> float:
     """Milliseconds per call of fn (CUDA events on the current stream around `iters` calls)."""
     import torch
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -270,12 +270,12 @@ def run(directory: str, models, iters: int, rounds: int) -> int:
                 for k, fn in variants.items():
                     exe.graphs = k != "openprim_nograph"
                     fn()
-                    times[k].append(_bench(fn, iters))
+                    times[k].append(cuda_ms(fn, iters))
             exe.graphs = True
             row["ms"] = {k: statistics.median(v) for k, v in times.items()}
             row["kernels_ms"] = exe.time_ms(repeat=iters)
             torch.cuda.synchronize()
-            replay = _bench(lambda: exe.device.graph_launch(exe.graph[1], torch.cuda.current_stream().cuda_stream),
+            replay = cuda_ms(lambda: exe.device.graph_launch(exe.graph[1], torch.cuda.current_stream().cuda_stream),
                             iters)
             row["graph_launch_only_ms"] = replay
         # the graph launch alone is the kernels' time without Python (at batch 1 the one-by-one launches of

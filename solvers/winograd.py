@@ -193,7 +193,7 @@ class ConvWinogradPacked(ConvWinograd):
         a, G = self.m + 2, WINOGRAD[self.m][1]
 
         def transform(w):  # w: RSCK [3, 3, C, K]
-            u = np.einsum("ar,rsck,bs->abck", G, w, G).reshape(a * a, p.c, p.k // 16, 16)
+            u = np.einsum("ar,rsck,bs->abck", G, w, G, optimize=True).reshape(a * a, p.c, p.k // 16, 16)
             return u.transpose(0, 2, 1, 3)
         return f"W{self.m}KC16k", transform
 

@@ -71,11 +71,7 @@ class _Concat:
             y = b.fresh("y")
             b.emit(f"{y} = arith.maximumf {v}, {b.const(0.0, ft) if width else b.const(0.0, 'f32')} : {ft}")
             v = y
-        if self.elem != "f32":
-            w = b.fresh("t")
-            b.emit(f"{w} = arith.truncf {v} : {ft} to {et}")
-            v = w
-        return v
+        return b.narrow(v, width, self.elem)
 
     def load(self, buf, at, width: int) -> str:
         """buf[at] or the vector buf[at : at + width] (per-channel f32 buffers, where the lanes are

@@ -149,10 +149,7 @@ class _Depthwise:
             if self.residual is not None:
                 y = ops.scalar("arith.addf", y, self.load(self.resf, at, width))
             y = activation(ops, self.attrs["activation"], self.attrs["activation_params"], y)
-            if self.dtype != "f32":
-                t = b.fresh("t")
-                b.emit(f"{t} = arith.truncf {y} : {vt} to vector<{width}x{self.dtype}>")
-                y = t
+            y = b.narrow(y, width, self.dtype)
             b.emit(f"vector.store {y}, {self.outf[0]}[{b.idx(at)}] : {self.outf[1]}, vector<{width}x{self.dtype}>")
 
     def columns(self, body):

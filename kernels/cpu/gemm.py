@@ -190,10 +190,7 @@ class _Gemm:
                 if self.residual:
                     y = ops.scalar("arith.addf", y, self.load(self.resf, at, w))
                 y = activation(ops, self.attrs["activation"], self.attrs["activation_params"], y)
-                if self.dtype != "f32":
-                    t = b.fresh("t")
-                    b.emit(f"{t} = arith.truncf {y} : vector<{w}xf32> to vector<{w}x{self.dtype}>")
-                    y = t
+                y = b.narrow(y, w, self.dtype)
                 b.emit(f"vector.store {y}, {self.outf[0]}[{b.idx(at)}] : {self.outf[1]}, vector<{w}x{self.dtype}>")
 
     def rows(self, a_off, out_off, b_off, m_lo, m_hi, tail: int, part) -> None:

@@ -60,6 +60,15 @@ class Body:
         sig = ", ".join(f"{a}: {t}" for a, t in signature)
         return "\n".join([f"func.func @{name}({sig}) {{", *self.const_lines, *self.lines, "  return", "}"])
 
+    def narrow(self, y: str, width: int, dtype: str) -> str:
+        """A vector<width x f32> (width 0: an f32) rounded to dtype (to nearest even; f32 as it is)."""
+        if dtype == "f32":
+            return y
+        n = self.fresh("t")
+        ft, et = (f"vector<{width}xf32>", f"vector<{width}x{dtype}>") if width else ("f32", dtype)
+        self.emit(f"{n} = arith.truncf {y} : {ft} to {et}")
+        return n
+
     def flat(self, arg: tuple[str, str]) -> tuple[str, str]:
         """A 1-d view of a kernel argument (name, memref type)."""
         name, mtype = arg
@@ -378,16 +387,8 @@ class _Conv:
             if self.residual is not None:
                 y = ops.scalar("arith.addf", y, self.load(self.resf, at, vw))
             y = activation(ops, self.attrs["activation"], self.attrs["activation_params"], y)
-            y = self.narrow(y, vw)
+            y = b.narrow(y, vw, self.dtype)
             b.emit(f"vector.store {y}, {self.outf[0]}[{b.idx(at)}] : {self.outf[1]}, vector<{vw}x{self.dtype}>")
-
-    def narrow(self, y: str, width: int) -> str:
-        """f32 -> the output type (round to nearest even)."""
-        if self.dtype == "f32":
-            return y
-        n = self.b.fresh("t")
-        self.b.emit(f"{n} = arith.truncf {y} : vector<{width}xf32> to vector<{width}x{self.dtype}>")
-        return n
 
     # ------------------------------------------------------------------ the whole kernel
     def column_tiles(self):

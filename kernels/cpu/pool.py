@@ -74,10 +74,7 @@ class _Pool:
 
     def store(self, y: str, at, width: int) -> None:
         b, et = self.b, f"vector<{width}x{self.dtype}>"
-        if self.dtype != "f32":
-            t = b.fresh("t")
-            b.emit(f"{t} = arith.truncf {y} : vector<{width}xf32> to {et}")
-            y = t
+        y = b.narrow(y, width, self.dtype)
         b.emit(f"vector.store {y}, {self.y[0]}[{b.idx(at)}] : {self.y[1]}, {et}")
 
     def vop(self, op: str, a: str, c: str, width: int) -> str:

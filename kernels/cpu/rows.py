@@ -121,10 +121,7 @@ class _Rows:
 
     def store(self, y: str, at, masked: bool) -> None:
         b, et = self.b, f"vector<{LANES}x{self.dtype}>"
-        if self.dtype != "f32":
-            t = b.fresh("t")
-            b.emit(f"{t} = arith.truncf {y} : {self.vt} to {et}")
-            y = t
+        y = b.narrow(y, LANES, self.dtype)
         if masked:
             b.emit(f"vector.maskedstore {self.out[0]}[{b.idx(at)}], {self.mask}, {y} "
                    f": {self.out[1]}, vector<{LANES}xi1>, {et}")
