@@ -138,6 +138,46 @@ def _sink_past_slice(op: ir.Operation) -> None:
     _replace_transposed(op, [inner.operands[0]], attrs, perm)
 
 
+def _sink_past_reduce(op: ir.Operation) -> None:
+    """reduce(transpose(x, p), axes) -> reduce(x, p[axes]) [-> a transpose of the kept axes]: a mean over
+    H and W of an NCHW map seen through NHWC (ShuffleNet's head, `x.mean([2, 3])`) reads the NHWC map
+    in place instead of a transpose kernel first (that mean: a global average pool, whose NHWC kernel reads
+    channel vectors). The transpose left moves only what the reduction kept;
+    kept in order (keepdims = 0) or as unit dims (keepdims = 1), it is none or a view."""
+    inner = producer(op.operands[0], "prim.transpose")
+    if inner is None or list(dialect.op_attrs(inner)["perm"]) != TO_NCHW:
+        return  # only layout transposes: a reduction over a transformer's permuted axes stays as written
+    attrs = dialect.op_attrs(op)
+    perm = TO_NCHW
+    rank = len(perm)
+    axes = sorted(a % rank for a in attrs["axes"])
+    moved = sorted(perm[a] for a in axes)
+    if attrs["kind"] == "mean" and rank == 4 and moved == [1, 2]:   # a global average pool: its NHWC kernel
+        with ir.InsertionPoint(op), op.location:
+            n, h, w, c = inner.operands[0].type.shape
+            pool = ir.Operation.create(
+                "prim.global_avg_pool", results=[ir.RankedTensorType.get([n, 1, 1, c], op.result.type.element_type)],
+                operands=[inner.operands[0]], attributes={"layout": dialect.make_attr("NHWC", "str")},
+                loc=op.location)
+            op.result.replace_all_uses_with(reshape(pool.result, op.result.type.shape, op.location))
+        op.erase()
+        return
+    new_attrs = {k: op.attributes[k] for k in op.attributes}
+    new_attrs["axes"] = dialect.make_attr(moved, "i64s")
+    if attrs["keepdims"]:
+        _replace_transposed(op, [inner.operands[0]], new_attrs, perm)
+        return
+    kept = [perm[i] for i in range(rank) if i not in axes]   # source axes of the result, in result order
+    order = sorted(kept)
+    with ir.InsertionPoint(op), op.location:
+        shape = [inner.operands[0].type.shape[a] for a in order]
+        new = ir.Operation.create(op.name, results=[ir.RankedTensorType.get(shape, op.result.type.element_type)],
+                                  operands=[inner.operands[0]], attributes=new_attrs, loc=op.location)
+        out = new.result if kept == order else transpose(new.result, [order.index(a) for a in kept], op.location)
+    op.result.replace_all_uses_with(out)
+    op.erase()
+
+
 def _sink_past_channel_shuffle(op: ir.Operation) -> None:
     """The channel shuffle of an NHWC map seen through NCHW, found at its last reshape:
         reshape(transpose(reshape(transpose(x, [0, 3, 1, 2]), [N, g1, .., gk, H, W]), q), [N, C, H, W])
@@ -172,10 +212,11 @@ def _sink_past_channel_shuffle(op: ir.Operation) -> None:
 
 def _sink_transposes(fn) -> None:
     """Move the layout transposes down past the ops that have an NHWC form: concat, elementwise ops,
-    slices and channel shuffles. NCHW networks put such ops between layers; moved past them,
+    slices, reductions and channel shuffles. NCHW networks put such ops between layers; moved past them,
     the transposes of the layers on either side meet and cancel. One pass in program order: a transpose
     moved past one op reaches the next."""
     sinks = {"concat": _sink_past_layout_free, "slice": _sink_past_slice, "reshape": _sink_past_channel_shuffle,
+             "reduce": _sink_past_reduce,
              **{k: _sink_past_layout_free for k in ELEMENTWISE}}
     for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
         sink = sinks.get(op.name[5:])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 
+from openprim.base.ops import filter_block
 from openprim.kernels import schedules
 from openprim.kernels.cpu import depthwise as cpu_depthwise
 from openprim.kernels.cpu import gemm as cpu_gemm
@@ -434,7 +435,23 @@ class ConvImplicitGemm(Solver):
         wt = p.ow if p.ow <= 7 else 6 if ft == 16 else 12
         return {"wt": wt, "ft": ft, **({"lanes": 1} if p.layout == "NCHW" else {})}
 
+    @staticmethod
+    def pointwise(p) -> bool:
+        """A 1x1, stride-1, unpadded NHWC convolution of one group: a GEMM over the pixels as they lie."""
+        return ((p.r, p.s) == (1, 1) and tuple(p.strides) == (1, 1) and not any(p.padding) and p.groups == 1
+                and p.layout == "NHWC")
+
     def kernel(self, r):
+        """A pointwise convolution runs as the GEMM kernel over all N*H*W pixels, tiles of WT pixels x FT
+        channels that run across image rows: row by row, a 7-wide map (ResNet's last stage) left one
+        column in six to a tile of one (two accumulators, latency-bound)."""
+        p = r.problem
+        if self.pointwise(p):
+            gemm = GemmProblem(1, p.n * p.oh * p.ow, p.k, p.c, False, False, p.dtype, p.epilogue)
+            prepacked = filter_block(p.filter_layout) == r.params["ft"]
+            params = {"mt": r.params["wt"], "nt": r.params["ft"], "prepacked": int(prepacked),
+                      "pack": int(not prepacked and p.c * r.params["ft"] * 4 <= PANEL_BYTES)}
+            return cpu_gemm.gemm_kernel(r.name, r.signature, gemm, params, r.attrs, THREADS)
         return cpu_implicit_gemm.conv_kernel(r.name, r.signature, r.problem, r.params, r.attrs, THREADS)
 
     def build(self, kt, operands, attrs, shape, dtype, params):

@@ -11,7 +11,7 @@ scalar loads of A broadcast, MT x NT/8 FMAs; the k loop unrolled KU times.
     scf.forall over (column part, batch, row chunk)    the threads (OpenMP; the part slowest, so that
       for each panel of NT columns of the part:        the static schedule gives each thread one part)
         [pack the panel: B[k, n0:n0+NT] -> buf[k]]
-        for each MT-row tile of the chunk:             (the last item of a batch: the M % MT tail rows)
+        for each MT-row tile of the chunk:             (the last chunk then the M % MT tail rows)
           acc = 0                                      f32 accumulators in registers (loop-carried)
           for k:  acc[i] += A[m0+i, k] * buf[k]
           epilogue: + bias[n], + residual, activation, round to the output type, one store per vector
@@ -25,8 +25,11 @@ Packing copies a panel (K x NT) into a contiguous stack buffer (memref.alloca in
 item): it makes a transposed rhs (B[n, k], NT values of a k strided by K) a plain vector load, and turns
 the strided rows of a wide B into one stream (measured: 120-160 GFLOP/s packed against 50-90 unpacked on
 BERT's GEMMs, 2-core AVX2). f16/bf16 operands are widened to f32 on load (the packed panel is f32) and the
-result rounded once, at the store. Tails (N % NT columns, M % MT rows) are tiles of the exact smaller
-size; every shape is static, every memref viewed 1-d. erf (GELU) is a vector polynomial (ERF_P / ERF_Q).
+result rounded once, at the store. B can also come packed already (params prepacked: [N/NT, K, NT], a
+pointwise convolution's "KRSC<NT>k" filter). Tails (N % NT columns, M % MT rows) are tiles of the exact
+smaller size; every shape is static, every memref viewed 1-d. erf (GELU) is a vector polynomial (ERF_P / ERF_Q).
+A thin tile (a GEMV's one row: two accumulators) spreads its unrolled k steps over several accumulator sets,
+added after the loop, so that CHAINS independent FMAs are in flight.
 """
 from __future__ import annotations
 
@@ -41,12 +44,14 @@ from openprim.kernels.semantics import activation
 CHUNK_BYTES = 4 << 20
 LANES = 8   # f32 lanes of an AVX2 register: the accumulators' width
 KU = 4      # the k loop's unrolling
+CHAINS = 8  # independent FMA chains that hide the FMA latency (4 cycles, 2 per cycle)
 # Deep reductions are split into blocks of about KC, each done for every panel before the next, so that the
 # block of A stays in L2 while the panels pass (whole, BERT's FFN2 A of [128, 3072] is 1.5 MB, read again
 # for each of its 48 panels). The partial sums go to an f32 scratch [M, N]; the last block adds them back and
 # applies the epilogue.
 KC = 768
-K_BLOCKED = 2 * KC   # deeper reductions (of one batch, packed) are blocked
+K_BLOCKED = 2 * KC   # deeper reductions (of one batch, packed, an A larger than L2) are blocked
+L2_BYTES = 512 << 10
 
 
 # erf(x) = x P(x^2) / Q(x^2) on x clamped to [-4, 4] (Eigen's and XLA's float erf): max error 4.2e-7 against
@@ -81,12 +86,16 @@ class _Gemm:
 
     def __init__(self, p, params, attrs, signature, threads):
         self.p, self.attrs, self.threads = p, attrs, threads
-        self.mt, self.nt, self.pack = params["mt"], params["nt"], bool(params["pack"]) or p.transpose_rhs
+        self.prepacked = bool(params.get("prepacked"))   # B stored as its panels, [N/NT, K, NT]
+        self.mt, self.nt = params["mt"], params["nt"]
+        self.pack = (bool(params["pack"]) or p.transpose_rhs) and not self.prepacked
+        assert not (self.prepacked and (p.batched_rhs or p.n % self.nt)), "prepacked: whole panels of one B"
         self.dtype = p.dtype
         self.a, self.bm, self.bias, self.residual, self.out = kernel_arguments(signature, p.epilogue)
         self.signature = signature
         self.b = Body()
-        blocks = math.ceil(p.k / KC) if self.pack and p.batch == 1 and p.k >= K_BLOCKED else 1
+        blocked = (self.pack or self.prepacked) and p.batch == 1 and p.k >= K_BLOCKED and p.m * p.k * 4 > L2_BYTES
+        blocks = math.ceil(p.k / KC) if blocked else 1
         edges = [p.k * i // blocks for i in range(blocks + 1)]
         self.k_blocks = list(zip(edges[:-1], edges[1:]))   # [k0, k1) of each K block
 
@@ -143,6 +152,9 @@ class _Gemm:
             if self.pack:
                 bk, buf = b.mul(b.add(k, -k0), self.nt), (self.buf, self.buf_t)
                 bvs = [self.load(buf, b.add(bk, j * LANES), w, "f32") for j, w in enumerate(widths)]
+            elif self.prepacked:
+                bk = b.add(b.mul(n0, p.k), b.mul(k, self.nt))
+                bvs = [self.load(self.bf, b.add(bk, j * LANES), w) for j, w in enumerate(widths)]
             else:
                 bk = b.add(b_off, b.add(b.mul(k, p.n), n0))
                 bvs = [self.load(self.bf, b.add(bk, j * LANES), w) for j, w in enumerate(widths)]
@@ -158,13 +170,20 @@ class _Gemm:
 
         depth = k1 - k0
         ku = KU if depth >= KU else 1
+        # A thin tile (a GEMV's one row) has too few accumulators to hide the FMA latency: the unrolled
+        # k steps then go to `sets` separate sets of them, added together after the loop.
+        sets = max(1, min(ku, CHAINS // len(zeros)))
         accs = zeros
         if depth // ku:
-            kk, args, accs = b.loop(0, depth // ku, zeros, None, types * rows)
-            out = list(args)
+            fresh = [b.const(0.0, t) for _ in range(rows) for t in types] * (sets - 1)
+            kk, args, loop_accs = b.loop(0, depth // ku, zeros + fresh, None, types * rows * sets)
+            out = [list(args[i * len(zeros):(i + 1) * len(zeros)]) for i in range(sets)]
             for u in range(ku):
-                out = step(b.add(b.add(b.mul(kk, ku), u), k0), out)
-            b.end_loop(out, None, types * rows)
+                out[u % sets] = step(b.add(b.add(b.mul(kk, ku), u), k0), out[u % sets])
+            b.end_loop([v for o in out for v in o], None, types * rows * sets)
+            accs = loop_accs[:len(zeros)]
+            for i in range(1, sets):
+                accs = [self.add_vectors(x, y, t) for x, y, t in zip(accs, loop_accs[i * len(zeros):], types * rows)]
         for k in range(k0 + depth // ku * ku, k1):
             accs = step(k, accs)
         if k1 < p.k:
@@ -174,6 +193,11 @@ class _Gemm:
                            f"{self.partials[1]}, vector<{w}xf32>")
             return
         self.store(out_off, m0, n0, widths, accs)
+
+    def add_vectors(self, x: str, y: str, ty: str) -> str:
+        n = self.b.fresh("sum")
+        self.b.emit(f"{n} = arith.addf {x}, {y} : {ty}")
+        return n
 
     def store(self, out_off, m0, n0, widths: list[int], accs) -> None:
         """The epilogue of a tile: + bias + residual, activation, rounding, one store per vector."""
@@ -248,6 +272,8 @@ class _Gemm:
         p, tiles, full = self.p, self.p.m // self.mt, self.p.n // self.nt
         depth = max(k1 - k0 for k0, k1 in self.k_blocks)   # of A a chunk holds at a time
         chunks = math.ceil(tiles / max(1, CHUNK_BYTES // (self.mt * depth * 4))) if tiles else 0
+        if chunks == 1 and p.batch == 1 and tiles >= self.threads and p.m > p.n:
+            chunks = self.threads   # A outweighs B (a pointwise convolution's pixels): the rows are split
         if chunks > 1 and (p.batch * chunks) % self.threads:
             chunks = min(tiles, math.ceil(chunks / self.threads) * self.threads)
         if (p.batch * max(chunks, 1)) % self.threads == 0 or full < self.threads:
@@ -264,7 +290,7 @@ class _Gemm:
             b.emit(f"{self.partials[0]} = memref.alloc() {{alignment = 64 : i64}} : {self.partials[1]}")
         chunks, self.parts = self.split()
         tiles, tail = p.m // self.mt, p.m % self.mt
-        per_batch = chunks + (1 if tail else 0)
+        per_batch = max(chunks, 1)   # the M % MT tail rows go with the last chunk
         span = math.ceil(tiles / chunks) if chunks else 0
         items = p.batch * per_batch
         it = b.fresh("it")
@@ -290,10 +316,10 @@ class _Gemm:
         def tail_rows():
             self.rows(a_off, out_off, b_off, 0, 0, tail, part)
 
-        if chunks and tail:
-            self.when(c, chunks, tail_rows, chunk)
-        else:
-            (chunk if chunks else tail_rows)()
+        if chunks:
+            chunk()
+        if tail:
+            self.when(c, per_batch - 1, tail_rows)
         if self.pack:
             b.close()
         b.depth -= 1

@@ -9,7 +9,9 @@ network pays one layout transpose at its input and one before its head.
 1. Random NCHW graphs with shuffles (groups 2 and 4, odd channels per group), channel slices (odd
    widths, a strided one) and concats, batch 1 and 3, against float64 numpy; the IR after prim-select
    keeps only the layout transposes at the ends and one shuffle transpose per shuffle.
-2. ShuffleNetV2 x1.0 (examples/zoo_models.py) at 64x64 through the ONNX importer: the transposes of
+2. Reductions of an NCHW map (means over H and W become global average pools; others reduce the NHWC
+   axes), odd sizes, batch 3, keepdims 0 and 1, against float64 numpy, with no layout transpose left.
+3. ShuffleNetV2 x1.0 (examples/zoo_models.py) at 64x64 through the ONNX importer: the transposes of
    its plan, and its output against PyTorch in float64.
 
     python -m pytest test/python/test_layout_sinking.py -q
@@ -104,10 +106,33 @@ def test_permutation_of_three_factors_and_no_shuffle(rng):
     assert [0, 1, 2, 5, 3, 4] in perms and [0, 1, 2, 4, 3] in perms, perms
 
 
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+def test_reductions_read_the_nhwc_map(dtype, rng):
+    """conv (NCHW, run NHWC) -> mean over H, W (keepdims 0 and 1), sum over H, W keeping dims, max over H
+    (its kept N, C, W transposed back), min over C: each against numpy; the means are global average
+    pools and the only transposes left are the input's and the max's small result's."""
+    net = Net(rng, dtype)
+    g = net.g
+    x, xv = net.input((3, 5, 7, 9))
+    w, wv = net.weight((11, 5, 3, 3), scale=0.3)
+    y = g.relu(g.conv2d(x, w, padding=1))
+    outs = net.run(None, g.reduce(y, "mean", [2, 3]), g.reduce(y, "mean", [-1, -2], keepdims=True),
+                   g.reduce(y, "sum", [2, 3], keepdims=True), g.reduce(y, "max", [2]), g.reduce(y, "min", [1]))
+    yv = ref.relu(ref.conv2d(xv, wv, padding=1))
+    wants = [yv.mean((2, 3)), yv.mean((2, 3), keepdims=True), yv.sum((2, 3), keepdims=True), yv.max(2), yv.min(1)]
+    for out, want, red, what in zip(outs, wants, (63, 63, 63, 1, 1), ("mean", "mean keepdims", "sum", "max", "min")):
+        assert_close(out, want, dtype, reduction=red * 45, what=what)
+    selected = passes.run(to_module(g), "prim-fuse,prim-select")
+    perms = transposes(selected)
+    assert sorted(map(tuple, perms)) == [(0, 2, 1), (0, 2, 3, 1)], perms
+    assert [op.name for op in graph_ops(selected)].count("prim.global_avg_pool") == 2
+
+
 def test_shufflenet_plan_keeps_layout_transposes_at_the_ends():
     """ShuffleNetV2 x1.0 at 64x64 (batch 2) through the ONNX importer: after prim-select its only layout
-    transposes are the input's and the one before the head (a mean over H and W); its 16 shuffles are one
-    transpose each; the compiled plan launches 18 transposes and matches PyTorch in float64."""
+    transpose is the input's (the head's mean over H and W reads the NHWC map: a global average pool);
+    its 16 shuffles are one transpose each; the compiled plan launches 17 transposes and matches PyTorch
+    in float64."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("onnx")
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
@@ -122,14 +147,16 @@ def test_shufflenet_plan_keeps_layout_transposes_at_the_ends():
         torch.onnx.export(model, (x,), f, dynamo=False, opset_version=11, input_names=["x"], output_names=["y"])
     graph = import_model(f.getvalue())
 
-    perms = transposes(passes.run(to_module(graph), "prim-fuse,prim-select"))
-    assert perms.count(TO_NHWC) == 1 and perms.count(TO_NCHW) == 1, perms
-    assert perms.count([0, 1, 2, 4, 3]) == 16 and len(perms) == 18, perms
+    selected = passes.run(to_module(graph), "prim-fuse,prim-select")
+    perms = transposes(selected)
+    assert perms.count(TO_NHWC) == 1 and perms.count(TO_NCHW) == 0, perms
+    assert perms.count([0, 1, 2, 4, 3]) == 16 and len(perms) == 17, perms
+    assert "prim.reduce" not in str(selected) and str(selected).count("prim.global_avg_pool") == 1
 
     module = openprim.compiler.lower(graph)
     exe = openprim.compiler.jit(module)
     kinds = [s["kernel"].rsplit("_", 1)[0] for s in exe.plan["steps"]]
-    assert kinds.count("transpose") == 18, kinds
+    assert kinds.count("transpose") == 17, kinds
     with torch.no_grad():
         want = model.double()(x.double()).numpy()
     assert_close(exe(x.numpy()), want, "f32", reduction=1024)

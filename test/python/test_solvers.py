@@ -302,6 +302,28 @@ def test_conv_implicit_gemm_tiles(layout, wt, ft, lanes, rng, monkeypatch):
                                                                       "grouped4_wide", "dw_s2_asympad")])
 
 
+# Pointwise (1x1, stride 1, unpadded, one group) NHWC convolutions run as the GEMM kernel over all pixels:
+# a filter packed in FT-channel blocks (read as B's panels), one whose K % FT leaves a tail panel (packed
+# at run time), row tiles across image rows with an M % WT tail on the last chunk, rows split between the
+# threads, and a deep one (C = 1600) whose A outgrows L2 (K blocks) or not.
+POINTWISE = [
+    dict(id="pw_prepacked_tail_rows", x=(2, 24, 5, 13), K=32, kernel=(1, 1), stride=1, padding=0, dilation=1,
+         groups=1, bias=True, epilogue="bn+res+relu"),
+    dict(id="pw_k_tail_panel", x=(1, 40, 7, 7), K=40, kernel=(1, 1), stride=1, padding=0, dilation=1, groups=1,
+         bias=False, epilogue="bias+leaky"),
+    dict(id="pw_deep", x=(1, 1600, 3, 5), K=16, kernel=(1, 1), stride=1, padding=0, dilation=1, groups=1,
+         bias=True, epilogue="none"),
+    dict(id="pw_deep_k_blocks", x=(1, 1600, 9, 10), K=32, kernel=(1, 1), stride=1, padding=0, dilation=1,
+         groups=1, bias=False, epilogue="bias+res+relu"),
+]
+
+
+@CPU_ONLY
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_conv_implicit_gemm_pointwise(dtype, rng):
+    _run_implicit_gemm(rng, "NHWC", dtype, POINTWISE)
+
+
 @CPU_ONLY
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_conv_implicit_gemm_activations(layout, rng):
