@@ -73,6 +73,7 @@ UNARY_ATTRS = {"relu": {}, "leaky_relu": {"alpha": "f64"}, "clamp": {"min": "f64
 UNARY_MATH = ("exp", "log", "sqrt", "abs", "erf")    # elementwise functions without attributes
 BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "pow")
 REDUCE_KINDS = ("sum", "mean", "max", "min")
+RHS_PANELS = 2   # matmul transpose_rhs value: the rhs is [N/NT, K, NT], NT-column panels each contiguous
 
 OPS: dict[str, OpSpec] = {s.name: s for s in [
     _spec("constant", (), {"value": "elements"}, doc="a weight or constant tensor"),
@@ -82,7 +83,8 @@ OPS: dict[str, OpSpec] = {s.name: s for s in [
           doc="y = act(conv(x, w) + bias + residual); padding = [top, left, bottom, right]"),
     _spec("matmul", ("lhs", "rhs", ("bias", "optional"), ("residual", "optional")),
           {"transpose_rhs": "i64", **EPILOGUE},
-          doc="y = act(lhs @ rhs(^T) + bias + residual); rhs is [K,N] ([N,K] transposed) or batched like lhs"),
+          doc="y = act(lhs @ rhs(^T) + bias + residual); rhs is [K,N] ([N,K] with transpose_rhs = 1; "
+              "[N/NT, K, NT] panels with 2, as prim-select packs constant weights) or batched like lhs"),
     _spec("batch_norm", ("input", "scale", "shift", "mean", "variance"), {"epsilon": "f64", "layout": "str"}),
     _spec("layer_norm", ("input", ("scale", "optional"), ("shift", "optional"), ("residual", "optional")),
           {"epsilon": "f64", "normalized_ndim": "i64"},
@@ -210,6 +212,12 @@ def _epilogue(bias, residual, attrs, out, channels):
 def _matmul(shapes, attrs):
     a, b = shapes[0], shapes[1]
     _need(len(a) >= 2 and len(b) >= 2, f"operands must have rank >= 2, got {fmt_shape(a)} and {fmt_shape(b)}")
+    if attrs["transpose_rhs"] == RHS_PANELS:
+        _need(len(b) == 3, f"a panel-packed rhs must be [N/NT, K, NT], got {fmt_shape(b)}")
+        _need(a[-1] == b[1], f"contraction sizes differ: {fmt_shape(a)} @ panels {fmt_shape(b)}")
+        out = tuple(a[:-1]) + (b[0] * b[2],)
+        _epilogue(shapes[2], shapes[3], attrs, out, out[-1])
+        return out
     kb, nb = (b[-1], b[-2]) if attrs["transpose_rhs"] else (b[-2], b[-1])
     _need(a[-1] == kb, f"contraction sizes differ: {fmt_shape(a)} @ {fmt_shape(b)}"
           + (" (rhs transposed)" if attrs["transpose_rhs"] else ""))

@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from openprim.base.ops import ELEMENTWISE, filter_block
+from openprim.base.ops import ELEMENTWISE, RHS_PANELS, filter_block
 
 from .irtext import KernelText, V, amap, ttype
 
@@ -225,8 +225,11 @@ def emit_matmul(kt, op, operands, attrs, shape, dtype):
     m, n, k = f"d{B}", f"d{B + 1}", f"d{B + 2}"
     batch = [f"d{i}" for i in range(B)]
     amap_ = amap(L, batch + [m, k])
-    bdims = [n, k] if attrs["transpose_rhs"] else [k, n]
-    bmap = amap(L, (batch if len(b.shape) > 2 else []) + bdims)
+    if attrs["transpose_rhs"] == RHS_PANELS:   # [N/NT, K, NT], one for every batch
+        bmap = amap(L, [f"{n} floordiv {b.shape[2]}", k, f"{n} mod {b.shape[2]}"])
+    else:
+        bdims = [n, k] if attrs["transpose_rhs"] else [k, n]
+        bmap = amap(L, (batch if len(b.shape) > 2 else []) + bdims)
     acc = kt.generic([a, b], [amap_, bmap], kt.filled(shape, "f32", 0.0), amap(L, batch + [m, n]),
                      ["parallel"] * (B + 2) + ["reduction"], mac_body([a.dtype, b.dtype]))
     return epilogue(kt, acc, bias, residual, len(shape) - 1, attrs, dtype)

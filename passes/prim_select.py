@@ -24,7 +24,8 @@
    driver hands the pass a `Tuner` (the `tuner` option, not settable from a pipeline string); without
    one every mode gives the heuristic.
 3. Constant weights are re-laid out once, at compile time, into the layout the solver reads
-   (RSCK filters, [K, N] GEMM operands; a non-constant operand gets a transpose kernel).
+   (RSCK filters, [K, N] GEMM operands; a non-constant operand gets a transpose kernel), then packed
+   where the solver asks (filters in channel blocks, a GEMM's rhs in column panels).
 """
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ from mlir import ir
 
 from openprim import dialect
 from openprim.base.errors import OpenPrimError
-from openprim.base.ops import ELEMENTWISE
+from openprim.base.ops import ELEMENTWISE, RHS_PANELS
 
 from openprim.base.target import Target, parse_target
 from openprim.dialect import graph_functions
@@ -337,6 +338,14 @@ def _relayout_weights(op: ir.Operation, choice: Choice) -> ir.Operation:
     pack a constant filter as the solver asks (solvers.base.Solver.packed_filter)."""
     attrs = dialect.op_attrs(op)
     operands = dialect.operand_groups(op)
+    if op.name == "prim.matmul":
+        packing = choice.solver.packed_rhs(problem_of(op), choice.params)
+        with ir.InsertionPoint(op), op.location:
+            packed = None if packing is None else transformed_constant(operands[1], packing, op.location)
+            if packed is not None:
+                operands[1] = packed
+                op = swap(op, rebuild(op, operands, {"transpose_rhs": RHS_PANELS}, op.location))
+        return op
     if op.name != "prim.conv2d":
         return op
     want = choice.solver.filter_layout()

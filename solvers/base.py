@@ -43,6 +43,11 @@ class Solver:
         filter_layout = layout, one of base/ops.py's packed layouts; None keeps filter_layout()."""
         return None
 
+    def packed_rhs(self, p, params):
+        """For a matmul: transform(values) packing a constant [K, N] rhs into [N/NT, K, NT] panels
+        (transpose_rhs = base.ops.RHS_PANELS) at compile time, or None to keep it."""
+        return None
+
     def schedule(self, p, params) -> str | None:
         return None
 

@@ -190,7 +190,7 @@ class Gemm(Solver):
     efficiency = 0.9
 
     def is_applicable(self, p, target):
-        if p.batched_rhs or p.transpose_rhs:
+        if p.batched_rhs or p.transpose_rhs or p.panels:
             return "needs a 2-d, non-transposed rhs (prim-select transposes constant weights)"
         return None
 
@@ -250,14 +250,26 @@ class GemmPacked(Solver):
         return None
 
     def tunables(self, p):
-        """A transposed rhs is always packed."""
+        """A transposed rhs is always packed; panels are read as they are."""
+        if p.panels:
+            return {"mt": [2, 4, 6, 8], "nt": [p.panels], "pack": [0]}
         return {"mt": [2, 4, 6, 8], "nt": [8, 16, 32], "pack": [1] if p.transpose_rhs else [0, 1]}
 
     def default_params(self, p, target):
         """6 x 16 (12 of the 16 AVX2 registers accumulate), B packed: on the 2-core AVX2 CPU, 120-160
         GFLOP/s on BERT's GEMMs against 50-90 unpacked (and 35-55 for 4 x 24 or 3 x 32)."""
-        nt = 16 if p.n >= 16 else (8 if p.n >= 8 else p.n)
-        return {"mt": 6, "nt": nt, "pack": int(p.k * nt * 4 <= PANEL_BYTES)}
+        # a classifier (N = 1000, M <= 8) in whole 8-column panels rather than 16 and a runtime-packed tail
+        nt = p.panels or (8 if p.n % 16 and p.n % 8 == 0 and p.m <= 8 else 16 if p.n >= 16 else 8 if p.n >= 8 else p.n)
+        return {"mt": 6, "nt": nt, "pack": int(not p.panels and p.k * nt * 4 <= PANEL_BYTES)}
+
+    def packed_rhs(self, p, params):
+        """A constant [K, N] rhs is packed at compile time into its NT-column panels ([N/NT, K, NT]) when
+        they are whole: each panel is then one stream for the prefetcher, where packing at run time reads
+        K rows N apart (a new page every row) from memory."""
+        nt = params["nt"]
+        if p.transpose_rhs or p.batched_rhs or p.panels or p.n % nt:
+            return None
+        return lambda w: w.reshape(p.k, p.n // nt, nt).transpose(1, 0, 2)
 
     def kernel(self, r):
         return cpu_gemm.gemm_kernel(r.name, r.signature, r.problem, r.params, r.attrs, THREADS)

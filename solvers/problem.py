@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from openprim import dialect
 from openprim.base.errors import OpenPrimError
-from openprim.base.ops import filter_dims
+from openprim.base.ops import RHS_PANELS, filter_dims
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,7 @@ class GemmProblem:
     batched_rhs: bool
     dtype: str
     epilogue: str
+    panels: int = 0     # NT when the rhs is stored as [N/NT, K, NT] panels (prim-select packs constants)
 
     @property
     def flops(self) -> float:
@@ -64,7 +65,8 @@ class GemmProblem:
 
     def descriptor(self) -> str:
         return (f"gemm-b{self.batch}-m{self.m}-n{self.n}-k{self.k}-{'nt' if self.transpose_rhs else 'nn'}"
-                f"{'-batched' if self.batched_rhs else ''}-{self.dtype}-{self.epilogue}")
+                f"{'-batched' if self.batched_rhs else ''}{f'-panels{self.panels}' if self.panels else ''}"
+                f"-{self.dtype}-{self.epilogue}")
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,8 @@ def problem_of(op):
     out = tuple(op.result.type.shape)
     if op.name == "prim.matmul":
         lhs, rhs = tuple(a.type.shape), tuple(b.type.shape)
+        if attrs["transpose_rhs"] == RHS_PANELS:
+            return GemmProblem(1, math.prod(lhs[:-1]), rhs[0] * rhs[2], rhs[1], False, False, dtype, epi, rhs[2])
         t = bool(attrs["transpose_rhs"])
         n = rhs[-2] if t else rhs[-1]
         if len(rhs) == 2:

@@ -86,7 +86,7 @@ class _Gemm:
 
     def __init__(self, p, params, attrs, signature, threads):
         self.p, self.attrs, self.threads = p, attrs, threads
-        self.prepacked = bool(params.get("prepacked"))   # B stored as its panels, [N/NT, K, NT]
+        self.prepacked = bool(params.get("prepacked") or p.panels)   # B stored as its panels, [N/NT, K, NT]
         self.mt, self.nt = params["mt"], params["nt"]
         self.pack = (bool(params["pack"]) or p.transpose_rhs) and not self.prepacked
         assert not (self.prepacked and (p.batched_rhs or p.n % self.nt)), "prepacked: whole panels of one B"

@@ -79,6 +79,27 @@ def test_gemm_packed_low_precision(dtype, rng):
         assert _run(rng, case, dtype) == ["gemm_packed"]
 
 
+# Constant rhs packed at compile time into column panels [N/NT, K, NT] (prim-select, transpose_rhs = 2):
+# 16-wide panels under a deep reduction whose A outgrows L2 (K blocks), 8-wide ones for a classifier's
+# few rows (N % 16 = 8), and rows split between the threads (M > N) with the M % MT tail in the last chunk.
+PANEL_CASES = [
+    ("panels_deep_k_blocks", (2, 60, 1601), (1601, 32), False, True, True, True, "gelu"),
+    ("panels_classifier", (3, 200), (200, 40), False, True, True, False, "relu"),
+    ("panels_rows_split", (70, 48), (48, 32), False, True, False, True, "none"),
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", PANEL_CASES, ids=[c[0] for c in PANEL_CASES])
+def test_gemm_packed_rhs_panels(case, dtype, rng, monkeypatch):
+    packed = []
+    solver = SOLVERS["gemm_packed"]
+    monkeypatch.setattr(solver, "packed_rhs", lambda p, params, f=solver.packed_rhs: packed.append(f(p, params))
+                        or packed[-1])
+    assert _run(rng, case, dtype, solver="") == ["gemm_packed"]
+    assert packed and all(t is not None for t in packed), "the rhs was not packed into panels"
+
+
 def test_gemm_packed_work_split():
     """The row chunks and column parts the threads get: a batch's rows in chunks of at most CHUNK_BYTES
     of A (of one K block), as many as make the items share evenly; else the columns split."""
@@ -92,6 +113,7 @@ def test_gemm_packed_work_split():
     assert split(1, 4096, 768, 3072) == (4, 1)    # K in 4 blocks of 768: tiles of 18 KB a block, 4 chunks
     assert split(12, 128, 128, 64, True) == (1, 1)   # attention: 12 batches share evenly
     assert split(1, 1, 1000, 512) == (0, 2)       # a GEMV: the tail row only, columns split
+    assert split(1, 3136, 64, 256) == (2, 1)      # a pointwise convolution's pixels (A outweighs B): rows split
 
 
 def test_gemm_packed_deep_transposed_not_applicable():

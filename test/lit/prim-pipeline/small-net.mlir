@@ -8,11 +8,11 @@
 // CHECK-NEXT:  func.func private @conv2d_1(tensor<1x4x4x2xf32>, tensor<3x3x2x2xf32>, tensor<2xf32>) -> tensor<1x4x4x2xf32> attributes {prim.kernel}
 // CHECK-NEXT:  func.func private @max_pool2d_2(tensor<1x4x4x2xf32>) -> tensor<1x2x2x2xf32> attributes {prim.kernel}
 // CHECK-NEXT:  func.func private @transpose_3(tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32> attributes {prim.kernel}
-// CHECK-NEXT:  func.func private @matmul_4(tensor<1x8xf32>, tensor<8x4xf32>, tensor<4xf32>) -> tensor<1x4xf32> attributes {prim.kernel}
+// CHECK-NEXT:  func.func private @matmul_4(tensor<1x8xf32>, tensor<1x8x4xf32>, tensor<4xf32>) -> tensor<1x4xf32> attributes {prim.kernel}
 // CHECK-NEXT:  func.func private @softmax_5(tensor<1x4xf32>) -> tensor<1x4xf32> attributes {prim.kernel}
 
 // Batch norm folded (s = scale / sqrt(var) = [1, 1]; b' = -mean * s + shift = [-0.5, 0.5]), relu fused;
-// the linear weights re-laid out to [K, N] = 8x4 at compile time, the bias fused.
+// the linear weights re-laid out to [K, N] = 8x4 and packed in one 4-column panel (1x8x4) at compile time, the bias fused.
 // CHECK-LABEL: func.func @main(%arg0: tensor<1x2x4x4xf32>) -> tensor<1x4xf32> {
 // CHECK-NOT:   "prim.{{(conv2d|batch_norm|relu|max_pool2d|transpose|matmul|add|softmax)}}"
 // CHECK-DAG:   %[[B:.+]] = "prim.constant"() {value = dense<[-5.000000e-01, 5.000000e-01]> : tensor<2xf32>}
@@ -23,7 +23,7 @@
 // CHECK-NEXT:  %[[T:.+]] = call @transpose_3(%[[P]])
 // CHECK-NEXT:  %[[F:.+]] = "prim.reshape"(%[[T]]) : (tensor<1x2x2x2xf32>) -> tensor<1x8xf32>
 // CHECK-NEXT:  %[[FB:.+]] = "prim.constant"() {value = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00]> : tensor<4xf32>}
-// CHECK-NEXT:  %[[FW:.+]] = "prim.constant"() {value = dense<2.500000e-01> : tensor<8x4xf32>}
+// CHECK-NEXT:  %[[FW:.+]] = "prim.constant"() {value = dense<2.500000e-01> : tensor<1x8x4xf32>}
 // CHECK-NEXT:  %[[L:.+]] = call @matmul_4(%[[F]], %[[FW]], %[[FB]])
 // CHECK-NEXT:  %[[S:.+]] = call @softmax_5(%[[L]])
 // CHECK-NEXT:  return %[[S]] : tensor<1x4xf32>
