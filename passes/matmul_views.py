@@ -34,10 +34,11 @@ from openprim import dialect
 from .rewrite import constant, new_constant, producer, reshape, transpose
 
 VIEWS = ("prim.reshape", "prim.transpose", "prim.slice")
-# The largest matmul result whose views are replayed: the maps are numpy arrays of its size, built per chain
-# (ViT-B/16 at batch 32, 14.5 M positions per packed projection, spent 22 s of its compile here). Larger
-# ones keep their view chains; a stride-based form of the maps would lift this.
-MAX_POSITIONS = 1 << 21
+# The largest matmul result whose views are replayed: the maps are numpy arrays of its size (int32), built
+# per chain. ViT-B/16 at batch 32 (14.5 M positions per packed projection) spends about 8 s of its compile
+# here on the 2-core machine; larger ones keep their view chains (a stride-based form of the maps would
+# lift this).
+MAX_POSITIONS = 1 << 24
 COPIES = ("prim.transpose", "prim.slice")  # the view ops that are kernels
 
 
@@ -80,8 +81,14 @@ def _source_chain(v: ir.Value):
     return v, ops
 
 
+def _index_type(size: int):
+    """int32 positions where they fit: a third of the time of int64 on ViT-B/16's 14.5 M-position maps."""
+    return np.int32 if size < 2**31 else np.int64
+
+
 def _positions(shape, ops) -> np.ndarray:
-    idx = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+    size = int(np.prod(shape))
+    idx = np.arange(size, dtype=_index_type(size)).reshape(shape)
     for op in ops:
         idx = _replay(op, idx)
     return idx
@@ -103,7 +110,7 @@ def _as_one_transpose(pos: np.ndarray):
     strides = [int(flat[(0,) * a + (1,) + (0,) * (flat.ndim - a - 1)]) - base for a in range(flat.ndim)]
     order = sorted(range(flat.ndim), key=lambda a: -strides[a])
     shape = [flat.shape[a] for a in order]
-    expect = np.arange(flat.size, dtype=np.int64).reshape(shape).transpose(np.argsort(order))
+    expect = np.arange(flat.size, dtype=flat.dtype).reshape(shape).transpose(np.argsort(order))
     if base != 0 or not np.array_equal(expect, flat):
         return None
     return shape, [int(p) for p in np.argsort(order)]
@@ -174,21 +181,24 @@ def split_columns(op: ir.Operation) -> bool:
     if wb is None:
         return False
     w, bias = wb
-    rows = np.arange(int(np.prod(op.result.type.shape[:-1])), dtype=np.int64).reshape(op.result.type.shape[:-1])
+    itype = _index_type(int(np.prod(op.result.type.shape)))
+    rows = np.arange(int(np.prod(op.result.type.shape[:-1])), dtype=itype).reshape(op.result.type.shape[:-1])
     if removed:  # row r of the new lhs is row rows_in_old[r] of the old one
         rows = rows.transpose(np.argsort(dialect.op_attrs(lt)["perm"][:-1]))
     n = w.shape[1]
+    new_row = np.empty(rows.size, dtype=itype)   # old row -> its row in the new lhs order
+    new_row[rows.ravel()] = np.arange(rows.size, dtype=itype)
     plans = []
     for ops, end in chains:
         pos = _positions(op.result.type.shape, ops)
-        cols = np.flatnonzero(np.bincount((pos % n).ravel(), minlength=n))  # the columns read, sorted
+        row, col = np.divmod(pos, n)
+        cols = np.flatnonzero(np.bincount(col.ravel(), minlength=n))  # the columns read, sorted
+        if pos.size != rows.size * len(cols):
+            return False  # not every (row, column read) once
         # new result [lhs rows..., len(cols)]: element (r, j) is old (rows[r], cols[j])
-        old_of_new = (rows.reshape(-1, 1) * n + cols.reshape(1, -1))
-        where = np.full(int(np.prod(op.result.type.shape)), -1, dtype=np.int64)
-        where[old_of_new.ravel()] = np.arange(old_of_new.size)
-        new_pos = where[pos]
-        if new_pos.size != old_of_new.size or (new_pos < 0).any():
-            return False
+        new_col = np.zeros(n, dtype=itype)
+        new_col[cols] = np.arange(len(cols), dtype=itype)
+        new_pos = new_row[row] * len(cols) + new_col[col]
         views = _as_one_transpose(new_pos)
         if views is None:
             return False
