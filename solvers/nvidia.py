@@ -64,6 +64,7 @@ class WgmmaSolver:
     gpu_wgmma.CONFIGS: (BM, BN, warpgroups, stages)."""
     targets = ("nvvm",)
     efficiency = 6.0
+    split_k = False     # the kernel is kernels/nvidia/wgmma.py's own GEMM, which can split its k tiles
 
     def is_applicable(self, p, target):
         if target.matrix_core != "wgmma":
@@ -81,7 +82,24 @@ class WgmmaSolver:
         return super().cost(p, target) + wasted / (target.rates[0] * 1e9 * self.efficiency)
 
     def tunables(self, p):
-        return {"tile": list(range(len(gpu_wgmma.CONFIGS)))}
+        tiles = {"tile": list(range(len(gpu_wgmma.CONFIGS)))}
+        if not self.split_k:
+            return tiles
+        kt = self.k_tiles(p)
+        return {**tiles, "splits": [d for d in (1, 2, 3, 4, 6, 8, 9, 12, 16, 18, 24) if kt % d == 0 and kt // d >= 2]}
+
+    def splits(self, p, target, tile: int) -> int:
+        """k runs for a grid that leaves most multiprocessors idle (a quarter or fewer busy) and a reduction
+        of 8+ k tiles: the most that keep the grid within one wave and 4+ k tiles a run (the pipeline's
+        depth). ResNet-18 at batch 1 on the H200: its 7x7 layers were 4 blocks of 128 x 128 for 72 k tiles,
+        25 us each of a 0.23 ms network."""
+        m, n = self.gemm_shape(p)
+        bm, bn = gpu_wgmma.CONFIGS[tile][:2]
+        blocks = -(-m // bm) * -(-n // bn)
+        kt = self.k_tiles(p)
+        if not self.split_k or 4 * blocks > target.chip.units or kt < 8:
+            return 1
+        return max(d for d in range(1, kt + 1) if kt % d == 0 and d * blocks <= target.chip.units and kt // d >= 4)
 
     def default_params(self, p, target):
         """Measured on the H200 (bench/RESULTS.md, same runs as cuDNN): 128x128 with one warpgroup and 4
@@ -91,15 +109,20 @@ class WgmmaSolver:
         warpgroups on long reductions (the 8192^3 GEMM: 655-723 TFLOP/s); N <= 64 takes 64x64 with 4
         stages (64@56 3x3: 0.87x -> 1.12x cuDNN, against 128x64 with 6), or 128x64 with 3 when there are
         one or two k tiles (64@56 1x1: 1.32x against 1.15-1.26x on 64x64)."""
+        tile = self.default_tile(p, target)
+        splits = self.splits(p, target, tile)
+        return {"tile": tile, **({"splits": splits} if splits > 1 else {})}
+
+    def default_tile(self, p, target) -> int:
         m, n = self.gemm_shape(p)
         k = p.r * p.s * p.c if self.op == "conv2d" else p.k
         k_tiles = self.k_tiles(p)
         blocks = lambda bm, bn: -(-m // bm) * -(-n // bn)  # noqa: E731
         if n >= 256 and k >= 2048 and blocks(256, 128) >= 2 * target.chip.units:
-            return {"tile": 2}
+            return 2
         if n > 64:
-            return {"tile": 7 if k_tiles <= 4 else 0}
-        return {"tile": 5 if k_tiles <= 2 else 6}
+            return 7 if k_tiles <= 4 else 0
+        return 5 if k_tiles <= 2 else 6
 
     def k_tiles(self, p) -> int:
         """64-wide k tiles per output tile: one per filter tap and 64 channels (a matmul: of K)."""
@@ -107,12 +130,13 @@ class WgmmaSolver:
 
     def kernel(self, r):
         return gpu_wgmma.wgmma_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), r.params["tile"],
-                                      smem_limit=r.target.chip.shared_per_block)
+                                      r.params.get("splits", 1), smem_limit=r.target.chip.shared_per_block)
 
 
 class ConvImplicitGemmWgmma(WgmmaSolver, ConvImplicitGemmGpu):
     """Implicit-GEMM convolution on sm_90 warpgroup MMA, the input read in place by TMA boxes."""
     name = "conv_implicit_gemm_wgmma"
+    split_k = True
 
 
 class ConvIm2colGemmWgmma(WgmmaSolver, ConvImplicitGemmGpu):
@@ -205,6 +229,7 @@ class ConvSpaceToDepthWgmma(WgmmaSolver, ConvImplicitGemmGpu):
 class GemmWgmma(WgmmaSolver, GemmGpu):
     """matmul / linear on sm_90 warpgroup MMA with TMA loads."""
     name = "gemm_wgmma"
+    split_k = True
 
 
 class AttentionFlashMma(Solver):

@@ -47,6 +47,8 @@ of 8 (TMA's 16-byte strides); other problems keep the mma.sync kernel.
 from __future__ import annotations
 
 
+import dataclasses
+
 from openprim.kernels.gpu.gemm import WG, Emitter, GemmSpec, collapse, operands
 from openprim.kernels.semantics import activation
 
@@ -111,24 +113,69 @@ def pixel_box(bm: int, n: int, oh: int, ow: int, sh: int = 1, sw: int = 1) -> tu
     return best[1]
 
 
-def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, config: int, *, smem_limit: int) -> str:
+def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, config: int, splits: int = 1, *,
+                 smem_limit: int) -> str:
     e = Emitter()
-    emit_wgmma(e, params_sig, spec, config, smem_limit=smem_limit)
+    if splits == 1:
+        emit_wgmma(e, params_sig, spec, config, smem_limit=smem_limit)
+    else:
+        emit_split_k(e, params_sig, spec, config, splits, smem_limit=smem_limit)
     return host_function(e, name, params_sig)
 
 
+def k_tiles(spec: GemmSpec) -> int:
+    """The 64-wide k tiles of the reduction: one per filter tap and 64 channels (a matmul: of K)."""
+    N, H, W, C, OH, OW, R, S, *_ = geometry(spec)
+    return R * S * -(-C // BK)
+
+
+def emit_split_k(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, config: int, splits: int, *,
+                 smem_limit: int) -> None:
+    """Split-K: the k tiles in `splits` equal runs, one per grid z, each block's partial sums (f32) into its
+    own [M, N] slice of a scratch [splits * M, N]; then a launch of a thread per 8 output channels adds
+    the slices in order and applies bias, residual, activation and the cast. For grids far smaller than
+    the machine (a batch-1 network's 7x7 layers: 4 blocks of 128 x 128 on 132 multiprocessors)."""
+    M, NO, dt = spec.m, spec.n, spec.dtype
+    types, rank, (x, w, bias, residual, out) = operands(params_sig, spec)
+    part_t = f"memref<{splits * M}x{NO}xf32>"
+    e.emit(f"%wk = memref.alloc() {{alignment = 64 : i64}} : {part_t}")
+    plain = dataclasses.replace(spec, bias=False, residual=False, activation="none", activation_params=())
+    emit_wgmma(e, [(x, types[x]), (w, types[w]), ("%wk", part_t)], plain, config, out_f32=True, splits=splits,
+               smem_limit=smem_limit)
+    m, n = vec_launch(e, M, NO)
+    v8, o8 = "vector<8xf32>", f"vector<8x{dt}>"
+    total = None
+    for z in range(splits):
+        v = e.fresh("p")
+        e.emit(f"{v} = vector.load %wk[{e.add(m, e.c(z * M))}, {n}] : {part_t}, {v8}")
+        total = v if total is None else e.op("arith.addf", total, v, v8)
+    bias_f = None
+    if bias:
+        raw, bias_f = e.fresh("b"), e.fresh("b")
+        e.emit(f"{raw} = vector.load {bias}[{n}] : {types[bias]}, {o8}")
+        e.emit(f"{bias_f} = arith.extf {raw} : {o8} to {v8}")
+    out2 = collapse(e, out, types[out], rank(out), M, NO, dt)
+    res2 = collapse(e, residual, types[residual], rank(residual), M, NO, dt) if residual else None
+    store8(e, spec, total, bias_f, (res2, [m, n], f"memref<{M}x{NO}x{dt}>") if res2 else None,
+           (out2, [m, n], f"memref<{M}x{NO}x{dt}>"))
+    close_launch(e)
+
+
 def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, config: int, batch: int = 1,
-               out_f32: bool = False, *, smem_limit: int) -> None:
+               out_f32: bool = False, splits: int = 1, *, smem_limit: int) -> None:
     """The tensor maps and the launch of the kernel, emitted into `e` (host lines, then the launch).
     batch > 1: `batch` matmuls on grid z, A [batch, M, K] x B [batch, K, N] -> out [batch, M, N] (f32
-    with out_f32; a Winograd transform's GEMMs)."""
+    with out_f32; a Winograd transform's GEMMs). splits > 1 (batch 1): grid z takes the k tiles in that
+    many equal runs, run z's sums into rows z*M.. of out [splits * M, N] (emit_split_k)."""
     BM, BN, WGS, STAGES = CONFIGS[config]
     BMW = BM // WGS                                         # rows per warpgroup
     dt = spec.dtype
     N, H, W, C, OH, OW, R, S, sh, sw, pt, pl, dh, dw, flat = geometry(spec)
     M, NO = spec.m, spec.n
     CB = -(-C // BK)                                        # channel blocks per tap
-    KT = R * S * CB
+    assert batch == 1 or splits == 1, "split-K of one GEMM only"
+    assert (R * S * CB) % splits == 0, "split-K into equal runs of k tiles"
+    KT = R * S * CB // splits                               # this block's k tiles
     STAGES = min(STAGES, KT)
     bi, bh, bw = (1, 1, BM) if flat else pixel_box(BM, N, OH, OW, sh, sw)
     tiles_w, tiles_h, tiles_i = -(-OW // bw), -(-OH // bh), -(-N // bi)
@@ -170,9 +217,10 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
     sm = e.fresh("smem")
     e.emit(f"{sm} = arith.constant {smem} : i32")
     one = e.c(1)
-    e.open(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-NO // BN))}, %gy = {e.c(blocks_m)}, %gz = {e.c(batch)}) "
+    e.open(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-NO // BN))}, %gy = {e.c(blocks_m)}, "
+           f"%gz = {e.c(batch * splits)}) "
            f"threads(%tx, %ty, %tz) in (%sx = {e.c(T)}, %sy = {one}, %sz = {one}) dynamic_shared_memory_size {sm} {{")
-    out2 = collapse(e, out, types[out], rank(out), M * batch, NO, od)
+    out2 = collapse(e, out, types[out], rank(out), M * batch * splits, NO, od)
     res2 = collapse(e, residual, types[residual], rank(residual), M, NO, dt) if residual else None
     # The 2-d view of the tensor maps that wgmma descriptors want (only the swizzle is read from them).
     desc_tm = {}
@@ -220,8 +268,11 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
     b_box_t = f"1x1x{BK}x64" if spec.conv else f"1x{BK}x64" if batch > 1 else f"{BK}x64"
 
     def load_tile(kt: str, slot: str, pred: str) -> None:
-        """Thread `pred`: the A and B boxes of k tile kt into `slot`, on that slot's barrier."""
+        """Thread `pred`: the A and B boxes of k tile kt (of this block's run) into `slot`, on that slot's
+        barrier."""
         e.emit(f"nvgpu.mbarrier.arrive.expect_tx {bars}[{slot}], {e.c(A_BYTES + B_BYTES)}, predicate = {pred} : {mbar_t}")
+        if splits > 1:
+            kt = e.add(kt, e.mul("%bz", e.c(KT)))
         cb, rs = e.rem(kt, e.c(CB)), e.div(kt, e.c(CB))
         c0 = e.mul(cb, e.c(BK))
         a_dst = view(e.mul(slot, e.c(A_BYTES)), a_box_t)
@@ -316,10 +367,10 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
             halves.append(x)
         v = e.fresh("x")
         e.emit(f"{v} = vector.shuffle {halves[0]}, {halves[1]} [0, 1, 2, 3, 4, 5, 6, 7] : vector<4xf32>, vector<4xf32>")
-        if batch > 1:                                   # batched: rows of GEMM %bz follow GEMM %bz - 1
+        if batch > 1 or splits > 1:                     # rows of GEMM (k run) %bz follow those of %bz - 1
             m = e.add(m, e.mul("%bz", e.c(M)))
         store8(e, spec, v, bias_f if bias else None, (res2, [m, n], f"memref<{M}x{NO}x{dt}>") if res2 else None,
-               (out2, [m, n], f"memref<{M * batch}x{NO}x{od}>"))
+               (out2, [m, n], f"memref<{M * batch * splits}x{NO}x{od}>"))
         e.close()
     e.close()
     e.emit("gpu.terminator")
