@@ -27,7 +27,7 @@ irdl.dialect @prim {
     %res = irdl.base "!builtin.tensor"
     irdl.results(result: %res)
   }
-  // y = act(lhs @ rhs(^T) + bias + residual); rhs is [K,N] ([N,K] transposed) or batched like lhs
+  // y = act(lhs @ rhs(^T) + bias + residual); rhs is [K,N] ([N,K] with transpose_rhs = 1; [N/NT, K, NT] panels with 2, as prim-select packs constant weights) or batched like lhs
   irdl.operation @matmul {
     %t0 = irdl.base "!builtin.tensor"
     %t1 = irdl.base "!builtin.tensor"
