@@ -461,10 +461,10 @@ class ConvImplicitGemm(Solver):
         column in six to a tile of one (two accumulators, latency-bound)."""
         p = r.problem
         if self.pointwise(p):
-            gemm = GemmProblem(1, p.n * p.oh * p.ow, p.k, p.c, False, False, p.dtype, p.epilogue)
-            prepacked = filter_block(p.filter_layout) == r.params["ft"]
-            params = {"mt": r.params["wt"], "nt": r.params["ft"], "prepacked": int(prepacked),
-                      "pack": int(not prepacked and p.c * r.params["ft"] * 4 <= PANEL_BYTES)}
+            ft = r.params["ft"]
+            panels = ft if filter_block(p.filter_layout) == ft else 0
+            gemm = GemmProblem(1, p.n * p.oh * p.ow, p.k, p.c, False, False, p.dtype, p.epilogue, panels)
+            params = {"mt": r.params["wt"], "nt": ft, "pack": int(not panels and p.c * ft * 4 <= PANEL_BYTES)}
             return cpu_gemm.gemm_kernel(r.name, r.signature, gemm, params, r.attrs, THREADS)
         return cpu_implicit_gemm.conv_kernel(r.name, r.signature, r.problem, r.params, r.attrs, THREADS)
 

@@ -25,8 +25,8 @@ Packing copies a panel (K x NT) into a contiguous stack buffer (memref.alloca in
 item): it makes a transposed rhs (B[n, k], NT values of a k strided by K) a plain vector load, and turns
 the strided rows of a wide B into one stream (measured: 120-160 GFLOP/s packed against 50-90 unpacked on
 BERT's GEMMs, 2-core AVX2). f16/bf16 operands are widened to f32 on load (the packed panel is f32) and the
-result rounded once, at the store. B can also come packed already (params prepacked: [N/NT, K, NT], a
-pointwise convolution's "KRSC<NT>k" filter). Tails (N % NT columns, M % MT rows) are tiles of the exact
+result rounded once, at the store. B can also come packed already (problem.panels = NT: [N/NT, K, NT], a
+constant rhs packed by prim-select, or a pointwise convolution's "KRSC<NT>k" filter). Tails (N % NT columns, M % MT rows) are tiles of the exact
 smaller size; every shape is static, every memref viewed 1-d. erf (GELU) is a vector polynomial (ERF_P / ERF_Q).
 A thin tile (a GEMV's one row: two accumulators) spreads its unrolled k steps over several accumulator sets,
 added after the loop, so that CHAINS independent FMAs are in flight.
@@ -86,10 +86,11 @@ class _Gemm:
 
     def __init__(self, p, params, attrs, signature, threads):
         self.p, self.attrs, self.threads = p, attrs, threads
-        self.prepacked = bool(params.get("prepacked") or p.panels)   # B stored as its panels, [N/NT, K, NT]
+        self.prepacked = bool(p.panels)   # B stored as its panels, [N/NT, K, NT]
         self.mt, self.nt = params["mt"], params["nt"]
         self.pack = (bool(params["pack"]) or p.transpose_rhs) and not self.prepacked
-        assert not (self.prepacked and (p.batched_rhs or p.n % self.nt)), "prepacked: whole panels of one B"
+        assert p.panels in (0, self.nt) and not (p.panels and (p.batched_rhs or p.n % self.nt)), \
+            "panels: whole NT-column panels of one B"
         self.dtype = p.dtype
         self.a, self.bm, self.bias, self.residual, self.out = kernel_arguments(signature, p.epilogue)
         self.signature = signature
@@ -183,7 +184,7 @@ class _Gemm:
             b.end_loop([v for o in out for v in o], None, types * rows * sets)
             accs = loop_accs[:len(zeros)]
             for i in range(1, sets):
-                accs = [self.add_vectors(x, y, t) for x, y, t in zip(accs, loop_accs[i * len(zeros):], types * rows)]
+                accs = [b.op("arith.addf", x, y, t) for x, y, t in zip(accs, loop_accs[i * len(zeros):], types * rows)]
         for k in range(k0 + depth // ku * ku, k1):
             accs = step(k, accs)
         if k1 < p.k:
@@ -193,11 +194,6 @@ class _Gemm:
                            f"{self.partials[1]}, vector<{w}xf32>")
             return
         self.store(out_off, m0, n0, widths, accs)
-
-    def add_vectors(self, x: str, y: str, ty: str) -> str:
-        n = self.b.fresh("sum")
-        self.b.emit(f"{n} = arith.addf {x}, {y} : {ty}")
-        return n
 
     def store(self, out_off, m0, n0, widths: list[int], accs) -> None:
         """The epilogue of a tile: + bias + residual, activation, rounding, one store per vector."""

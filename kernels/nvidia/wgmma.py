@@ -123,12 +123,6 @@ def wgmma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, c
     return host_function(e, name, params_sig)
 
 
-def k_tiles(spec: GemmSpec) -> int:
-    """The 64-wide k tiles of the reduction: one per filter tap and 64 channels (a matmul: of K)."""
-    N, H, W, C, OH, OW, R, S, *_ = geometry(spec)
-    return R * S * -(-C // BK)
-
-
 def emit_split_k(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, config: int, splits: int, *,
                  smem_limit: int) -> None:
     """Split-K: the k tiles in `splits` equal runs, one per grid z, each block's partial sums (f32) into its
