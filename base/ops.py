@@ -113,9 +113,11 @@ OPS: dict[str, OpSpec] = {s.name: s for s in [
           doc="out[i] = x[starts + i * steps] on every axis: 0 <= start < end <= size, steps >= 1"),
     _spec("reduce", ("input",), {"kind": "str", "axes": "i64s", "keepdims": "i64"},
           doc="sum, mean, max or min over axes; keepdims = 1 keeps them as size 1"),
-    _spec("attention", ("query", "key", "value", ("mask", "optional")), {"scale": "f64", "causal": "i64"},
-          doc="softmax(scale * q @ k^T + mask [+ causal: -inf where key > query index]) @ v; q [B,H,Sq,D], "
-              "k/v [B,H,Sk,D], mask broadcastable to [B,H,Sq,Sk]"),
+    _spec("attention", ("query", "key", "value", ("mask", "optional")),
+          {"scale": "f64", "causal": "i64", "layout": "str"},
+          doc="softmax(scale * q @ k^T + mask [+ causal: -inf where key > query index]) @ v per batch and head; "
+              "layout BHSD: q [B,H,Sq,D], k/v [B,H,Sk,D]; BSHD: q [B,Sq,H,D], k/v [B,Sk,H,D] (the heads "
+              "of a projection, untransposed); the result is shaped like q; mask broadcastable to [B,H,Sq,Sk]"),
 ]}
 ELEMENTWISE = frozenset(UNARY_ATTRS) | frozenset(UNARY_MATH) | frozenset(BINARY)
 
@@ -343,15 +345,28 @@ def _softmax(shapes, attrs):
     return tuple(shapes[0])
 
 
+ATTENTION_LAYOUTS = ("BHSD", "BSHD")
+
+
+def attention_dims(shape, layout: str) -> tuple[int, int, int, int]:
+    """(B, H, S, D) of an attention operand of `shape` in `layout`."""
+    b, x, y, d = shape
+    return (b, x, y, d) if layout == "BHSD" else (b, y, x, d)
+
+
 def _attention(shapes, attrs):
     q, k, v, mask = shapes
+    layout = attrs["layout"]
+    _need(layout in ATTENTION_LAYOUTS, f"layout must be one of {', '.join(ATTENTION_LAYOUTS)}, got {layout!r}")
     _need(len(q) == 4 and len(k) == 4 and len(v) == 4,
-          f"query, key and value must be 4-d [B, H, S, D], got {fmt_shape(q)}, {fmt_shape(k)} and {fmt_shape(v)}")
+          f"query, key and value must be 4-d [{', '.join(layout)}], got {fmt_shape(q)}, "
+          f"{fmt_shape(k)} and {fmt_shape(v)}")
     _need(tuple(k) == tuple(v), f"key {fmt_shape(k)} and value {fmt_shape(v)} must have the same shape")
-    _need(tuple(q[:2]) == tuple(k[:2]) and q[3] == k[3],
+    (b, h, sq, d), (kb, kh, sk, kd) = attention_dims(q, layout), attention_dims(k, layout)
+    _need((b, h, d) == (kb, kh, kd),
           f"query {fmt_shape(q)} and key {fmt_shape(k)} must agree in batch, heads and head dim")
     _need(attrs["causal"] in (0, 1), f"causal must be 0 or 1, got {attrs['causal']}")
-    scores = (q[0], q[1], q[2], k[2])
+    scores = (b, h, sq, sk)
     if mask is not None:
         fits = len(mask) <= 4 and all(m in (1, s) for m, s in zip(reversed(mask), reversed(scores)))
         _need(fits, f"mask {fmt_shape(mask)} does not broadcast to the scores {fmt_shape(scores)}")

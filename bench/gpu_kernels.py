@@ -8,7 +8,7 @@
 
 Cases: the ResNet-50 3x3 convolution N=32, C=K=128, 28x28 (fp32 and fp16, NCHW and NHWC) against
 torch.nn.functional.conv2d with TF32 off and with PyTorch's default; an 8192^3 GEMM (f16 and bf16 on tensor
-cores) against torch.matmul; and memory-bound kernels (relu,
+cores) and a transformer layer's GEMMs (TRANSFORMER_GEMMS) against torch.matmul; and memory-bound kernels (relu,
 batch norm, 3x3/s2 max pool, softmax over rows) as achieved bandwidth over a device-to-device copy.
 Every case is also checked against torch in float64 on the same random input before it is timed.
 """
@@ -37,6 +37,9 @@ RESNET50_STRIDED = [dict(n=32, c=128, h=56, w=56, k=128, r=3, stride=2, pad=1),
                     dict(n=32, c=256, h=56, w=56, k=512, r=1, stride=2, pad=0),
                     dict(n=32, c=256, h=28, w=28, k=256, r=3, stride=2, pad=1)]
 GEMM_SIZE = 8192
+# A transformer layer's GEMMs [M, K] x [K, N]: ViT-B/16 at batch 32 (M = 32 x 197 tokens) and BERT-base at
+# batch 8 x 512 tokens; q/k/v and the out-projection 768 -> 768, the MLP 768 -> 3072 -> 768.
+TRANSFORMER_GEMMS = [(m, k, n) for m in (6304, 4096) for k, n in ((768, 768), (768, 3072), (3072, 768))]
 
 
 def cases():
@@ -73,6 +76,12 @@ def cases():
             g.output(g.matmul(g.input("a", (GEMM_SIZE, GEMM_SIZE)), g.input("b", (GEMM_SIZE, GEMM_SIZE))))
             return g
         out[f"gemm{GEMM_SIZE}_{dtype}"] = (gemm, {"kind": "gemm", "dtype": dtype})
+    for m, k, n in TRANSFORMER_GEMMS:
+        def tgemm(m=m, k=k, n=n):
+            g = Graph(name="gemm", dtype="f16")
+            g.output(g.matmul(g.input("a", (m, k)), g.input("b", (k, n))))
+            return g
+        out[f"tgemm_{m}x{k}x{n}_f16"] = (tgemm, {"kind": "gemm", "dtype": "f16", "mkn": [m, k, n]})
     shape = (32, 56, 56, 128)
     for dtype in ("f32", "f16"):
         def relu(dtype=dtype):
@@ -225,7 +234,7 @@ def run(directory):
                 oh = (p["h"] + 2 * p["pad"] - p["r"]) // p["stride"] + 1
                 flops = 2 * p["n"] * p["k"] * oh * oh * p["c"] * p["r"] * p["r"]
             else:
-                flops = 2 * GEMM_SIZE ** 3
+                flops = 2 * float(np.prod(meta.get("mkn", [GEMM_SIZE] * 3)))
             row["tflops"] = flops / ms / 1e9
         else:
             item = 4 if meta["dtype"] == "f32" else 2

@@ -379,7 +379,7 @@ irdl.dialect @prim {
     %res = irdl.base "!builtin.tensor"
     irdl.results(result: %res)
   }
-  // softmax(scale * q @ k^T + mask [+ causal: -inf where key > query index]) @ v; q [B,H,Sq,D], k/v [B,H,Sk,D], mask broadcastable to [B,H,Sq,Sk]
+  // softmax(scale * q @ k^T + mask [+ causal: -inf where key > query index]) @ v per batch and head; layout BHSD: q [B,H,Sq,D], k/v [B,H,Sk,D]; BSHD: q [B,Sq,H,D], k/v [B,Sk,H,D] (the heads of a projection, untransposed); the result is shaped like q; mask broadcastable to [B,H,Sq,Sk]
   irdl.operation @attention {
     %t0 = irdl.base "!builtin.tensor"
     %t1 = irdl.base "!builtin.tensor"
@@ -388,7 +388,8 @@ irdl.dialect @prim {
     irdl.operands(query: %t0, key: %t1, value: %t2, mask: optional %t3)
     %a0 = irdl.base "#builtin.float"
     %a1 = irdl.base "#builtin.integer"
-    irdl.attributes {"scale" = %a0, "causal" = %a1}
+    %a2 = irdl.base "#builtin.string"
+    irdl.attributes {"scale" = %a0, "causal" = %a1, "layout" = %a2}
     %res = irdl.base "!builtin.tensor"
     irdl.results(result: %res)
   }

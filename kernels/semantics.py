@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from openprim.base.ops import ELEMENTWISE, RHS_PANELS, filter_block
+from openprim.base.ops import ELEMENTWISE, RHS_PANELS, attention_dims, filter_block
 
 from .irtext import KernelText, V, amap, ttype
 
@@ -565,10 +565,14 @@ def emit_attention(kt, op, operands, attrs, shape, dtype):
     """softmax(scale * q @ k^T + mask, causal: -inf where key j > query i) @ v, the scores in f32; the
     reference form (the S x S scores are a tensor): targets with a flash kernel replace it."""
     q, k, v, mask = operands
-    B, H, Sq, D = q.shape
-    Sk = k.shape[2]
+    B, H, Sq, D = attention_dims(q.shape, attrs["layout"])
+    Sk = attention_dims(k.shape, attrs["layout"])[2]
     ident = amap(4, ["d0", "d1", "d2", "d3"])
-    scores = kt.generic([q, k], [amap(5, ["d0", "d1", "d2", "d4"]), amap(5, ["d0", "d1", "d3", "d4"])],
+
+    def rows(b, h, s, d):    # an operand's indexing map from (batch, head, sequence, head dim) loop dims
+        return amap(5, [b, h, s, d] if attrs["layout"] == "BHSD" else [b, s, h, d])
+
+    scores = kt.generic([q, k], [rows("d0", "d1", "d2", "d4"), rows("d0", "d1", "d3", "d4")],
                         kt.filled((B, H, Sq, Sk), "f32", 0.0), amap(5, ["d0", "d1", "d2", "d3"]),
                         ["parallel"] * 4 + ["reduction"], mac_body([q.dtype, k.dtype]))
     ins, maps = [scores], [ident]
@@ -591,8 +595,8 @@ def emit_attention(kt, op, operands, attrs, shape, dtype):
 
     logit = kt.generic(ins, maps, kt.empty((B, H, Sq, Sk), "f32"), ident, ["parallel"] * 4, logits)
     probs = emit_softmax(kt, "softmax", [logit], {"axis": -1}, (B, H, Sq, Sk), "f32")
-    out = kt.generic([probs, v], [amap(5, ["d0", "d1", "d2", "d4"]), amap(5, ["d0", "d1", "d4", "d3"])],
-                     kt.filled(shape, "f32", 0.0), amap(5, ["d0", "d1", "d2", "d3"]),
+    out = kt.generic([probs, v], [amap(5, ["d0", "d1", "d2", "d4"]), rows("d0", "d1", "d4", "d3")],
+                     kt.filled(shape, "f32", 0.0), rows("d0", "d1", "d2", "d3"),
                      ["parallel"] * 4 + ["reduction"], mac_body(["f32", v.dtype]))
     return out if dtype == "f32" else kt.generic([out], [ident], kt.empty(shape, dtype), ident, ["parallel"] * 4,
                                                  lambda a, kt: kt.from_f32(a[0], dtype))

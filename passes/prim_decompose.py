@@ -10,6 +10,9 @@ and head dims) it becomes the ops that every target already runs well:
     p = softmax(s, axis=-1)
     o = matmul(p, v)                         batched, [B, H, Sq, D]
 
+An attention in layout BSHD (its operands and result [B, S, H, D]) is decomposed between transposes to
+and from BHSD.
+
 The pass runs first, so that prim-fuse then fuses the scale and mask adds into one elementwise kernel
 and prim-select picks a GEMM solver for both products like for any other matmul.
 """
@@ -27,9 +30,10 @@ from openprim.dialect import graph_functions
 from openprim.solvers import applicable
 from openprim.solvers.problem import problem_of
 
-from .rewrite import new_constant
+from .rewrite import new_constant, transpose
 
 NAME = "prim-decompose"
+HEADS_SWAP = [0, 2, 1, 3]   # BSHD <-> BHSD
 
 
 def has_kernel(op: ir.Operation, target: Target) -> bool:
@@ -57,11 +61,14 @@ def decompose_attention(op: ir.Operation) -> None:
     """Replace one prim.attention by matmul, scale, mask adds, softmax and matmul (module docstring)."""
     q, k, v, mask = dialect.operand_groups(op)
     attrs = dialect.op_attrs(op)
-    B, H, Sq, D = dialect.shape_of(q)
-    Sk = dialect.shape_of(k)[2]
-    scores = (B, H, Sq, Sk)
     loc = op.location
+    heads_inner = attrs["layout"] == "BSHD"
     with ir.InsertionPoint(op), loc:
+        if heads_inner:
+            q, k, v = (transpose(x, HEADS_SWAP, loc) for x in (q, k, v))
+        B, H, Sq, D = dialect.shape_of(q)
+        Sk = dialect.shape_of(k)[2]
+        scores = (B, H, Sq, Sk)
         s = _matmul(q, k, scores, True, loc)
         s = _create("mul", [s, new_constant(np.array(attrs["scale"]), q, loc)], scores, q, {}, loc)
         if mask is not None:
@@ -70,7 +77,9 @@ def decompose_attention(op: ir.Operation) -> None:
             above = np.arange(Sk)[None, :] > np.arange(Sq)[:, None]
             s = _create("add", [s, new_constant(np.where(above, -np.inf, 0.0), q, loc)], scores, q, {}, loc)
         p = _create("softmax", [s], scores, q, {"axis": -1}, loc)
-        out = _matmul(p, v, dialect.shape_of(op.result), False, loc)
+        out = _matmul(p, v, (B, H, Sq, D), False, loc)
+        if heads_inner:
+            out = transpose(out, HEADS_SWAP, loc)
     op.result.replace_all_uses_with(out)
     op.erase()
 

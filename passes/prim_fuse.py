@@ -20,6 +20,8 @@ Transposes of constants are folded first; then four rewrites over each graph fun
      reduction and an elementwise kernel that reads h again.
   4. chains of elementwise ops (each intermediate used once) -> a private function marked `prim.fused`,
      called from the graph; prim-tile/prim-lower turn it into one kernel (one loop nest).
+Between sweeps, the view ops move around the GEMMs (matmul_views.py) and into attention's layout
+(attention_layout.py: the heads read where the projections leave them).
 outline_concat_chains does the same for chains of binary concats and the batch_norm + relu after them (one
 copy kernel per chain); prim-tile calls it on the CPU, once prim-select has moved its layout transposes
 through the single concats.
@@ -37,6 +39,7 @@ from openprim.base.ops import ELEMENTWISE
 from openprim.dialect import body, graph_functions
 from openprim.kernels.semantics import unary_activation
 
+from .attention_layout import attention_layouts
 from .matmul_views import rewrite_views
 from .rewrite import constant, new_constant, producer, rebuild, reshape, single_use, transpose
 
@@ -44,11 +47,6 @@ NAME = "prim-fuse"
 NORMS = ("prim.layer_norm", "prim.rms_norm")
 TO_NCHW = [0, 3, 1, 2]  # the permute back to NCHW, which prim-select cancels against the NHWC layers around it
 ACTIVATION_OPS = ("relu", "leaky_relu", "clamp", "sigmoid", "tanh", "gelu", "silu", "elu", "hardsigmoid", "hardswish")
-
-
-
-
-
 
 
 def _channel_axis(op) -> int:
@@ -443,8 +441,8 @@ class Options:
                         if self.epilogues and op.name in NORMS and _fuse_norm_residual(op):
                             changed = True
                             break
-                    else:  # nothing left to fuse: move the view ops around the GEMMs, then fuse again
-                        changed = self.epilogues and rewrite_views(fn)
+                    else:  # nothing left to fuse: move the view ops around the GEMMs and attention, fuse again
+                        changed = self.epilogues and (rewrite_views(fn) | attention_layouts(fn))
                 if self.elementwise:
                     for group in _elementwise_groups(fn):
                         _outline(fn, group, count)

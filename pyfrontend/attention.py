@@ -101,7 +101,7 @@ def _match(pv: Node, prod: dict, uses: dict):
     k_shape = rhs.shape if node.attrs["transpose_rhs"] else tuple(rhs.shape[:2]) + (rhs.shape[3], rhs.shape[2])
     try:
         spec.infer("attention", [q.shape, k_shape, v.shape, None if mask is None else mask.shape],
-                   {"scale": scale, "causal": 0})
+                   {"scale": scale, "causal": 0, "layout": "BHSD"})
     except spec.ShapeError:
         return None
     return q, k, v, mask, scale, dead
@@ -124,7 +124,7 @@ def match_attention(graph: Graph) -> int:
                 k = Tensor(graph, tuple(k0.shape[p] for p in perm), k0.dtype, f"%{len(graph.nodes)}")
                 graph.nodes.insert(graph.nodes.index(pv), Node("transpose", [k0], {"perm": perm}, k, pv.loc))
         pv.op, pv.operands = "attention", [q, k, v, mask]
-        pv.attrs = {"scale": float(np.float64(scale)), "causal": 0}
+        pv.attrs = {"scale": float(np.float64(scale)), "causal": 0, "layout": "BHSD"}
         gone = {id(n) for n in dead}
         graph.nodes = [n for n in graph.nodes if id(n) not in gone]
         _drop_unused_constants(graph, dead)

@@ -278,13 +278,14 @@ class Graph:
     def softmax(self, x, axis=-1): return self._emit("softmax", [x], {"axis": axis})
     def log_softmax(self, x, axis=-1): return self._emit("log_softmax", [x], {"axis": axis})
 
-    def attention(self, q, k, v, mask=None, causal=False, scale=None):
+    def attention(self, q, k, v, mask=None, causal=False, scale=None, layout="BHSD"):
         """softmax(scale * q @ k^T + mask) @ v per batch and head, as torch's scaled_dot_product_attention:
-        q [B, H, Sq, D], k/v [B, H, Sk, D], an additive mask broadcastable to [B, H, Sq, Sk], causal keeps
-        key j <= query i (top-left aligned), scale defaults to 1/sqrt(D)."""
+        q [B, H, Sq, D], k/v [B, H, Sk, D] (layout="BSHD": [B, Sq, H, D] and [B, Sk, H, D], the result too),
+        an additive mask broadcastable to [B, H, Sq, Sk], causal keeps key j <= query i (top-left
+        aligned), scale defaults to 1/sqrt(D)."""
         self._own(q, "prim.attention")
         scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-        return self._emit("attention", [q, k, v, mask], {"scale": scale, "causal": int(causal)})
+        return self._emit("attention", [q, k, v, mask], {"scale": scale, "causal": int(causal), "layout": layout})
 
     def reshape(self, x, shape):
         self._own(x, "prim.reshape")

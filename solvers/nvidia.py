@@ -257,4 +257,5 @@ class AttentionFlashMma(Solver):
         return emit_attention(kt, "attention", operands, attrs, shape, dtype)
 
     def kernel(self, r):
-        return flash_attention.attention_kernel(r.name, r.signature, r.attrs["scale"], bool(r.attrs["causal"]))
+        return flash_attention.attention_kernel(r.name, r.signature, r.attrs["scale"], bool(r.attrs["causal"]),
+                                                r.attrs["layout"])

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from openprim import dialect
 from openprim.base.errors import OpenPrimError
-from openprim.base.ops import RHS_PANELS, filter_dims
+from openprim.base.ops import RHS_PANELS, attention_dims, filter_dims
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,7 @@ class AttentionProblem:
     causal: bool
     mask: tuple | None  # the additive mask's shape, None without one
     dtype: str
+    layout: str = "BHSD"  # of q, k, v and the output (base.ops.ATTENTION_LAYOUTS)
 
     @property
     def flops(self) -> float:
@@ -87,7 +88,7 @@ class AttentionProblem:
     def descriptor(self) -> str:
         mask = "-mask" + "x".join(map(str, self.mask)) if self.mask else ""
         return (f"attention-b{self.batch}-q{self.sq}-k{self.sk}-d{self.d}{'-causal' if self.causal else ''}"
-                f"{mask}-{self.dtype}")
+                f"{mask}{'' if self.layout == 'BHSD' else '-' + self.layout.lower()}-{self.dtype}")
 
 
 def _epilogue_name(attrs, bias, residual) -> str:
@@ -102,10 +103,11 @@ def problem_of(op):
     attrs = dialect.op_attrs(op)
     if op.name == "prim.attention":
         q, k, _, mask = dialect.operand_groups(op)
-        (b, h, sq, d), sk = tuple(q.type.shape), k.type.shape[2]
+        b, h, sq, d = attention_dims(q.type.shape, attrs["layout"])
+        sk = attention_dims(k.type.shape, attrs["layout"])[2]
         return AttentionProblem(b * h, sq, sk, d, bool(attrs["causal"]),
                                 None if mask is None else tuple(mask.type.shape),
-                                dialect.dtype_name(op.result.type.element_type))
+                                dialect.dtype_name(op.result.type.element_type), attrs["layout"])
     a, b, bias, residual = dialect.operand_groups(op)
     for v in (a, b, op.result):
         if 0 in tuple(v.type.shape):

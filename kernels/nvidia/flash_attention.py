@@ -2,6 +2,9 @@
 
     out = softmax(scale * q k^T + mask, causal: -inf where key j > query i) v      q, out: [B, H, Sq, D]
                                                                                     k, v:   [B, H, Sk, D]
+or, in layout BSHD, q and out [B, Sq, H, D] and k, v [B, Sk, H, D]: a row of head h at position s is then
+row (b Sq + s) H + h of the [B Sq H, D] matrix instead of (b H + h) Sq + s, so the heads of a projection
+are read and written where they are, with no transposes around the kernel.
 The S x S scores never reach memory: each block walks the key tiles of its query rows once, keeping a
 running row maximum m, row sum l and unnormalized output O in registers (online softmax, FlashAttention-2):
 
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import math
 
+from openprim.base.ops import attention_dims
 from openprim.kernels.gpu.gemm import WG, Emitter, collapse, load_vec
 from openprim.kernels.irtext import flit
 
@@ -146,12 +150,14 @@ class _Kernel(Emitter):
         return out
 
 
-def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, causal: bool) -> str:
+def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, causal: bool,
+                     layout: str = "BHSD") -> str:
     """The kernel function: signature = [(ssa name, memref type)] of q, k, v, the mask when there is one,
-    then the output, as outlining gives them."""
+    then the output, as outlining gives them; layout: base.ops.ATTENTION_LAYOUTS."""
     (q, q_t), (k, k_t), (v, v_t), *mask, (out, out_t) = signature
-    (B, H, Sq, D), dt = memref_shape(q_t)
-    Sk = memref_shape(k_t)[0][2]
+    q_shape, dt = memref_shape(q_t)
+    B, H, Sq, D = attention_dims(q_shape, layout)
+    Sk = attention_dims(memref_shape(k_t)[0], layout)[2]
     why = applicable(dt, D)
     if why:
         raise ValueError(why)
@@ -173,10 +179,18 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
     rows = [e.add(e.add(e.mul("%bx", e.c(BLOCK_Q)), e.mul(warp, e.c(16))), g)]
     rows.append(e.add(rows[0], e.c(8)))                       # this thread's query rows: g and g + 8
     row_ok = [e.cmp("ult", r, e.c(Sq)) for r in rows]
-    q_base, k_base = e.mul("%by", e.c(Sq)), e.mul("%by", e.c(Sk))
+    # Row (position s of this block's head) of the 2-d q/out and k/v: base + s * step.
+    if layout == "BHSD":
+        q_base, k_base, step = e.mul("%by", e.c(Sq)), e.mul("%by", e.c(Sk)), 1
+    else:
+        image, head = e.div("%by", e.c(H)), e.rem("%by", e.c(H))
+        q_base, k_base, step = e.add(e.mul(image, e.c(Sq * H)), head), e.add(e.mul(image, e.c(Sk * H)), head), H
+
+    def row_of(base: str, pos: str) -> str:
+        return e.add(base, pos if step == 1 else e.mul(pos, e.c(step)))
 
     # Q as A fragments, once: [kk][0..3] = (row g, d 16kk + c2), (g + 8, same), (g, + 8), (g + 8, + 8).
-    qa = [[e.reg(load_vec(e, row_ok[h], q2, qm_t, [e.add(q_base, rows[h]), e.add(e.c(16 * kk + 8 * half), c2)],
+    qa = [[e.reg(load_vec(e, row_ok[h], q2, qm_t, [row_of(q_base, rows[h]), e.add(e.c(16 * kk + 8 * half), c2)],
                           2, dt, widen=False))
            for half in (0, 1) for h in (0, 1)] for kk in range(D // 16)]
 
@@ -209,7 +223,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
             r = e.add(chunk_row, e.c(p * (32 * WARPS) // per_row))
             key = e.add(key0, r)
             ok = e.cmp("ult", key, e.c(Sk))
-            src_row = e.select(ok, e.add(k_base, key), e.c(0), "index")
+            src_row = e.select(ok, row_of(k_base, key), e.c(0), "index")
             col = e.select(ok, chunk_col, e.c(0), "index")
             t = e.fresh("cp")
             e.emit(f"{t} = nvgpu.device_async_copy {src}[{src_row}, {col}], {dst}[{r}, {chunk_col}], 8, "
@@ -329,7 +343,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
             e.emit(f"{pair} = vector.from_elements {', '.join(vals)} : vector<2xf32>")
             narrow = e.fresh("st")
             e.emit(f"{narrow} = arith.truncf {pair} : vector<2xf32> to vector<2x{dt}>")
-            e.emit(f"vector.store {narrow}, {out2}[{e.add(q_base, rows[h])}, {e.add(e.c(8 * n), c2)}] "
+            e.emit(f"vector.store {narrow}, {out2}[{row_of(q_base, rows[h])}, {e.add(e.c(8 * n), c2)}] "
                    f"{{alignment = 4}} : {ot}, vector<2x{dt}>")
         e.close()
     return e.function(name, signature)

@@ -57,7 +57,7 @@ ALIGN = 1024                          # the 128-byte swizzle's period
 # (BM, BN, warpgroups, stages), indexed by the solver's "tile" parameter. (128 x 64 with one warpgroup,
 # two m64 fragments of n64, computed wrong rows on the H200: the 128 x 64 tile takes two warpgroups.)
 CONFIGS = [(128, 128, 1, 4), (128, 256, 2, 4), (256, 128, 2, 4), (128, 64, 2, 6), (64, 64, 1, 8),
-           (128, 64, 2, 3), (64, 64, 1, 4), (128, 128, 1, 2)]
+           (128, 64, 2, 3), (64, 64, 1, 4), (128, 128, 1, 2), (128, 128, 1, 3), (128, 128, 2, 3)]
 SWZ = "swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none"
 
 

@@ -33,15 +33,18 @@ def reference(q, k, v, mask=None, causal=False, scale=None):
     return np.einsum("bhij,bhjd->bhid", p / p.sum(-1, keepdims=True), v)
 
 
-def _attention(rng, dtype, b, h, sq, sk, d, causal=False, mask_shape=None, scale=None):
-    """(outputs, expected, net) of one attention on random inputs."""
+def _attention(rng, dtype, b, h, sq, sk, d, causal=False, mask_shape=None, scale=None, layout="BHSD"):
+    """(outputs, expected, net) of one attention on random inputs; layout BSHD: q, k, v and the output
+    [B, S, H, D]."""
     net = Net(rng, dtype)
-    q, qv = net.input((b, h, sq, d))
-    k, kv = net.input((b, h, sk, d))
-    v, vv = net.input((b, h, sk, d))
+    swap = (0, 1, 2, 3) if layout == "BHSD" else (0, 2, 1, 3)
+    q, qv = net.input(tuple((b, h, sq, d)[i] for i in swap))
+    k, kv = net.input(tuple((b, h, sk, d)[i] for i in swap))
+    v, vv = net.input(tuple((b, h, sk, d)[i] for i in swap))
     m, mv = net.input(mask_shape) if mask_shape else (None, None)
-    out = net.run(None, net.g.attention(q, k, v, m, causal=causal, scale=scale))[0]
-    return out, reference(qv, kv, vv, mv, causal, scale), net
+    out = net.run(None, net.g.attention(q, k, v, m, causal=causal, scale=scale, layout=layout))[0]
+    want = reference(qv.transpose(swap), kv.transpose(swap), vv.transpose(swap), mv, causal, scale)
+    return out, want.transpose(swap), net
 
 
 CASES = [  # b, h, sq, sk, d, causal, mask shape
@@ -86,6 +89,18 @@ def test_flash_attention_numerics(rng, dtype, case):
     *shape, causal, mask_shape = case
     out, want, net = _attention(rng, dtype, *shape, causal=causal, mask_shape=mask_shape)
     _assert_flash(net)
+    assert_close(out, rounded(want, dtype), dtype, reduction=shape[3])
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("case", [FLASH_CASES[0], FLASH_CASES[2], CASES[4]], ids=["causal", "mask2d", "d24"])
+def test_attention_heads_inner_numerics(rng, dtype, case):
+    """Layout BSHD (the heads of a projection, untransposed): the flash kernel's rows of head h at s H + h
+    in f16/bf16 with head dims 64/128 on NVIDIA, the decomposition between transposes elsewhere."""
+    *shape, causal, mask_shape = case
+    out, want, net = _attention(rng, dtype, *shape, causal=causal, mask_shape=mask_shape, layout="BSHD")
+    if dtype != "f32" and shape[4] in (64, 128):
+        _assert_flash(net)
     assert_close(out, rounded(want, dtype), dtype, reduction=shape[3])
 
 

@@ -253,7 +253,7 @@ def test_explain_attention(tm, capsys):
     assert "choice: decomposed by prim-decompose (no attention solver applies on cpu)" in out
     assert "gemm-b12-m37-n37-k64-nt-batched-f32" in out and "gemm-b12-m37-n64-k37-nn-batched-f32" in out
     out = _explain(tm.build("bert_encoder_layer", seq=37, dtype="f16"), "nvvm:sm_90", capsys)
-    assert "attention-b12-q37-k37-d64-f16 x1\n  attention_flash_mma predicted" in out, out
+    assert "attention-b12-q37-k37-d64-bshd-f16 x1\n  attention_flash_mma predicted" in out, out  # heads read in place
     assert "choice: attention_flash_mma {} from heuristic" in out and "batched" not in out
 
 

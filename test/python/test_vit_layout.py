@@ -5,9 +5,10 @@ split/merge transposes. passes/matmul_views.py splits the packed projection into
 columns it reads and folds the row permutations into single transposes. Checked here:
 
 1. nn.MultiheadAttention with odd sizes (7 tokens, 3 batch, 20 wide, 4 heads of 5) against the same module in
-   float64, on the CPU; no slice is left and at most one transpose per attention operand plus one after it.
+   float64, on the CPU; after prim-fuse no slice and no transpose is left.
 2. A 2-block ViT at 32x32 and BERT's layer (separate q/k/v projections; nothing to split) against PyTorch eager.
-3. The plan of a 2-block ViT in fp16 for nvvm:sm_90 (compile only: no GPU needed): its steps by op, pinned.
+3. The plans of a 2-block ViT and of BERT's layer in fp16 for nvvm:sm_90 (compile only: no GPU needed): their
+   steps by op, pinned; no head transposes are left around the attention (passes/attention_layout.py).
 
     python -m pytest test/python/test_vit_layout.py -q
 """
@@ -74,7 +75,9 @@ def test_multihead_attention_odd_sizes():
     before = collections.Counter(n.op for n in graph.nodes)
     assert before["slice"] == 3 and before["transpose"] >= 5, before  # what the rewrites are for
     ops = _fused_ops(graph)
-    assert ops["prim.slice"] == 0 and ops["prim.transpose"] == 4 and ops["prim.matmul"] == 4, ops
+    # prim-fuse alone (no prim-decompose before it) keeps the attention whole: its head transposes become
+    # layout BSHD (passes/attention_layout.py), so no copy is left around it
+    assert ops["prim.slice"] == 0 and ops["prim.transpose"] == 0 and ops["prim.matmul"] == 4, ops
     with torch.no_grad():
         want = module.double()(x.double()).numpy()
     got = openprim.compile(graph, cache=False)(x.numpy())
@@ -100,13 +103,26 @@ def test_models_match_eager(tm, model):
     assert _max_rel_error(want, got) < 1e-4
 
 
+def _plan_kinds(graph, path) -> collections.Counter:
+    plan = compiler.save(graph, str(path), target="nvvm:sm_90")["plan"]
+    return collections.Counter(step["kernel"].rstrip("0123456789_") for step in plan["steps"])
+
+
 def test_vit_plan_on_sm90(tm, tmp_path):
-    """Two blocks: per block 3 GEMMs for q, k, v, the out-projection and 2 MLP GEMMs (+ the head), 4 head
-    split/merge transposes (was 7 transposes and 3 slice copies); the patch embedding's 3 transposes; the class
+    """Two blocks: per block 3 GEMMs for q, k, v, the out-projection and 2 MLP GEMMs (+ the head), no head
+    split/merge transposes (the flash kernel reads the heads in layout BSHD; there were 4 per block, and 7
+    transposes and 3 slice copies before matmul_views); the patch embedding's 3 transposes; the class
     token's slice."""
     module = tm.vit_b_16(image_size=64, num_layers=2).half().eval()
-    graph = _graph(module, tm.example_input(module, batch=4)[0].half())
-    plan = compiler.save(graph, str(tmp_path / "vit.oprim"), target="nvvm:sm_90")["plan"]
-    kinds = collections.Counter(step["kernel"].rstrip("0123456789_") for step in plan["steps"])
-    assert kinds == {"matmul": 13, "transpose": 11, "layer_norm": 5, "attention": 2, "pad": 1, "conv2d": 1,
+    kinds = _plan_kinds(_graph(module, tm.example_input(module, batch=4)[0].half()), tmp_path / "vit.oprim")
+    assert kinds == {"matmul": 13, "transpose": 3, "layer_norm": 5, "attention": 2, "pad": 1, "conv2d": 1,
                      "concat": 1, "add": 1, "slice": 1}, kinds
+
+
+def test_bert_plan_on_sm90(tm, tmp_path):
+    """BERT's layer (separate q, k, v projections) in fp16 for sm_90: 6 GEMMs, one attention reading the
+    projections' heads in place, 2 norms, and no transpose (there were 4)."""
+    module = tm.bert_encoder_layer().half().eval()
+    inputs = tm.example_input(module, batch=2, seq=64)
+    kinds = _plan_kinds(import_exported(torch.export.export(module, (inputs[0].half(),)))[0], tmp_path / "b.oprim")
+    assert kinds == {"matmul": 6, "attention": 1, "layer_norm": 2}, kinds

@@ -22,7 +22,7 @@
 // F32GPU-NOT: prim.attention
 func.func @causal_masked(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x7x4xf32>, %v: tensor<2x3x7x4xf32>,
                          %m: tensor<1x3x5x7xf32>) -> tensor<2x3x5x4xf32> {
-  %o = "prim.attention"(%q, %k, %v, %m) {scale = 0.25 : f64, causal = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1>}
+  %o = "prim.attention"(%q, %k, %v, %m) {scale = 0.25 : f64, causal = 1 : i64, layout = "BHSD", operandSegmentSizes = array<i32: 1, 1, 1, 1>}
       : (tensor<2x3x5x4xf32>, tensor<2x3x7x4xf32>, tensor<2x3x7x4xf32>, tensor<1x3x5x7xf32>) -> tensor<2x3x5x4xf32>
   return %o : tensor<2x3x5x4xf32>
 }
@@ -36,7 +36,7 @@ func.func @causal_masked(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x7x4xf32>, %v: t
 // CHECK-NEXT: "prim.matmul"
 // CHECK-NOT:  prim.attention
 func.func @plain(%q: tensor<1x1x3x8xf32>, %k: tensor<1x1x3x8xf32>, %v: tensor<1x1x3x8xf32>) -> tensor<1x1x3x8xf32> {
-  %o = "prim.attention"(%q, %k, %v) {scale = 0.5 : f64, causal = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0>}
+  %o = "prim.attention"(%q, %k, %v) {scale = 0.5 : f64, causal = 0 : i64, layout = "BHSD", operandSegmentSizes = array<i32: 1, 1, 1, 0>}
       : (tensor<1x1x3x8xf32>, tensor<1x1x3x8xf32>, tensor<1x1x3x8xf32>) -> tensor<1x1x3x8xf32>
   return %o : tensor<1x1x3x8xf32>
 }

@@ -35,7 +35,7 @@
 // CHECK:       vector.store {{.*}} : memref<420x64xf16>, vector<2xf16>
 func.func @causal_masked(%q: tensor<2x3x70x64xf16>, %k: tensor<2x3x53x64xf16>, %v: tensor<2x3x53x64xf16>,
                          %m: tensor<1x3x70x53xf16>) -> tensor<2x3x70x64xf16> {
-  %o = "prim.attention"(%q, %k, %v, %m) {scale = 0.125 : f64, causal = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 1>}
+  %o = "prim.attention"(%q, %k, %v, %m) {scale = 0.125 : f64, causal = 1 : i64, layout = "BHSD", operandSegmentSizes = array<i32: 1, 1, 1, 1>}
       : (tensor<2x3x70x64xf16>, tensor<2x3x53x64xf16>, tensor<2x3x53x64xf16>, tensor<1x3x70x53xf16>) -> tensor<2x3x70x64xf16>
   return %o : tensor<2x3x70x64xf16>
 }
@@ -51,7 +51,7 @@ func.func @causal_masked(%q: tensor<2x3x70x64xf16>, %k: tensor<2x3x53x64xf16>, %
 // CHECK:       math.exp2
 func.func @plain_bf16(%q: tensor<1x2x100x128xbf16>, %k: tensor<1x2x130x128xbf16>, %v: tensor<1x2x130x128xbf16>)
     -> tensor<1x2x100x128xbf16> {
-  %o = "prim.attention"(%q, %k, %v) {scale = 0.088 : f64, causal = 0 : i64, operandSegmentSizes = array<i32: 1, 1, 1, 0>}
+  %o = "prim.attention"(%q, %k, %v) {scale = 0.088 : f64, causal = 0 : i64, layout = "BHSD", operandSegmentSizes = array<i32: 1, 1, 1, 0>}
       : (tensor<1x2x100x128xbf16>, tensor<1x2x130x128xbf16>, tensor<1x2x130x128xbf16>) -> tensor<1x2x100x128xbf16>
   return %o : tensor<1x2x100x128xbf16>
 }
