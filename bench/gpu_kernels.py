@@ -206,9 +206,9 @@ def run(directory):
     print(f"device-to-device copy: {copy_gbs:.0f} GB/s")
     for name, meta in summary.items():
         net = runtime.load(os.path.join(directory, name + ".oprim"))
-        shape = meta["input"]
         rng = np.random.default_rng(1)
-        feeds = [rng.standard_normal(shape).astype(np.float32) for _ in net.plan["inputs"]]
+        feeds = [rng.standard_normal(net.plan["values"][i["value"]]["shape"]).astype(np.float32)
+                 for i in net.plan["inputs"]]
         x = feeds[0]
         y = np.asarray(net(*feeds), np.float64)
         tdt = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}[meta["dtype"]]

@@ -104,8 +104,10 @@ class WgmmaSolver:
     def default_params(self, p, target):
         """Measured on the H200 (bench/RESULTS.md, same runs as cuDNN): 128x128 with one warpgroup and 4
         stages is the fastest on the ResNet-50 layers with N >= 128 and 16+ k tiles (1.2-1.7x cuDNN;
-        128x64 and 64x64 ran 1.3-1.5x slower there); with 4 k tiles or fewer, 2 stages (3 blocks per
-        multiprocessor instead of 1: the 1x1/2 downsampling layer 0.77x -> 0.92x cuDNN); 256x128 with two
+        128x64 and 64x64 ran 1.3-1.5x slower there); with 12 k tiles or fewer, 2 stages (3 blocks per
+        multiprocessor instead of 1, so one block's epilogue overlaps the others' k loops: the 1x1/2
+        downsampling layer 0.77x -> 0.92x cuDNN; a transformer's K = 768 GEMMs 6-14% faster than with 4
+        stages, bench/gpu_kernels.py's tgemm cases); 256x128 with two
         warpgroups on long reductions (the 8192^3 GEMM: 655-723 TFLOP/s); N <= 64 takes 64x64 with 4
         stages (64@56 3x3: 0.87x -> 1.12x cuDNN, against 128x64 with 6), or 128x64 with 3 when there are
         one or two k tiles (64@56 1x1: 1.32x against 1.15-1.26x on 64x64)."""
@@ -121,7 +123,7 @@ class WgmmaSolver:
         if n >= 256 and k >= 2048 and blocks(256, 128) >= 2 * target.chip.units:
             return 2
         if n > 64:
-            return 7 if k_tiles <= 4 else 0
+            return 7 if k_tiles <= 12 else 0
         return 5 if k_tiles <= 2 else 6
 
     def k_tiles(self, p) -> int:

@@ -3,7 +3,9 @@
 prim.rms_norm (y = h / sqrt(mean(h^2) + eps) * scale) and prim.layer_norm over one or two trailing
 dimensions, where h is the input or, once prim-fuse folded an add into the norm (its `residual`
 operand), the sum of two tensors read by the row kernel (kernels/cpu/rows.py, kernels/gpu/rows.py).
-Row lengths 7, 37 and 769 (shorter than a vector, a masked tail; one row to 64); f32, f16 and bf16.
+Row lengths 7, 37 and 769 (shorter than a vector, a masked tail; one row to 64); f32, f16 and bf16. Rows
+of whole 16-byte vectors (40, 768, 1032, 4 x 48) take the GPU's warp-per-row kernel: a partly filled last
+vector slot, rows not a multiple of the block's 8, and (1032 in f32) too long for it.
 
 On the CPU every case runs here. On GPUs (OPENPRIM_TEST_TARGET=nvvm:sm_90) the numerics cases are
 recorded for a GPU machine and replayed (helpers.run_on_gpu). The launch counts are pinned by compiling
@@ -24,8 +26,10 @@ from openprim.base.errors import OpenPrimError
 from openprim.pyfrontend import Graph
 
 # the last: every dim normalized, which no row kernel takes: the reference semantics (kernels/semantics.py)
-SHAPES = [((1, 7), 1), ((6, 37), 1), ((2, 3, 769), 1), ((64, 37), 1), ((3, 4, 37), 2), ((5, 37), 2)]
-SHAPE_IDS = ["one_row_7", "rows_37", "rows_769", "rows_64x37", "two_dims_4x37", "whole_5x37"]
+SHAPES = [((1, 7), 1), ((6, 37), 1), ((2, 3, 769), 1), ((64, 37), 1), ((3, 4, 37), 2), ((5, 37), 2),
+          ((9, 40), 1), ((3, 5, 768), 1), ((11, 1032), 1), ((3, 4, 48), 2)]
+SHAPE_IDS = ["one_row_7", "rows_37", "rows_769", "rows_64x37", "two_dims_4x37", "whole_5x37",
+             "warp_40", "warp_768", "warp_1032", "warp_two_dims_4x48"]
 TARGETS = ["cpu", "nvvm:sm_90", "rocdl:gfx942"]
 
 
