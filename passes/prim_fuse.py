@@ -20,8 +20,9 @@ Transposes of constants are folded first; then four rewrites over each graph fun
      reduction and an elementwise kernel that reads h again.
   4. chains of elementwise ops (each intermediate used once) -> a private function marked `prim.fused`,
      called from the graph; prim-tile/prim-lower turn it into one kernel (one loop nest).
-Between sweeps, the view ops move around the GEMMs (matmul_views.py) and into attention's layout
-(attention_layout.py: the heads read where the projections leave them).
+Between sweeps, patch convolutions become GEMMs (conv_patches.py), the view ops move around the GEMMs
+(matmul_views.py) and into attention's layout (attention_layout.py: the heads read where the projections
+leave them).
 outline_concat_chains does the same for chains of binary concats and the batch_norm + relu after them (one
 copy kernel per chain); prim-tile calls it on the CPU, once prim-select has moved its layout transposes
 through the single concats.
@@ -40,6 +41,7 @@ from openprim.dialect import body, graph_functions
 from openprim.kernels.semantics import unary_activation
 
 from .attention_layout import attention_layouts
+from .conv_patches import patch_convolutions
 from .matmul_views import rewrite_views
 from .rewrite import constant, new_constant, producer, rebuild, reshape, single_use, transpose
 
@@ -441,8 +443,10 @@ class Options:
                         if self.epilogues and op.name in NORMS and _fuse_norm_residual(op):
                             changed = True
                             break
-                    else:  # nothing left to fuse: move the view ops around the GEMMs and attention, fuse again
-                        changed = self.epilogues and (rewrite_views(fn) | attention_layouts(fn))
+                    else:  # nothing left to fuse: patch convolutions as GEMMs, move the view ops around
+                        # the GEMMs and into attention, then fuse again
+                        changed = self.epilogues and (patch_convolutions(fn) | rewrite_views(fn) |
+                                                      attention_layouts(fn))
                 if self.elementwise:
                     for group in _elementwise_groups(fn):
                         _outline(fn, group, count)

@@ -10,6 +10,11 @@ dimensions and swaps two trailing groups is a batched 2-d transpose [B, R, Q] ->
     out[b, q0 + q, r0 + r] = tile[r][q]    (threads along r: coalesced writes)
 
 The tile row is padded to 33 elements so that the column reads hit 32 different banks.
+
+When one side has at most NARROW elements (an image's 3 channels: NCHW -> NHWC of a network's input),
+a 32x32 tile would hold 3 useful rows. Then a thread owns one position of the long side and moves the
+narrow side's few elements itself: the loads (or stores) along the long side are coalesced across
+threads, the stores (or loads) of a thread's few elements are consecutive, and so are the threads'.
 """
 from __future__ import annotations
 
@@ -19,6 +24,8 @@ from .gemm import WG, Emitter
 from .rows import _shape
 
 TILE, ROWS = 32, 8     # a 32x32 tile moved by 32x8 threads, 4 elements each
+NARROW = 8             # a side this short is moved by a thread per position of the other (module docstring)
+THREADS = 256
 
 
 def split(perm: list[int]) -> tuple[int, int] | None:
@@ -31,34 +38,36 @@ def split(perm: list[int]) -> tuple[int, int] | None:
     return None
 
 
+def _view(e: Emitter, value: str, mtype: str, k: int, cut: int, dtype: str) -> tuple[str, str]:
+    """value as [B, first, second] (no B when k == 0), the groups split at k and cut."""
+    dims = _shape(mtype)
+    groups = ([list(range(k))] if k else []) + [list(range(k, cut)), list(range(cut, len(dims)))]
+    sizes = [math.prod(dims[g[0]:g[-1] + 1]) for g in groups]
+    vt = f"memref<{'x'.join(map(str, sizes))}x{dtype}>"
+    if len(groups) == len(dims):
+        return value, vt
+    v = e.fresh("v")
+    e.emit(f"{v} = memref.collapse_shape {value} {groups} : {mtype} into {vt}")
+    return v, vt
+
+
 def transpose_kernel(name: str, signature: list[tuple[str, str]], perm: list[int], dtype: str) -> str:
     (src, src_t), (dst, dst_t) = signature
     k, r = split(perm)
     dims = _shape(src_t)
     B, R, Q = math.prod(dims[:k]), math.prod(dims[k:k + r]), math.prod(dims[k + r:])
     e = Emitter()
-    tt = f"memref<{TILE}x{TILE + 1}x{dtype}, {WG}>"
     one = e.c(1)
+    lead = ["%bz"] if k else []
+    if min(R, Q) <= NARROW:
+        return _narrow(e, name, signature, (k, r), (B, R, Q), dtype)
+    tt = f"memref<{TILE}x{TILE + 1}x{dtype}, {WG}>"
     e.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-Q // TILE))}, %gy = {e.c(-(-R // TILE))}, "
            f"%gz = {e.c(B)}) threads(%tx, %ty, %tz) in (%sx = {e.c(TILE)}, %sy = {e.c(ROWS)}, %sz = {one}) "
            f"workgroup(%tile : {tt}) {{")
-
-    def view(value: str, mtype: str, cut: int) -> tuple[str, str]:
-        """value as [B, first, second] (no B when k == 0), the groups split at k and cut."""
-        n = len(_shape(mtype))
-        groups = ([list(range(k))] if k else []) + [list(range(k, cut)), list(range(cut, n))]
-        sizes = [math.prod(_shape(mtype)[g[0]:g[-1] + 1]) for g in groups]
-        vt = f"memref<{'x'.join(map(str, sizes))}x{dtype}>"
-        if len(groups) == n:
-            return value, vt
-        v = e.fresh("v")
-        e.emit(f"{v} = memref.collapse_shape {value} {groups} : {mtype} into {vt}")
-        return v, vt
-
-    x, xt = view(src, src_t, k + r)
-    y, yt = view(dst, dst_t, len(dims) - r)
+    x, xt = _view(e, src, src_t, k, k + r, dtype)
+    y, yt = _view(e, dst, dst_t, k, len(dims) - r, dtype)
     q0, r0 = e.mul("%bx", e.c(TILE)), e.mul("%by", e.c(TILE))
-    lead = ["%bz"] if k else []
 
     def move(load, store, r_of, q_of):
         """Each thread moves TILE / ROWS elements of the tile: row ty + i*ROWS, column tx."""
@@ -78,4 +87,28 @@ def transpose_kernel(name: str, signature: list[tuple[str, str]], perm: list[int
     move(lambda row, rr, qq: f"%tile[%tx, {row}] : {tt}",
          lambda row, rr, qq: f"{y}[{', '.join(lead + [qq, rr])}] : {yt}",   # coalesced along r
          lambda row: e.add(r0, "%tx"), lambda row: e.add(q0, row))
+    return e.function(name, signature)
+
+
+def _narrow(e: Emitter, name: str, signature, split_at: tuple[int, int], sizes: tuple[int, int, int],
+            dtype: str) -> str:
+    """[B, R, Q] -> [B, Q, R] with R or Q at most NARROW: a thread per position of the long side moves
+    the narrow side's elements (module docstring)."""
+    (src, src_t), (dst, dst_t) = signature
+    (k, r), (B, R, Q) = split_at, sizes
+    long_side, narrow = (Q, R) if R <= NARROW else (R, Q)
+    one = e.c(1)
+    e.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-long_side // THREADS))}, %gy = {one}, "
+           f"%gz = {e.c(B)}) threads(%tx, %ty, %tz) in (%sx = {e.c(THREADS)}, %sy = {one}, %sz = {one}) {{")
+    x, xt = _view(e, src, src_t, k, k + r, dtype)
+    y, yt = _view(e, dst, dst_t, k, len(_shape(dst_t)) - r, dtype)
+    lead = ["%bz"] if k else []
+    pos = e.add(e.mul("%bx", e.c(THREADS)), "%tx")
+    e.open(f"scf.if {e.cmp('ult', pos, e.c(long_side))} {{")
+    for i in range(narrow):
+        rr, qq = (e.c(i), pos) if R <= NARROW else (pos, e.c(i))
+        v = e.fresh("t")
+        e.emit(f"{v} = memref.load {x}[{', '.join(lead + [rr, qq])}] : {xt}")
+        e.emit(f"memref.store {v}, {y}[{', '.join(lead + [qq, rr])}] : {yt}")
+    e.close()
     return e.function(name, signature)

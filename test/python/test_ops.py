@@ -392,6 +392,22 @@ def test_reshape_flatten_transpose(dtype, pipeline, rng):
         assert_close(out, want, dtype, what=what)
 
 
+TRANSPOSES = [((2, 3, 40, 37), (0, 2, 3, 1)),       # NCHW -> NHWC of 3 channels: the narrow GPU kernel
+              ((2, 45, 37, 5), (0, 3, 1, 2)),       # NHWC -> NCHW of 5: narrow on the other side
+              ((7, 300), (1, 0)),                   # no batch, 7 rows
+              ((3, 70, 33), (0, 2, 1)),             # tiled (ragged 32x32 tiles)
+              ((2, 3, 4, 4, 4, 4), (0, 2, 4, 1, 3, 5))]   # a patch convolution's patches (generic)
+
+
+@pytest.mark.parametrize("dtype,pipeline", grid())
+@pytest.mark.parametrize("shape,perm", TRANSPOSES, ids=["nchw_nhwc_3", "nhwc_nchw_5", "rows_7", "tiled", "patches"])
+def test_transposes(dtype, pipeline, rng, shape, perm):
+    net = Net(rng, dtype)
+    x, xv = net.input(shape)
+    out = net.run(pipeline, net.g.transpose(x, perm))[0]
+    assert_close(out, ref.transpose(xv, perm), dtype)
+
+
 @pytest.mark.parametrize("dtype,pipeline", grid())
 def test_concat_and_pad(dtype, pipeline, rng):
     net = Net(rng, dtype)
