@@ -10,7 +10,7 @@ from openprim.kernels.nvidia import wgmma as gpu_wgmma
 from openprim.kernels.nvidia import wgmma_im2col, wgmma_space_to_depth, wgmma_winograd
 from openprim.kernels.semantics import emit_attention
 from openprim.solvers.base import Solver, roofline
-from openprim.solvers.gpu_simt import ConvImplicitGemmGpu, GemmGpu
+from openprim.solvers.gpu_simt import ConvImplicitGemmGpu, GemmGpu, GpuGemmSolver
 from openprim.solvers.winograd import WINOGRAD
 
 
@@ -69,6 +69,8 @@ class WgmmaSolver:
     def is_applicable(self, p, target):
         if target.matrix_core != "wgmma":
             return f"wgmma and TMA need sm_90 ({target.arch} has {target.matrix_core} only)"
+        if self.grouped(p) and type(self).kernel is not WgmmaSolver.kernel:
+            return f"grouped convolution (groups={p.groups}): the implicit-GEMM kernel takes groups of 64"
         return super().is_applicable(p, target) or self.kernel_applicable(self.kernel_spec(p))
 
     def kernel_applicable(self, spec) -> str | None:
@@ -76,14 +78,20 @@ class WgmmaSolver:
 
     def cost(self, p, target):
         """A k tile is 64 channels of one filter tap (or 64 of K): fewer channels are multiplied as zeros
-        (the 8-channel padded stem: 8x the work, so it stays on mma.sync, whose k runs across taps)."""
-        c = p.c if self.op == "conv2d" else p.k
+        (the 8-channel padded stem: 8x the work, so it stays on mma.sync, whose k runs across taps). A
+        grouped problem (64 channels per group) fills its tile: the plain roofline, without the SIMT
+        kernel's empty columns."""
+        c = p.c // p.groups if self.op == "conv2d" else p.k
         wasted = p.flops * (-(-c // gpu_wgmma.BK) * gpu_wgmma.BK / c - 1)
-        return super().cost(p, target) + wasted / (target.rates[0] * 1e9 * self.efficiency)
+        base = GpuGemmSolver.cost(self, p, target) if self.grouped(p) else super().cost(p, target)
+        return base + wasted / (target.rates[0] * 1e9 * self.efficiency)
+
+    def grouped(self, p) -> bool:
+        return self.op == "conv2d" and p.groups > 1
 
     def tunables(self, p):
-        tiles = {"tile": list(range(len(gpu_wgmma.CONFIGS)))}
-        if not self.split_k:
+        tiles = {"tile": [i for i, cfg in enumerate(gpu_wgmma.CONFIGS) if not self.grouped(p) or cfg[1] == gpu_wgmma.BK]}
+        if not self.split_k or self.grouped(p):
             return tiles
         kt = self.k_tiles(p)
         return {**tiles, "splits": [d for d in (1, 2, 3, 4, 6, 8, 9, 12, 16, 18, 24) if kt % d == 0 and kt // d >= 2]}
@@ -97,7 +105,7 @@ class WgmmaSolver:
         bm, bn = gpu_wgmma.CONFIGS[tile][:2]
         blocks = -(-m // bm) * -(-n // bn)
         kt = self.k_tiles(p)
-        if not self.split_k or 4 * blocks > target.chip.units or kt < 8:
+        if not self.split_k or self.grouped(p) or 4 * blocks > target.chip.units or kt < 8:
             return 1
         return max(d for d in range(1, kt + 1) if kt % d == 0 and d * blocks <= target.chip.units and kt // d >= 4)
 
@@ -117,6 +125,7 @@ class WgmmaSolver:
 
     def default_tile(self, p, target) -> int:
         m, n = self.gemm_shape(p)
+        n //= p.groups if self.op == "conv2d" else 1         # a grouped problem's tile is one group: BN = 64
         k = p.r * p.s * p.c if self.op == "conv2d" else p.k
         k_tiles = self.k_tiles(p)
         blocks = lambda bm, bn: -(-m // bm) * -(-n // bn)  # noqa: E731
@@ -128,7 +137,7 @@ class WgmmaSolver:
 
     def k_tiles(self, p) -> int:
         """64-wide k tiles per output tile: one per filter tap and 64 channels (a matmul: of K)."""
-        return p.r * p.s * -(-p.c // gpu_wgmma.BK) if self.op == "conv2d" else -(-p.k // gpu_wgmma.BK)
+        return p.r * p.s * -(-p.c // p.groups // gpu_wgmma.BK) if self.op == "conv2d" else -(-p.k // gpu_wgmma.BK)
 
     def kernel(self, r):
         return gpu_wgmma.wgmma_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), r.params["tile"],

@@ -41,8 +41,13 @@ One block: WGS consumer warpgroups, each BM/WGS rows of the BM x BN tile; STAGES
 
 Shared memory is dynamic (the host raises the 48 KB default: cuFuncSetAttribute) and aligned by hand to
 1024 bytes, the period of the 128-byte swizzle that TMA writes and the wgmma descriptors assume.
-Applies on sm_90 to f16/bf16, groups 1, strides up to 8, channels (K) and output channels multiples
-of 8 (TMA's 16-byte strides); other problems keep the mma.sync kernel.
+Applies on sm_90 to f16/bf16, strides up to 8, channels (K) and output channels multiples of 8 (TMA's
+16-byte strides); other problems keep the mma.sync kernel.
+
+A grouped convolution of 64 input and 64 output channels per group (prim-select merges the small groups of
+ResNeXt's 32x4d into such blocks of 64, block-diagonal inside) runs with BN = 64: block column bx is group
+bx, its k tiles are the R*S taps of that group's 64 input channels (A at channel 64 bx, the grouped RSCK
+filter [R, S, 64, K] at channel 0), so a group is a GEMM of k = 64 R S that no other group's zeros pad.
 """
 from __future__ import annotations
 
@@ -85,8 +90,8 @@ def applicable(spec: GemmSpec) -> str | None:
         return "wgmma kernel takes f16/bf16 inputs"
     if c % 8 or spec.n % 8:
         return "needs input and output channels (or K and N) that are multiples of 8 (TMA strides)"
-    if spec.groups != 1:
-        return "grouped convolution"
+    if spec.groups != 1 and (c // spec.groups != BK or spec.n != BK):
+        return f"grouped convolution of {c // spec.groups} -> {spec.n} channels per group (takes {BK} -> {BK})"
     if spec.nchw:
         return "needs NHWC"
     if spec.conv and max(spec.conv[8:10]) > 8:
@@ -165,8 +170,10 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
     BMW = BM // WGS                                         # rows per warpgroup
     dt = spec.dtype
     N, H, W, C, OH, OW, R, S, sh, sw, pt, pl, dh, dw, flat = geometry(spec)
-    M, NO = spec.m, spec.n
-    CB = -(-C // BK)                                        # channel blocks per tap
+    M, NO = spec.m, spec.n * spec.groups
+    grouped = spec.groups > 1                               # block column = group, BN = BK (module docstring)
+    assert not grouped or (BN == BK and splits == 1 and batch == 1), "a grouped problem takes BN = 64, one run"
+    CB = 1 if grouped else -(-C // BK)                      # channel blocks per tap
     assert batch == 1 or splits == 1, "split-K of one GEMM only"
     assert (R * S * CB) % splits == 0, "split-K into equal runs of k tiles"
     KT = R * S * CB // splits                               # this block's k tiles
@@ -268,7 +275,7 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
         if splits > 1:
             kt = e.add(kt, e.mul("%bz", e.c(KT)))
         cb, rs = e.rem(kt, e.c(CB)), e.div(kt, e.c(CB))
-        c0 = e.mul(cb, e.c(BK))
+        c0 = e.mul("%bx", e.c(BK)) if grouped else e.mul(cb, e.c(BK))     # the input's channels
         a_dst = view(e.mul(slot, e.c(A_BYTES)), a_box_t)
         if flat:
             coords = [c0, m0] + (["%bz"] if batch > 1 else [])
@@ -282,7 +289,7 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
         for j in range(BN // 64):
             b_dst = view(e.add(e.c(STAGES * A_BYTES + j * BK * 64 * 2), e.mul(slot, e.c(B_BYTES))), b_box_t)
             n = e.add(n0, e.c(64 * j))
-            bc = [n, c0, e.rem(rs, e.c(S)), e.div(rs, e.c(S))] if spec.conv else \
+            bc = [n, zero if grouped else c0, e.rem(rs, e.c(S)), e.div(rs, e.c(S))] if spec.conv else \
                 [n, e.mul(kt, e.c(BK))] + (["%bz"] if batch > 1 else [])
             e.emit(f"nvgpu.tma.async.load {tma_b}[{', '.join(bc)}], {bars}[{slot}] to {b_dst}, predicate = {pred} "
                    f": {tma_b_t}, {mbar_t} -> memref<{b_box_t}x{dt}, {WG}>")

@@ -73,16 +73,17 @@ def launches(name: str, target: str, dtype) -> Counter:
     return Counter(info[s["kernel"]][0] for s in openprim.plan.build_plan(module, target)[0]["steps"])
 
 
-# 2 blocks: depthwise, LayerNorm, GEMM + GELU, GEMM + bias + residual each; the stem conv + LayerNorm2d, the
-# downsampling LayerNorm2d + conv, the pool, the head's LayerNorm + Linear; one transpose (the NCHW input).
-CONVNEXT = {"conv2d": 4, "layer_norm": 5, "matmul": 5, "global_avg_pool": 1, "transpose": 1}
-# patch conv, class-token concat, position add, ln_1; attention (head_dim 20: no flash kernel, decomposed):
+# 2 blocks: depthwise, LayerNorm, GEMM + GELU, GEMM + bias + residual each; the stem (a patch convolution:
+# one transpose of the NCHW input into its patches and a GEMM, passes/conv_patches.py) + LayerNorm2d, the
+# downsampling LayerNorm2d + conv, the pool, the head's LayerNorm + Linear.
+CONVNEXT = {"conv2d": 3, "layer_norm": 5, "matmul": 6, "global_avg_pool": 1, "transpose": 1}
+# the patch embedding (the image's patches: one transpose, and a GEMM; passes/conv_patches.py), class-token
+# concat, position add, ln_1; attention (head_dim 20: no flash kernel, decomposed):
 # q, k and v as three GEMMs on the block input (passes/matmul_views.py splits the packed in-projection, so no
 # slices and no [B, S, E] -> [S, B, E] transpose), the head split transposes, q k^T, scale, softmax, p v,
 # the out-projection with the residual add in its epilogue (its row permutation moved before it), ln_2,
 # GEMM + GELU, GEMM + residual, final LayerNorm, the class token's slice, head. No GELU launch.
-VIT = {"conv2d": 1, "concat": 1, "add": 1, "layer_norm": 3, "matmul": 9, "transpose": 7, "slice": 1, "mul": 1,
-       "softmax": 1}
+VIT = {"concat": 1, "add": 1, "layer_norm": 3, "matmul": 10, "transpose": 5, "slice": 1, "mul": 1, "softmax": 1}
 
 
 def _dtype(name):
