@@ -137,8 +137,8 @@ def winograd_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec
             ow = e.add(e.mul(j, e.c(m)), e.c(qq))
             e.open(f"scf.if {e.both(e.cmp('ult', oh, e.c(OH)), e.cmp('ult', ow, e.c(OW)))} {{")
             at = [n, oh, ow, k]
-            store8(e, spec, y[pp][qq], bias_f, (residual, at, types[residual]) if residual else None,
-                   (out, at, types[out]))
+            store8(e, spec, y[pp][qq], bias_f, (out, at, types[out]),
+                   residual=(residual, at, types[residual]) if residual else None)
             e.close()
     close_launch(e)
     return host_function(e, name, params_sig)
