@@ -38,10 +38,11 @@ def _shape(mtype: str) -> list[int]:
     return [int(d) for d in mtype[len("memref<"):].split("x")[:-1]]
 
 
-def _view(e: Emitter, value: str, mtype: str, split: int) -> tuple[str, str]:
-    """value as [prod(dims[:split]), prod(dims[split:])] (split=0: as [prod(dims)]); (view, its type)."""
+def collapse_at(e: Emitter, value: str, mtype: str, cuts: list[int]) -> tuple[str, str]:
+    """value with its dims grouped between the cut points (an empty group is dropped); (view, its type)."""
     dims, dtype = _shape(mtype), mtype.rsplit("x", 1)[1][:-1]
-    groups = ([list(range(split))] if split else []) + [list(range(split, len(dims)))]
+    bounds = [0] + cuts + [len(dims)]
+    groups = [list(range(a, b)) for a, b in zip(bounds, bounds[1:]) if b > a]
     sizes = [math.prod(dims[g[0]:g[-1] + 1]) for g in groups]
     vt = f"memref<{'x'.join(map(str, sizes))}x{dtype}>"
     if len(groups) == len(dims):
@@ -49,6 +50,11 @@ def _view(e: Emitter, value: str, mtype: str, split: int) -> tuple[str, str]:
     n = e.fresh("v")
     e.emit(f"{n} = memref.collapse_shape {value} {groups} : {mtype} into {vt}")
     return n, vt
+
+
+def _view(e: Emitter, value: str, mtype: str, split: int) -> tuple[str, str]:
+    """value as [prod(dims[:split]), prod(dims[split:])] (split=0: as [prod(dims)]); (view, its type)."""
+    return collapse_at(e, value, mtype, [split])
 
 
 def _threads(length: int) -> int:

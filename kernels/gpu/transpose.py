@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 
 from .gemm import WG, Emitter
-from .rows import _shape
+from .rows import _shape, collapse_at
 
 TILE, ROWS = 32, 8     # a 32x32 tile moved by 32x8 threads, 4 elements each
 NARROW = 8             # a side this short is moved by a thread per position of the other (module docstring)
@@ -38,19 +38,6 @@ def split(perm: list[int]) -> tuple[int, int] | None:
     return None
 
 
-def _view(e: Emitter, value: str, mtype: str, k: int, cut: int, dtype: str) -> tuple[str, str]:
-    """value as [B, first, second] (no B when k == 0), the groups split at k and cut."""
-    dims = _shape(mtype)
-    groups = ([list(range(k))] if k else []) + [list(range(k, cut)), list(range(cut, len(dims)))]
-    sizes = [math.prod(dims[g[0]:g[-1] + 1]) for g in groups]
-    vt = f"memref<{'x'.join(map(str, sizes))}x{dtype}>"
-    if len(groups) == len(dims):
-        return value, vt
-    v = e.fresh("v")
-    e.emit(f"{v} = memref.collapse_shape {value} {groups} : {mtype} into {vt}")
-    return v, vt
-
-
 def transpose_kernel(name: str, signature: list[tuple[str, str]], perm: list[int], dtype: str) -> str:
     (src, src_t), (dst, dst_t) = signature
     k, r = split(perm)
@@ -60,13 +47,13 @@ def transpose_kernel(name: str, signature: list[tuple[str, str]], perm: list[int
     one = e.c(1)
     lead = ["%bz"] if k else []
     if min(R, Q) <= NARROW:
-        return _narrow(e, name, signature, (k, r), (B, R, Q), dtype)
+        return _narrow(e, name, signature, (k, r), (B, R, Q))
     tt = f"memref<{TILE}x{TILE + 1}x{dtype}, {WG}>"
     e.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-Q // TILE))}, %gy = {e.c(-(-R // TILE))}, "
            f"%gz = {e.c(B)}) threads(%tx, %ty, %tz) in (%sx = {e.c(TILE)}, %sy = {e.c(ROWS)}, %sz = {one}) "
            f"workgroup(%tile : {tt}) {{")
-    x, xt = _view(e, src, src_t, k, k + r, dtype)
-    y, yt = _view(e, dst, dst_t, k, len(dims) - r, dtype)
+    x, xt = collapse_at(e, src, src_t, [k, k + r])         # [B, R, Q] (no B when k == 0)
+    y, yt = collapse_at(e, dst, dst_t, [k, len(dims) - r])  # [B, Q, R]
     q0, r0 = e.mul("%bx", e.c(TILE)), e.mul("%by", e.c(TILE))
 
     def move(load, store, r_of, q_of):
@@ -90,8 +77,7 @@ def transpose_kernel(name: str, signature: list[tuple[str, str]], perm: list[int
     return e.function(name, signature)
 
 
-def _narrow(e: Emitter, name: str, signature, split_at: tuple[int, int], sizes: tuple[int, int, int],
-            dtype: str) -> str:
+def _narrow(e: Emitter, name: str, signature, split_at: tuple[int, int], sizes: tuple[int, int, int]) -> str:
     """[B, R, Q] -> [B, Q, R] with R or Q at most NARROW: a thread per position of the long side moves
     the narrow side's elements (module docstring)."""
     (src, src_t), (dst, dst_t) = signature
@@ -100,8 +86,8 @@ def _narrow(e: Emitter, name: str, signature, split_at: tuple[int, int], sizes: 
     one = e.c(1)
     e.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-long_side // THREADS))}, %gy = {one}, "
            f"%gz = {e.c(B)}) threads(%tx, %ty, %tz) in (%sx = {e.c(THREADS)}, %sy = {one}, %sz = {one}) {{")
-    x, xt = _view(e, src, src_t, k, k + r, dtype)
-    y, yt = _view(e, dst, dst_t, k, len(_shape(dst_t)) - r, dtype)
+    x, xt = collapse_at(e, src, src_t, [k, k + r])
+    y, yt = collapse_at(e, dst, dst_t, [k, len(_shape(dst_t)) - r])
     lead = ["%bz"] if k else []
     pos = e.add(e.mul("%bx", e.c(THREADS)), "%tx")
     e.open(f"scf.if {e.cmp('ult', pos, e.c(long_side))} {{")
