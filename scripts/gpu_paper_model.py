@@ -1,0 +1,133 @@
+"""A model that no test or example contains, written from its paper, through the path a user takes on the GPU.
+
+DeiT-S (Touvron et al. 2021, "Training data-efficient image transformers", table 1: 384 wide, 12 blocks of
+6 heads, MLP ratio 4, 16x16 patches, a class token, pre-norm with LayerNorm eps 1e-6), with the attention
+written as timm writes it: one packed qkv Linear, reshape/permute to [3, B, H, N, D], torch's
+scaled_dot_product_attention, transpose back. OpenPrim meets the packed projection's slices
+(matmul_views), the head transposes around the attention (attention_layout), the patch convolution
+(conv_patches) and the norms; none of its tests builds this module.
+
+    . scripts/device_env.sh && python scripts/gpu_paper_model.py             # on the GPU machine
+    python scripts/gpu_paper_model.py --compile-only                          # here: nvvm:sm_90, no GPU
+
+On the GPU: compile_module on CUDA fp16 tensors (batch 32), the error against eager, then eager,
+torch.compile (freezing) and OpenPrim timed in interleaved rounds (CUDA events), and our kernel time by kind.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "bench"))
+from runtime_path import use_checkout  # noqa: E402
+
+use_checkout()
+from gpu_frameworks import cuda_ms  # noqa: E402
+from gpu_models import kinds_breakdown, max_rel_error  # noqa: E402
+
+
+class Attention(nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads, self.head_dim = heads, dim // heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        b, n, c = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, self.head_dim).permute(2, 0, 3, 1, 4).unbind(0)
+        return self.proj(F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, n, c))
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads, mlp_ratio=4):
+        super().__init__()
+        self.norm1, self.attn = nn.LayerNorm(dim, eps=1e-6), Attention(dim, heads)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-6)
+        self.mlp = nn.Sequential(nn.Linear(dim, mlp_ratio * dim), nn.GELU(), nn.Linear(mlp_ratio * dim, dim))
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class DeiT(nn.Module):
+    def __init__(self, image=224, patch=16, dim=384, depth=12, heads=6, classes=1000):
+        super().__init__()
+        self.patch_embed = nn.Conv2d(3, dim, patch, stride=patch)
+        self.cls_token = nn.Parameter(torch.randn(1, 1, dim) * 0.02)
+        self.pos_embed = nn.Parameter(torch.randn(1, (image // patch) ** 2 + 1, dim) * 0.02)
+        self.blocks = nn.Sequential(*[Block(dim, heads) for _ in range(depth)])
+        self.norm, self.head = nn.LayerNorm(dim, eps=1e-6), nn.Linear(dim, classes)
+
+    def forward(self, x):
+        x = self.patch_embed(x).flatten(2).transpose(1, 2)
+        x = torch.cat([self.cls_token.expand(x.shape[0], -1, -1), x], dim=1) + self.pos_embed
+        return self.head(self.norm(self.blocks(x))[:, 0])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--compile-only", action="store_true", help="compile for nvvm:sm_90 here (no GPU)")
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=20)
+    a = ap.parse_args(argv)
+    torch.manual_seed(0)
+    model = DeiT().eval()
+    x = torch.randn(a.batch, 3, 224, 224)
+    if a.compile_only:
+        from openprim import compiler
+        from openprim.pyfrontend.torch_import import import_exported
+        from openprim.timings import CompileTimings
+        t0 = time.perf_counter()
+        graph, _ = import_exported(torch.export.export(model.half(), (x.half(),)))
+        timings = CompileTimings()
+        with tempfile.TemporaryDirectory() as scratch:
+            info = compiler.save(graph, os.path.join(scratch, "deit.oprim"), target="nvvm:sm_90", timings=timings)
+        kinds = kinds_breakdown(info["plan"], None)
+        print(f"DeiT-S b{a.batch} -> nvvm:sm_90: {time.perf_counter() - t0:.1f} s ("
+              + ", ".join(f"{k} {v:.1f}" for k, v in timings.stages.items()) + "); steps by kind: "
+              + ", ".join(f"{k} {v['steps']}" for k, v in kinds.items()))
+        return 0
+    from torch._inductor import config as inductor
+    from openprim.torch_backend import compile_module
+    model, x = model.half().cuda(), x.half().cuda()
+    with torch.inference_mode():
+        want = model(x)
+        t0 = time.perf_counter()
+        ours = compile_module(model, (x,))
+        compile_s = time.perf_counter() - t0
+        error = max_rel_error(want, ours(x))
+        inductor.freezing = True
+        frozen = torch.compile(model)
+        torch_error = max_rel_error(want, frozen(x))
+        calls = {"eager": lambda: model(x), "torch_compile": lambda: frozen(x), "ours": lambda: ours(x)}
+        times = {k: [] for k in calls}
+        for _ in range(a.rounds):
+            for k, fn in calls.items():
+                fn()
+                times[k].append(cuda_ms(fn, a.iters))
+        ms = {k: statistics.median(v) for k, v in times.items()}
+        torch.cuda.synchronize()
+        kinds = kinds_breakdown(ours.exe.plan, ours.exe.time_steps(repeat=10))
+    print(f"DeiT-S batch {a.batch} fp16 on {torch.cuda.get_device_name()}: compile {compile_s:.1f} s "
+          f"(cache hit: {ours.exe.cache_hit}), error vs eager {error:.1e} (torch.compile {torch_error:.1e})")
+    print("ms: " + ", ".join(f"{k} {v:.3f}" for k, v in ms.items())
+          + f"; torch.compile / ours {ms['torch_compile'] / ms['ours']:.2f}x, eager / ours {ms['eager'] / ms['ours']:.2f}x")
+    print("ours by kind: " + ", ".join(f"{k} {v['ms']:.3f} ms ({v['steps']})" for k, v in kinds.items()))
+    return 0 if error < 2e-2 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
