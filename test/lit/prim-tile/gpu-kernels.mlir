@@ -32,11 +32,20 @@
 // CHECK:       gpu.all_reduce add
 // CHECK-NOT:   linalg.
 
-// Layer norm: mean, then variance from the deviations, then scale and shift.
+// Layer norm of rows of whole 16-byte vectors: a warp per row (8 rows a block of 256 threads), the row in
+// registers; the mean, then the variance of the deviations, each a lane's vector sum and an xor-shuffle
+// butterfly (no block reduction); then the scale, and vector stores.
 // CHECK-LABEL: func.func @layer_norm_4(
-// CHECK:       gpu.all_reduce add
-// CHECK:       gpu.all_reduce add
+// CHECK:       gpu.launch blocks({{.*}}) in ({{.*}} = %c1, {{.*}}) threads({{.*}}) in ({{.*}} = %c256,
+// CHECK:       vector.load {{.*}} : memref<6x100xf32>, vector<4xf32>
+// CHECK:       vector.reduction <add>
+// CHECK-COUNT-5: gpu.shuffle  xor
+// CHECK:       vector.reduction <add>
+// CHECK-COUNT-5: gpu.shuffle  xor
 // CHECK:       math.rsqrt
+// CHECK:       vector.store {{.*}} : memref<6x100xf32>, vector<4xf32>
+// CHECK-NOT:   gpu.all_reduce
+// CHECK:       return
 
 // An elementwise kernel stays linalg here.
 // CHECK-LABEL: func.func @sigmoid_5(
