@@ -464,10 +464,35 @@ def _densify_groups(op: ir.Operation, target: Target) -> ir.Operation:
 FILTER_K_C_AXES = {"KCRS": (0, 1), "KRSC": (0, 3), "RSCK": (3, 2)}
 
 
+def _subsample_pointwise(op: ir.Operation, target: Target) -> ir.Operation:
+    """A strided, unpadded 1x1 NHWC convolution on the CPU (ResNet's downsampling shortcuts) as a strided
+    slice of its input and a stride-1 1x1 convolution: the slice copies the few pixels the convolution
+    reads (a quarter of the map, at stride 2), and the convolution then runs as the GEMM kernel over all
+    pixels (solvers/cpu.py's pointwise path), which takes only stride-1 convolutions. ResNet-50 at batch 1:
+    the 14x14x1024 -> 7x7x2048 shortcut ran at 98 GFLOP/s as an implicit GEMM, the stride-1 1x1 layers of
+    the same size at 180."""
+    if op.name != "prim.conv2d" or target.is_gpu:
+        return op
+    p = problem_of(op)
+    if p.layout != "NHWC" or (p.r, p.s) != (1, 1) or tuple(p.strides) == (1, 1) or any(p.padding) \
+            or tuple(p.dilations) != (1, 1) or p.groups != 1:
+        return op
+    (sh, sw), operands = p.strides, dialect.operand_groups(op)
+    x = operands[0]
+    shape = [p.n, (p.oh - 1) * sh + 1, (p.ow - 1) * sw + 1, p.c]
+    attrs = {"starts": dialect.make_attr([0, 0, 0, 0], "i64s"), "ends": dialect.make_attr(shape, "i64s"),
+             "steps": dialect.make_attr([1, sh, sw, 1], "i64s")}
+    with ir.InsertionPoint(op), op.location:
+        sliced = ir.RankedTensorType.get([p.n, p.oh, p.ow, p.c], x.type.element_type)
+        operands[0] = ir.Operation.create("prim.slice", results=[sliced], operands=[x], attributes=attrs,
+                                          loc=op.location).result
+        return swap(op, rebuild(op, operands, {"strides": [1, 1]}, op.location))
+
+
 def prepare(fn, layout: str, target: Target, forced: str = "") -> list[ir.Operation]:
-    """Stage 1 on a graph function (layouts, transposed GEMM operands, dense grouped convolutions unless a
-    solver is forced, channel padding for matrix cores); returns the conv2d/matmul ops still to choose a
-    solver for, as selection sees them."""
+    """Stage 1 on a graph function (layouts, transposed GEMM operands; unless a solver is forced, dense
+    grouped convolutions on GPUs and subsampled strided 1x1 convolutions on the CPU; channel padding for
+    matrix cores); returns the conv2d/matmul ops still to choose a solver for, as selection sees them."""
     ops = lambda: [o.operation for o in fn.regions[0].blocks[0].operations]  # noqa: E731
     if layout == "NHWC":
         for op in ops():
@@ -477,7 +502,7 @@ def prepare(fn, layout: str, target: Target, forced: str = "") -> list[ir.Operat
         _cancel_transposes(fn)
     else:
         check_layout(layout)
-    dense = (lambda op: op) if forced else (lambda op: _densify_groups(op, target))
+    dense = (lambda op: op) if forced else (lambda op: _subsample_pointwise(_densify_groups(op, target), target))
     return [_pad_channels(dense(_untranspose_rhs(op)), target) for op in ops()
             if op.name in ("prim.conv2d", "prim.matmul", "prim.attention") and "prim.solver" not in op.attributes]
 

@@ -66,6 +66,11 @@ CONV = [
          stride=2, padding=(1, 1, 0, 2), dilation=1, groups=5, bias=True),
     dict(id="nhwc_kcrs_dil_leaky", layout="NHWC", x=(1, 7, 9, 3), K=5, kernel=(3, 2), filter_layout="KCRS",
          stride=1, padding=1, dilation=(2, 1), groups=1, bias=True, act=("leaky_relu", (0.1,))),
+    # strided 1x1 (a ResNet shortcut): on the CPU a strided slice, then the stride-1 pointwise GEMM
+    dict(id="nchw_1x1_s2", layout="NCHW", x=(2, 16, 9, 8), K=24, kernel=(1, 1), filter_layout=None,
+         stride=2, padding=0, dilation=1, groups=1, bias=True),
+    dict(id="nhwc_1x1_s2x3_relu", layout="NHWC", x=(1, 10, 11, 8), K=19, kernel=(1, 1), filter_layout=None,
+         stride=(2, 3), padding=0, dilation=1, groups=1, bias=True, act=("relu", ())),
 ]
 
 
