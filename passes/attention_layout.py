@@ -24,7 +24,7 @@ from mlir import ir
 from openprim import dialect
 
 from .prim_decompose import HEADS_SWAP
-from .rewrite import producer, transpose
+from .rewrite import producer, rebuild, transpose
 
 
 def _heads_swap(op) -> bool:
@@ -50,14 +50,9 @@ def heads_inner(op: ir.Operation) -> bool:
         return False
     loc = op.location
     with ir.InsertionPoint(op), loc:
-        new_ops = [swapped[x].operands[0] if x in swapped else transpose(x, HEADS_SWAP, loc) for x in (q, k, v)]
-        new_attrs = {name: op.attributes[name] for name in op.attributes}
-        new_attrs["layout"] = dialect.make_attr("BSHD", "str")
-        shape = [op.result.type.shape[p] for p in HEADS_SWAP]
-        result_t = ir.RankedTensorType.get(shape, op.result.type.element_type)
-        new = ir.Operation.create("prim.attention", results=[result_t],
-                                  operands=new_ops + ([mask] if mask is not None else []),
-                                  attributes=new_attrs, loc=loc)
+        heads = {x: swapped[x].operands[0] if x in swapped else transpose(x, HEADS_SWAP, loc) for x in inputs}
+        result_t = ir.RankedTensorType.get([op.result.type.shape[p] for p in HEADS_SWAP], op.result.type.element_type)
+        new = rebuild(op, [heads[q], heads[k], heads[v], mask], {"layout": "BSHD"}, loc, result_t)
     for t in outs:
         t.result.replace_all_uses_with(new.result)
         t.erase()

@@ -21,9 +21,9 @@ import numpy as np
 from mlir import ir
 
 from openprim import dialect
-from openprim.base.ops import filter_dims
+from openprim.base.ops import FILTER_LAYOUTS, filter_dims
 
-from .rewrite import constant, new_constant, reshape, transpose
+from .rewrite import constant, create, new_constant, reshape, transpose
 
 
 def _patch_filter(w: np.ndarray, layout: str, nchw: bool) -> np.ndarray:
@@ -38,7 +38,7 @@ def patches_as_gemm(op: ir.Operation) -> bool:
     """Rewrite one patch convolution (module docstring) into views around a matmul; whether it did."""
     a = dialect.op_attrs(op)
     x, w, bias, residual = dialect.operand_groups(op)
-    if a["filter_layout"] not in ("KCRS", "KRSC", "RSCK") or residual is not None or a["groups"] != 1:
+    if a["filter_layout"] not in FILTER_LAYOUTS or residual is not None or a["groups"] != 1:
         return False
     wd = constant(w)
     K, C, R, S = filter_dims(a["filter_layout"], list(w.type.shape))
@@ -60,12 +60,9 @@ def patches_as_gemm(op: ir.Operation) -> bool:
             rows = transpose(split, [0, 1, 3, 2, 4, 5], loc)
         lhs = reshape(rows, [B * h * w_, C * R * S], loc)
         rhs = new_constant(_patch_filter(wd, a["filter_layout"], nchw), w, loc)
-        mm_t = ir.RankedTensorType.get([B * h * w_, K], op.result.type.element_type)
-        attrs = {"transpose_rhs": dialect.make_attr(1, "i64"), "activation": op.attributes["activation"],
-                 "activation_params": op.attributes["activation_params"],
-                 "operandSegmentSizes": ir.DenseI32ArrayAttr.get([True, True, bias is not None, False])}
-        mm = ir.Operation.create("prim.matmul", results=[mm_t], operands=[lhs, rhs] + ([bias] if bias else []),
-                                 attributes=attrs, loc=loc).result
+        mm = create("matmul", [lhs, rhs, bias, None], [B * h * w_, K], x,
+                    {"transpose_rhs": 1, "activation": a["activation"], "activation_params": a["activation_params"]},
+                    loc)
         y = reshape(mm, [B, h, w_, K], loc)
         if nchw:
             y = transpose(y, [0, 3, 1, 2], loc)

@@ -24,13 +24,12 @@ import numpy as np
 from mlir import ir
 
 from openprim import dialect
-from openprim.base.ops import OPS
 from openprim.base.target import Target, parse_target
 from openprim.dialect import graph_functions
 from openprim.solvers import applicable
 from openprim.solvers.problem import problem_of
 
-from .rewrite import new_constant, transpose
+from .rewrite import create, new_constant, transpose
 
 NAME = "prim-decompose"
 HEADS_SWAP = [0, 2, 1, 3]   # BSHD <-> BHSD
@@ -41,19 +40,8 @@ def has_kernel(op: ir.Operation, target: Target) -> bool:
     return any(reason is None for _, reason in applicable(problem_of(op), "attention", target))
 
 
-def _create(name: str, operands: list, shape, like: ir.Value, attrs: dict, loc) -> ir.Value:
-    """prim.<name> on operands with a result of `shape` in the element type of `like`."""
-    spec_attrs = {k: dialect.make_attr(v, kind) for k, v in attrs.items()
-                  for kind in [OPS[name].attributes[k]]}
-    result = ir.RankedTensorType.get(list(shape), like.type.element_type)
-    if any(kind == "optional" for _, kind in OPS[name].operands):
-        spec_attrs["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([v is not None for v in operands])
-    return ir.Operation.create(f"prim.{name}", results=[result], operands=[v for v in operands if v is not None],
-                               attributes=spec_attrs, loc=loc).result
-
-
 def _matmul(a: ir.Value, b: ir.Value, shape, transpose_rhs: bool, loc) -> ir.Value:
-    return _create("matmul", [a, b, None, None], shape, a,
+    return create("matmul", [a, b, None, None], shape, a,
                    {"transpose_rhs": int(transpose_rhs), "activation": "none", "activation_params": []}, loc)
 
 
@@ -70,13 +58,13 @@ def decompose_attention(op: ir.Operation) -> None:
         Sk = dialect.shape_of(k)[2]
         scores = (B, H, Sq, Sk)
         s = _matmul(q, k, scores, True, loc)
-        s = _create("mul", [s, new_constant(np.array(attrs["scale"]), q, loc)], scores, q, {}, loc)
+        s = create("mul", [s, new_constant(np.array(attrs["scale"]), q, loc)], scores, q, {}, loc)
         if mask is not None:
-            s = _create("add", [s, mask], scores, q, {}, loc)
+            s = create("add", [s, mask], scores, q, {}, loc)
         if attrs["causal"]:
             above = np.arange(Sk)[None, :] > np.arange(Sq)[:, None]
-            s = _create("add", [s, new_constant(np.where(above, -np.inf, 0.0), q, loc)], scores, q, {}, loc)
-        p = _create("softmax", [s], scores, q, {"axis": -1}, loc)
+            s = create("add", [s, new_constant(np.where(above, -np.inf, 0.0), q, loc)], scores, q, {}, loc)
+        p = create("softmax", [s], scores, q, {"axis": -1}, loc)
         out = _matmul(p, v, (B, H, Sq, D), False, loc)
         if heads_inner:
             out = transpose(out, HEADS_SWAP, loc)

@@ -46,7 +46,7 @@ from openprim.dialect import graph_functions
 from openprim.solvers import SOLVERS, applicable
 from openprim.solvers.problem import problem_of
 
-from .rewrite import (constant, new_constant, pad_zeros, producer, rebuild, reshape, single_use, swap,
+from .rewrite import (constant, create, new_constant, pad_zeros, producer, rebuild, reshape, single_use, swap,
                       transformed_constant, transpose)
 
 NAME = "prim-select"
@@ -478,14 +478,10 @@ def _subsample_pointwise(op: ir.Operation, target: Target) -> ir.Operation:
             or tuple(p.dilations) != (1, 1) or p.groups != 1:
         return op
     (sh, sw), operands = p.strides, dialect.operand_groups(op)
-    x = operands[0]
-    shape = [p.n, (p.oh - 1) * sh + 1, (p.ow - 1) * sw + 1, p.c]
-    attrs = {"starts": dialect.make_attr([0, 0, 0, 0], "i64s"), "ends": dialect.make_attr(shape, "i64s"),
-             "steps": dialect.make_attr([1, sh, sw, 1], "i64s")}
+    ends = [p.n, (p.oh - 1) * sh + 1, (p.ow - 1) * sw + 1, p.c]
     with ir.InsertionPoint(op), op.location:
-        sliced = ir.RankedTensorType.get([p.n, p.oh, p.ow, p.c], x.type.element_type)
-        operands[0] = ir.Operation.create("prim.slice", results=[sliced], operands=[x], attributes=attrs,
-                                          loc=op.location).result
+        operands[0] = create("slice", [operands[0]], [p.n, p.oh, p.ow, p.c], operands[0],
+                             {"starts": [0, 0, 0, 0], "ends": ends, "steps": [1, sh, sw, 1]}, op.location)
         return swap(op, rebuild(op, operands, {"strides": [1, 1]}, op.location))
 
 
@@ -502,8 +498,9 @@ def prepare(fn, layout: str, target: Target, forced: str = "") -> list[ir.Operat
         _cancel_transposes(fn)
     else:
         check_layout(layout)
-    dense = (lambda op: op) if forced else (lambda op: _subsample_pointwise(_densify_groups(op, target), target))
-    return [_pad_channels(dense(_untranspose_rhs(op)), target) for op in ops()
+    reshape_problem = (lambda op: op) if forced else \
+        (lambda op: _subsample_pointwise(_densify_groups(op, target), target))
+    return [_pad_channels(reshape_problem(_untranspose_rhs(op)), target) for op in ops()
             if op.name in ("prim.conv2d", "prim.matmul", "prim.attention") and "prim.solver" not in op.attributes]
 
 

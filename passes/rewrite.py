@@ -44,15 +44,28 @@ def new_constant(data: np.ndarray, like: ir.Value, loc) -> ir.Value:
     return op.result
 
 
-def rebuild(op: ir.Operation, operands: list, attrs: dict, loc) -> ir.Operation:
-    """A copy of conv2d/matmul `op` with new (input, filter, bias, residual) and updated attributes."""
+def rebuild(op: ir.Operation, operands: list, attrs: dict, loc, result_type=None) -> ir.Operation:
+    """A copy of `op` (an op with optional operands: conv2d, matmul, attention) with new operand groups
+    (None for an absent one), updated attributes and, when given, another result type."""
     spec = OPS[op.name[5:]]
     new_attrs = {k: op.attributes[k] for k in op.attributes}
     for k, v in attrs.items():
         new_attrs[k] = dialect.make_attr(v, spec.attributes[k])
     new_attrs["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([v is not None for v in operands])
-    return ir.Operation.create(op.name, results=[op.result.type], operands=[v for v in operands if v is not None],
-                               attributes=new_attrs, loc=loc)
+    return ir.Operation.create(op.name, results=[result_type or op.result.type],
+                               operands=[v for v in operands if v is not None], attributes=new_attrs, loc=loc)
+
+
+def create(name: str, operands: list, shape, like: ir.Value, attrs: dict, loc) -> ir.Value:
+    """prim.<name> on operands (None for an absent optional one) with a result of `shape` in the element
+    type of `like`."""
+    spec_attrs = {k: dialect.make_attr(v, kind) for k, v in attrs.items()
+                  for kind in [OPS[name].attributes[k]]}
+    result = ir.RankedTensorType.get(list(shape), like.type.element_type)
+    if any(kind == "optional" for _, kind in OPS[name].operands):
+        spec_attrs["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([v is not None for v in operands])
+    return ir.Operation.create(f"prim.{name}", results=[result], operands=[v for v in operands if v is not None],
+                               attributes=spec_attrs, loc=loc).result
 
 
 def pad_zeros(v: ir.Value, dim: int, extra: int, loc) -> ir.Value:

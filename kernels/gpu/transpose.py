@@ -44,10 +44,9 @@ def transpose_kernel(name: str, signature: list[tuple[str, str]], perm: list[int
     dims = _shape(src_t)
     B, R, Q = math.prod(dims[:k]), math.prod(dims[k:k + r]), math.prod(dims[k + r:])
     e = Emitter()
-    one = e.c(1)
-    lead = ["%bz"] if k else []
     if min(R, Q) <= NARROW:
         return _narrow(e, name, signature, (k, r), (B, R, Q))
+    one, lead = e.c(1), ["%bz"] if k else []
     tt = f"memref<{TILE}x{TILE + 1}x{dtype}, {WG}>"
     e.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-Q // TILE))}, %gy = {e.c(-(-R // TILE))}, "
            f"%gz = {e.c(B)}) threads(%tx, %ty, %tz) in (%sx = {e.c(TILE)}, %sy = {e.c(ROWS)}, %sz = {one}) "

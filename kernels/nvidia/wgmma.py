@@ -362,8 +362,13 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
         ow = e.add(ow0, e.rem(i, e.c(bw)))
         ok = e.both(e.cmp("ult", img, e.c(N)), e.both(e.cmp("ult", oh, e.c(OH)), e.cmp("ult", ow, e.c(OW))))
         pixel = lambda a, b, c: e.add(e.mul(e.add(e.mul(a, e.c(OH)), b), e.c(OW)), c)  # noqa: E731
-        clamped = pixel(*(e.op("arith.minui", x, e.c(n - 1)) for x, n in ((img, N), (oh, OH), (ow, OW))))
+        clamped = pixel(*(e.op("arith.minui", x, e.c(size - 1)) for x, size in ((img, N), (oh, OH), (ow, OW))))
         return i, pixel(img, oh, ow), clamped, ok
+
+    def residual_row(row: str) -> str:
+        r8 = e.fresh("r")
+        e.emit(f"{r8} = vector.load {res2}[{row}, {n}] : memref<{M}x{NO}x{dt}>, {o8}")
+        return r8
 
     # The residual rows of PREFETCH passes are loaded before any of them is used (at clamped rows, so
     # without a branch): a load per pass, each waited for before the next, left the epilogue bound by
@@ -371,14 +376,7 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
     passes = list(range(BM // rows_per_pass))
     for chunk in range(0, len(passes), PREFETCH):
         rows = [pass_rows(p) for p in passes[chunk:chunk + PREFETCH]]
-        fetched = []
-        for _, _, clamped, _ in rows:
-            if res2 is None:
-                fetched.append(None)
-                continue
-            r8 = e.fresh("r")
-            e.emit(f"{r8} = vector.load {res2}[{clamped}, {n}] : memref<{M}x{NO}x{dt}>, {o8}")
-            fetched.append(r8)
+        fetched = [residual_row(clamped) if res2 else None for _, _, clamped, _ in rows]
         for (i, m, _, ok), r8 in zip(rows, fetched):
             e.open(f"scf.if {ok} {{")
             halves = []
