@@ -20,7 +20,7 @@ from openprim.passes.rewrite import constant_int
 from openprim.base.dtypes import ITEMSIZE
 from openprim.runtime.executor import ALIGN
 
-PLAN_VERSION = 1
+PLAN_VERSION = 2  # 2: views name the value whose storage they share (`view_of`)
 
 
 def _round(n):
@@ -110,6 +110,8 @@ def build_plan(module: ir.Module, target) -> tuple[dict, bytes]:
             v["offset"] = where.get(roots[i], 0)
         elif roots[i] != i:
             v["offset"] = values[roots[i]]["offset"]
+        if roots[i] != i:
+            v["view_of"] = roots[i]   # the runtime binds a caller's buffer to a value and all its views
     plan = {"format": "openprim-plan", "version": PLAN_VERSION, "compiler": f"openprim {__version__}",
             "target": str(target), "values": values, "inputs": inputs, "outputs": outputs, "steps": steps,
             "arena_bytes": arena, "weights_bytes": weight_off,

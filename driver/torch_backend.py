@@ -10,11 +10,11 @@ was filled elsewhere, loads the compiled artifact instead of compiling. They liv
 (`openprim`), not in the frontend, because they compile: the frontends only build Graphs.
 
 With CUDA (or ROCm) tensors the target defaults to the tensors' GPU (`nvvm:sm_XY` from its compute
-capability, `rocdl:<gfx>` on ROCm builds) and the tensors never leave it: inputs (made contiguous on the
-device when they are channels-last or otherwise strided) are copied device-to-device into the plan's
-arena on PyTorch's current stream, the plan is replayed there as a CUDA/HIP graph, and the outputs are
-written into tensors allocated with torch.empty (PyTorch's caching allocator) on the same stream, in the
-model's dtype. CPU tensors run the CPU artifact through numpy and come back in the model's dtype.
+capability, `rocdl:<gfx>` on ROCm builds) and the tensors never leave it: the plan is replayed as a
+CUDA/HIP graph on PyTorch's current stream, reading the input tensors in place and writing outputs
+allocated with torch.empty (PyTorch's caching allocator), in the model's dtype (runtime/gpu.py says when
+a buffer is copied instead). A 4-D example input in channels-last memory order compiles into a plan that
+takes it so; other strides are made contiguous on the device. CPU tensors run the CPU artifact through numpy and come back in the model's dtype.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ import numpy as np
 
 import openprim.cache
 from openprim.base.errors import OpenPrimError
+from openprim.base.target import parse_target
 from openprim.pyfrontend.torch_import import _decompose, import_exported, unsupported_ops
 from openprim.runtime.gpu import GpuExecutable
 
@@ -50,8 +51,9 @@ class _Compiled:
     in_dtypes/out_dtypes: the model's torch dtypes (the plan may compute in another one: the inputs are
     converted to the plan's dtypes and the outputs back, on the tensors' device)."""
 
-    def __init__(self, exe, out_spec, n_out, in_dtypes=None, out_dtypes=None):
+    def __init__(self, exe, out_spec, n_out, in_dtypes=None, out_dtypes=None, channels_last=None):
         self.exe, self.out_spec, self.n_out = exe, out_spec, n_out
+        self.channels_last = channels_last or [False] * len(exe.plan["inputs"])
         self.on_gpu = isinstance(exe, GpuExecutable)
         self.in_dtypes, self.out_dtypes = in_dtypes, out_dtypes
         values = exe.plan["values"]
@@ -94,11 +96,14 @@ class _Compiled:
         device = tensors[0].device
         stream = torch.cuda.current_stream(device).cuda_stream
         ins = []
-        for t, want, (name, _, shape, _, _) in zip(tensors, self.plan_in, self.exe.input_specs):
+        for t, want, (name, _, shape, _, _), last in zip(tensors, self.plan_in, self.exe.input_specs,
+                                                         self.channels_last):
+            if last:   # the plan takes it as (N, H, W, C): a channels-last tensor as it lies in memory
+                shape = (shape[0], shape[3], shape[1], shape[2])
             if tuple(t.shape) != shape:
                 raise OpenPrimError(f"input '{name}' must have shape {shape}, got {tuple(t.shape)}")
-            t = t.detach()
-            ins.append((t if t.dtype == want else t.to(want)).contiguous())
+            t = t.detach() if t.dtype == want else t.detach().to(want)
+            ins.append((t.permute(0, 2, 3, 1) if last else t).contiguous())
         outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in self.plan_out]
         if stream:
             self.exe.device.check_stream(stream)
@@ -128,6 +133,19 @@ def _default_target(tensors) -> tuple[str, int]:
     return "cpu", 0
 
 
+def _channels_last_inputs(g, tensors, target) -> list[bool]:
+    """Per graph input, whether it is compiled to take its tensor in channels-last memory order (4-D
+    GPU inputs that are channels-last and not also contiguous): such a tensor is then read in place,
+    where making it contiguous would cost a transposing copy on every call."""
+    gpu = parse_target(target).is_gpu
+    flags = [gpu and t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last)
+             for t in tensors]
+    for i, last in enumerate(flags):
+        if last:
+            g.channels_last_input(i)
+    return flags
+
+
 def compile_module(model, example_inputs, target=None, **options):
     """torch.export the model (in eval mode), import it and compile it through the compile cache.
 
@@ -140,9 +158,11 @@ def compile_module(model, example_inputs, target=None, **options):
     default, index = _default_target(example_inputs)
     ep = torch.export.export(model.eval(), example_inputs)
     g, _ = import_exported(ep)
-    exe = openprim.cache.load_or_compile(g, target or default, options, device=index)
     flat = [t for t in torch.utils._pytree.tree_leaves(example_inputs) if isinstance(t, torch.Tensor)]
-    return _Compiled(exe, ep.call_spec.out_spec, len(g.outputs), [t.dtype for t in flat], _output_dtypes(ep))
+    channels_last = _channels_last_inputs(g, flat, target or default)
+    exe = openprim.cache.load_or_compile(g, target or default, options, device=index)
+    return _Compiled(exe, ep.call_spec.out_spec, len(g.outputs), [t.dtype for t in flat], _output_dtypes(ep),
+                     channels_last)
 
 
 # ---------------------------------------------------------------------------- torch.compile backend
@@ -216,6 +236,7 @@ def openprim_backend(gm, example_inputs, options=None):
         options = dict(options or {})
         target, index = _default_target([inputs[i] for i in range(len(inputs)) if i not in frozen])
         target = options.pop("target", None) or target
+        channels_last = _channels_last_inputs(g, [t for i, t in enumerate(inputs) if i not in frozen], target)
         exe = openprim.cache.load_or_compile(g, target, options, device=index)
     except OpenPrimError as e:
         _warn_once(f"openprim_backend: {e}; running this graph eagerly")
@@ -224,7 +245,7 @@ def openprim_backend(gm, example_inputs, options=None):
         _warn_once(f"openprim_backend: failed ({type(e).__name__}: {e}); running this graph eagerly")
         return gm.forward
     live_dtypes = [t.dtype for i, t in enumerate(inputs) if i not in frozen]
-    runner = _Compiled(exe, ep.call_spec.out_spec, len(g.outputs), live_dtypes, _output_dtypes(ep))
+    runner = _Compiled(exe, ep.call_spec.out_spec, len(g.outputs), live_dtypes, _output_dtypes(ep), channels_last)
     versions = {i: t._version for i, t in frozen.items()}
     live = [i for i in range(len(inputs)) if i not in frozen]
 

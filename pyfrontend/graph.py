@@ -129,6 +129,20 @@ class Graph:
         self.inputs.append(t)
         return t
 
+    def channels_last_input(self, index: int) -> None:
+        """Take 4-D input `index` (N, C, H, W) in channels-last memory order: the input becomes (N, H, W, C)
+        and a transpose back to (N, C, H, W) feeds what read it. A caller's channels-last tensor is then
+        passed as it lies in memory, and the NHWC layout's own transpose of the input cancels this one."""
+        old = self.inputs[index]
+        n, c, h, w = old.shape
+        new = Tensor(self, (n, h, w, c), old.dtype, old.name)
+        back = Tensor(self, old.shape, old.dtype, f"%{old.name}.nchw")
+        for node in self.nodes:
+            node.operands = [back if o is old else o for o in node.operands]
+        self.outputs = [back if o is old else o for o in self.outputs]
+        self.nodes.insert(0, Node("transpose", [new], {"perm": [0, 3, 1, 2]}, back))
+        self.inputs[index] = new
+
     def param(self, name: str, value, dtype: str | None = None) -> Tensor:
         """A weight: `value` is a numpy array (any float dtype; stored in `dtype`, default the graph's)."""
         value = np.asarray(value)

@@ -102,9 +102,15 @@ class CudaDevice(Device):
         err, *value = self.cu.cuPointerGetAttribute(attr, ptr)
         return int(value[0]) if err == self.cu.CUresult.CUDA_SUCCESS else None
 
-    def launch(self, function, grid, block, args, shared_bytes=0, stream=None) -> None:
+    @staticmethod
+    def _params(args):
+        """(values, pointers to them): the void** kernelParams of 64-bit arguments (keep both alive)."""
         values = (ctypes.c_uint64 * max(len(args), 1))(*[a & 0xFFFFFFFFFFFFFFFF for a in args])
         params = (ctypes.c_void_p * max(len(args), 1))(*[ctypes.addressof(values) + 8 * i for i in range(len(args))])
+        return values, params
+
+    def launch(self, function, grid, block, args, shared_bytes=0, stream=None) -> None:
+        values, params = self._params(args)
         self._check("cuLaunchKernel", self.cu.cuLaunchKernel(function, *grid, *block, shared_bytes, self._s(stream),
                                                              ctypes.addressof(params), 0))
 
@@ -167,6 +173,30 @@ class CudaDevice(Device):
     def destroy_graph(self, graph, graph_exec) -> None:
         self._check("cuGraphExecDestroy", self.cu.cuGraphExecDestroy(graph_exec))
         self._check("cuGraphDestroy", self.cu.cuGraphDestroy(graph))
+
+    updates_graph_args = True
+
+    def graph_kernel_nodes(self, graph) -> list:
+        """Walk the chain a one-stream capture makes: from its root, each node's one dependent."""
+        nodes = []
+        found, count = self._check("cuGraphGetRootNodes", self.cu.cuGraphGetRootNodes(graph, 2))
+        while count:
+            if count != 1:
+                raise DeviceError(f"a captured plan is not a chain: node {len(nodes)} has {count} successors")
+            nodes.append(found[0])
+            found, *_, count = self._check("cuGraphNodeGetDependentNodes",
+                                           self.cu.cuGraphNodeGetDependentNodes(found[0], 2))
+        return nodes
+
+    def set_graph_kernel_args(self, graph_exec, node, function, grid, block, args, shared_bytes) -> None:
+        values, params = self._params(args)
+        p = self.cu.CUDA_KERNEL_NODE_PARAMS()
+        p.func = function
+        p.gridDimX, p.gridDimY, p.gridDimZ = grid
+        p.blockDimX, p.blockDimY, p.blockDimZ = block
+        p.sharedMemBytes = shared_bytes
+        p.kernelParams = ctypes.addressof(params)
+        self._check("cuGraphExecKernelNodeSetParams", self.cu.cuGraphExecKernelNodeSetParams(graph_exec, node, p))
 
     def allow_shared(self, function, nbytes: int) -> None:
         attr = self.cu.CUfunction_attribute.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES

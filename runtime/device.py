@@ -115,6 +115,16 @@ class Device:
     def destroy_graph(self, graph, graph_exec) -> None:
         raise NotImplementedError
 
+    updates_graph_args = False   # whether graph_kernel_nodes / set_graph_kernel_args are implemented
+
+    def graph_kernel_nodes(self, graph) -> list:
+        """The kernel nodes of a graph captured from one stream, in launch order."""
+        raise NotImplementedError
+
+    def set_graph_kernel_args(self, graph_exec, node, function, grid, block, args: list[int], shared_bytes: int) -> None:
+        """Give one kernel node of an instantiated graph new arguments, for its later launches."""
+        raise NotImplementedError
+
     def allow_shared(self, function, nbytes: int) -> None:
         """Let `function` launch with nbytes of dynamic shared memory (above DEFAULT_SHARED)."""
         raise DeviceError(f"{self.kind}: kernels with {nbytes} bytes of dynamic shared memory are not supported")

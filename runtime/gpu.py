@@ -5,15 +5,23 @@ plan's offsets), the weights (copied once), and a scratch area that every kernel
 share (kernels run one after another on one stream). Each plan step is a list of launches whose
 arguments are resolved to device pointers at load time, so a run is copies in, launches, copies out.
 
-Because every launch argument is fixed at load, the launches are the same on every call: the first
-call captures them once as a graph (stream capture on the executable's own non-blocking stream, then
-instantiate) and every call replays it with one graph launch, on whatever stream the call runs on.
-The copies into and out of the arena stay outside the graph: their other ends (the caller's arrays)
-change from call to call. `graphs=False` (or OPENPRIM_GPU_GRAPHS=0) launches the kernels one by one.
+The launches are the same on every call but for the buffers of the plan's inputs and outputs: the
+first call captures them once as a graph (stream capture on the executable's own non-blocking stream,
+then instantiate) and every call replays it with one graph launch, on whatever stream the call runs on.
+`graphs=False` (or OPENPRIM_GPU_GRAPHS=0) launches the kernels one by one.
+
+A caller's device array is bound in place: the kernels that read an input (or a view of it) or write
+an output take the caller's pointer as that argument, so the call copies nothing. When the pointer
+differs from the previous call's, only those kernels' graph nodes get new arguments
+(cuGraphExecKernelNodeSetParams). A buffer stays in the arena, copied in or out around the launches,
+where binding cannot work: a TMA tensor map encodes the address (maps are made once, at load), the
+caller's pointer is not aligned as the arena's offsets are, an output overlaps an input, the same value
+is an input and an output or two outputs, the plan predates view records (plan version 1), or the
+driver cannot update an instantiated graph (HIP here).
 
 A call takes numpy arrays (copied in from the host, outputs copied back: a synchronous call) or device
-arrays (runtime/arrays.py: __cuda_array_interface__ or DLPack), which are copied device-to-device on the
-stream and never touch the host; `run_into` also writes the outputs into the caller's device arrays on
+arrays (runtime/arrays.py: __cuda_array_interface__ or DLPack), which are bound in place (or copied
+device-to-device on the stream) and never touch the host; `run_into` also writes the outputs into the caller's device arrays on
 the caller's stream (IO binding), without synchronizing. The arena is shared by all calls, so a call on
 another stream than the previous one first waits for the previous one's work.
 """
@@ -30,7 +38,7 @@ from openprim.base.target import parse_target
 from .arrays import DeviceArray, check_bound, describe, is_device_array
 from .cuda import CudaDevice
 from .device import Device, DeviceError
-from .executor import checked_inputs, ordered_inputs
+from .executor import ALIGN, checked_inputs, ordered_inputs
 from .hip import HipDevice
 
 
@@ -82,9 +90,14 @@ class GpuExecutable:
             device.copy_to_device(self.weights, np.frombuffer(weights, np.uint8, plan["weights_bytes"]))
         self.pointers = [(self.arena if v["storage"] == "arena" else self.weights) + v["offset"]
                          for v in plan["values"]]
+        roots = [v.get("view_of", i) for i, v in enumerate(plan["values"])]
+        bound_roots = [roots[i["value"]] for i in plan["inputs"]] + [roots[o] for o in plan["outputs"]]
+        slots = {r: b for b, r in enumerate(bound_roots)}     # root -> its binding (inputs, then outputs)
         functions = {}
         self.tensor_maps = {}  # (address, spec) -> device address of the encoded map
         self.launches = []  # (function, grid, block, args, shared, step index)
+        self.bound_args = {}   # launch index -> [(argument position, binding)]: what a bound buffer replaces
+        mapped = set()         # bindings a tensor map addresses: never bound in place
         for i, step in enumerate(plan["steps"]):
             buffers = [self.pointers[a] for a in step["args"]]
             for launch in plan["kernels"][step["kernel"]]["launches"]:
@@ -93,6 +106,11 @@ class GpuExecutable:
                     functions[name] = device.function(self.module, name)
                 args = [self._tensor_map(buffers, v) if kind == "tensormap" else self._address(buffers, kind, v)
                         for kind, v in launch["args"]]
+                for pos, (kind, v) in enumerate(launch["args"]):
+                    if kind == "arg" and roots[step["args"][v]] in slots:
+                        self.bound_args.setdefault(len(self.launches), []).append((pos, slots[roots[step["args"][v]]]))
+                    elif kind == "tensormap" and v["memory"][0] == "arg" and roots[step["args"][v["memory"][1]]] in slots:
+                        mapped.add(slots[roots[step["args"][v["memory"][1]]]])
                 if launch["shared"] > device.DEFAULT_SHARED:
                     device.allow_shared(functions[name], launch["shared"])
                 self.launches.append((functions[name], tuple(launch["grid"]), tuple(launch["block"]), args,
@@ -100,9 +118,13 @@ class GpuExecutable:
         self.functions = functions
         self.input_specs = [self._spec(i["name"], i["value"]) for i in plan["inputs"]]
         self.output_specs = [self._spec(f"output {k}", o) for k, o in enumerate(plan["outputs"])]
+        self.arena_targets = [spec[1] for spec in self.input_specs + self.output_specs]
+        self.bindable = [plan.get("version", 1) >= 2 and plan["values"][r]["storage"] == "arena"
+                         and bound_roots.count(r) == 1 and b not in mapped for b, r in enumerate(bound_roots)]
         self.stream = device.create_stream()   # graphs are captured here; calls without a stream run here
         self.last_stream = self.stream         # where the previous call's work was enqueued
-        self.graph = None                      # (graph, executable graph), captured at the first replay
+        self.graph = None                      # (graph, executable graph, its kernel nodes), at the first replay
+        self.graph_targets = None              # the buffers the graph's nodes address now, per binding
         device.synchronize()                   # the weights and tensor maps are in place before any launch
 
     def _spec(self, name: str, value: int) -> tuple:
@@ -142,7 +164,7 @@ class GpuExecutable:
         for value, data in inputs:
             self.device.copy_to_device(self.pointers[value], data)
         self.device.synchronize()              # host copies (legacy stream) land before our stream reads them
-        self._enqueue(self.stream)
+        self._enqueue(self.stream, self.arena_targets)
         self.last_stream = self.stream
         self.device.stream_synchronize(self.stream)
         outs = []
@@ -194,40 +216,76 @@ class GpuExecutable:
         return views
 
     def run_pointers(self, inputs: list[int], outputs: list[int], stream: int) -> None:
-        """run_into on raw device pointers, unchecked (a framework that checked its tensors itself): copies
-        in, the plan, copies out, all enqueued on `stream`."""
+        """run_into on raw device pointers, unchecked (a framework that checked its tensors itself): the
+        buffers bound in place or copied, the plan, all enqueued on `stream`."""
         if stream != self.last_stream:
             self.device.wait(stream, self.last_stream)
             self.last_stream = stream
+        targets = self._targets(inputs, outputs)
+        n = len(inputs)
         copy = self.device.copy_device_to_device
-        for (_, arena, _, _, nbytes), src in zip(self.input_specs, inputs):
-            copy(arena, src, nbytes, stream)
-        self._enqueue(stream)
-        for (_, arena, _, _, nbytes), dst in zip(self.output_specs, outputs):
-            copy(dst, arena, nbytes, stream)
+        for (_, arena, _, _, nbytes), src, target in zip(self.input_specs, inputs, targets):
+            if target != src:
+                copy(arena, src, nbytes, stream)
+        self._enqueue(stream, targets)
+        for (_, arena, _, _, nbytes), dst, target in zip(self.output_specs, outputs, targets[n:]):
+            if target != dst:
+                copy(dst, arena, nbytes, stream)
 
-    def _enqueue(self, stream) -> None:
-        """The plan's launches on `stream`: one graph launch, or every kernel launch when graphs are off."""
+    def _targets(self, inputs: list[int], outputs: list[int]) -> list[int]:
+        """Per binding (inputs, then outputs), the buffer the kernels address: the caller's where it
+        can be bound in place (see the module docstring), else the arena's."""
+        if self.graphs and not self.device.updates_graph_args:
+            return self.arena_targets
+        reads = [(p, p + spec[4]) for p, spec in zip(inputs, self.input_specs)]
+        targets = []
+        for b, (pointer, spec) in enumerate(zip(inputs + outputs, self.input_specs + self.output_specs)):
+            ok = self.bindable[b] and pointer % ALIGN == 0
+            if ok and b >= len(inputs):   # an output must not overwrite an input the kernels still read
+                ok = all(pointer + spec[4] <= lo or hi <= pointer for lo, hi in reads)
+            targets.append(pointer if ok else self.arena_targets[b])
+        return targets
+
+    def _enqueue(self, stream, targets: list[int]) -> None:
+        """The plan's launches on `stream`, the bindings addressing `targets`: one graph launch (its nodes
+        updated where a target changed), or every kernel launch when graphs are off."""
         if not self.graphs:
-            self._launch_all(stream)
+            self._launch_all(stream, targets)
             return
         if self.graph is None:
-            self.graph = self.device.capture(self.stream, lambda: self._launch_all(self.stream))
+            graph, graph_exec = self.device.capture(self.stream, lambda: self._launch_all(self.stream, targets))
+            nodes = self.device.graph_kernel_nodes(graph) if self.device.updates_graph_args else []
+            self.graph, self.graph_targets = (graph, graph_exec, nodes), list(targets)
+        elif targets != self.graph_targets:
+            changed = {b for b, (new, old) in enumerate(zip(targets, self.graph_targets)) if new != old}
+            for k, subs in self.bound_args.items():
+                if any(b in changed for _, b in subs):
+                    fn, grid, block, _, shared, _ = self.launches[k]
+                    self.device.set_graph_kernel_args(self.graph[1], self.graph[2][k], fn, grid, block,
+                                                      self._args(k, targets), shared)
+            self.graph_targets = list(targets)
         self.device.graph_launch(self.graph[1], stream)
 
-    def _launch_all(self, stream) -> None:
-        for fn, grid, block, args, shared, _ in self.launches:
-            self.device.launch(fn, grid, block, args, shared, stream)
+    def _args(self, k: int, targets: list[int]) -> list[int]:
+        """Launch k's arguments with the bound buffers at `targets`."""
+        args = list(self.launches[k][3])
+        for pos, b in self.bound_args.get(k, ()):
+            args[pos] = targets[b]
+        return args
+
+    def _launch_all(self, stream, targets: list[int]) -> None:
+        for k, (fn, grid, block, _, shared, _) in enumerate(self.launches):
+            self.device.launch(fn, grid, block, self._args(k, targets), shared, stream)
 
     def run_steps(self):
-        self._launch_all(self.stream)
+        self._launch_all(self.stream, self.arena_targets)
         self.device.stream_synchronize(self.stream)
 
     def time_ms(self, repeat: int = 20, warmup: int = 3) -> float:
         """Milliseconds per run of all the launches (device events; inputs already on the device)."""
         for _ in range(warmup):
             self.run_steps()
-        return self.device.elapsed_ms(lambda: self._launch_all(self.stream), repeat, self.stream)
+        return self.device.elapsed_ms(lambda: self._launch_all(self.stream, self.arena_targets), repeat, self.stream)
 
     def time_steps(self, repeat: int = 20) -> list[float]:
         """Milliseconds per plan step (all its launches), for profiling."""
@@ -243,7 +301,7 @@ class GpuExecutable:
         try:
             self.device.synchronize()
             if self.graph is not None:
-                self.device.destroy_graph(*self.graph)
+                self.device.destroy_graph(*self.graph[:2])
             self.device.destroy_stream(self.stream)
             for p in (self.arena, self.weights, self.scratch, *self.tensor_maps.values()):
                 self.device.free(p)

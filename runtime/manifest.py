@@ -94,6 +94,11 @@ def _check_plan(plan: dict, weights_len: int) -> None:
         limit = plan["arena_bytes"] if v["storage"] == "arena" else plan["weights_bytes"]
         _need(end <= limit, f"value {i} ({v['dtype']}{v['shape']}) ends at byte {end}, past the "
                             f"{v['storage']} of {limit} bytes")
+        if "view_of" in v:
+            root = v["view_of"]
+            _need(_int(root) and root < i and "view_of" not in values[root]
+                  and (values[root]["storage"], values[root]["offset"]) == (v["storage"], v["offset"]),
+                  f"value {i}: view_of {root!r} is not an earlier value with the same storage and offset")
 
     def is_value(a):
         return _int(a) and a < len(values)

@@ -5,7 +5,8 @@ and tracks (so a pointer it did not allocate is host memory to cuPointerGetAttri
 functions run when launched, stream capture records launches instead of running them and cuGraphLaunch
 replays them, and every call is logged. A hand-written two-kernel plan (odd shapes) is checked against
 float64 numpy on random data, and the log shows what crossed the host boundary and what was launched.
-The same plan runs on a real GPU in scripts/gpu_frameworks.py.
+Graph nodes are (graph, index); an executable graph holds its own copy of the launches, which
+cuGraphExecKernelNodeSetParams rewrites. The same plan runs on a real GPU in scripts/gpu_frameworks.py.
 """
 import ctypes
 import enum
@@ -60,6 +61,7 @@ class FakeCuda:
         self.streams = {0: CONTEXT, 1: CONTEXT, 2: CONTEXT}   # stream -> its context
         self.capturing = {}            # stream -> launches recorded
         self.graphs = {}
+        self.execs = {}                # executable graph -> its launches (set_params changes them)
         self.handles = iter(range(0x5000, 0x6000))
         self.kernels = {"mul": (4, _mul), "relu_bias": (4, _relu_bias)}   # name -> (arguments, function)
 
@@ -187,12 +189,31 @@ class FakeCuda:
 
     def cuGraphInstantiate(self, graph, flags):
         self.log.append(("instantiate", graph))
+        self.execs[("exec", graph)] = list(self.graphs[graph])
         return self.ok, ("exec", graph)
 
     def cuGraphLaunch(self, graph_exec, stream):
         self.log.append(("graph_launch", stream))
-        for f, args in self.graphs[graph_exec[1]]:
+        for f, args in self.execs[graph_exec]:
             self.kernels[f][1](*args)
+        return (self.ok,)
+
+    def cuGraphGetRootNodes(self, graph, count):
+        return (self.ok, [(graph, 0)], 1) if self.graphs[graph] else (self.ok, [], 0)
+
+    def cuGraphNodeGetDependentNodes(self, node, count):
+        graph, i = node
+        return (self.ok, [(graph, i + 1)], 1) if i + 1 < len(self.graphs[graph]) else (self.ok, [], 0)
+
+    class CUDA_KERNEL_NODE_PARAMS:
+        pass
+
+    def cuGraphExecKernelNodeSetParams(self, graph_exec, node, p):
+        count, _ = self.kernels[p.func]
+        pointers = (ctypes.c_void_p * count).from_address(p.kernelParams)
+        args = [ctypes.c_uint64.from_address(q).value for q in pointers]
+        self.log.append(("set_params", node[1], args))
+        self.execs[graph_exec][node[1]] = (p.func, args)
         return (self.ok,)
 
     def calls(self, name):
@@ -221,7 +242,7 @@ def _plan():
     def launch(name):
         return {"function": name, "grid": [1, 1, 1], "block": [128, 1, 1], "shared": 0,
                 "args": [["arg", 0], ["arg", 1], ["arg", 2], ["i64", N]]}
-    return {"values": values, "inputs": [{"name": "x", "value": 0}, {"name": "s", "value": 1}], "outputs": [4],
+    return {"version": 2, "values": values, "inputs": [{"name": "x", "value": 0}, {"name": "s", "value": 1}], "outputs": [4],
             "steps": [{"kernel": "mul", "args": [0, 2, 3]}, {"kernel": "relu_bias", "args": [3, 1, 4]}],
             "kernels": {"mul": {"launches": [launch("mul")]}, "relu_bias": {"launches": [launch("relu_bias")]}},
             "arena_bytes": 2048, "weights_bytes": N * 4, "scratch_bytes": 0}
@@ -292,9 +313,9 @@ def test_device_inputs_stay_on_the_device(fake, data):
     y = exe(dx, ds)
     assert isinstance(y, DeviceArray) and y.shape == SHAPE and y.dtype == "f32"
     assert not fake.calls("HtoD") and not fake.calls("DtoH")
-    copies = fake.calls("DtoD")
-    assert [(c[1], c[2]) for c in copies] == [(exe.pointers[0], dx.pointer), (exe.pointers[1], ds.pointer),
-                                              (y.pointer, exe.pointers[4])]
+    assert not fake.calls("DtoD"), "inputs and the output are bound in place"
+    launches = fake.execs[exe.graph[1]]
+    assert launches[0][1][0] == dx.pointer and launches[1][1][1:3] == [ds.pointer, y.pointer]
     assert fake.device_of(y.pointer) == 0
     np.testing.assert_allclose(y.numpy(), _want(x, s, w), rtol=1e-5, atol=1e-6)
 
@@ -335,8 +356,7 @@ def test_run_into_caller_buffers_and_stream(fake, data):
     out = CaiArray(fake, np.zeros(SHAPE, np.float32))
     fake.log.clear()
     exe.run_into([CaiArray(fake, x), CaiArray(fake, s)], [out], stream=stream)
-    assert fake.calls("DtoD")[-1][1:3] == (out.pointer, exe.pointers[4])
-    assert {c[4] for c in fake.calls("DtoD")} == {stream}
+    assert not fake.calls("DtoD") and fake.execs[exe.graph[1]][1][1][2] == out.pointer
     assert fake.calls("graph_launch") == [("graph_launch", stream)]
     assert fake.calls("begin_capture") == [("begin_capture", exe.stream)]     # captured on our own stream
     assert ("sync", stream) not in fake.log                                     # asynchronous on the caller's
@@ -462,3 +482,94 @@ def test_device_memory_checked_before_allocating(fake, data):
                                             r".* has 0.0 MiB free"):
         _exe(fake, data[2])
     assert not fake.calls("alloc")
+
+
+def test_new_pointers_update_only_their_nodes(fake, data, rng):
+    """A call with another input buffer rewrites the one node that reads it; a numpy call binds the arena
+    again; every result is right."""
+    x, s, w = data
+    exe = _exe(fake, w)
+    ds, out = CaiArray(fake, s), CaiArray(fake, np.zeros(SHAPE, np.float32))
+    exe.run_into([CaiArray(fake, x), ds], [out])
+    x2 = rng.standard_normal(SHAPE).astype(np.float32)
+    fake.log.clear()
+    exe.run_into([CaiArray(fake, x2), ds], [out])
+    assert [e[1] for e in fake.calls("set_params")] == [0] and not fake.calls("DtoD")
+    np.testing.assert_allclose(out.numpy(), _want(x2, s, w), rtol=1e-5, atol=1e-6)
+    fake.log.clear()
+    exe.run_into([CaiArray(fake, x2), ds], [out])
+    assert [e[1] for e in fake.calls("set_params")] == [0]      # a new x buffer again; s and out unchanged
+    fake.log.clear()
+    np.testing.assert_allclose(exe(x, s), _want(x, s, w), rtol=1e-5, atol=1e-6)
+    assert sorted(e[1] for e in fake.calls("set_params")) == [0, 1]
+    assert fake.execs[exe.graph[1]][0][1][0] == exe.pointers[0] and not fake.calls("begin_capture")
+
+
+def test_views_of_an_input_are_bound(fake, data):
+    """A step that reads a view of the input (a reshape: view_of) reads the caller's buffer."""
+    x, s, w = data
+    plan = _plan()
+    plan["values"].append({"shape": [N], "dtype": "f32", "storage": "arena", "offset": 0, "view_of": 0})
+    plan["steps"][0]["args"][0] = 5
+    exe = GpuExecutable(plan, b"image", w.tobytes(), CudaDevice(0))
+    dx = CaiArray(fake, x)
+    fake.log.clear()
+    y = exe(dx, CaiArray(fake, s))
+    assert not fake.calls("DtoD") and fake.execs[exe.graph[1]][0][1][0] == dx.pointer
+    np.testing.assert_allclose(y.numpy(), _want(x, s, w), rtol=1e-5, atol=1e-6)
+
+
+def _mapped_plan():
+    """The plan with its first kernel reading x through a "tensor map" (the fake's map holds the address)."""
+    plan = _plan()
+    plan["kernels"]["mul"]["launches"][0]["args"][0] = ["tensormap", {"memory": ["arg", 0], "dtype": "f32"}]
+    return plan
+
+
+def _misaligned(fake, x):
+    a = CaiArray(fake, np.concatenate([[0.0], x.ravel()]).astype(np.float32))
+    a.__cuda_array_interface__ = {**a.__cuda_array_interface__, "shape": x.shape, "data": (a.pointer + 4, False)}
+    return a
+
+
+@pytest.mark.parametrize("case", ["misaligned", "plan_v1", "tensor_map", "output_overlaps_input", "no_node_update"])
+def test_buffers_that_cannot_be_bound_are_copied(fake, data, monkeypatch, case):
+    x, s, w = data
+    plan = _mapped_plan() if case == "tensor_map" else _plan()
+    if case == "plan_v1":
+        del plan["version"]
+    if case == "no_node_update":
+        monkeypatch.setattr(CudaDevice, "updates_graph_args", False)
+
+    def tensor_map(self, address, spec):
+        ptr = self.alloc(128)
+        ctypes.c_uint64.from_address(ptr).value = address
+        return ptr
+    monkeypatch.setattr(CudaDevice, "tensor_map", tensor_map)
+    fake.kernels["mul"] = (4, (lambda m, *rest: _mul(ctypes.c_uint64.from_address(m).value, *rest))
+                           if case == "tensor_map" else _mul)
+    exe = GpuExecutable(plan, b"image", w.tobytes(), CudaDevice(0))
+    dx = _misaligned(fake, x) if case == "misaligned" else CaiArray(fake, x)
+    ds = CaiArray(fake, s)
+    out = dx if case == "output_overlaps_input" else CaiArray(fake, np.zeros(SHAPE, np.float32))
+    x_pointer = dx.__cuda_array_interface__["data"][0]
+    fake.log.clear()
+    exe.run_into([dx, ds], [out])
+    copies = [(c[1], c[2]) for c in fake.calls("DtoD")]
+    if case == "output_overlaps_input":
+        assert copies == [(out.pointer, exe.pointers[4])]                # x read in place, y copied out after
+    elif case in ("plan_v1", "no_node_update"):
+        assert copies == [(exe.pointers[0], x_pointer), (exe.pointers[1], ds.pointer), (out.pointer, exe.pointers[4])]
+    else:
+        assert copies == [(exe.pointers[0], x_pointer)]                  # only x: s and the output are bound
+    np.testing.assert_allclose(out.numpy(), _want(x, s, w), rtol=1e-5, atol=1e-6)
+
+
+def test_graphs_off_binds_in_the_launch_arguments(fake, data):
+    x, s, w = data
+    exe = _exe(fake, w, graphs=False)
+    dx, ds = CaiArray(fake, x), CaiArray(fake, s)
+    fake.log.clear()
+    y = exe(dx, ds)
+    assert not fake.calls("DtoD") and [e[1] for e in fake.calls("launch")] == ["mul", "relu_bias"]
+    np.testing.assert_allclose(y.numpy(), _want(x, s, w), rtol=1e-5, atol=1e-6)

@@ -241,6 +241,7 @@ def _swap_output_onto_input(m):   # consistent but wrong: only the digest can te
     (lambda m: m["plan"]["steps"][0].update(kernel="nope"), "kernel 'nope' has no recorded signature"),
     (lambda m: m["plan"].update(arena_bytes=-1), "arena_bytes -1"),
     (lambda m: m["plan"]["steps"][0]["args"].append(10**6), "value ids of the plan"),
+    (lambda m: m["plan"]["values"][-1].update(view_of=len(m["plan"]["values"])), "view_of .* is not an earlier value"),
     (lambda m: m.update(signatures={k: v[:-1] for k, v in m["signatures"].items()}), "takes"),
     (_swap_output_onto_input, "manifest was edited"),
     (lambda m: m.update(cpu_features=[]), "manifest was edited"),

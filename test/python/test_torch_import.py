@@ -367,3 +367,23 @@ def test_torch_compile_fallback_warns():
     assert len(msgs) == 1 and "cumsum" in msgs[0], msgs
     torch.testing.assert_close(out, model(x))
     torch.testing.assert_close(out2, model(x))
+
+
+def test_channels_last_input(tmp_path):
+    """Graph.channels_last_input: the input is taken as (N, H, W, C) and a transpose gives the model its
+    (N, C, H, W). On the CPU the numerics match eager; for sm_90 (compile only) the NHWC layout's own
+    transpose of the input cancels against it, so no kernel touches the input before the first conv."""
+    import openprim.compiler
+    model = randomize(Residual(3, 16))
+    x = torch.randn(2, 3, 13, 11)
+    g, _ = import_exported(torch.export.export(model, (x,)))
+    g.channels_last_input(0)
+    assert g.inputs[0].shape == (2, 13, 11, 3)
+    out = openprim.compile(g, target="cpu")(np.ascontiguousarray(x.permute(0, 2, 3, 1).numpy()))
+    check([torch.from_numpy(out)], reference(model, [x]))
+
+    h = import_exported(torch.export.export(model.half(), (x.half(),)))[0]
+    h.channels_last_input(0)
+    plan = openprim.compiler.save(h, str(tmp_path / "cl.oprim"), target="nvvm:sm_90")["plan"]
+    first = plan["steps"][0]
+    assert not first["kernel"].startswith("transpose") and 0 in first["args"], plan["steps"][:2]
