@@ -13,8 +13,8 @@ over max |eager|, which must stay under 2e-2 (fp16).
 
 The timings are interleaved in rounds, each variant timed with CUDA events around `iters` calls on
 PyTorch's stream, and the median over the rounds is reported:
-  ours           the compiled module called with CUDA tensors (device-to-device copies in and out, the plan
-                 replayed as one CUDA graph): what a user gets;
+  ours           the compiled module called with CUDA tensors (read and written in place where
+                 runtime/gpu.py can bind them, the plan replayed as one CUDA graph): what a user gets;
   ours_kernels   the CUDA graph launched alone (the kernels, without the call's copies and Python);
   eager          the module itself (cudnn.benchmark on);
   torch_compile  torch.compile(model) with torch._inductor.config.freezing=True, default mode.
