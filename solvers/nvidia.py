@@ -39,10 +39,21 @@ class MmaSolver:
         K = R*S*C of 1024-4608 1.15-2x faster and the 8192^3 GEMM 1.07x; below that, register
         prefetch was as fast or faster (K = 64 and 576: up to 1.5x)."""
         m, n = self.gemm_shape(p)
-        big = n >= 128 and -(-m // 128) * -(-n // 128) >= target.chip.units
-        k = p.r * p.s * p.c if self.op == "conv2d" else p.k
+        g = p.groups if self.op == "conv2d" else 1           # a grouped problem: one GEMM per group
+        n //= g
+        big = n >= 128 and -(-m // 128) * -(-n // 128) * g >= target.chip.units
+        k = p.r * p.s * p.c // g if self.op == "conv2d" else p.k
         stages = (2 if big else 4) if k >= 1024 else 1
         return {"tile": gpu_mma.CONFIGS.index(("large" if big else "small", stages))}
+
+    def cost(self, p, target):
+        """The roofline; a grouped problem leaves the columns of its tile past K/groups empty (ResNeXt's
+        groups merged into 64 -> 64 channels fill the 64 x 64 tile)."""
+        base = GpuGemmSolver.cost(self, p, target)
+        if self.op != "conv2d" or p.groups == 1:
+            return base
+        bn = gpu_mma.TILES[gpu_mma.CONFIGS[self.default_params(p, target)["tile"]][0]][1]
+        return base * max(1.0, bn / (p.k // p.groups))
 
     def kernel(self, r):
         return gpu_mma.mma_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), *gpu_mma.CONFIGS[r.params["tile"]])

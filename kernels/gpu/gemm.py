@@ -252,21 +252,28 @@ class OperandA:
                 for ok, idx in self.addresses(rows, k)]
 
 
+def group_col(e: Emitter, spec: GemmSpec, n: str) -> str:
+    """Column n of grid z's group in the [., N * groups] B, bias, residual and output (grouped GEMMs)."""
+    return e.add(e.mul("%bz", e.c(spec.n)), n) if spec.groups > 1 else n
+
+
 def tile_launch(e: Emitter, spec: GemmSpec, params_sig: list[tuple[str, str]], bm: int, bn: int, threads: int,
                 shared: list[tuple[str, str]]) -> tuple:
-    """Open the launch of one block per bm x bn output tile (grid x over N, y over M), with the
-    workgroup buffers `shared` [(name, memref type)], for the matrix-core kernels (NHWC or matmul).
-    Returns (m0, n0, OperandA, B as [K, N], out and residual (or None) as [M, N], bias, bias type)."""
+    """Open the launch of one block per bm x bn output tile (grid x over N, y over M, z over the groups),
+    with the workgroup buffers `shared` [(name, memref type)], for the matrix-core kernels (NHWC or
+    matmul). Returns (m0, n0, OperandA, B as [K, N * groups], out and residual (or None) as
+    [M, N * groups], bias, bias type); group_col gives a group's columns in them."""
     types, rank, (a, b, bias, residual, out) = operands(params_sig, spec)
     M, N, K, dt = spec.m, spec.n, spec.k, spec.dtype
+    NT = N * spec.groups
     one = e.c(1)
-    e.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-N // bn))}, %gy = {e.c(-(-M // bm))}, %gz = {one}) "
-           f"threads(%tx, %ty, %tz) in (%sx = {e.c(threads)}, %sy = {one}, %sz = {one}) "
+    e.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-N // bn))}, %gy = {e.c(-(-M // bm))}, "
+           f"%gz = {e.c(spec.groups)}) threads(%tx, %ty, %tz) in (%sx = {e.c(threads)}, %sy = {one}, %sz = {one}) "
            f"workgroup({', '.join(f'{n} : {t}' for n, t in shared)}) {{")
     m0, n0 = e.mul("%by", e.c(bm)), e.mul("%bx", e.c(bn))
-    b2 = collapse(e, b, types[b], rank(b), K, N, dt)
-    out2 = collapse(e, out, types[out], rank(out), M, N, dt)
-    res2 = collapse(e, residual, types[residual], rank(residual), M, N, dt) if residual else None
+    b2 = collapse(e, b, types[b], rank(b), K, NT, dt)
+    out2 = collapse(e, out, types[out], rank(out), M, NT, dt)
+    res2 = collapse(e, residual, types[residual], rank(residual), M, NT, dt) if residual else None
     return m0, n0, OperandA(e, spec, a, types[a]), b2, out2, res2, bias, types[bias] if bias else ""
 
 
@@ -318,7 +325,6 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
     b_col = e.mul(e.rem(tid, e.c(per_brow)), e.c(vb))
     b_n = e.add(n0, b_col)
     b_nok = e.cmp("ult", b_n, e.c(N))
-    group_col = (lambda n: e.add(e.mul("%bz", e.c(N)), n)) if G > 1 else (lambda n: n)  # noqa: E731
     tx = e.rem(tid, e.c(t.bn // t.tn))
     ty = e.div(tid, e.c(t.bn // t.tn))
     a_off, b_off = e.mul(ty, e.c(t.tm)), e.mul(tx, e.c(t.tn))
@@ -335,7 +341,7 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
         for kk in b_rows:
             kb = e.add(k0, kk)
             vecs.append(load_vec(e, e.both(b_nok, e.cmp("ult", kb, e.c(K))), b2, f"memref<{K}x{NT}x{dt}>",
-                                  [kb, group_col(b_n)], vb, dt))
+                                  [kb, group_col(e, spec, b_n)], vb, dt))
         return vecs
 
     # Software pipelining through registers: the next tiles' global loads are issued before this
@@ -387,7 +393,7 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
                 e.open(f"scf.if {col_ok[j]} {{")
             v = e.fresh("s")
             e.emit(f"{v} = vector.extract {res}#{i}[{j}] : f32 from {acc_t}")
-            col = group_col(n)
+            col = group_col(e, spec, n)
             at = [img, col, pix] if spec.nchw else [m, col]
             v = epilogue_scalar(e, spec, v, [(bias, [col], types[bias] if bias else ""), (res2, at, out_t)])
             e.emit(f"memref.store {v}, {out2}[{', '.join(at)}] : {out_t}")

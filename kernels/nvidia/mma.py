@@ -37,11 +37,14 @@ Epilogue: acc[i][j][r][c] is row 16 i + lane / 4 + 8 r, column 8 j + 2 (lane % 4
 residual, activation and the output type, stored two columns at a time.
 
 Applies when the rows of A and B can be read 16 bytes at a time: channels (or K) and output channels
-multiples of 8 (f16, bf16) or 4 (f32).
+multiples of 8 (f16, bf16) or 4 (f32), per group. A grouped convolution is one GEMM per group on grid z
+(as kernels/gpu/gemm.py's): its k runs over the group's channels (OperandA) and its columns are the
+group's slice of the filter and the output (group_col); prim-select merges ResNeXt's groups of 4 or 8
+channels into groups of 64 (block-diagonal filters) where that pays, which fill the 64 x 64 tile.
 """
 from __future__ import annotations
 
-from openprim.kernels.gpu.gemm import WG, Emitter, GemmSpec, load_vec, epilogue_scalar, tile_launch
+from openprim.kernels.gpu.gemm import WG, Emitter, GemmSpec, load_vec, epilogue_scalar, group_col, tile_launch
 
 BYTES = {"f16": 2, "bf16": 2, "f32": 4}
 ROW_BYTES = 64                      # bytes of k per shared row: BK = 32 (f16, bf16) or 16 (f32)
@@ -69,12 +72,10 @@ def shared_bytes(dtype: str, tile: str, stages: int) -> int:
 
 
 def applicable(spec: GemmSpec) -> str | None:
-    c = spec.conv[3] if spec.conv else spec.k
+    c = spec.conv[3] // spec.groups if spec.conv else spec.k
     vec = 16 // BYTES[spec.dtype]
     if c % vec or spec.n % vec:
-        return f"needs input and output channels (or K and N) that are multiples of {vec}"
-    if spec.groups != 1:
-        return "grouped convolution"
+        return f"needs input and output channels (or K and N) per group that are multiples of {vec}"
     return None
 
 
@@ -102,7 +103,7 @@ def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, til
     at = lambda buf, stage, *idx: f"{buf}[{', '.join(([stage] if stages > 1 else []) + list(idx))}]"  # noqa: E731
     m0, n0, A, b2, out2, res2, bias, bias_t = tile_launch(e, spec, params_sig, BM, BN, THREADS,
                                                           [("%As", as_t), ("%Bs", bs_t)])
-    b_t = f"memref<{K}x{N}x{dt}>"
+    b_t = f"memref<{K}x{N * spec.groups}x{dt}>"
     # Global reads, VEC elements (16 bytes) each: A rows along k, B rows along n.
     a_col = e.mul(e.rem("%tx", e.c(BK // VEC)), e.c(VEC))
     rows = [A.row(m0, e.add(e.c(p * THREADS * VEC // BK), e.div("%tx", e.c(BK // VEC))))
@@ -110,6 +111,7 @@ def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, til
     b_col = e.mul(e.rem("%tx", e.c(BN // VEC)), e.c(VEC))
     b_n = e.add(n0, b_col)
     b_nok = e.cmp("ult", b_n, e.c(N))
+    b_n = group_col(e, spec, b_n)
     b_rows = [e.add(e.c(p * THREADS * VEC // BN), e.div("%tx", e.c(BN // VEC))) for p in range(BK * BN // (THREADS * VEC))]
     vt = f"vector<{VEC}x{dt}>"
 
@@ -255,7 +257,7 @@ def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, til
     # Epilogue from the accumulator fragments: each thread owns column pairs (N is even), so the two
     # values of a pair are stored together.
     qcol = e.mul(lquad, e.c(2))
-    ot = f"memref<{M}x{N}x{dt}>"
+    ot = f"memref<{M}x{N * spec.groups}x{dt}>"
     for i in range(TILES_M):
         for r in range(2):
             m = e.add(m0, e.add(wm, e.add(e.c(16 * i + 8 * r), lgroup)))
@@ -264,6 +266,7 @@ def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, til
                 n = e.add(n0, e.add(wn, e.add(e.c(8 * j), qcol)))
                 e.open(f"scf.if {e.cmp('ult', n, e.c(N))} {{")
                 pair = []
+                n = group_col(e, spec, n)
                 for c in range(2):
                     v = e.fresh("s")
                     e.emit(f"{v} = vector.extract {res}#{i * TILES_N + j}[{r}, {c}] : f32 from {acc_t}")

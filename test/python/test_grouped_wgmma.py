@@ -1,5 +1,6 @@
-"""Grouped convolutions on sm_90's matrix cores: prim-select merges small groups into groups of 64 input and
-64 output channels (block-diagonal filters) and the wgmma implicit GEMM runs one group per block column.
+"""Grouped convolutions on the NVIDIA matrix cores: prim-select merges small groups into groups of 64 input
+and 64 output channels (block-diagonal filters); sm_90's wgmma implicit GEMM runs one group per block
+column, sm_80's mma.sync one GEMM per group on grid z (kernels/nvidia/mma.py).
 
 Numerics against float64 numpy (f16/bf16: ResNeXt's 4, 8, 16 and 32 channels per group, stride 2, odd maps,
 bias, ReLU and residual epilogues); they run on the CPU here and on the GPU machine under
@@ -59,3 +60,16 @@ def test_groups_merged_for_sm90(c, groups, merged):
         return
     assert f"groups = {merged} : i64" in text and solver == "conv_implicit_gemm_wgmma", text[-600:]
     assert CONFIGS[int(re.search(r"tile = (\d+)", text).group(1))][1] == 64
+
+
+@pytest.mark.parametrize("c, groups", [(128, 32), (1024, 32), (256, 32), (192, 6)])
+def test_groups_on_mma_for_sm80(c, groups):
+    """Compiled for sm_80 (mma.sync, no wgmma): a grouped convolution runs on the tensor cores, one GEMM per
+    group on grid z, its groups merged to 64 channels where fewer than 8 would not fill a 16-byte row."""
+    g = Graph(dtype="f16", layout="NHWC")
+    w = np.random.default_rng(0).standard_normal((c, 3, 3, c // groups))
+    g.output(g.conv2d(g.input("x", (8, 14, 14, c)), g.param("w", w), padding=1, groups=groups))
+    text = str(passes.run(to_module(g), "prim-fuse,prim-select{target=nvvm:sm_80}"))
+    assert re.search(r'prim.solver = "(\w+)"', text).group(1) == "conv_implicit_gemm_mma", text[-600:]
+    per_group = c // int(re.search(r"groups = (\d+) : i64", text).group(1))
+    assert per_group % 8 == 0 and (c // groups >= 8 or per_group == 64), per_group
