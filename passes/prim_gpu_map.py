@@ -39,7 +39,8 @@ from .rewrite import constant_int
 NAME = "prim-gpu-map"
 HOST_OPS = ("arith.constant", "memref.alloc", "memref.dealloc", "memref.get_global", "func.return", "gpu.launch",
             "memref.cast", "memref.collapse_shape", "memref.reinterpret_cast",  # views
-            "nvgpu.tma.create.descriptor")  # TMA maps
+            "nvgpu.tma.create.descriptor",  # TMA maps
+            "llvm.mlir.undef")  # constant-like: canonicalization hoists it, outlining sinks it back
 
 
 def _index(v: int) -> ir.Value:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from openprim.kernels.nvidia import flash_attention
+from openprim.kernels.nvidia import flash_attention, flash_attention_wgmma
 from openprim.kernels.nvidia import mma as gpu_mma
 from openprim.kernels.nvidia import wgmma as gpu_wgmma
 from openprim.kernels.nvidia import wgmma_im2col, wgmma_space_to_depth, wgmma_winograd
@@ -281,3 +281,20 @@ class AttentionFlashMma(Solver):
     def kernel(self, r):
         return flash_attention.attention_kernel(r.name, r.signature, r.attrs["scale"], bool(r.attrs["causal"]),
                                                 r.attrs["layout"])
+
+
+class AttentionFlashWgmma(AttentionFlashMma):
+    """prim.attention as one flash-attention kernel on sm_90's warpgroup MMA (kernels/nvidia/
+    flash_attention_wgmma.py: TMA tiles, both products on wgmma from shared memory): f16/bf16, head dims 64
+    and 128, causal or not, no additive mask. Costed as the mma.sync kernel at wgmma's rate."""
+    name = "attention_flash_wgmma"
+    efficiency = 6.0
+
+    def is_applicable(self, p, target):
+        if target.matrix_core != "wgmma":
+            return f"wgmma and TMA need sm_90 ({target.arch} has {target.matrix_core} only)"
+        return flash_attention_wgmma.applicable(p.dtype, p.d, bool(p.mask))
+
+    def kernel(self, r):
+        return flash_attention_wgmma.attention_kernel(r.name, r.signature, r.attrs["scale"],
+                                                      bool(r.attrs["causal"]), r.attrs["layout"])

@@ -1,0 +1,340 @@
+"""Flash attention on sm_90's warpgroup MMA (wgmma + TMA + mbarriers): prim.attention in one kernel.
+
+The algorithm is kernels/nvidia/flash_attention.py's (online softmax, FlashAttention-2: a running row
+maximum m, row sum l and unnormalized output O per query row, the S x S scores never in memory); what
+changes is who multiplies and how the tiles move, as in FlashAttention-3 without its warp specialization:
+
+    block (x: 128 query rows, y: one of B*H heads), 2 warpgroups of 128 threads; warpgroup g owns rows
+    q0 + 64 g .. + 63 and both share the K and V tiles
+    Q  -> shared once (TMA, D/64 boxes of 128 rows x 64 columns, 128-byte swizzle)
+    K[t], V[t] -> shared, two slots: tile t + 2 is loaded into tile t's slot once everyone is done
+              with it (TMA on the slot's mbarrier, issued by thread 0)
+    for each key tile t of 128 keys (causal: only tiles that start at or before the block's last row)
+        S[64 x 128] = Q K[t]^T    wgmma m64n128k16, D/16 of them: A = Q and B = K both from shared
+                                  memory, K-major (K's rows are B's columns)
+        s = S * scale * log2(e); -inf past Sk and (causal) above the diagonal
+        m' = max(m, rowmax s), p = exp2(s - m'), alpha = exp2(m - m'), l = alpha l + sum p, O = alpha O
+        P -> shared (f16/bf16, the 128-byte swizzled layout of a K-major A operand), fence.proxy.async
+        O[64 x D] += P V[t]       wgmma m64nDk16, 8 of them: A = P, B = V (N-major: transposed)
+    out = O / l (0 for a row without an unmasked key)
+
+Accumulator layout (m64nNk16, f32): thread 32 w + 4 g + q of a warpgroup holds, in register 4 j + 2 h + c,
+row 16 w + g + 8 h and column 8 j + 2 q + c: a warp's 16 rows, like mma.sync's m16n8
+tiles side by side. A row's values are spread over the 4 threads of a quad: row statistics take two
+xor-shuffles, and P's pairs of columns are written to shared memory as they lie in the registers.
+
+Shared memory descriptors (the 64-bit operand of wgmma) are built here: start address / 16 in bits
+0-13, leading byte offset / 16 in 16-29 (between 64-column slabs of an N-major B), stride byte offset /
+16 in 32-45 (1024: eight 128-byte rows, the swizzle's period), 1 in 62-63 (128-byte swizzle). A k step of
+16 moves a K-major operand 32 bytes along its rows (within one swizzle atom), and an N-major one 16 rows.
+Every tile is 1024-byte aligned.
+
+Applies on sm_90 to f16/bf16, head dims 64 and 128, no additive mask (those keep the mma.sync kernel).
+"""
+from __future__ import annotations
+
+import math
+
+from openprim.base.ops import attention_dims
+from openprim.kernels.gpu.gemm import WG
+from openprim.kernels.nvidia.flash_attention import LOG2E, _Kernel, memref_shape
+from openprim.kernels.nvidia.wgmma import host_function
+
+BLOCK_Q = 128           # query rows per block: 2 warpgroups x 64 (= BLOCK_K: the causal tile count)
+BLOCK_K = 128           # keys per tile
+WARPGROUPS = BLOCK_Q // 64
+SLOTS = 2               # K/V tiles in flight
+ALIGN = 1024            # the 128-byte swizzle's period
+HEAD_DIMS = (64, 128)
+DTYPES = ("f16", "bf16")
+SWZ = "swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none"
+
+
+def applicable(dtype: str, d: int, mask: bool) -> str | None:
+    """None, or why the kernel does not apply."""
+    if dtype not in DTYPES:
+        return f"{dtype}: the wgmma flash kernel takes f16 or bf16"
+    if d not in HEAD_DIMS:
+        return f"head dim {d}: the wgmma flash kernel takes head dims {' and '.join(map(str, HEAD_DIMS))}"
+    if mask:
+        return "an additive mask (the mma.sync flash kernel reads it)"
+    return None
+
+
+def shared_bytes(d: int) -> int:
+    """Q, two K and two V slots, and each warpgroup's P, after the alignment slack."""
+    return ALIGN + 2 * (BLOCK_Q * d + 2 * SLOTS * BLOCK_K * d + WARPGROUPS * 64 * BLOCK_K)
+
+
+def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, causal: bool,
+                     layout: str = "BHSD") -> str:
+    """The host function (tensor maps) and the launch: signature = [(ssa name, memref type)] of q, k, v,
+    then the output; layout: base.ops.ATTENTION_LAYOUTS."""
+    (q, q_t), (k, k_t), (v, v_t), (out, out_t) = signature
+    q_shape, dt = memref_shape(q_t)
+    B, H, Sq, D = attention_dims(q_shape, layout)
+    Sk = attention_dims(memref_shape(k_t)[0], layout)[2]
+    why = applicable(dt, D, False)
+    if why:
+        raise ValueError(why)
+    e = _Kernel(dt)
+    SLABS = D // 64                              # 64-column boxes of a row of Q, K or V
+    Q_BYTES, KV_BYTES, P_BYTES = BLOCK_Q * D * 2, BLOCK_K * D * 2, 64 * BLOCK_K * 2
+    K_AT = Q_BYTES                               # offsets in the aligned dynamic shared memory
+    V_AT = K_AT + SLOTS * KV_BYTES
+    P_AT = V_AT + SLOTS * KV_BYTES
+
+    # ---- host: one tensor map per operand, boxes of BLOCK rows x 64 columns of one head
+    def tensor_map(value: str, mtype: str, rows: int) -> tuple[str, str]:
+        box = [1, 1, rows, 64] if layout == "BHSD" else [1, rows, 1, 64]
+        cast, tm = e.fresh("u"), e.fresh("tm")
+        e.emit(f"{cast} = memref.cast {value} : {mtype} to memref<*x{dt}>")
+        tm_t = f"!nvgpu.tensormap.descriptor<tensor = memref<{'x'.join(map(str, box))}x{dt}, 3>, {SWZ}>"
+        e.emit(f"{tm} = nvgpu.tma.create.descriptor {cast} box[{', '.join(e.c(x) for x in box)}] "
+               f": memref<*x{dt}> -> {tm_t}")
+        return tm, tm_t
+
+    (tq, tq_t), (tk, tk_t), (tv, tv_t) = (tensor_map(x, t, n) for x, t, n in
+                                          ((q, q_t, BLOCK_Q), (k, k_t, BLOCK_K), (v, v_t, BLOCK_K)))
+    sm = e.fresh("smem")
+    e.emit(f"{sm} = arith.constant {shared_bytes(D)} : i32")
+    one, zero = e.c(1), e.c(0)
+    e.open(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-Sq // BLOCK_Q))}, %gy = {e.c(B * H)}, %gz = {one}) "
+           f"threads(%tx, %ty, %tz) in (%sx = {e.c(128 * WARPGROUPS)}, %sy = {one}, %sz = {one}) "
+           f"dynamic_shared_memory_size {sm} {{")
+    neg_inf, zero_f, qk_scale = e.f(-math.inf), e.f(0.0), e.f(scale * LOG2E)
+    for lanes in (1, 2, 32):
+        e.i32(lanes)
+    mbar_t = f"!nvgpu.mbarrier.group<memorySpace = {WG}, num_barriers = {1 + 2 * SLOTS}>"   # Q, K[s], V[s]
+    bars = e.fresh("bar")
+    e.emit(f"{bars} = nvgpu.mbarrier.create -> {mbar_t}")
+    leader = e.cmp("eq", "%tx", zero)
+    e.open(f"scf.if {leader} {{")
+    for i in range(1 + 2 * SLOTS):
+        e.emit(f"nvgpu.mbarrier.init {bars}[{e.c(i)}], {one} : {mbar_t}")
+    e.close()
+    e.emit("gpu.barrier")
+    dyn, smem_t = e.fresh("dyn"), f"memref<?xi8, {WG}>"
+    e.emit(f"{dyn} = gpu.dynamic_shared_memory : {smem_t}")
+    raw = e.fresh("i")
+    e.emit(f"{raw} = memref.extract_aligned_pointer_as_index {dyn} : {smem_t} -> index")
+    base = e.rem(e.op("arith.subi", e.c(ALIGN), e.rem(raw, e.c(ALIGN))), e.c(ALIGN))
+    shared_addr = e.add(raw, base)               # the shared-window address of offset 0
+
+    def view(offset: str, shape: str) -> str:
+        n = e.fresh("sv")
+        e.emit(f"{n} = memref.view {dyn}[{e.add(base, offset)}][] : {smem_t} to memref<{shape}x{dt}, {WG}>")
+        return n
+
+    # ---- which rows: this block's head and query tile
+    bh = "%by"
+    image, head = e.div(bh, e.c(H)), e.rem(bh, e.c(H))
+    q0 = e.mul("%bx", e.c(BLOCK_Q))
+    box_t = "1x1x{}x64" if layout == "BHSD" else "1x{}x1x64"
+
+    def tma(tm: str, tm_t: str, rows: int, pos: str, at: int | str, bar: str, pred: str) -> None:
+        """The D/64 boxes of `rows` rows of this head from position `pos` into shared offset `at`."""
+        for s in range(SLABS):
+            coords = [e.c(64 * s), pos, head, image] if layout == "BHSD" else [e.c(64 * s), head, pos, image]
+            dst = view(e.add(at if isinstance(at, str) else e.c(at), e.c(s * rows * 128)), box_t.format(rows))
+            e.emit(f"nvgpu.tma.async.load {tm}[{', '.join(coords)}], {bars}[{bar}] to {dst}, predicate = {pred} "
+                   f": {tm_t}, {mbar_t} -> memref<{box_t.format(rows)}x{dt}, {WG}>")
+
+    def load_kv(t: str, pred: str) -> None:
+        """Thread `pred`: key tile t's K and V into slot t % 2, each on its own barrier."""
+        slot = e.rem(t, e.c(SLOTS))
+        for which, tm, tm_t, at in ((0, tk, tk_t, K_AT), (1, tv, tv_t, V_AT)):
+            bar = e.add(e.c(1 + SLOTS * which), slot)
+            e.emit(f"nvgpu.mbarrier.arrive.expect_tx {bars}[{bar}], {e.c(KV_BYTES)}, predicate = {pred} : {mbar_t}")
+            tma(tm, tm_t, BLOCK_K, e.mul(t, e.c(BLOCK_K)), e.add(e.c(at), e.mul(slot, e.c(KV_BYTES))), bar, pred)
+
+    TILES = -(-Sk // BLOCK_K)
+    tiles = e.c(TILES)
+    if causal:   # tile t holds keys 128 t ..: needed while 128 t <= the block's last row (BLOCK_Q = BLOCK_K)
+        tiles = e.op("arith.minui", tiles, e.add("%bx", e.c(1)))
+    e.emit(f"nvgpu.mbarrier.arrive.expect_tx {bars}[{zero}], {e.c(Q_BYTES)}, predicate = {leader} : {mbar_t}")
+    tma(tq, tq_t, BLOCK_Q, q0, 0, zero, leader)
+    for t in range(min(SLOTS, TILES)):       # (a load that cannot happen would be a constant predicate: bad PTX)
+        load_kv(e.c(t), e.both(leader, e.cmp("ult", e.c(t), tiles)) if t else leader)
+
+    # ---- this thread's place in its warpgroup's accumulators
+    wg, lane = e.div("%tx", e.c(128)), e.rem("%tx", e.c(32))
+    warp = e.rem(e.div("%tx", e.c(32)), e.c(4))
+    g, q2 = e.div(lane, e.c(4)), e.mul(e.rem(lane, e.c(4)), e.c(2))
+    rows = [e.add(e.add(q0, e.add(e.mul(wg, e.c(64)), e.mul(warp, e.c(16)))), g)]
+    rows.append(e.add(rows[0], e.c(8)))          # query rows g and g + 8 of this warp's 16
+
+    def i64(x: str) -> str:
+        n = e.fresh("d")
+        e.emit(f"{n} = arith.index_cast {x} : index to i64")
+        return n
+
+    def const(value: int, ty: str = "i64") -> str:
+        n = e.fresh("k")
+        e.emit(f"{n} = arith.constant {value} : {ty}")
+        return n
+
+    def descriptor(offset: str, lead: int) -> str:
+        """The wgmma descriptor of the 128-byte swizzled tile at shared offset `offset`."""
+        addr = i64(e.add(shared_addr, offset))
+        start = e.fresh("d")
+        e.emit(f"{start} = arith.shrui {addr}, {const(4)} : i64")
+        masked = e.fresh("d")
+        e.emit(f"{masked} = arith.andi {start}, {const(0x3FFF)} : i64")
+        fixed = (lead >> 4) << 16 | (1024 >> 4) << 32 | 1 << 62
+        d = e.fresh("d")
+        e.emit(f"{d} = arith.ori {masked}, {const(fixed)} : i64")
+        return d
+
+    def plus(desc: str, nbytes: int) -> str:
+        if not nbytes:
+            return desc
+        d = e.fresh("d")
+        e.emit(f"{d} = arith.addi {desc}, {const(nbytes >> 4)} : i64")
+        return d
+
+    s_t = f"!llvm.struct<({', '.join(['f32'] * (BLOCK_K // 2))})>"
+    o_t = f"!llvm.struct<({', '.join(['f32'] * (D // 2))})>"
+    ab = f"<{dt}>, #nvvm.wgmma_scale_in<one>"
+
+    def wgmma(da: str, db: str, acc: str, n: int, acc_t: str, accumulate: bool, b_layout: str) -> str:
+        """acc (+)= A B on m64n{n}k16; b_layout "col": B K-major (PTX trans-b 0), "row": N-major (1)."""
+        r = e.fresh("w")
+        e.emit(f"{r} = nvvm.wgmma.mma_async {da}, {db}, {acc}, #nvvm.shape<m = 64, n = {n}, k = 16>, "
+               f"D [<f32>, #nvvm.wgmma_scale_out<{'one' if accumulate else 'zero'}>], A [{ab}, <row>], "
+               f"B [{ab}, <{b_layout}>] : {acc_t} -> {acc_t}")
+        return r
+
+    q_desc = descriptor(e.mul(wg, e.c(64 * 128)), 0)
+    p_desc = descriptor(e.add(e.c(P_AT), e.mul(wg, e.c(P_BYTES))), 0)
+    p_view = view(e.add(e.c(P_AT), e.mul(wg, e.c(P_BYTES))), f"{64 * BLOCK_K}")
+    undef_s, undef_o = e.fresh("u"), e.fresh("u")
+    e.emit(f"{undef_s} = llvm.mlir.undef : {s_t}")
+    e.emit(f"{undef_o} = llvm.mlir.undef : {o_t}")
+    o0 = undef_o
+    for i in range(D // 2):
+        n = e.fresh("o")
+        e.emit(f"{n} = llvm.insertvalue {zero_f}, {o0}[{i}] : {o_t}")
+        o0 = n
+    e.emit(f"nvgpu.mbarrier.try_wait.parity {bars}[{zero}], {const(0, 'i1')}, {e.c(10000000)} : {mbar_t}")
+
+    res = e.fresh("res")
+    state_t = ["f32"] * 4 + [o_t]
+    init = [neg_inf, neg_inf, zero_f, zero_f, o0]
+    names = [e.fresh(x) for x in ("m", "m", "l", "l", "o")]
+    e.open(f"{res}:5 = scf.for %t = {zero} to {tiles} step {one} "
+           f"iter_args({', '.join(f'{n} = {i}' for n, i in zip(names, init))}) -> ({', '.join(state_t)}) {{")
+    m_old, l_old, o = names[0:2], names[2:4], names[4]
+    slot = e.rem("%t", e.c(SLOTS))
+    parity = e.fresh("ph")
+    e.emit(f"{parity} = arith.index_cast {e.rem(e.div('%t', e.c(SLOTS)), e.c(2))} : index to i1")
+    key0 = e.mul("%t", e.c(BLOCK_K))
+
+    # S = Q K^T: k step kk is columns 16 kk of slab kk / 4 of Q and of K.
+    e.emit(f"nvgpu.mbarrier.try_wait.parity {bars}[{e.add(e.c(1), slot)}], {parity}, {e.c(10000000)} : {mbar_t}")
+    k_desc = descriptor(e.add(e.c(K_AT), e.mul(slot, e.c(KV_BYTES))), 0)
+    e.emit("nvvm.wgmma.fence.aligned")
+    s = undef_s
+    for kk in range(D // 16):
+        s = wgmma(plus(q_desc, (kk // 4) * Q_BYTES // SLABS + (kk % 4) * 32),
+                  plus(k_desc, (kk // 4) * KV_BYTES // SLABS + (kk % 4) * 32), s, BLOCK_K, s_t, kk > 0, "col")
+    e.emit("nvvm.wgmma.commit.group.sync.aligned")
+    e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
+
+    # Logits in the log2 domain: register 4 j + 2 h + c is row h, key key0 + 8 j + q2 + c.
+    vals = [[None] * (BLOCK_K // 4) for _ in range(2)]     # [row h][2 j + c]
+    for j in range(BLOCK_K // 8):
+        for h in (0, 1):
+            for c in (0, 1):
+                x = e.fresh("x")
+                e.emit(f"{x} = llvm.extractvalue {s}[{4 * j + 2 * h + c}] : {s_t}")
+                x = e.fop("arith.mulf", x, qk_scale)
+                key = e.add(key0, e.add(e.c(8 * j + c), q2))
+                masked = e.cmp("uge", key, e.c(Sk))
+                if causal:
+                    masked = e.op("arith.ori", masked, e.cmp("ugt", key, rows[h]), "i1")
+                vals[h][2 * j + c] = e.select(masked, neg_inf, x)
+
+    m_new, l_new, alpha = [], [], []
+    for h in (0, 1):
+        mx = vals[h][0]
+        for x in vals[h][1:]:
+            mx = e.fop("arith.maximumf", mx, x)
+        mn = e.fop("arith.maximumf", m_old[h], e.quad("arith.maximumf", mx))
+        empty = e.fresh("p")
+        e.emit(f"{empty} = arith.cmpf oeq, {mn}, {neg_inf} : f32")
+        floor = e.select(empty, zero_f, mn)           # a row with no key so far: exp2(-inf - 0) = 0
+        vals[h] = [e.fop("math.exp2", e.fop("arith.subf", x, floor)) for x in vals[h]]
+        a = e.fop("math.exp2", e.fop("arith.subf", m_old[h], floor))
+        total = e.fop("arith.mulf", l_old[h], a)
+        for x in vals[h]:
+            total = e.fop("arith.addf", total, x)
+        m_new.append(mn)
+        l_new.append(total)
+        alpha.append(a)
+
+    # P -> shared: row 16 w + g + 8 h, keys 8 j + q2 .. + 1, in slab j / 8, 16-byte chunk j % 8 ^ g.
+    for h in (0, 1):
+        row = e.add(e.add(e.mul(warp, e.c(16)), g), e.c(8 * h))
+        for j in range(BLOCK_K // 8):
+            pair = [e.fresh("h"), e.fresh("h")]
+            for c in (0, 1):
+                e.emit(f"{pair[c]} = arith.truncf {vals[h][2 * j + c]} : f32 to {dt}")
+            vec = e.fresh("pv")
+            e.emit(f"{vec} = vector.from_elements {pair[0]}, {pair[1]} : vector<2x{dt}>")
+            chunk = e.op("arith.xori", e.c(j % 8), g)
+            byte = e.add(e.add(e.c((j // 8) * 64 * 128), e.mul(row, e.c(128))), e.add(e.mul(chunk, e.c(16)),
+                                                                                     e.mul(q2, e.c(2))))
+            e.emit(f"vector.store {vec}, {p_view}[{e.div(byte, e.c(2))}] : memref<{64 * BLOCK_K}x{dt}, {WG}>, "
+                   f"vector<2x{dt}>")
+    e.emit("nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}")
+    e.emit("gpu.barrier")
+
+    # O = alpha O + P V: k step kk is keys 16 kk (P's slab kk / 4, V's rows 16 kk of every d slab).
+    for i in range(D // 2):
+        x, y, n = e.fresh("o"), None, e.fresh("o")
+        e.emit(f"{x} = llvm.extractvalue {o}[{i}] : {o_t}")
+        y = e.fop("arith.mulf", x, alpha[(i % 4) // 2])
+        e.emit(f"{n} = llvm.insertvalue {y}, {o}[{i}] : {o_t}")
+        o = n
+    e.emit(f"nvgpu.mbarrier.try_wait.parity {bars}[{e.add(e.c(1 + SLOTS), slot)}], {parity}, {e.c(10000000)} "
+           f": {mbar_t}")
+    v_desc = descriptor(e.add(e.c(V_AT), e.mul(slot, e.c(KV_BYTES))), KV_BYTES // SLABS)
+    e.emit("nvvm.wgmma.fence.aligned")
+    for kk in range(BLOCK_K // 16):
+        o = wgmma(plus(p_desc, (kk // 4) * 64 * 128 + (kk % 4) * 32), plus(v_desc, kk * 16 * 128), o, D, o_t,
+                  True, "row")
+    e.emit("nvvm.wgmma.commit.group.sync.aligned")
+    e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
+    e.emit("gpu.barrier")                          # everyone is done with this slot and with P
+    if TILES > SLOTS:
+        ahead = e.add("%t", e.c(SLOTS))
+        load_kv(ahead, e.both(leader, e.cmp("ult", ahead, tiles)))
+    e.emit(f"scf.yield {', '.join(m_new + l_new + [o])} : {', '.join(state_t)}")
+    e.close()
+
+    # out = O / l; a row whose every key was masked has l = 0 and gets 0.
+    out_shape = memref_shape(out_t)[0]
+    for h in (0, 1):
+        total = e.quad("arith.addf", f"{res}#{2 + h}")
+        positive = e.fresh("p")
+        e.emit(f"{positive} = arith.cmpf ogt, {total}, {zero_f} : f32")
+        inv = e.select(positive, e.fop("arith.divf", e.f(1.0), total), zero_f)
+        e.open(f"scf.if {e.cmp('ult', rows[h], e.c(Sq))} {{")
+        for j in range(D // 8):
+            pair = []
+            for c in (0, 1):
+                x = e.fresh("o")
+                e.emit(f"{x} = llvm.extractvalue {res}#4[{4 * j + 2 * h + c}] : {o_t}")
+                pair.append(e.fop("arith.mulf", x, inv))
+            wide, narrow = e.fresh("st"), e.fresh("st")
+            e.emit(f"{wide} = vector.from_elements {', '.join(pair)} : vector<2xf32>")
+            e.emit(f"{narrow} = arith.truncf {wide} : vector<2xf32> to vector<2x{dt}>")
+            col = e.add(e.c(8 * j), q2)
+            idx = [image, head, rows[h], col] if layout == "BHSD" else [image, rows[h], head, col]
+            assert len(out_shape) == 4
+            e.emit(f"vector.store {narrow}, {out}[{', '.join(idx)}] {{alignment = 4}} : {out_t}, vector<2x{dt}>")
+        e.close()
+    e.emit("gpu.terminator")
+    e.close("}")
+    return host_function(e, name, signature)
