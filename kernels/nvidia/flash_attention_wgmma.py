@@ -126,36 +126,48 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
         e.emit(f"{n} = memref.view {dyn}[{e.add(base, offset)}][] : {smem_t} to memref<{shape}x{dt}, {WG}>")
         return n
 
-    # ---- which rows: this block's head and query tile
+    # ---- which rows: this block's head and query tile (causal: the longest rows first, for balance)
     bh = "%by"
     image, head = e.div(bh, e.c(H)), e.rem(bh, e.c(H))
-    q0 = e.mul("%bx", e.c(BLOCK_Q))
+    qtile = e.op("arith.subi", e.c(-(-Sq // BLOCK_Q) - 1), "%bx") if causal else "%bx"
+    q0 = e.mul(qtile, e.c(BLOCK_Q))
     box_t = "1x1x{}x64" if layout == "BHSD" else "1x{}x1x64"
 
-    def tma(tm: str, tm_t: str, rows: int, pos: str, at: int | str, bar: str, pred: str) -> None:
+    def tma(tm: str, tm_t: str, rows: int, pos: str, at: str, bar: str, pred: str) -> None:
         """The D/64 boxes of `rows` rows of this head from position `pos` into shared offset `at`."""
         for s in range(SLABS):
             coords = [e.c(64 * s), pos, head, image] if layout == "BHSD" else [e.c(64 * s), head, pos, image]
-            dst = view(e.add(at if isinstance(at, str) else e.c(at), e.c(s * rows * 128)), box_t.format(rows))
+            dst = view(e.add(at, e.c(s * rows * 128)), box_t.format(rows))
             e.emit(f"nvgpu.tma.async.load {tm}[{', '.join(coords)}], {bars}[{bar}] to {dst}, predicate = {pred} "
                    f": {tm_t}, {mbar_t} -> memref<{box_t.format(rows)}x{dt}, {WG}>")
 
-    def load_kv(t: str, pred: str) -> None:
-        """Thread `pred`: key tile t's K and V into slot t % 2, each on its own barrier."""
+    def load(which: int, t: str, pred: str) -> None:
+        """Thread `pred`: key tile t's K (which 0) or V (1) into its slot t % 2, on that slot's barrier."""
         slot = e.rem(t, e.c(SLOTS))
-        for which, tm, tm_t, at in ((0, tk, tk_t, K_AT), (1, tv, tv_t, V_AT)):
-            bar = e.add(e.c(1 + SLOTS * which), slot)
-            e.emit(f"nvgpu.mbarrier.arrive.expect_tx {bars}[{bar}], {e.c(KV_BYTES)}, predicate = {pred} : {mbar_t}")
-            tma(tm, tm_t, BLOCK_K, e.mul(t, e.c(BLOCK_K)), e.add(e.c(at), e.mul(slot, e.c(KV_BYTES))), bar, pred)
+        bar = e.add(e.c(1 + SLOTS * which), slot)
+        e.emit(f"nvgpu.mbarrier.arrive.expect_tx {bars}[{bar}], {e.c(KV_BYTES)}, predicate = {pred} : {mbar_t}")
+        tm, tm_t = ((tk, tk_t), (tv, tv_t))[which]
+        at = e.add(e.c((K_AT, V_AT)[which]), e.mul(slot, e.c(KV_BYTES)))
+        tma(tm, tm_t, BLOCK_K, e.mul(t, e.c(BLOCK_K)), at, bar, pred)
+
+    def load_if(which: int, t: int | str) -> None:
+        """load(which, t) when tile t exists (statically known not to: nothing, as a constant predicate
+        would be bad PTX)."""
+        if isinstance(t, int):
+            if t >= TILES:
+                return
+            t = e.c(t)
+        load(which, t, e.both(leader, e.cmp("ult", t, tiles)))
 
     TILES = -(-Sk // BLOCK_K)
     tiles = e.c(TILES)
     if causal:   # tile t holds keys 128 t ..: needed while 128 t <= the block's last row (BLOCK_Q = BLOCK_K)
-        tiles = e.op("arith.minui", tiles, e.add("%bx", e.c(1)))
+        tiles = e.op("arith.minui", tiles, e.add(qtile, e.c(1)))
     e.emit(f"nvgpu.mbarrier.arrive.expect_tx {bars}[{zero}], {e.c(Q_BYTES)}, predicate = {leader} : {mbar_t}")
-    tma(tq, tq_t, BLOCK_Q, q0, 0, zero, leader)
-    for t in range(min(SLOTS, TILES)):       # (a load that cannot happen would be a constant predicate: bad PTX)
-        load_kv(e.c(t), e.both(leader, e.cmp("ult", e.c(t), tiles)) if t else leader)
+    tma(tq, tq_t, BLOCK_Q, q0, zero, zero, leader)
+    load(0, zero, leader)
+    load_if(0, 1)
+    load(1, zero, leader)
 
     # ---- this thread's place in its warpgroup's accumulators
     wg, lane = e.div("%tx", e.c(128)), e.rem("%tx", e.c(32))
@@ -163,6 +175,9 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
     g, q2 = e.div(lane, e.c(4)), e.mul(e.rem(lane, e.c(4)), e.c(2))
     rows = [e.add(e.add(q0, e.add(e.mul(wg, e.c(64)), e.mul(warp, e.c(16)))), g)]
     rows.append(e.add(rows[0], e.c(8)))          # query rows g and g + 8 of this warp's 16
+    # the last key each row sees, where some tile has keys past it
+    limits = [e.op("arith.minui", r, e.c(Sk - 1)) if causal else e.c(Sk - 1) for r in rows] \
+        if causal or Sk % BLOCK_K else None
 
     def i64(x: str) -> str:
         n = e.fresh("d")
@@ -205,113 +220,138 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
                f"B [{ab}, <{b_layout}>] : {acc_t} -> {acc_t}")
         return r
 
+    def wait_tile(which: int, t: str) -> str:
+        """Wait for tile t's K (0) or V (1); returns its slot."""
+        slot = e.rem(t, e.c(SLOTS))
+        parity = e.fresh("ph")
+        e.emit(f"{parity} = arith.index_cast {e.rem(e.div(t, e.c(SLOTS)), e.c(2))} : index to i1")
+        e.emit(f"nvgpu.mbarrier.try_wait.parity {bars}[{e.add(e.c(1 + SLOTS * which), slot)}], {parity}, "
+               f"{e.c(10000000)} : {mbar_t}")
+        return slot
+
     q_desc = descriptor(e.mul(wg, e.c(64 * 128)), 0)
     p_desc = descriptor(e.add(e.c(P_AT), e.mul(wg, e.c(P_BYTES))), 0)
     p_view = view(e.add(e.c(P_AT), e.mul(wg, e.c(P_BYTES))), f"{64 * BLOCK_K}")
-    undef_s, undef_o = e.fresh("u"), e.fresh("u")
+    undef_s, o0 = e.fresh("u"), e.fresh("u")
     e.emit(f"{undef_s} = llvm.mlir.undef : {s_t}")
-    e.emit(f"{undef_o} = llvm.mlir.undef : {o_t}")
-    o0 = undef_o
-    for i in range(D // 2):
+    e.emit(f"{o0} = llvm.mlir.undef : {o_t}")
+    for i in range(D // 2):                        # O starts at 0 (every product accumulates)
         n = e.fresh("o")
         e.emit(f"{n} = llvm.insertvalue {zero_f}, {o0}[{i}] : {o_t}")
         o0 = n
+
+    def scores(t: str) -> str:
+        """Issue S = Q K[t]^T (committed, not waited for): k step kk is columns 16 kk of slab kk / 4."""
+        slot = wait_tile(0, t)
+        k_desc = descriptor(e.add(e.c(K_AT), e.mul(slot, e.c(KV_BYTES))), 0)
+        e.emit("nvvm.wgmma.fence.aligned")
+        s = undef_s
+        for kk in range(D // 16):
+            s = wgmma(plus(q_desc, (kk // 4) * Q_BYTES // SLABS + (kk % 4) * 32),
+                      plus(k_desc, (kk // 4) * KV_BYTES // SLABS + (kk % 4) * 32), s, BLOCK_K, s_t, kk > 0, "col")
+        e.emit("nvvm.wgmma.commit.group.sync.aligned")
+        return s
+
+    def product(t: str, o: str) -> str:
+        """Issue O (+)= P V[t] (committed, not waited for): k step kk is keys 16 kk (P's slab kk / 4, V's rows
+        16 kk of every d slab)."""
+        slot = wait_tile(1, t)
+        v_desc = descriptor(e.add(e.c(V_AT), e.mul(slot, e.c(KV_BYTES))), KV_BYTES // SLABS)
+        e.emit("nvvm.wgmma.fence.aligned")
+        for kk in range(BLOCK_K // 16):
+            o = wgmma(plus(p_desc, (kk // 4) * 64 * 128 + (kk % 4) * 32), plus(v_desc, kk * 16 * 128), o, D, o_t,
+                      True, "row")
+        e.emit("nvvm.wgmma.commit.group.sync.aligned")
+        return o
+
+    def softmax(s: str, t: str, m_old: list[str], l_old: list[str]) -> tuple[list, list, list, list]:
+        """Tile t's probabilities from its scores: (p [row h][2 j + c], m', l', alpha) for the thread's rows."""
+        key0 = e.mul(t, e.c(BLOCK_K))
+        vals = [[None] * (BLOCK_K // 4) for _ in range(2)]     # [row h][2 j + c]; register 4 j + 2 h + c
+        for j in range(BLOCK_K // 8):
+            for h in (0, 1):
+                for c in (0, 1):
+                    x = e.fresh("x")
+                    e.emit(f"{x} = llvm.extractvalue {s}[{4 * j + 2 * h + c}] : {s_t}")
+                    x = e.fop("arith.mulf", x, qk_scale)
+                    if limits:
+                        key = e.add(key0, e.add(e.c(8 * j + c), q2))
+                        x = e.select(e.cmp("ugt", key, limits[h]), neg_inf, x)
+                    vals[h][2 * j + c] = x
+        m_new, l_new, alpha = [], [], []
+        for h in (0, 1):
+            mx = vals[h][0]
+            for x in vals[h][1:]:
+                mx = e.fop("arith.maximumf", mx, x)
+            mn = e.fop("arith.maximumf", m_old[h], e.quad("arith.maximumf", mx))
+            empty = e.fresh("p")
+            e.emit(f"{empty} = arith.cmpf oeq, {mn}, {neg_inf} : f32")
+            floor = e.select(empty, zero_f, mn)           # a row with no key so far: exp2(-inf - 0) = 0
+            vals[h] = [e.fop("math.exp2", e.fop("arith.subf", x, floor)) for x in vals[h]]
+            a = e.fop("math.exp2", e.fop("arith.subf", m_old[h], floor))
+            total = e.fop("arith.mulf", l_old[h], a)
+            for x in vals[h]:
+                total = e.fop("arith.addf", total, x)
+            m_new.append(mn)
+            l_new.append(total)
+            alpha.append(a)
+        return vals, m_new, l_new, alpha
+
+    def store_p(vals: list) -> None:
+        """P -> shared: row 16 w + g + 8 h, keys 8 j + q2 .. + 1, in slab j / 8, 16-byte chunk j % 8 ^ g;
+        then made visible to wgmma (the async proxy), and everyone past this point."""
+        for h in (0, 1):
+            row = e.add(e.add(e.mul(warp, e.c(16)), g), e.c(8 * h))
+            for j in range(BLOCK_K // 8):
+                pair = [e.fresh("h"), e.fresh("h")]
+                for c in (0, 1):
+                    e.emit(f"{pair[c]} = arith.truncf {vals[h][2 * j + c]} : f32 to {dt}")
+                vec = e.fresh("pv")
+                e.emit(f"{vec} = vector.from_elements {pair[0]}, {pair[1]} : vector<2x{dt}>")
+                chunk = e.op("arith.xori", e.c(j % 8), g)
+                byte = e.add(e.add(e.c((j // 8) * 64 * 128), e.mul(row, e.c(128))),
+                             e.add(e.mul(chunk, e.c(16)), e.mul(q2, e.c(2))))
+                e.emit(f"vector.store {vec}, {p_view}[{e.div(byte, e.c(2))}] : memref<{64 * BLOCK_K}x{dt}, {WG}>, "
+                       f"vector<2x{dt}>")
+        e.emit("nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}")
+        e.emit("gpu.barrier")
+
+    # Tile 0: its scores and P. Then per tile t >= 1: S[t] is issued, then P[t-1] V[t-1], and tile t's
+    # softmax runs while that product does; once it is done, O is rescaled and P[t] replaces P[t-1].
     e.emit(f"nvgpu.mbarrier.try_wait.parity {bars}[{zero}], {const(0, 'i1')}, {e.c(10000000)} : {mbar_t}")
+    s0 = scores(zero)
+    e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
+    p0, m0, l0, _ = softmax(s0, zero, [neg_inf] * 2, [zero_f] * 2)
+    store_p(p0)
+    load_if(0, 2)                                  # K[0]'s slot is free again: K[2]; V[1] into its own
+    load_if(1, 1)
 
     res = e.fresh("res")
     state_t = ["f32"] * 4 + [o_t]
-    init = [neg_inf, neg_inf, zero_f, zero_f, o0]
     names = [e.fresh(x) for x in ("m", "m", "l", "l", "o")]
-    e.open(f"{res}:5 = scf.for %t = {zero} to {tiles} step {one} "
-           f"iter_args({', '.join(f'{n} = {i}' for n, i in zip(names, init))}) -> ({', '.join(state_t)}) {{")
+    e.open(f"{res}:5 = scf.for %t = {one} to {tiles} step {one} "
+           f"iter_args({', '.join(f'{n} = {i}' for n, i in zip(names, m0 + l0 + [o0]))}) -> ({', '.join(state_t)}) {{")
     m_old, l_old, o = names[0:2], names[2:4], names[4]
-    slot = e.rem("%t", e.c(SLOTS))
-    parity = e.fresh("ph")
-    e.emit(f"{parity} = arith.index_cast {e.rem(e.div('%t', e.c(SLOTS)), e.c(2))} : index to i1")
-    key0 = e.mul("%t", e.c(BLOCK_K))
-
-    # S = Q K^T: k step kk is columns 16 kk of slab kk / 4 of Q and of K.
-    e.emit(f"nvgpu.mbarrier.try_wait.parity {bars}[{e.add(e.c(1), slot)}], {parity}, {e.c(10000000)} : {mbar_t}")
-    k_desc = descriptor(e.add(e.c(K_AT), e.mul(slot, e.c(KV_BYTES))), 0)
-    e.emit("nvvm.wgmma.fence.aligned")
-    s = undef_s
-    for kk in range(D // 16):
-        s = wgmma(plus(q_desc, (kk // 4) * Q_BYTES // SLABS + (kk % 4) * 32),
-                  plus(k_desc, (kk // 4) * KV_BYTES // SLABS + (kk % 4) * 32), s, BLOCK_K, s_t, kk > 0, "col")
-    e.emit("nvvm.wgmma.commit.group.sync.aligned")
+    s = scores("%t")
+    o = product(e.op("arith.subi", "%t", one), o)
+    e.emit("nvvm.wgmma.wait.group.sync.aligned 1")        # S[t] is done; P[t-1] V[t-1] may still run
+    p, m_new, l_new, alpha = softmax(s, "%t", m_old, l_old)
     e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
-
-    # Logits in the log2 domain: register 4 j + 2 h + c is row h, key key0 + 8 j + q2 + c.
-    vals = [[None] * (BLOCK_K // 4) for _ in range(2)]     # [row h][2 j + c]
-    for j in range(BLOCK_K // 8):
-        for h in (0, 1):
-            for c in (0, 1):
-                x = e.fresh("x")
-                e.emit(f"{x} = llvm.extractvalue {s}[{4 * j + 2 * h + c}] : {s_t}")
-                x = e.fop("arith.mulf", x, qk_scale)
-                key = e.add(key0, e.add(e.c(8 * j + c), q2))
-                masked = e.cmp("uge", key, e.c(Sk))
-                if causal:
-                    masked = e.op("arith.ori", masked, e.cmp("ugt", key, rows[h]), "i1")
-                vals[h][2 * j + c] = e.select(masked, neg_inf, x)
-
-    m_new, l_new, alpha = [], [], []
-    for h in (0, 1):
-        mx = vals[h][0]
-        for x in vals[h][1:]:
-            mx = e.fop("arith.maximumf", mx, x)
-        mn = e.fop("arith.maximumf", m_old[h], e.quad("arith.maximumf", mx))
-        empty = e.fresh("p")
-        e.emit(f"{empty} = arith.cmpf oeq, {mn}, {neg_inf} : f32")
-        floor = e.select(empty, zero_f, mn)           # a row with no key so far: exp2(-inf - 0) = 0
-        vals[h] = [e.fop("math.exp2", e.fop("arith.subf", x, floor)) for x in vals[h]]
-        a = e.fop("math.exp2", e.fop("arith.subf", m_old[h], floor))
-        total = e.fop("arith.mulf", l_old[h], a)
-        for x in vals[h]:
-            total = e.fop("arith.addf", total, x)
-        m_new.append(mn)
-        l_new.append(total)
-        alpha.append(a)
-
-    # P -> shared: row 16 w + g + 8 h, keys 8 j + q2 .. + 1, in slab j / 8, 16-byte chunk j % 8 ^ g.
-    for h in (0, 1):
-        row = e.add(e.add(e.mul(warp, e.c(16)), g), e.c(8 * h))
-        for j in range(BLOCK_K // 8):
-            pair = [e.fresh("h"), e.fresh("h")]
-            for c in (0, 1):
-                e.emit(f"{pair[c]} = arith.truncf {vals[h][2 * j + c]} : f32 to {dt}")
-            vec = e.fresh("pv")
-            e.emit(f"{vec} = vector.from_elements {pair[0]}, {pair[1]} : vector<2x{dt}>")
-            chunk = e.op("arith.xori", e.c(j % 8), g)
-            byte = e.add(e.add(e.c((j // 8) * 64 * 128), e.mul(row, e.c(128))), e.add(e.mul(chunk, e.c(16)),
-                                                                                     e.mul(q2, e.c(2))))
-            e.emit(f"vector.store {vec}, {p_view}[{e.div(byte, e.c(2))}] : memref<{64 * BLOCK_K}x{dt}, {WG}>, "
-                   f"vector<2x{dt}>")
-    e.emit("nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}")
-    e.emit("gpu.barrier")
-
-    # O = alpha O + P V: k step kk is keys 16 kk (P's slab kk / 4, V's rows 16 kk of every d slab).
     for i in range(D // 2):
-        x, y, n = e.fresh("o"), None, e.fresh("o")
+        x, n = e.fresh("o"), e.fresh("o")
         e.emit(f"{x} = llvm.extractvalue {o}[{i}] : {o_t}")
-        y = e.fop("arith.mulf", x, alpha[(i % 4) // 2])
-        e.emit(f"{n} = llvm.insertvalue {y}, {o}[{i}] : {o_t}")
+        e.emit(f"{n} = llvm.insertvalue {e.fop('arith.mulf', x, alpha[(i % 4) // 2])}, {o}[{i}] : {o_t}")
         o = n
-    e.emit(f"nvgpu.mbarrier.try_wait.parity {bars}[{e.add(e.c(1 + SLOTS), slot)}], {parity}, {e.c(10000000)} "
-           f": {mbar_t}")
-    v_desc = descriptor(e.add(e.c(V_AT), e.mul(slot, e.c(KV_BYTES))), KV_BYTES // SLABS)
-    e.emit("nvvm.wgmma.fence.aligned")
-    for kk in range(BLOCK_K // 16):
-        o = wgmma(plus(p_desc, (kk // 4) * 64 * 128 + (kk % 4) * 32), plus(v_desc, kk * 16 * 128), o, D, o_t,
-                  True, "row")
-    e.emit("nvvm.wgmma.commit.group.sync.aligned")
-    e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
-    e.emit("gpu.barrier")                          # everyone is done with this slot and with P
-    if TILES > SLOTS:
-        ahead = e.add("%t", e.c(SLOTS))
-        load_kv(ahead, e.both(leader, e.cmp("ult", ahead, tiles)))
+    store_p(p)
+    # K[t]'s slot takes K[t + 2], V[t - 1]'s takes V[t + 1] (everyone is past both products)
+    if TILES > 2:
+        load_if(0, e.add("%t", e.c(2)))
+    if TILES > 1:
+        load_if(1, e.add("%t", one))
     e.emit(f"scf.yield {', '.join(m_new + l_new + [o])} : {', '.join(state_t)}")
     e.close()
+    last = product(e.op("arith.subi", tiles, one), f"{res}#4")
+    e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
 
     # out = O / l; a row whose every key was masked has l = 0 and gets 0.
     out_shape = memref_shape(out_t)[0]
@@ -325,7 +365,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
             pair = []
             for c in (0, 1):
                 x = e.fresh("o")
-                e.emit(f"{x} = llvm.extractvalue {res}#4[{4 * j + 2 * h + c}] : {o_t}")
+                e.emit(f"{x} = llvm.extractvalue {last}[{4 * j + 2 * h + c}] : {o_t}")
                 pair.append(e.fop("arith.mulf", x, inv))
             wide, narrow = e.fresh("st"), e.fresh("st")
             e.emit(f"{wide} = vector.from_elements {', '.join(pair)} : vector<2xf32>")

@@ -76,10 +76,12 @@ FLASH_CASES = [  # b, h, sq, sk, d, causal, mask shape: ragged 64-query blocks a
 ON_NVIDIA = TARGET.startswith("nvvm")
 
 
-def _assert_flash(net):
-    """On NVIDIA targets the attention is one flash-attention kernel."""
+def _assert_flash(net, masked: bool):
+    """On NVIDIA targets the attention is one flash-attention kernel: on sm_90 the wgmma one unless there is
+    an additive mask, elsewhere (and with a mask) the mma.sync one."""
     if ON_NVIDIA:
-        assert list(kernel_info(net.module).values()) == [("attention", "attention_flash_mma")]
+        solver = "attention_flash_wgmma" if TARGET.startswith("nvvm:sm_90") and not masked else "attention_flash_mma"
+        assert list(kernel_info(net.module).values()) == [("attention", solver)]
 
 
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
@@ -88,7 +90,7 @@ def _assert_flash(net):
 def test_flash_attention_numerics(rng, dtype, case):
     *shape, causal, mask_shape = case
     out, want, net = _attention(rng, dtype, *shape, causal=causal, mask_shape=mask_shape)
-    _assert_flash(net)
+    _assert_flash(net, bool(mask_shape))
     assert_close(out, rounded(want, dtype), dtype, reduction=shape[3])
 
 
@@ -100,14 +102,14 @@ def test_attention_heads_inner_numerics(rng, dtype, case):
     *shape, causal, mask_shape = case
     out, want, net = _attention(rng, dtype, *shape, causal=causal, mask_shape=mask_shape, layout="BSHD")
     if dtype != "f32" and shape[4] in (64, 128):
-        _assert_flash(net)
+        _assert_flash(net, bool(mask_shape))
     assert_close(out, rounded(want, dtype), dtype, reduction=shape[3])
 
 
 def test_flash_attention_explicit_scale(rng):
     """An explicit scale with a full [B, H, Sq, Sk] mask."""
     out, want, net = _attention(rng, "f16", 1, 2, 45, 90, 64, mask_shape=(1, 2, 45, 90), scale=0.2)
-    _assert_flash(net)
+    _assert_flash(net, True)
     assert_close(out, rounded(want, "f16"), "f16", reduction=64)
 
 
@@ -124,7 +126,7 @@ def test_flash_attention_fully_masked_rows_are_zero(rng, dtype):
     mv[dead] = -np.inf
     net.feeds.append(mv.astype(np.float32))
     out = net.run(None, net.g.attention(q, k, v, net.g.input("mask", mv.shape)))[0]
-    _assert_flash(net)
+    _assert_flash(net, True)
     want = reference(qv, kv, vv, mv)
     want[:, :, dead] = 0.0
     assert_close(out, rounded(want, dtype), dtype, reduction=128)
