@@ -83,6 +83,8 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
     K_AT = Q_BYTES                               # offsets in the aligned dynamic shared memory
     V_AT = K_AT + SLOTS * KV_BYTES
     P_AT = V_AT + SLOTS * KV_BYTES
+    TILES = -(-Sk // BLOCK_K)
+    CONSUMERS = 128 * WARPGROUPS
 
     # ---- host: one tensor map per operand, boxes of BLOCK rows x 64 columns of one head
     def tensor_map(value: str, mtype: str, rows: int) -> tuple[str, str]:
@@ -94,24 +96,32 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
                f": memref<*x{dt}> -> {tm_t}")
         return tm, tm_t
 
-    (tq, tq_t), (tk, tk_t), (tv, tv_t) = (tensor_map(x, t, n) for x, t, n in
-                                          ((q, q_t, BLOCK_Q), (k, k_t, BLOCK_K), (v, v_t, BLOCK_K)))
+    maps = [tensor_map(x, t, n) for x, t, n in ((q, q_t, BLOCK_Q), (k, k_t, BLOCK_K), (v, v_t, BLOCK_K))]
     sm = e.fresh("smem")
     e.emit(f"{sm} = arith.constant {shared_bytes(D)} : i32")
     one, zero = e.c(1), e.c(0)
     e.open(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-Sq // BLOCK_Q))}, %gy = {e.c(B * H)}, %gz = {one}) "
-           f"threads(%tx, %ty, %tz) in (%sx = {e.c(128 * WARPGROUPS)}, %sy = {one}, %sz = {one}) "
+           f"threads(%tx, %ty, %tz) in (%sx = {e.c(CONSUMERS + 32)}, %sy = {one}, %sz = {one}) "
            f"dynamic_shared_memory_size {sm} {{")
+    raw_scores = scale > 0                       # max over raw scores, scaled inside exp2's FMA
     neg_inf, zero_f, qk_scale = e.f(-math.inf), e.f(0.0), e.f(scale * LOG2E)
     for lanes in (1, 2, 32):
         e.i32(lanes)
-    mbar_t = f"!nvgpu.mbarrier.group<memorySpace = {WG}, num_barriers = {1 + 2 * SLOTS}>"   # Q, K[s], V[s]
+
+    def const(value: int, ty: str = "i64") -> str:
+        n = e.fresh("k")
+        e.emit(f"{n} = arith.constant {value} : {ty}")
+        return n
+
+    # Barriers: Q; full K[s], V[s] (the producer's loads landed); empty K[s], V[s] (every consumer thread
+    # is done with the slot).
+    FULL, EMPTY = 1, 1 + 2 * SLOTS
+    mbar_t = f"!nvgpu.mbarrier.group<memorySpace = {WG}, num_barriers = {1 + 4 * SLOTS}>"
     bars = e.fresh("bar")
     e.emit(f"{bars} = nvgpu.mbarrier.create -> {mbar_t}")
-    leader = e.cmp("eq", "%tx", zero)
-    e.open(f"scf.if {leader} {{")
-    for i in range(1 + 2 * SLOTS):
-        e.emit(f"nvgpu.mbarrier.init {bars}[{e.c(i)}], {one} : {mbar_t}")
+    e.open(f"scf.if {e.cmp('eq', '%tx', zero)} {{")
+    for i in range(1 + 4 * SLOTS):
+        e.emit(f"nvgpu.mbarrier.init {bars}[{e.c(i)}], {e.c(1 if i < EMPTY else CONSUMERS)} : {mbar_t}")
     e.close()
     e.emit("gpu.barrier")
     dyn, smem_t = e.fresh("dyn"), f"memref<?xi8, {WG}>"
@@ -126,50 +136,53 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
         e.emit(f"{n} = memref.view {dyn}[{e.add(base, offset)}][] : {smem_t} to memref<{shape}x{dt}, {WG}>")
         return n
 
+    def barrier(index: str) -> str:
+        return f"{bars}[{index}]"
+
+    def wait(index: str, parity: str) -> None:
+        bit = e.fresh("ph")
+        e.emit(f"{bit} = arith.index_cast {e.rem(parity, e.c(2))} : index to i1")
+        e.emit(f"nvgpu.mbarrier.try_wait.parity {barrier(index)}, {bit}, {e.c(10000000)} : {mbar_t}")
+
+    def arrive(index: str) -> None:
+        e.emit(f"{e.fresh('tok')} = nvgpu.mbarrier.arrive {barrier(index)} : {mbar_t} -> !nvgpu.mbarrier.token")
+
     # ---- which rows: this block's head and query tile (causal: the longest rows first, for balance)
-    bh = "%by"
-    image, head = e.div(bh, e.c(H)), e.rem(bh, e.c(H))
+    image, head = e.div("%by", e.c(H)), e.rem("%by", e.c(H))
     qtile = e.op("arith.subi", e.c(-(-Sq // BLOCK_Q) - 1), "%bx") if causal else "%bx"
     q0 = e.mul(qtile, e.c(BLOCK_Q))
+    tiles = e.c(TILES)
+    if causal:   # tile t holds keys 128 t ..: needed while 128 t <= the block's last row (BLOCK_Q = BLOCK_K)
+        tiles = e.op("arith.minui", tiles, e.add(qtile, one))
+
+    # ---- the producer (the last warp's first thread): Q, then each tile's K and V once its slot is empty
     box_t = "1x1x{}x64" if layout == "BHSD" else "1x{}x1x64"
 
-    def tma(tm: str, tm_t: str, rows: int, pos: str, at: str, bar: str, pred: str) -> None:
-        """The D/64 boxes of `rows` rows of this head from position `pos` into shared offset `at`."""
+    def load(which: int, pos: str, at: str, bar: str, rows: int, nbytes: int) -> None:
+        tm, tm_t = maps[which]
+        e.emit(f"nvgpu.mbarrier.arrive.expect_tx {barrier(bar)}, {e.c(nbytes)} : {mbar_t}")
         for s in range(SLABS):
             coords = [e.c(64 * s), pos, head, image] if layout == "BHSD" else [e.c(64 * s), head, pos, image]
             dst = view(e.add(at, e.c(s * rows * 128)), box_t.format(rows))
-            e.emit(f"nvgpu.tma.async.load {tm}[{', '.join(coords)}], {bars}[{bar}] to {dst}, predicate = {pred} "
+            e.emit(f"nvgpu.tma.async.load {tm}[{', '.join(coords)}], {barrier(bar)} to {dst} "
                    f": {tm_t}, {mbar_t} -> memref<{box_t.format(rows)}x{dt}, {WG}>")
 
-    def load(which: int, t: str, pred: str) -> None:
-        """Thread `pred`: key tile t's K (which 0) or V (1) into its slot t % 2, on that slot's barrier."""
-        slot = e.rem(t, e.c(SLOTS))
-        bar = e.add(e.c(1 + SLOTS * which), slot)
-        e.emit(f"nvgpu.mbarrier.arrive.expect_tx {bars}[{bar}], {e.c(KV_BYTES)}, predicate = {pred} : {mbar_t}")
-        tm, tm_t = ((tk, tk_t), (tv, tv_t))[which]
-        at = e.add(e.c((K_AT, V_AT)[which]), e.mul(slot, e.c(KV_BYTES)))
-        tma(tm, tm_t, BLOCK_K, e.mul(t, e.c(BLOCK_K)), at, bar, pred)
+    e.open(f"scf.if {e.cmp('eq', '%tx', e.c(CONSUMERS))} {{")
+    load(0, q0, zero, zero, BLOCK_Q, Q_BYTES)
+    e.open(f"scf.for %p = {zero} to {tiles} step {one} {{")
+    slot, use = e.rem("%p", e.c(SLOTS)), e.div("%p", e.c(SLOTS))
+    for which, at in ((1, K_AT), (2, V_AT)):
+        if TILES > SLOTS:                        # the slot's previous tile must be consumed
+            e.open(f"scf.if {e.cmp('uge', '%p', e.c(SLOTS))} {{")
+            wait(e.add(e.c(EMPTY + SLOTS * (which - 1)), slot), e.op("arith.subi", use, one))
+            e.close()
+        load(which, e.mul("%p", e.c(BLOCK_K)), e.add(e.c(at), e.mul(slot, e.c(KV_BYTES))),
+             e.add(e.c(FULL + SLOTS * (which - 1)), slot), BLOCK_K, KV_BYTES)
+    e.close()
+    e.close()
 
-    def load_if(which: int, t: int | str) -> None:
-        """load(which, t) when tile t exists (statically known not to: nothing, as a constant predicate
-        would be bad PTX)."""
-        if isinstance(t, int):
-            if t >= TILES:
-                return
-            t = e.c(t)
-        load(which, t, e.both(leader, e.cmp("ult", t, tiles)))
-
-    TILES = -(-Sk // BLOCK_K)
-    tiles = e.c(TILES)
-    if causal:   # tile t holds keys 128 t ..: needed while 128 t <= the block's last row (BLOCK_Q = BLOCK_K)
-        tiles = e.op("arith.minui", tiles, e.add(qtile, e.c(1)))
-    e.emit(f"nvgpu.mbarrier.arrive.expect_tx {bars}[{zero}], {e.c(Q_BYTES)}, predicate = {leader} : {mbar_t}")
-    tma(tq, tq_t, BLOCK_Q, q0, zero, zero, leader)
-    load(0, zero, leader)
-    load_if(0, 1)
-    load(1, zero, leader)
-
-    # ---- this thread's place in its warpgroup's accumulators
+    # ---- the consumers: warpgroup wg owns query rows q0 + 64 wg ..
+    e.open(f"scf.if {e.cmp('ult', '%tx', e.c(CONSUMERS))} {{")
     wg, lane = e.div("%tx", e.c(128)), e.rem("%tx", e.c(32))
     warp = e.rem(e.div("%tx", e.c(32)), e.c(4))
     g, q2 = e.div(lane, e.c(4)), e.mul(e.rem(lane, e.c(4)), e.c(2))
@@ -178,27 +191,17 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
     # the last key each row sees, where some tile has keys past it
     limits = [e.op("arith.minui", r, e.c(Sk - 1)) if causal else e.c(Sk - 1) for r in rows] \
         if causal or Sk % BLOCK_K else None
-
-    def i64(x: str) -> str:
-        n = e.fresh("d")
-        e.emit(f"{n} = arith.index_cast {x} : index to i64")
-        return n
-
-    def const(value: int, ty: str = "i64") -> str:
-        n = e.fresh("k")
-        e.emit(f"{n} = arith.constant {value} : {ty}")
-        return n
+    group_barrier, group_threads = e.fresh("bid"), const(128, "i32")   # named barrier 1 + wg: one warpgroup
+    e.emit(f"{group_barrier} = arith.index_cast {e.add(wg, one)} : index to i32")
 
     def descriptor(offset: str, lead: int) -> str:
         """The wgmma descriptor of the 128-byte swizzled tile at shared offset `offset`."""
-        addr = i64(e.add(shared_addr, offset))
-        start = e.fresh("d")
+        addr = e.fresh("d")
+        e.emit(f"{addr} = arith.index_cast {e.add(shared_addr, offset)} : index to i64")
+        start, masked, d = e.fresh("d"), e.fresh("d"), e.fresh("d")
         e.emit(f"{start} = arith.shrui {addr}, {const(4)} : i64")
-        masked = e.fresh("d")
         e.emit(f"{masked} = arith.andi {start}, {const(0x3FFF)} : i64")
-        fixed = (lead >> 4) << 16 | (1024 >> 4) << 32 | 1 << 62
-        d = e.fresh("d")
-        e.emit(f"{d} = arith.ori {masked}, {const(fixed)} : i64")
+        e.emit(f"{d} = arith.ori {masked}, {const((lead >> 4) << 16 | (1024 >> 4) << 32 | 1 << 62)} : i64")
         return d
 
     def plus(desc: str, nbytes: int) -> str:
@@ -220,15 +223,6 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
                f"B [{ab}, <{b_layout}>] : {acc_t} -> {acc_t}")
         return r
 
-    def wait_tile(which: int, t: str) -> str:
-        """Wait for tile t's K (0) or V (1); returns its slot."""
-        slot = e.rem(t, e.c(SLOTS))
-        parity = e.fresh("ph")
-        e.emit(f"{parity} = arith.index_cast {e.rem(e.div(t, e.c(SLOTS)), e.c(2))} : index to i1")
-        e.emit(f"nvgpu.mbarrier.try_wait.parity {bars}[{e.add(e.c(1 + SLOTS * which), slot)}], {parity}, "
-               f"{e.c(10000000)} : {mbar_t}")
-        return slot
-
     q_desc = descriptor(e.mul(wg, e.c(64 * 128)), 0)
     p_desc = descriptor(e.add(e.c(P_AT), e.mul(wg, e.c(P_BYTES))), 0)
     p_view = view(e.add(e.c(P_AT), e.mul(wg, e.c(P_BYTES))), f"{64 * BLOCK_K}")
@@ -242,7 +236,8 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
 
     def scores(t: str) -> str:
         """Issue S = Q K[t]^T (committed, not waited for): k step kk is columns 16 kk of slab kk / 4."""
-        slot = wait_tile(0, t)
+        slot = e.rem(t, e.c(SLOTS))
+        wait(e.add(e.c(FULL), slot), e.div(t, e.c(SLOTS)))
         k_desc = descriptor(e.add(e.c(K_AT), e.mul(slot, e.c(KV_BYTES))), 0)
         e.emit("nvvm.wgmma.fence.aligned")
         s = undef_s
@@ -253,9 +248,10 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
         return s
 
     def product(t: str, o: str) -> str:
-        """Issue O (+)= P V[t] (committed, not waited for): k step kk is keys 16 kk (P's slab kk / 4, V's rows
+        """Issue O += P V[t] (committed, not waited for): k step kk is keys 16 kk (P's slab kk / 4, V's rows
         16 kk of every d slab)."""
-        slot = wait_tile(1, t)
+        slot = e.rem(t, e.c(SLOTS))
+        wait(e.add(e.c(FULL + SLOTS), slot), e.div(t, e.c(SLOTS)))
         v_desc = descriptor(e.add(e.c(V_AT), e.mul(slot, e.c(KV_BYTES))), KV_BYTES // SLABS)
         e.emit("nvvm.wgmma.fence.aligned")
         for kk in range(BLOCK_K // 16):
@@ -265,7 +261,8 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
         return o
 
     def softmax(s: str, t: str, m_old: list[str], l_old: list[str]) -> tuple[list, list, list, list]:
-        """Tile t's probabilities from its scores: (p [row h][2 j + c], m', l', alpha) for the thread's rows."""
+        """Tile t's probabilities from its scores: (p [row h][2 j + c], m', l', alpha) for the thread's rows.
+        m is kept in raw score units where the scale is positive: p = exp2(s * scale log2(e) - m')."""
         key0 = e.mul(t, e.c(BLOCK_K))
         vals = [[None] * (BLOCK_K // 4) for _ in range(2)]     # [row h][2 j + c]; register 4 j + 2 h + c
         for j in range(BLOCK_K // 8):
@@ -273,7 +270,8 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
                 for c in (0, 1):
                     x = e.fresh("x")
                     e.emit(f"{x} = llvm.extractvalue {s}[{4 * j + 2 * h + c}] : {s_t}")
-                    x = e.fop("arith.mulf", x, qk_scale)
+                    if not raw_scores:
+                        x = e.fop("arith.mulf", x, qk_scale)
                     if limits:
                         key = e.add(key0, e.add(e.c(8 * j + c), q2))
                         x = e.select(e.cmp("ugt", key, limits[h]), neg_inf, x)
@@ -287,8 +285,13 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
             empty = e.fresh("p")
             e.emit(f"{empty} = arith.cmpf oeq, {mn}, {neg_inf} : f32")
             floor = e.select(empty, zero_f, mn)           # a row with no key so far: exp2(-inf - 0) = 0
-            vals[h] = [e.fop("math.exp2", e.fop("arith.subf", x, floor)) for x in vals[h]]
-            a = e.fop("math.exp2", e.fop("arith.subf", m_old[h], floor))
+            if raw_scores:
+                shift = e.fop("arith.negf", e.fop("arith.mulf", floor, qk_scale))
+                vals[h] = [e.fop("math.exp2", e.fop("math.fma", x, qk_scale, shift)) for x in vals[h]]
+                a = e.fop("math.exp2", e.fop("arith.mulf", e.fop("arith.subf", m_old[h], floor), qk_scale))
+            else:
+                vals[h] = [e.fop("math.exp2", e.fop("arith.subf", x, floor)) for x in vals[h]]
+                a = e.fop("math.exp2", e.fop("arith.subf", m_old[h], floor))
             total = e.fop("arith.mulf", l_old[h], a)
             for x in vals[h]:
                 total = e.fop("arith.addf", total, x)
@@ -299,62 +302,56 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
 
     def store_p(vals: list) -> None:
         """P -> shared: row 16 w + g + 8 h, keys 8 j + q2 .. + 1, in slab j / 8, 16-byte chunk j % 8 ^ g;
-        then made visible to wgmma (the async proxy), and everyone past this point."""
+        made visible to wgmma (the async proxy) and the warpgroup synchronized (named barrier 1 + wg)."""
         for h in (0, 1):
             row = e.add(e.add(e.mul(warp, e.c(16)), g), e.c(8 * h))
             for j in range(BLOCK_K // 8):
-                pair = [e.fresh("h"), e.fresh("h")]
-                for c in (0, 1):
-                    e.emit(f"{pair[c]} = arith.truncf {vals[h][2 * j + c]} : f32 to {dt}")
-                vec = e.fresh("pv")
-                e.emit(f"{vec} = vector.from_elements {pair[0]}, {pair[1]} : vector<2x{dt}>")
+                wide, vec = e.fresh("pv"), e.fresh("pv")
+                e.emit(f"{wide} = vector.from_elements {vals[h][2 * j]}, {vals[h][2 * j + 1]} : vector<2xf32>")
+                e.emit(f"{vec} = arith.truncf {wide} : vector<2xf32> to vector<2x{dt}>")
                 chunk = e.op("arith.xori", e.c(j % 8), g)
                 byte = e.add(e.add(e.c((j // 8) * 64 * 128), e.mul(row, e.c(128))),
                              e.add(e.mul(chunk, e.c(16)), e.mul(q2, e.c(2))))
                 e.emit(f"vector.store {vec}, {p_view}[{e.div(byte, e.c(2))}] : memref<{64 * BLOCK_K}x{dt}, {WG}>, "
                        f"vector<2x{dt}>")
         e.emit("nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}")
-        e.emit("gpu.barrier")
+        e.emit(f"nvvm.barrier id = {group_barrier} number_of_threads = {group_threads}")
 
     # Tile 0: its scores and P. Then per tile t >= 1: S[t] is issued, then P[t-1] V[t-1], and tile t's
-    # softmax runs while that product does; once it is done, O is rescaled and P[t] replaces P[t-1].
-    e.emit(f"nvgpu.mbarrier.try_wait.parity {bars}[{zero}], {const(0, 'i1')}, {e.c(10000000)} : {mbar_t}")
+    # softmax runs while that product does; once it is done, O is rescaled and P[t] replaces P[t-1]. Each
+    # slot is released (its empty barrier) as soon as its product is done.
+    wait(zero, zero)
     s0 = scores(zero)
     e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
+    arrive(e.c(EMPTY))
     p0, m0, l0, _ = softmax(s0, zero, [neg_inf] * 2, [zero_f] * 2)
     store_p(p0)
-    load_if(0, 2)                                  # K[0]'s slot is free again: K[2]; V[1] into its own
-    load_if(1, 1)
-
     res = e.fresh("res")
     state_t = ["f32"] * 4 + [o_t]
     names = [e.fresh(x) for x in ("m", "m", "l", "l", "o")]
     e.open(f"{res}:5 = scf.for %t = {one} to {tiles} step {one} "
            f"iter_args({', '.join(f'{n} = {i}' for n, i in zip(names, m0 + l0 + [o0]))}) -> ({', '.join(state_t)}) {{")
     m_old, l_old, o = names[0:2], names[2:4], names[4]
+    prev = e.op("arith.subi", "%t", one)
     s = scores("%t")
-    o = product(e.op("arith.subi", "%t", one), o)
+    o = product(prev, o)
     e.emit("nvvm.wgmma.wait.group.sync.aligned 1")        # S[t] is done; P[t-1] V[t-1] may still run
+    arrive(e.add(e.c(EMPTY), e.rem("%t", e.c(SLOTS))))
     p, m_new, l_new, alpha = softmax(s, "%t", m_old, l_old)
     e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
+    arrive(e.add(e.c(EMPTY + SLOTS), e.rem(prev, e.c(SLOTS))))
     for i in range(D // 2):
         x, n = e.fresh("o"), e.fresh("o")
         e.emit(f"{x} = llvm.extractvalue {o}[{i}] : {o_t}")
         e.emit(f"{n} = llvm.insertvalue {e.fop('arith.mulf', x, alpha[(i % 4) // 2])}, {o}[{i}] : {o_t}")
         o = n
     store_p(p)
-    # K[t]'s slot takes K[t + 2], V[t - 1]'s takes V[t + 1] (everyone is past both products)
-    if TILES > 2:
-        load_if(0, e.add("%t", e.c(2)))
-    if TILES > 1:
-        load_if(1, e.add("%t", one))
     e.emit(f"scf.yield {', '.join(m_new + l_new + [o])} : {', '.join(state_t)}")
     e.close()
     last = product(e.op("arith.subi", tiles, one), f"{res}#4")
     e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
 
     # out = O / l; a row whose every key was masked has l = 0 and gets 0.
-    out_shape = memref_shape(out_t)[0]
     for h in (0, 1):
         total = e.quad("arith.addf", f"{res}#{2 + h}")
         positive = e.fresh("p")
@@ -370,11 +367,11 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
             wide, narrow = e.fresh("st"), e.fresh("st")
             e.emit(f"{wide} = vector.from_elements {', '.join(pair)} : vector<2xf32>")
             e.emit(f"{narrow} = arith.truncf {wide} : vector<2xf32> to vector<2x{dt}>")
-            col = e.add(e.c(8 * j), q2)
-            idx = [image, head, rows[h], col] if layout == "BHSD" else [image, rows[h], head, col]
-            assert len(out_shape) == 4
+            idx = [image, head, rows[h], e.add(e.c(8 * j), q2)] if layout == "BHSD" else \
+                [image, rows[h], head, e.add(e.c(8 * j), q2)]
             e.emit(f"vector.store {narrow}, {out}[{', '.join(idx)}] {{alignment = 4}} : {out_t}, vector<2x{dt}>")
         e.close()
+    e.close()
     e.emit("gpu.terminator")
     e.close("}")
     return host_function(e, name, signature)
