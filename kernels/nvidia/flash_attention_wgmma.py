@@ -188,9 +188,15 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
     g, q2 = e.div(lane, e.c(4)), e.mul(e.rem(lane, e.c(4)), e.c(2))
     rows = [e.add(e.add(q0, e.add(e.mul(wg, e.c(64)), e.mul(warp, e.c(16)))), g)]
     rows.append(e.add(rows[0], e.c(8)))          # query rows g and g + 8 of this warp's 16
-    # the last key each row sees, where some tile has keys past it
-    limits = [e.op("arith.minui", r, e.c(Sk - 1)) if causal else e.c(Sk - 1) for r in rows] \
-        if causal or Sk % BLOCK_K else None
+    # The last key each row sees (i32), where the block's last tile has keys past it (causal: the
+    # diagonal; Sk not a multiple of the tile: its end). Only that tile is masked.
+    masking = causal or Sk % BLOCK_K != 0
+    limits = []
+    for r in rows if masking else ():
+        limit = e.fresh("lim")
+        e.emit(f"{limit} = arith.index_cast {e.op('arith.minui', r, e.c(Sk - 1)) if causal else e.c(Sk - 1)} "
+               f": index to i32")
+        limits.append(limit)
     group_barrier, group_threads = e.fresh("bid"), const(128, "i32")   # named barrier 1 + wg: one warpgroup
     e.emit(f"{group_barrier} = arith.index_cast {e.add(wg, one)} : index to i32")
 
@@ -260,10 +266,14 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
         e.emit("nvvm.wgmma.commit.group.sync.aligned")
         return o
 
-    def softmax(s: str, t: str, m_old: list[str], l_old: list[str]) -> tuple[list, list, list, list]:
+    def softmax(s: str, t: str, m_old: list[str], l_old: list[str], masked: bool) -> tuple[list, list, list, list]:
         """Tile t's probabilities from its scores: (p [row h][2 j + c], m', l', alpha) for the thread's rows.
-        m is kept in raw score units where the scale is positive: p = exp2(s * scale log2(e) - m')."""
-        key0 = e.mul(t, e.c(BLOCK_K))
+        m is kept in raw score units where the scale is positive: p = exp2(s * scale log2(e) - m'). Masked:
+        key 8 j + c + q2 of the tile is dropped past the row's limit, 8 j + c > limit - key0 - q2 (i32)."""
+        if masked:
+            first = e.fresh("k0")
+            e.emit(f"{first} = arith.index_cast {e.add(e.mul(t, e.c(BLOCK_K)), q2)} : index to i32")
+            room = [e.op("arith.subi", limit, first, "i32") for limit in limits]
         vals = [[None] * (BLOCK_K // 4) for _ in range(2)]     # [row h][2 j + c]; register 4 j + 2 h + c
         for j in range(BLOCK_K // 8):
             for h in (0, 1):
@@ -272,9 +282,10 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
                     e.emit(f"{x} = llvm.extractvalue {s}[{4 * j + 2 * h + c}] : {s_t}")
                     if not raw_scores:
                         x = e.fop("arith.mulf", x, qk_scale)
-                    if limits:
-                        key = e.add(key0, e.add(e.c(8 * j + c), q2))
-                        x = e.select(e.cmp("ugt", key, limits[h]), neg_inf, x)
+                    if masked:
+                        past = e.fresh("p")
+                        e.emit(f"{past} = arith.cmpi sgt, {e.i32(8 * j + c)}, {room[h]} : i32")
+                        x = e.select(past, neg_inf, x)
                     vals[h][2 * j + c] = x
         m_new, l_new, alpha = [], [], []
         for h in (0, 1):
@@ -319,35 +330,51 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
 
     # Tile 0: its scores and P. Then per tile t >= 1: S[t] is issued, then P[t-1] V[t-1], and tile t's
     # softmax runs while that product does; once it is done, O is rescaled and P[t] replaces P[t-1]. Each
-    # slot is released (its empty barrier) as soon as its product is done.
+    # slot is released (its empty barrier) as soon as its product is done. With masking, the loop stops
+    # before the last tile, which follows it masked.
     wait(zero, zero)
     s0 = scores(zero)
     e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
     arrive(e.c(EMPTY))
-    p0, m0, l0, _ = softmax(s0, zero, [neg_inf] * 2, [zero_f] * 2)
+    p0, m0, l0, _ = softmax(s0, zero, [neg_inf] * 2, [zero_f] * 2, masking)
     store_p(p0)
-    res = e.fresh("res")
     state_t = ["f32"] * 4 + [o_t]
+    types = ", ".join(state_t)
+
+    def iteration(t: str, state: list[str], masked: bool) -> list[str]:
+        m_old, l_old, o = state[0:2], state[2:4], state[4]
+        prev = e.op("arith.subi", t, one)
+        s = scores(t)
+        o = product(prev, o)
+        e.emit("nvvm.wgmma.wait.group.sync.aligned 1")        # S[t] is done; P[t-1] V[t-1] may still run
+        arrive(e.add(e.c(EMPTY), e.rem(t, e.c(SLOTS))))
+        p, m_new, l_new, alpha = softmax(s, t, m_old, l_old, masked)
+        e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
+        arrive(e.add(e.c(EMPTY + SLOTS), e.rem(prev, e.c(SLOTS))))
+        for i in range(D // 2):
+            x, n = e.fresh("o"), e.fresh("o")
+            e.emit(f"{x} = llvm.extractvalue {o}[{i}] : {o_t}")
+            e.emit(f"{n} = llvm.insertvalue {e.fop('arith.mulf', x, alpha[(i % 4) // 2])}, {o}[{i}] : {o_t}")
+            o = n
+        store_p(p)
+        return m_new + l_new + [o]
+
+    looped = e.fresh("res")
     names = [e.fresh(x) for x in ("m", "m", "l", "l", "o")]
-    e.open(f"{res}:5 = scf.for %t = {one} to {tiles} step {one} "
-           f"iter_args({', '.join(f'{n} = {i}' for n, i in zip(names, m0 + l0 + [o0]))}) -> ({', '.join(state_t)}) {{")
-    m_old, l_old, o = names[0:2], names[2:4], names[4]
-    prev = e.op("arith.subi", "%t", one)
-    s = scores("%t")
-    o = product(prev, o)
-    e.emit("nvvm.wgmma.wait.group.sync.aligned 1")        # S[t] is done; P[t-1] V[t-1] may still run
-    arrive(e.add(e.c(EMPTY), e.rem("%t", e.c(SLOTS))))
-    p, m_new, l_new, alpha = softmax(s, "%t", m_old, l_old)
-    e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
-    arrive(e.add(e.c(EMPTY + SLOTS), e.rem(prev, e.c(SLOTS))))
-    for i in range(D // 2):
-        x, n = e.fresh("o"), e.fresh("o")
-        e.emit(f"{x} = llvm.extractvalue {o}[{i}] : {o_t}")
-        e.emit(f"{n} = llvm.insertvalue {e.fop('arith.mulf', x, alpha[(i % 4) // 2])}, {o}[{i}] : {o_t}")
-        o = n
-    store_p(p)
-    e.emit(f"scf.yield {', '.join(m_new + l_new + [o])} : {', '.join(state_t)}")
+    end = e.op("arith.subi", tiles, one) if masking else tiles
+    e.open(f"{looped}:5 = scf.for %t = {one} to {end} step {one} "
+           f"iter_args({', '.join(f'{n} = {i}' for n, i in zip(names, m0 + l0 + [o0]))}) -> ({types}) {{")
+    e.emit(f"scf.yield {', '.join(iteration('%t', names, False))} : {types}")
     e.close()
+    res = looped
+    if masking:
+        res = e.fresh("res")
+        done = [f"{looped}#{i}" for i in range(5)]
+        e.open(f"{res}:5 = scf.if {e.cmp('ugt', tiles, one)} -> ({types}) {{")
+        e.emit(f"scf.yield {', '.join(iteration(end, done, True))} : {types}")
+        e.emit("} else {")
+        e.emit(f"scf.yield {', '.join(done)} : {types}")
+        e.close()
     last = product(e.op("arith.subi", tiles, one), f"{res}#4")
     e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
 
