@@ -5,7 +5,8 @@
 
 Cases (issue 15): batch 8, 16 heads, 512 and 2048 tokens, head dims 64 and 128, causal and not. Each case is
 one `Graph.attention`: whatever the compiler makes of it on the target: in f16/bf16 with head dims 64 and 128
-on NVIDIA, one flash-attention kernel (attention_flash_mma, kernels/nvidia/flash_attention.py); elsewhere
+on NVIDIA, one flash-attention kernel (sm_90: attention_flash_wgmma, kernels/nvidia/flash_attention_wgmma.py;
+sm_80 or with a mask: attention_flash_mma, kernels/nvidia/flash_attention.py); elsewhere
 prim-decompose's matmul -> softmax -> matmul, with the S x S scores in memory. cases.json names the solvers.
 Before timing, every case is checked against torch's SDPA in float32 on the GPU (same rounded inputs); then ours
 (the artifact's own timer) and SDPA (triton.testing.do_bench, median) are timed and printed with TFLOP/s
