@@ -430,7 +430,7 @@ def _pad_channels(op: ir.Operation, target: Target) -> ir.Operation:
 def _densify_groups(op: ir.Operation, target: Target) -> ir.Operation:
     """A grouped convolution with a constant filter on a GPU, with its groups merged into fewer, bigger
     ones whose filters are block-diagonal (zeros between the merged groups), where the predicted time says
-    it pays: into groups of 64 input and 64 output channels (the sm_90 implicit GEMM's grouped tile:
+    it pays: into groups of 64 input and 64 output channels (the matrix-core implicit GEMMs' grouped tile:
     64 / (C/groups) times the multiplies, ResNeXt's 32x4d: 16x at 4 per group, 2x at 32), or into one
     dense convolution (`groups` times the multiplies), on the matrix cores either way, where the SIMT
     kernel's tile is mostly empty with few channels per group."""

@@ -26,8 +26,13 @@ class AmdMatrixSolver:
         """The 128x128 block where it is filled (N >= 128) and still gives every compute unit a block,
         else 64x64 (32x32x8 MFMA tiles: the fewest instructions per k step)."""
         m, n = self.gemm_shape(p)
-        big = n >= 128 and -(-m // 128) * -(-n // 128) >= target.chip.units
+        g = p.groups if self.op == "conv2d" else 1           # a grouped problem: one GEMM per group
+        n //= g
+        big = n >= 128 and -(-m // 128) * -(-n // 128) * g >= target.chip.units
         return {"tile": 0 if big else 1}
+
+    def tile_columns(self, p, target) -> int:
+        return list(gpu_amd_mma.TILES[self.family].values())[self.default_params(p, target)["tile"]].bn
 
     def kernel(self, r):
         tile = list(gpu_amd_mma.TILES[self.family].values())[r.params["tile"]]

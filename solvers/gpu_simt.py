@@ -64,8 +64,11 @@ class ConvImplicitGemmGpu(GpuGemmSolver):
         base = super().cost(p, target)
         if p.groups == 1:
             return base
-        bn = list(gpu_gemm.TILES.values())[self.default_params(p, target)["tile"]].bn
-        return base * max(1.0, bn / (p.k // p.groups))
+        return base * max(1.0, self.tile_columns(p, target) / (p.k // p.groups))
+
+    def tile_columns(self, p, target) -> int:
+        """Columns of the block tile the heuristic picks (a grouped problem fills K/groups of them)."""
+        return list(gpu_gemm.TILES.values())[self.default_params(p, target)["tile"]].bn
 
     def gemm_shape(self, p):
         return p.n * p.oh * p.ow, p.k

@@ -46,14 +46,8 @@ class MmaSolver:
         stages = (2 if big else 4) if k >= 1024 else 1
         return {"tile": gpu_mma.CONFIGS.index(("large" if big else "small", stages))}
 
-    def cost(self, p, target):
-        """The roofline; a grouped problem leaves the columns of its tile past K/groups empty (ResNeXt's
-        groups merged into 64 -> 64 channels fill the 64 x 64 tile)."""
-        base = GpuGemmSolver.cost(self, p, target)
-        if self.op != "conv2d" or p.groups == 1:
-            return base
-        bn = gpu_mma.TILES[gpu_mma.CONFIGS[self.default_params(p, target)["tile"]][0]][1]
-        return base * max(1.0, bn / (p.k // p.groups))
+    def tile_columns(self, p, target) -> int:
+        return gpu_mma.TILES[gpu_mma.CONFIGS[self.default_params(p, target)["tile"]][0]][1]
 
     def kernel(self, r):
         return gpu_mma.mma_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), *gpu_mma.CONFIGS[r.params["tile"]])

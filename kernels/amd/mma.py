@@ -36,13 +36,15 @@ from them, with the instruction modelled from IREE's description, against numpy'
 bf16 on gfx90a+ lowers to the *_bf16_1k instructions (convert-gpu-to-rocdl picks them by chipset).
 
 Applies when rows of A and B are read 8 elements at a time (input channels or K, and output channels,
-multiples of 8), ungrouped; everything else stays on the SIMT kernel.
+multiples of 8, per group); everything else stays on the SIMT kernel. A grouped convolution is one GEMM
+per group on grid z (tile_launch / group_col, as the mma.sync and SIMT kernels); prim-select merges
+ResNeXt's groups of 4 or 8 channels into groups of 64 where that pays.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from openprim.kernels.gpu.gemm import WG, Emitter, GemmSpec, load_vec, epilogue_scalar, tile_launch
+from openprim.kernels.gpu.gemm import WG, Emitter, GemmSpec, load_vec, epilogue_scalar, group_col, tile_launch
 
 BK, PAD = 32, 8          # k per staged tile; LDS rows padded by 16 bytes against bank conflicts
 
@@ -122,13 +124,11 @@ def arch_reason(target, want: str, solver: str) -> str | None:
 
 
 def applicable(spec: GemmSpec) -> str | None:
-    c = spec.conv[3] if spec.conv else spec.k
+    c = spec.conv[3] // spec.groups if spec.conv else spec.k
     if spec.dtype not in ("f16", "bf16"):
         return f"matrix cores here take f16/bf16 inputs ({spec.dtype}: SIMT kernel)"
     if c % 8 or spec.n % 8:
-        return "needs input and output channels (or K and N) that are multiples of 8"
-    if spec.groups != 1:
-        return "grouped convolution"
+        return "needs input and output channels (or K and N) per group that are multiples of 8"
     return None
 
 
@@ -213,13 +213,14 @@ def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, til
     b_col = _ssa(e, b_at[0][1])
     b_n = e.add(n0, b_col)
     b_nok = e.cmp("ult", b_n, e.c(N))
+    b_n = group_col(e, spec, b_n)
     b_rows = [_ssa(e, k) for k, _ in b_at]
 
     def global_loads(k0: str) -> list[str]:
         vecs = A.loads(rows, e.add(k0, a_col), 8, widen=False)
         for kk in b_rows:
             kb = e.add(k0, kk)
-            vecs.append(load_vec(e, e.both(b_nok, e.cmp("ult", kb, e.c(K))), b2, f"memref<{K}x{N}x{dt}>",
+            vecs.append(load_vec(e, e.both(b_nok, e.cmp("ult", kb, e.c(K))), b2, f"memref<{K}x{N * spec.groups}x{dt}>",
                                   [kb, b_n], 8, dt, widen=False))
         return vecs
 
@@ -272,11 +273,11 @@ def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, til
     e.close()
     # Epilogue: each accumulator register is one (row, column) of the lane; rows guarded per register,
     # columns per instruction tile.
-    ot = f"memref<{M}x{N}x{dt}>"
+    ot = f"memref<{M}x{N * spec.groups}x{dt}>"
     cols = []
     for j in range(t.tn):
         n = e.add(n0, _ssa(e, acc_element(t, lane, wave_m, wave_n, 0, j, 0)[1]))
-        cols.append((n, e.cmp("ult", n, e.c(N))))
+        cols.append((group_col(e, spec, n), e.cmp("ult", n, e.c(N))))
     for i in range(t.tm):
         for r in range(ins.acc):
             m = e.add(m0, _ssa(e, acc_element(t, lane, wave_m, wave_n, i, 0, r)[0]))

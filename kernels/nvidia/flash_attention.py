@@ -116,6 +116,14 @@ class _Kernel(Emitter):
             v = self.fop(op, v, other)
         return v
 
+    def inverse_row_sum(self, partial: str) -> str:
+        """1 / (the quad's sum of the thread's partial row sum), 0 for a row whose every key was masked
+        (sum 0)."""
+        total = self.quad("arith.addf", partial)
+        positive = self.fresh("p")
+        self.emit(f"{positive} = arith.cmpf ogt, {total}, {self.f(0.0)} : f32")
+        return self.select(positive, self.fop("arith.divf", self.f(1.0), total), self.f(0.0))
+
     def reg(self, pair: str) -> str:
         """A vector<2 x dt> as an mma.sync operand register: as it is (f16), as i32 (bf16)."""
         if self.dt == "f16":
@@ -332,10 +340,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
     # out = O / l; a row whose every key was masked has l = 0 and gets 0.
     ot = f"memref<{BH * Sq}x{D}x{dt}>"
     for h in (0, 1):
-        total = e.quad("arith.addf", f"{res}#{2 + h}")
-        positive = e.fresh("p")
-        e.emit(f"{positive} = arith.cmpf ogt, {total}, {zero_f} : f32")
-        inv = e.select(positive, e.fop("arith.divf", e.f(1.0), total), zero_f)
+        inv = e.inverse_row_sum(f"{res}#{2 + h}")
         e.open(f"scf.if {row_ok[h]} {{")
         for n in range(n_o):
             vals = [e.fop("arith.mulf", f"{res}#{4 + 4 * n + 2 * h + c}", inv) for c in (0, 1)]

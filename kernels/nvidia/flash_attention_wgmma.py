@@ -380,10 +380,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
 
     # out = O / l; a row whose every key was masked has l = 0 and gets 0.
     for h in (0, 1):
-        total = e.quad("arith.addf", f"{res}#{2 + h}")
-        positive = e.fresh("p")
-        e.emit(f"{positive} = arith.cmpf ogt, {total}, {zero_f} : f32")
-        inv = e.select(positive, e.fop("arith.divf", e.f(1.0), total), zero_f)
+        inv = e.inverse_row_sum(f"{res}#{2 + h}")
         e.open(f"scf.if {e.cmp('ult', rows[h], e.c(Sq))} {{")
         for j in range(D // 8):
             pair = []

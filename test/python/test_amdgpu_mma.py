@@ -268,6 +268,26 @@ def test_code_object(toolchain, assembly, tmp_path, chip, case):
         assert kernel["agpr_count"] is not None         # CDNA reports accumulation registers
 
 
+@pytest.mark.parametrize("per_group", [4, 16])
+@pytest.mark.parametrize("chip", ["gfx942", "gfx1100"])
+def test_grouped_code_object(toolchain, assembly, tmp_path, chip, per_group):
+    """A grouped convolution (ResNeXt's 4 channels per group, merged into groups of 64; and 16 per group)
+    runs on the matrix cores, one GEMM per group on grid z (kernels/gpu/gemm.py's group_col and
+    OperandA, which the mma.sync kernel shares and the H200 checks)."""
+    family = CHIPS[chip][0]
+    g = Graph(layout="NHWC", dtype="f16")
+    w = np.random.default_rng(0).standard_normal((128, per_group, 3, 3))
+    g.output(g.relu(g.conv2d(g.input("x", (2, 9, 9, 128)), g.param("w", w), padding=1, groups=128 // per_group,
+                             filter_layout="KCRS")))
+    selected = str(compiler.lower(g, f"rocdl:{chip}", pipeline=f"prim-fuse,prim-select{{target=rocdl:{chip}}}"))
+    assert re.findall(r'prim.solver = "(\w+)"', selected) == [f"conv_implicit_gemm_{family}"], selected[-500:]
+    groups = int(re.search(r"groups = (\d+) : i64", selected).group(1))
+    assert 128 // groups % 8 == 0 and groups > 1
+    compiler.save(g, str(tmp_path / "k.oprim"), f"rocdl:{chip}")
+    instrs = set(re.findall(r"\b(v_(?:mfma|wmma)_\w+)", "".join(assembly)))
+    assert instrs and all(i.startswith(f"v_{family}_f32_") for i in instrs), instrs
+
+
 @pytest.mark.parametrize("chip", CHIPS)
 def test_every_tile_compiles(toolchain, assembly, chip):
     """Each tunable tile of the chip's solver (what `openprim tune` would time) becomes a code object."""
