@@ -291,4 +291,5 @@ class AttentionFlashWgmma(AttentionFlashMma):
 
     def kernel(self, r):
         return flash_attention_wgmma.attention_kernel(r.name, r.signature, r.attrs["scale"],
-                                                      bool(r.attrs["causal"]), r.attrs["layout"])
+                                                      bool(r.attrs["causal"]), r.attrs["layout"],
+                                                      units=r.target.chip.units)

@@ -2,21 +2,27 @@
 
 The algorithm is kernels/nvidia/flash_attention.py's (online softmax, FlashAttention-2: a running row
 maximum m, row sum l and unnormalized output O per query row, the S x S scores never in memory); what
-changes is who multiplies and how the tiles move, as in FlashAttention-3 without its warp specialization:
+changes is who multiplies and how the tiles move, as in FlashAttention-3 (warp specialization, softmax
+overlapped with a product; not its ping-pong between warpgroups, nor P in registers):
 
-    block (x: 128 query rows, y: one of B*H heads), 2 warpgroups of 128 threads; warpgroup g owns rows
-    q0 + 64 g .. + 63 and both share the K and V tiles
-    Q  -> shared once (TMA, D/64 boxes of 128 rows x 64 columns, 128-byte swizzle)
-    K[t], V[t] -> shared, two slots: tile t + 2 is loaded into tile t's slot once everyone is done
-              with it (TMA on the slot's mbarrier, issued by thread 0)
-    for each key tile t of 128 keys (causal: only tiles that start at or before the block's last row)
+    a persistent block per multiprocessor takes (query tile of 128 rows, head) items in turn; threads:
+      producer (one thread of a 9th warp): per item, Q once its slot is empty, then K[t] and V[t] into
+                two slots each as they empty (TMA, D/64 boxes of 128 rows x 64 columns, 128-byte swizzle;
+                full/empty mbarriers per slot, phases counted over every tile the block has loaded)
+      2 consumer warpgroups of 128 threads: warpgroup g owns rows q0 + 64 g .. + 63 of the item
+    per item, for each key tile t of 128 keys (causal: only tiles that start at or before the last row)
         S[64 x 128] = Q K[t]^T    wgmma m64n128k16, D/16 of them: A = Q and B = K both from shared
-                                  memory, K-major (K's rows are B's columns)
-        s = S * scale * log2(e); -inf past Sk and (causal) above the diagonal
-        m' = max(m, rowmax s), p = exp2(s - m'), alpha = exp2(m - m'), l = alpha l + sum p, O = alpha O
-        P -> shared (f16/bf16, the 128-byte swizzled layout of a K-major A operand), fence.proxy.async
+                                  memory, K-major (K's rows are B's columns); issued before P[t-1] V[t-1]
+        s: -inf past Sk and (causal) above the diagonal, on the item's last tile only
+        m' = max(m, rowmax s), p = exp2(s scale log2(e) - m' scale log2(e)) (one FMA each),
+        alpha = exp2((m - m') scale log2(e)), l = alpha l + sum p   (while P[t-1] V[t-1] runs), O = alpha O
+        P -> shared (f16/bf16, the 128-byte swizzled layout of a K-major A operand), fence.proxy.async,
+                                  a named barrier of the warpgroup
         O[64 x D] += P V[t]       wgmma m64nDk16, 8 of them: A = P, B = V (N-major: transposed)
     out = O / l (0 for a row without an unmasked key)
+
+A head's query tiles are consecutive items, so the blocks running at once share K and V in L2. Causal
+items go in pairs (query tiles i and QTILES - 1 - i, the longer first), which all take QTILES + 1 key tiles.
 
 Accumulator layout (m64nNk16, f32): thread 32 w + 4 g + q of a warpgroup holds, in register 4 j + 2 h + c,
 row 16 w + g + 8 h and column 8 j + 2 q + c: a warp's 16 rows, like mma.sync's m16n8
@@ -67,9 +73,9 @@ def shared_bytes(d: int) -> int:
 
 
 def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, causal: bool,
-                     layout: str = "BHSD") -> str:
+                     layout: str = "BHSD", *, units: int) -> str:
     """The host function (tensor maps) and the launch: signature = [(ssa name, memref type)] of q, k, v,
-    then the output; layout: base.ops.ATTENTION_LAYOUTS."""
+    then the output; layout: base.ops.ATTENTION_LAYOUTS; units: the multiprocessors (one block each)."""
     (q, q_t), (k, k_t), (v, v_t), (out, out_t) = signature
     q_shape, dt = memref_shape(q_t)
     B, H, Sq, D = attention_dims(q_shape, layout)
@@ -85,6 +91,15 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
     P_AT = V_AT + SLOTS * KV_BYTES
     TILES = -(-Sk // BLOCK_K)
     CONSUMERS = 128 * WARPGROUPS
+    QTILES = -(-Sq // BLOCK_Q)
+    # Work: (query tile, head) items, a head's query tiles consecutive, so that the blocks running at once
+    # share their heads' K and V in L2 (items ordered by query tile first streamed K and V from memory
+    # once per block: head dim 128 at 2048 tokens 0.95x -> 0.68x SDPA). Blocks take the units of work in
+    # turn: an item, or causal, a pair of query tiles i and QTILES - 1 - i of one head, longest first (the
+    # pairs all take QTILES + 1 key tiles, so the blocks stay balanced).
+    HALF = -(-QTILES // 2)
+    UNITS = B * H * (HALF if causal else QTILES)
+    GRID = min(UNITS, units)
 
     # ---- host: one tensor map per operand, boxes of BLOCK rows x 64 columns of one head
     def tensor_map(value: str, mtype: str, rows: int) -> tuple[str, str]:
@@ -100,7 +115,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
     sm = e.fresh("smem")
     e.emit(f"{sm} = arith.constant {shared_bytes(D)} : i32")
     one, zero = e.c(1), e.c(0)
-    e.open(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-Sq // BLOCK_Q))}, %gy = {e.c(B * H)}, %gz = {one}) "
+    e.open(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(GRID)}, %gy = {one}, %gz = {one}) "
            f"threads(%tx, %ty, %tz) in (%sx = {e.c(CONSUMERS + 32)}, %sy = {one}, %sz = {one}) "
            f"dynamic_shared_memory_size {sm} {{")
     raw_scores = scale > 0                       # max over raw scores, scaled inside exp2's FMA
@@ -113,15 +128,16 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
         e.emit(f"{n} = arith.constant {value} : {ty}")
         return n
 
-    # Barriers: Q; full K[s], V[s] (the producer's loads landed); empty K[s], V[s] (every consumer thread
-    # is done with the slot).
-    FULL, EMPTY = 1, 1 + 2 * SLOTS
-    mbar_t = f"!nvgpu.mbarrier.group<memorySpace = {WG}, num_barriers = {1 + 4 * SLOTS}>"
+    # Barriers: full Q, K[s], V[s] (the producer's loads landed); empty Q, K[s], V[s] (every consumer
+    # thread is done with it).
+    FULL, EMPTY = 1, 2 + 2 * SLOTS               # Q full 0, K/V full 1.., Q empty EMPTY - 1, K/V empty EMPTY..
+    QEMPTY = EMPTY - 1
+    mbar_t = f"!nvgpu.mbarrier.group<memorySpace = {WG}, num_barriers = {2 + 4 * SLOTS}>"
     bars = e.fresh("bar")
     e.emit(f"{bars} = nvgpu.mbarrier.create -> {mbar_t}")
     e.open(f"scf.if {e.cmp('eq', '%tx', zero)} {{")
-    for i in range(1 + 4 * SLOTS):
-        e.emit(f"nvgpu.mbarrier.init {bars}[{e.c(i)}], {e.c(1 if i < EMPTY else CONSUMERS)} : {mbar_t}")
+    for i in range(2 + 4 * SLOTS):
+        e.emit(f"nvgpu.mbarrier.init {bars}[{e.c(i)}], {e.c(1 if i < QEMPTY else CONSUMERS)} : {mbar_t}")
     e.close()
     e.emit("gpu.barrier")
     dyn, smem_t = e.fresh("dyn"), f"memref<?xi8, {WG}>"
@@ -147,18 +163,47 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
     def arrive(index: str) -> None:
         e.emit(f"{e.fresh('tok')} = nvgpu.mbarrier.arrive {barrier(index)} : {mbar_t} -> !nvgpu.mbarrier.token")
 
-    # ---- which rows: this block's head and query tile (causal: the longest rows first, for balance)
-    image, head = e.div("%by", e.c(H)), e.rem("%by", e.c(H))
-    qtile = e.op("arith.subi", e.c(-(-Sq // BLOCK_Q) - 1), "%bx") if causal else "%bx"
-    q0 = e.mul(qtile, e.c(BLOCK_Q))
-    tiles = e.c(TILES)
-    if causal:   # tile t holds keys 128 t ..: needed while 128 t <= the block's last row (BLOCK_Q = BLOCK_K)
-        tiles = e.op("arith.minui", tiles, e.add(qtile, one))
+    loops = []    # the result names of the item loops open now, innermost last
 
-    # ---- the producer (the last warp's first thread): Q, then each tile's K and V once its slot is empty
+    def items(counters: list[str]) -> tuple[list[str], tuple[str, str, str, str, str]]:
+        """Open the loops over this block's items, carrying counters (index, from 0); returns them and the
+        item's (image, head, query tile, its first row, its key tiles). end_items closes the loops."""
+        names = [e.fresh("n") for _ in counters]
+        carried = ", ".join(["index"] * len(names))
+        loops.append(e.fresh("it"))
+        e.open(f"{loops[-1]}:{len(names)} = scf.for %u = %bx to {e.c(UNITS)} step {e.c(GRID)} "
+               f"iter_args({', '.join(f'{n} = {zero}' for n in names)}) -> ({carried}) {{")
+        if not causal:
+            bh, qtile = e.div("%u", e.c(QTILES)), e.rem("%u", e.c(QTILES))
+            tiles = e.c(TILES)
+        else:   # the pair's query tiles: QTILES - 1 - j, then j (one item where they coincide)
+            bh, j = e.div("%u", e.c(HALF)), e.rem("%u", e.c(HALF))
+            mirror = e.op("arith.subi", e.c(QTILES - 1), j)
+            gap = e.op("arith.subi", mirror, j)
+            inner = [e.fresh("n") for _ in counters]
+            loops.append(e.fresh("it"))
+            e.open(f"{loops[-1]}:{len(inner)} = scf.for %side = {zero} to {e.add(one, e.op('arith.minui', gap, one))} "
+                   f"step {one} iter_args({', '.join(f'{i} = {n}' for i, n in zip(inner, names))}) -> ({carried}) {{")
+            names = inner
+            qtile = e.op("arith.subi", mirror, e.mul("%side", gap))
+            # tile t holds keys 128 t ..: needed while 128 t <= the item's last row (BLOCK_Q = BLOCK_K)
+            tiles = e.op("arith.minui", e.c(TILES), e.add(qtile, one))
+        return names, (e.div(bh, e.c(H)), e.rem(bh, e.c(H)), qtile, e.mul(qtile, e.c(BLOCK_Q)), tiles)
+
+    def end_items(values: list[str]) -> None:
+        """Yield the next item's counters and close the loops items() opened."""
+        carried = ", ".join(["index"] * len(values))
+        while loops:
+            e.emit(f"scf.yield {', '.join(values)} : {carried}")
+            e.close()
+            inner = loops.pop()
+            values = [f"{inner}#{i}" for i in range(len(values))]
+
+    # ---- the producer (the last warp's first thread): per item Q once its slot is empty, then each tile's
+    # K and V once theirs is; slots and phases count the tiles of every item so far (k) and the items (i).
     box_t = "1x1x{}x64" if layout == "BHSD" else "1x{}x1x64"
 
-    def load(which: int, pos: str, at: str, bar: str, rows: int, nbytes: int) -> None:
+    def load(which: int, image: str, head: str, pos: str, at: str, bar: str, rows: int, nbytes: int) -> None:
         tm, tm_t = maps[which]
         e.emit(f"nvgpu.mbarrier.arrive.expect_tx {barrier(bar)}, {e.c(nbytes)} : {mbar_t}")
         for s in range(SLABS):
@@ -168,17 +213,22 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
                    f": {tm_t}, {mbar_t} -> memref<{box_t.format(rows)}x{dt}, {WG}>")
 
     e.open(f"scf.if {e.cmp('eq', '%tx', e.c(CONSUMERS))} {{")
-    load(0, q0, zero, zero, BLOCK_Q, Q_BYTES)
+    (done_k, done_i), (image, head, _, q0, tiles) = items([zero, zero])
+    e.open(f"scf.if {e.cmp('uge', done_i, one)} {{")
+    wait(e.c(QEMPTY), e.op("arith.subi", done_i, one))
+    e.close()
+    load(0, image, head, q0, zero, zero, BLOCK_Q, Q_BYTES)
     e.open(f"scf.for %p = {zero} to {tiles} step {one} {{")
-    slot, use = e.rem("%p", e.c(SLOTS)), e.div("%p", e.c(SLOTS))
+    g = e.add(done_k, "%p")
+    slot, use = e.rem(g, e.c(SLOTS)), e.div(g, e.c(SLOTS))
     for which, at in ((1, K_AT), (2, V_AT)):
-        if TILES > SLOTS:                        # the slot's previous tile must be consumed
-            e.open(f"scf.if {e.cmp('uge', '%p', e.c(SLOTS))} {{")
-            wait(e.add(e.c(EMPTY + SLOTS * (which - 1)), slot), e.op("arith.subi", use, one))
-            e.close()
-        load(which, e.mul("%p", e.c(BLOCK_K)), e.add(e.c(at), e.mul(slot, e.c(KV_BYTES))),
+        e.open(f"scf.if {e.cmp('uge', g, e.c(SLOTS))} {{")      # the slot's previous tile must be consumed
+        wait(e.add(e.c(EMPTY + SLOTS * (which - 1)), slot), e.op("arith.subi", use, one))
+        e.close()
+        load(which, image, head, e.mul("%p", e.c(BLOCK_K)), e.add(e.c(at), e.mul(slot, e.c(KV_BYTES))),
              e.add(e.c(FULL + SLOTS * (which - 1)), slot), BLOCK_K, KV_BYTES)
     e.close()
+    end_items([e.add(done_k, tiles), e.add(done_i, one)])
     e.close()
 
     # ---- the consumers: warpgroup wg owns query rows q0 + 64 wg ..
@@ -186,17 +236,8 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
     wg, lane = e.div("%tx", e.c(128)), e.rem("%tx", e.c(32))
     warp = e.rem(e.div("%tx", e.c(32)), e.c(4))
     g, q2 = e.div(lane, e.c(4)), e.mul(e.rem(lane, e.c(4)), e.c(2))
-    rows = [e.add(e.add(q0, e.add(e.mul(wg, e.c(64)), e.mul(warp, e.c(16)))), g)]
-    rows.append(e.add(rows[0], e.c(8)))          # query rows g and g + 8 of this warp's 16
-    # The last key each row sees (i32), where the block's last tile has keys past it (causal: the
-    # diagonal; Sk not a multiple of the tile: its end). Only that tile is masked.
-    masking = causal or Sk % BLOCK_K != 0
-    limits = []
-    for r in rows if masking else ():
-        limit = e.fresh("lim")
-        e.emit(f"{limit} = arith.index_cast {e.op('arith.minui', r, e.c(Sk - 1)) if causal else e.c(Sk - 1)} "
-               f": index to i32")
-        limits.append(limit)
+    masking = causal or Sk % BLOCK_K != 0     # the item's last key tile has keys some row must not see
+    limits = []                                # per item: the last key each row sees (i32)
     group_barrier, group_threads = e.fresh("bid"), const(128, "i32")   # named barrier 1 + wg: one warpgroup
     e.emit(f"{group_barrier} = arith.index_cast {e.add(wg, one)} : index to i32")
 
@@ -328,14 +369,28 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
         e.emit("nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}")
         e.emit(f"nvvm.barrier id = {group_barrier} number_of_threads = {group_threads}")
 
-    # Tile 0: its scores and P. Then per tile t >= 1: S[t] is issued, then P[t-1] V[t-1], and tile t's
-    # softmax runs while that product does; once it is done, O is rescaled and P[t] replaces P[t-1]. Each
-    # slot is released (its empty barrier) as soon as its product is done. With masking, the loop stops
-    # before the last tile, which follows it masked.
-    wait(zero, zero)
-    s0 = scores(zero)
+    # Per item: tile 0's scores and P. Then per tile t >= 1: S[t] is issued, then P[t-1] V[t-1], and tile
+    # t's softmax runs while that product does; once it is done, O is rescaled and P[t] replaces P[t-1].
+    # Each slot is released (its empty barrier) as soon as its product is done. With masking, the loop
+    # stops before the last tile, which follows it masked (causal: the diagonal; else the end of Sk).
+    (done_k, done_i), (image, head, _, q0, tiles) = items([zero, zero])
+    rows = [e.add(e.add(q0, e.add(e.mul(wg, e.c(64)), e.mul(warp, e.c(16)))), g)]
+    rows.append(e.add(rows[0], e.c(8)))          # query rows g and g + 8 of this warp's 16
+    limits[:] = []
+    for r in rows if masking else ():
+        limit = e.fresh("lim")
+        e.emit(f"{limit} = arith.index_cast {e.op('arith.minui', r, e.c(Sk - 1)) if causal else e.c(Sk - 1)} "
+               f": index to i32")
+        limits.append(limit)
+
+    def tile(t: str) -> str:
+        """Tile t of this item among every tile the block has loaded: its slot and phase."""
+        return e.add(done_k, t)
+
+    wait(zero, done_i)
+    s0 = scores(tile(zero))
     e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
-    arrive(e.c(EMPTY))
+    arrive(e.add(e.c(EMPTY), e.rem(tile(zero), e.c(SLOTS))))
     p0, m0, l0, _ = softmax(s0, zero, [neg_inf] * 2, [zero_f] * 2, masking)
     store_p(p0)
     state_t = ["f32"] * 4 + [o_t]
@@ -343,11 +398,11 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
 
     def iteration(t: str, state: list[str], masked: bool) -> list[str]:
         m_old, l_old, o = state[0:2], state[2:4], state[4]
-        prev = e.op("arith.subi", t, one)
-        s = scores(t)
+        prev = tile(e.op("arith.subi", t, one))
+        s = scores(tile(t))
         o = product(prev, o)
         e.emit("nvvm.wgmma.wait.group.sync.aligned 1")        # S[t] is done; P[t-1] V[t-1] may still run
-        arrive(e.add(e.c(EMPTY), e.rem(t, e.c(SLOTS))))
+        arrive(e.add(e.c(EMPTY), e.rem(tile(t), e.c(SLOTS))))
         p, m_new, l_new, alpha = softmax(s, t, m_old, l_old, masked)
         e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
         arrive(e.add(e.c(EMPTY + SLOTS), e.rem(prev, e.c(SLOTS))))
@@ -375,8 +430,11 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
         e.emit("} else {")
         e.emit(f"scf.yield {', '.join(done)} : {types}")
         e.close()
-    last = product(e.op("arith.subi", tiles, one), f"{res}#4")
+    arrive(e.c(QEMPTY))                            # every score is done: the next item's Q may come
+    final = tile(e.op("arith.subi", tiles, one))
+    last = product(final, f"{res}#4")
     e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
+    arrive(e.add(e.c(EMPTY + SLOTS), e.rem(final, e.c(SLOTS))))
 
     # out = O / l; a row whose every key was masked has l = 0 and gets 0.
     for h in (0, 1):
@@ -395,6 +453,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
                 [image, rows[h], head, e.add(e.c(8 * j), q2)]
             e.emit(f"vector.store {narrow}, {out}[{', '.join(idx)}] {{alignment = 4}} : {out_t}, vector<2x{dt}>")
         e.close()
+    end_items([e.add(done_k, tiles), e.add(done_i, one)])
     e.close()
     e.emit("gpu.terminator")
     e.close("}")

@@ -71,6 +71,8 @@ FLASH_CASES = [  # b, h, sq, sk, d, causal, mask shape: ragged query blocks (64 
     (1, 2, 130, 77, 128, False, None),
     (2, 2, 150, 300, 128, False, None),          # wgmma: two full key tiles, then a ragged one
     (1, 1, 390, 390, 64, True, None),            # wgmma: 4 query blocks, up to 4 key tiles, both slots reused
+    (1, 67, 129, 150, 64, False, None),          # wgmma: 134 (query tile, head) items, more than 132 blocks
+    (1, 67, 260, 260, 64, True, None),           # wgmma: 134 causal pairs of query tiles (one of them alone)
     (2, 1, 65, 129, 128, True, (65, 129)),       # a 2-d mask, one row and one key past the tiles
     (2, 3, 33, 70, 64, False, (2, 3, 1, 70)),    # a mask broadcast over queries
     (1, 2, 1, 5, 64, False, (1, 2, 1, 1)),       # one query, a mask broadcast over keys
