@@ -5,7 +5,8 @@ maximum m, row sum l and unnormalized output O per query row, the S x S scores n
 changes is who multiplies and how the tiles move, as in FlashAttention-3 (warp specialization, softmax
 overlapped with a product; not its ping-pong between warpgroups, nor P in registers):
 
-    a persistent block per multiprocessor takes (query tile of 128 rows, head) items in turn; threads:
+    a block takes (query tile of 128 rows, head) items in turn (persistent, one per multiprocessor;
+    causal: a block per pair of items, below); threads:
       producer (one thread of a 9th warp): per item, Q once its slot is empty, then K[t] and V[t] into
                 two slots each as they empty (TMA, D/64 boxes of 128 rows x 64 columns, 128-byte swizzle;
                 full/empty mbarriers per slot, phases counted over every tile the block has loaded)
@@ -97,9 +98,12 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
     # once per block: head dim 128 at 2048 tokens 0.95x -> 0.68x SDPA). Blocks take the units of work in
     # turn: an item, or causal, a pair of query tiles i and QTILES - 1 - i of one head, longest first (the
     # pairs all take QTILES + 1 key tiles, so the blocks stay balanced).
+    # Measured on the H200 (batch 8, 16 heads, 512 and 2048 tokens): persistent blocks are 5-13% faster
+    # without causality; causal pairs run better as a block each (0.73-0.78x -> 0.79-0.82x SDPA), the
+    # hardware handing the next pair to whichever multiprocessor frees first.
     HALF = -(-QTILES // 2)
     UNITS = B * H * (HALF if causal else QTILES)
-    GRID = min(UNITS, units)
+    GRID = UNITS if causal else min(UNITS, units)
 
     # ---- host: one tensor map per operand, boxes of BLOCK rows x 64 columns of one head
     def tensor_map(value: str, mtype: str, rows: int) -> tuple[str, str]:

@@ -2,10 +2,11 @@
 // flash-attention kernel (kernels/nvidia/flash_attention.py): a block of 4 warps per 64 query rows and head,
 // K and V tiles of 64 keys in padded shared memory ([64][D + 8]) filled by cp.async, S = Q K^T and O += P V on
 // mma.sync m16n8k16 (K fragments by ldmatrix, V by ldmatrix.trans), the online softmax in f32 with quad
-// shuffles and exp2, P reused from the accumulators as the A operand. The scores never reach memory.
-// RUN: openprim-opt %s -p 'prim-decompose{target=nvvm:sm_90},prim-select{target=nvvm:sm_90},prim-tile{target=nvvm:sm_90}' | filecheck %s
+// shuffles and exp2, P reused from the accumulators as the A operand. The scores never reach memory. On sm_80
+// here: sm_90 takes the wgmma kernel where there is no mask (gpu-flash-attention-wgmma.mlir).
+// RUN: openprim-opt %s -p 'prim-decompose{target=nvvm:sm_80},prim-select{target=nvvm:sm_80},prim-tile{target=nvvm:sm_80}' | filecheck %s
 // The PTX instructions, through the whole pipeline:
-// RUN: openprim-opt %s -p 'prim-pipeline{target=nvvm:sm_90}' | filecheck %s --check-prefix=PTX
+// RUN: openprim-opt %s -p 'prim-pipeline{target=nvvm:sm_80}' | filecheck %s --check-prefix=PTX
 
 // Causal with a mask broadcast over the batch, Sq = 70 (two query blocks), Sk = 53 (one ragged key tile).
 // CHECK-LABEL: func.func @attention_0(
