@@ -167,20 +167,23 @@ class ConvWinogradPacked(ConvWinograd):
         return super().is_applicable(p, target)
 
     def cost(self, p, target):
-        """The GEMMs at `efficiency` (rows of the MT-tile register tile left empty below MT tiles), the
-        transforms, and the traffic of U, V, the input and the output, most of it from cache (x 0.3).
-        Fitted to interleaved runs against conv_implicit_gemm on ResNet-18's 3x3 layers at batch 1 and 8
-        (2-core AVX2): F(4x4) 1.1-2.1x faster, F(2x2) ahead of it only on 7x7 images at batch 1 (the
-        F(4x4) U of a 512 x 512 layer is 38 MB, read once per call)."""
+        """The GEMMs at `efficiency` (rows of the MT-tile register tile left empty below MT tiles, and fewer
+        than 64 output channels: DenseNet's 128 -> 32 layers ran 8-25% slower than conv_implicit_gemm),
+        the transforms at half the peak, and the traffic of U, V, the input and the output, most of it
+        from cache (x 0.3). Fitted to interleaved runs against conv_implicit_gemm (2-core AVX2): ResNet-18's
+        3x3 layers at batch 1 and 8, F(4x4) 1.1-2.1x faster, F(2x2) ahead of it only on 7x7 images at batch 1
+        (the F(4x4) U of a 512 x 512 layer is 38 MB, read once per call); SqueezeNet's expand layers (16-64
+        -> 64-256 channels) at batch 1, F(4x4) 1.35-1.9x faster, which a quarter of the peak for the
+        transforms had priced out."""
         a2 = (self.m + 2) ** 2
         _, tiles, _, _ = self.gemms(p)
         peak, bandwidth = target.rates
         gemm = 2.0 * a2 * tiles * p.c * p.k
         transforms = 4.0 * a2 * tiles * (p.c + p.k) * (self.m + 2)
         nbytes = 4 * (a2 * p.c * p.k + 2 * a2 * tiles * p.c + p.n * p.h * p.w * p.c + p.n * p.oh * p.ow * p.k)
-        fill = min(1.0, tiles / self.default_params(p, target)["mt"])
+        fill = min(1.0, tiles / self.default_params(p, target)["mt"]) * min(1.0, p.k / 64)
         return (gemm / (peak * 1e9 * self.efficiency * fill) + 0.3 * nbytes / (bandwidth * 1e9)
-                + transforms / (peak * 1e9 * 0.25))
+                + transforms / (peak * 1e9 * 0.5))
 
     def tunables(self, p):
         return {"mt": [4, 6]}
