@@ -107,10 +107,13 @@ class GpuExecutable:
                 args = [self._tensor_map(buffers, v) if kind == "tensormap" else self._address(buffers, kind, v)
                         for kind, v in launch["args"]]
                 for pos, (kind, v) in enumerate(launch["args"]):
-                    if kind == "arg" and roots[step["args"][v]] in slots:
-                        self.bound_args.setdefault(len(self.launches), []).append((pos, slots[roots[step["args"][v]]]))
-                    elif kind == "tensormap" and v["memory"][0] == "arg" and roots[step["args"][v["memory"][1]]] in slots:
-                        mapped.add(slots[roots[step["args"][v["memory"][1]]]])
+                    binding = slots.get(roots[step["args"][v]]) if kind == "arg" else \
+                        slots.get(roots[step["args"][v["memory"][1]]]) if kind == "tensormap" and v["memory"][0] == "arg" \
+                        else None
+                    if binding is not None and kind == "arg":
+                        self.bound_args.setdefault(len(self.launches), []).append((pos, binding))
+                    elif binding is not None:
+                        mapped.add(binding)
                 if launch["shared"] > device.DEFAULT_SHARED:
                     device.allow_shared(functions[name], launch["shared"])
                 self.launches.append((functions[name], tuple(launch["grid"]), tuple(launch["block"]), args,
