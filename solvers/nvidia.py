@@ -279,7 +279,7 @@ class AttentionFlashMma(Solver):
 
 class AttentionFlashWgmma(AttentionFlashMma):
     """prim.attention as one flash-attention kernel on sm_90's warpgroup MMA (kernels/nvidia/
-    flash_attention_wgmma.py: TMA tiles, both products on wgmma from shared memory): f16/bf16, head dims 64
+    flash_attention_wgmma.py: TMA tiles, both products on wgmma, P from registers): f16/bf16, head dims 64
     and 128, causal or not, no additive mask. Costed as the mma.sync kernel at wgmma's rate."""
     name = "attention_flash_wgmma"
     efficiency = 6.0

@@ -103,6 +103,15 @@ class _Kernel(Emitter):
         self.emit(f"{n} = {name} {', '.join(args)} : f32")
         return n
 
+    def opaque(self, value: str) -> str:
+        """An index that LLVM cannot see through (a volatile move), for a value it must not specialize on."""
+        wide, moved, n = self.fresh("op"), self.fresh("op"), self.fresh("op")
+        self.emit(f"{wide} = arith.index_cast {value} : index to i64")
+        self.emit(f'{moved} = llvm.inline_asm has_side_effects asm_dialect = att "mov.b64 $0, $1;", "=l,l" {wide} '
+                  f": (i64) -> i64")
+        self.emit(f"{n} = arith.index_cast {moved} : i64 to index")
+        return n
+
     def select(self, cond: str, a: str, b: str, ty: str = "f32") -> str:
         n = self.fresh("s")
         self.emit(f"{n} = arith.select {cond}, {a}, {b} : {ty}")

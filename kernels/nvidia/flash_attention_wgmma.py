@@ -2,14 +2,15 @@
 
 The algorithm is kernels/nvidia/flash_attention.py's (online softmax, FlashAttention-2: a running row
 maximum m, row sum l and unnormalized output O per query row, the S x S scores never in memory); what
-changes is who multiplies and how the tiles move, as in FlashAttention-3 (warp specialization, softmax
-overlapped with a product; not its ping-pong between warpgroups, nor P in registers):
+changes is who multiplies and how the tiles move, as in FlashAttention-3 (warp specialization, register
+reallocation, softmax overlapped with a product, P in registers; not its ping-pong between warpgroups):
 
     a block takes (query tile of 128 rows, head) items in turn (persistent, one per multiprocessor;
     causal: a block per pair of items, below); threads:
-      producer (one thread of a 9th warp): per item, Q once its slot is empty, then K[t] and V[t] into
-                two slots each as they empty (TMA, D/64 boxes of 128 rows x 64 columns, 128-byte swizzle;
-                full/empty mbarriers per slot, phases counted over every tile the block has loaded)
+      producer (one thread of a third warpgroup, which gives its registers up to the consumers): per item,
+                Q once its slot is empty, then K[t] and V[t] into two slots each as they empty (TMA, D/64
+                boxes of 128 rows x 64 columns, 128-byte swizzle; full/empty mbarriers per slot, phases
+                counted over every tile the block has loaded)
       2 consumer warpgroups of 128 threads: warpgroup g owns rows q0 + 64 g .. + 63 of the item
     per item, for each key tile t of 128 keys (causal: only tiles that start at or before the last row)
         S[64 x 128] = Q K[t]^T    wgmma m64n128k16, D/16 of them: A = Q and B = K both from shared
@@ -17,9 +18,9 @@ overlapped with a product; not its ping-pong between warpgroups, nor P in regist
         s: -inf past Sk and (causal) above the diagonal, on the item's last tile only
         m' = max(m, rowmax s), p = exp2(s scale log2(e) - m' scale log2(e)) (one FMA each),
         alpha = exp2((m - m') scale log2(e)), l = alpha l + sum p   (while P[t-1] V[t-1] runs), O = alpha O
-        P -> shared (f16/bf16, the 128-byte swizzled layout of a K-major A operand), fence.proxy.async,
-                                  a named barrier of the warpgroup
-        O[64 x D] += P V[t]       wgmma m64nDk16, 8 of them: A = P, B = V (N-major: transposed)
+        P -> f16/bf16 pairs packed in the thread's registers: wgmma's A fragments as they lie
+        O[64 x D] += P V[t]       wgmma m64nDk16, 8 of them: A = P from registers (inline PTX: NVVM's op
+                                  takes descriptors only), B = V from shared memory (N-major: transposed)
     out = O / l (0 for a row without an unmasked key)
 
 A head's query tiles are consecutive items, so the blocks running at once share K and V in L2. Causal
@@ -28,7 +29,17 @@ items go in pairs (query tiles i and QTILES - 1 - i, the longer first), which al
 Accumulator layout (m64nNk16, f32): thread 32 w + 4 g + q of a warpgroup holds, in register 4 j + 2 h + c,
 row 16 w + g + 8 h and column 8 j + 2 q + c: a warp's 16 rows, like mma.sync's m16n8
 tiles side by side. A row's values are spread over the 4 threads of a quad: row statistics take two
-xor-shuffles, and P's pairs of columns are written to shared memory as they lie in the registers.
+xor-shuffles. The A fragment of k step kk (m16n8k16's, per warp) is registers 8 kk .. 8 kk + 7 of S
+packed in pairs, so P never leaves the thread.
+
+Registers: 384 threads get 168 each at launch, fewer than S (64), O (up to 64) and two P (32 each) need;
+setmaxnreg moves the producer warpgroup to 40 and the consumers to 232 (with a single producer warp and no
+reallocation the consumers spilled). ptxas serializes every wgmma of the kernel (warning C7513) when an
+instruction other than a wgmma writes one of its registers inside its stage; LLVM, which sees the inline
+wgmma's reads as done at issue, did so three ways, each closed here: it reused P[t-1]'s registers for
+P[t] (hold() keeps them live to the wait), it copied constant zeros into O's tied registers after
+wgmma.fence (O starts from opaque movs), and it rewrote key-tile loops of at most one trip into straight
+code with copies inside the stages (the trip count is opaque). test_attention's ptxas test guards this.
 
 Shared memory descriptors (the 64-bit operand of wgmma) are built here: start address / 16 in bits
 0-13, leading byte offset / 16 in 16-29 (between 64-column slabs of an N-major B), stride byte offset /
@@ -54,6 +65,8 @@ SLOTS = 2               # K/V tiles in flight
 ALIGN = 1024            # the 128-byte swizzle's period
 HEAD_DIMS = (64, 128)
 DTYPES = ("f16", "bf16")
+# setmaxnreg's split of 65536 registers over the producer and 2 consumer warpgroups (128 threads each)
+PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
 SWZ = "swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none"
 
 
@@ -69,8 +82,8 @@ def applicable(dtype: str, d: int, mask: bool) -> str | None:
 
 
 def shared_bytes(d: int) -> int:
-    """Q, two K and two V slots, and each warpgroup's P, after the alignment slack."""
-    return ALIGN + 2 * (BLOCK_Q * d + 2 * SLOTS * BLOCK_K * d + WARPGROUPS * 64 * BLOCK_K)
+    """Q, two K and two V slots, after the alignment slack (3 slots measured 2-7% slower)."""
+    return ALIGN + 2 * (BLOCK_Q * d + 2 * SLOTS * BLOCK_K * d)
 
 
 def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, causal: bool,
@@ -86,10 +99,9 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
         raise ValueError(why)
     e = _Kernel(dt)
     SLABS = D // 64                              # 64-column boxes of a row of Q, K or V
-    Q_BYTES, KV_BYTES, P_BYTES = BLOCK_Q * D * 2, BLOCK_K * D * 2, 64 * BLOCK_K * 2
+    Q_BYTES, KV_BYTES = BLOCK_Q * D * 2, BLOCK_K * D * 2
     K_AT = Q_BYTES                               # offsets in the aligned dynamic shared memory
     V_AT = K_AT + SLOTS * KV_BYTES
-    P_AT = V_AT + SLOTS * KV_BYTES
     TILES = -(-Sk // BLOCK_K)
     CONSUMERS = 128 * WARPGROUPS
     QTILES = -(-Sq // BLOCK_Q)
@@ -120,12 +132,13 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
     e.emit(f"{sm} = arith.constant {shared_bytes(D)} : i32")
     one, zero = e.c(1), e.c(0)
     e.open(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(GRID)}, %gy = {one}, %gz = {one}) "
-           f"threads(%tx, %ty, %tz) in (%sx = {e.c(CONSUMERS + 32)}, %sy = {one}, %sz = {one}) "
+           f"threads(%tx, %ty, %tz) in (%sx = {e.c(CONSUMERS + 128)}, %sy = {one}, %sz = {one}) "
            f"dynamic_shared_memory_size {sm} {{")
     raw_scores = scale > 0                       # max over raw scores, scaled inside exp2's FMA
     neg_inf, zero_f, qk_scale = e.f(-math.inf), e.f(0.0), e.f(scale * LOG2E)
     for lanes in (1, 2, 32):
         e.i32(lanes)
+    e.f(1.0)                                     # 1 / l, in either branch of the item's end
 
     def const(value: int, ty: str = "i64") -> str:
         n = e.fresh("k")
@@ -216,6 +229,8 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
             e.emit(f"nvgpu.tma.async.load {tm}[{', '.join(coords)}], {barrier(bar)} to {dst} "
                    f": {tm_t}, {mbar_t} -> memref<{box_t.format(rows)}x{dt}, {WG}>")
 
+    e.open(f"scf.if {e.cmp('uge', '%tx', e.c(CONSUMERS))} {{")
+    e.emit(f"nvvm.setmaxregister decrease {PRODUCER_REGISTERS}")
     e.open(f"scf.if {e.cmp('eq', '%tx', e.c(CONSUMERS))} {{")
     (done_k, done_i), (image, head, _, q0, tiles) = items([zero, zero])
     e.open(f"scf.if {e.cmp('uge', done_i, one)} {{")
@@ -234,16 +249,15 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
     e.close()
     end_items([e.add(done_k, tiles), e.add(done_i, one)])
     e.close()
-
-    # ---- the consumers: warpgroup wg owns query rows q0 + 64 wg ..
-    e.open(f"scf.if {e.cmp('ult', '%tx', e.c(CONSUMERS))} {{")
+    # the consumers in the else branch: in two ifs ptxas would allot their code the producer's registers too
+    e.close("} else {")
+    e.open("// ---- the consumers: warpgroup wg owns query rows q0 + 64 wg ..")
+    e.emit(f"nvvm.setmaxregister increase {CONSUMER_REGISTERS}")
     wg, lane = e.div("%tx", e.c(128)), e.rem("%tx", e.c(32))
     warp = e.rem(e.div("%tx", e.c(32)), e.c(4))
     g, q2 = e.div(lane, e.c(4)), e.mul(e.rem(lane, e.c(4)), e.c(2))
     masking = causal or Sk % BLOCK_K != 0     # the item's last key tile has keys some row must not see
     limits = []                                # per item: the last key each row sees (i32)
-    group_barrier, group_threads = e.fresh("bid"), const(128, "i32")   # named barrier 1 + wg: one warpgroup
-    e.emit(f"{group_barrier} = arith.index_cast {e.add(wg, one)} : index to i32")
 
     def descriptor(offset: str, lead: int) -> str:
         """The wgmma descriptor of the 128-byte swizzled tile at shared offset `offset`."""
@@ -264,6 +278,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
 
     s_t = f"!llvm.struct<({', '.join(['f32'] * (BLOCK_K // 2))})>"
     o_t = f"!llvm.struct<({', '.join(['f32'] * (D // 2))})>"
+    p_t = f"vector<{BLOCK_K // 4}xi32>"
     ab = f"<{dt}>, #nvvm.wgmma_scale_in<one>"
 
     def wgmma(da: str, db: str, acc: str, n: int, acc_t: str, accumulate: bool, b_layout: str) -> str:
@@ -275,15 +290,18 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
         return r
 
     q_desc = descriptor(e.mul(wg, e.c(64 * 128)), 0)
-    p_desc = descriptor(e.add(e.c(P_AT), e.mul(wg, e.c(P_BYTES))), 0)
-    p_view = view(e.add(e.c(P_AT), e.mul(wg, e.c(P_BYTES))), f"{64 * BLOCK_K}")
-    undef_s, o0 = e.fresh("u"), e.fresh("u")
+    undef_s = e.fresh("u")
     e.emit(f"{undef_s} = llvm.mlir.undef : {s_t}")
-    e.emit(f"{o0} = llvm.mlir.undef : {o_t}")
-    for i in range(D // 2):                        # O starts at 0 (every product accumulates)
-        n = e.fresh("o")
-        e.emit(f"{n} = llvm.insertvalue {zero_f}, {o0}[{i}] : {o_t}")
-        o0 = n
+
+    def zero_o() -> str:
+        """O = 0 (every product accumulates), made per item by opaque movs: from constants, LLVM would place
+        the copies into the wgmma's tied registers after wgmma.fence, and ptxas serialize every wgmma."""
+        n = D // 2
+        o = e.fresh("o")
+        movs = "\\n".join(f"mov.b32 ${i}, 0;" for i in range(n))
+        e.emit(f'{o} = llvm.inline_asm has_side_effects asm_dialect = att "{movs}", "{",".join(["=f"] * n)}" '
+               f": () -> {o_t}")
+        return o
 
     def scores(t: str) -> str:
         """Issue S = Q K[t]^T (committed, not waited for): k step kk is columns 16 kk of slab kk / 4."""
@@ -298,18 +316,67 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
         e.emit("nvvm.wgmma.commit.group.sync.aligned")
         return s
 
-    def product(t: str, o: str) -> str:
-        """Issue O += P V[t] (committed, not waited for): k step kk is keys 16 kk (P's slab kk / 4, V's rows
-        16 kk of every d slab)."""
+    def product(t: str, o: str, p: str) -> tuple[str, list[str]]:
+        """Issue O += P V[t] (committed, not waited for): k step kk is keys 16 kk (P's registers 4 kk .. + 3,
+        V's rows 16 kk of every d slab). Returns O and P's registers, which hold() must keep until the wait."""
+        regs = []
         slot = e.rem(t, e.c(SLOTS))
         wait(e.add(e.c(FULL + SLOTS), slot), e.div(t, e.c(SLOTS)))
         v_desc = descriptor(e.add(e.c(V_AT), e.mul(slot, e.c(KV_BYTES))), KV_BYTES // SLABS)
         e.emit("nvvm.wgmma.fence.aligned")
         for kk in range(BLOCK_K // 16):
-            o = wgmma(plus(p_desc, (kk // 4) * 64 * 128 + (kk % 4) * 32), plus(v_desc, kk * 16 * 128), o, D, o_t,
-                      True, "row")
+            a = []
+            for i in range(4):
+                x = e.fresh("pa")
+                e.emit(f"{x} = vector.extract {p}[{4 * kk + i}] : i32 from {p_t}")
+                a.append(x)
+            o = wgmma_registers(a, plus(v_desc, kk * 16 * 128), o)
+            regs += a
         e.emit("nvvm.wgmma.commit.group.sync.aligned")
-        return o
+        return o, regs
+
+    def hold(regs: list[str]) -> None:
+        """Keep registers that an issued wgmma reads live up to here (after its wait): LLVM sees the asm's
+        reads as done at issue and would reuse them for the next P, which ptxas then serializes."""
+        e.emit(f'llvm.inline_asm has_side_effects asm_dialect = att "", "{",".join(["r"] * len(regs))}" '
+               f"{', '.join(regs)} : ({', '.join(['i32'] * len(regs))}) -> ()")
+
+    def wgmma_registers(a: list[str], db: str, acc: str) -> str:
+        """acc += A B on m64n{D}k16 with A from registers (4 x 2 packed values of the warp's rows, as an
+        m16n8k16 A fragment) and B N-major from shared memory: inline PTX, as NVVM's op takes only descriptors."""
+        n = D // 2
+        ins = []
+        for i in range(n):
+            x = e.fresh("oa")
+            e.emit(f"{x} = llvm.extractvalue {acc}[{i}] : {o_t}")
+            ins.append(x)
+        ptx = (f"{{\\n.reg .pred p;\\nsetp.ne.b32 p, 1, 0;\\n"
+               f"wgmma.mma_async.sync.aligned.m64n{D}k16.f32.{dt}.{dt} "
+               f"{{{', '.join(f'${i}' for i in range(n))}}}, {{${n}, ${n + 1}, ${n + 2}, ${n + 3}}}, ${n + 4}, "
+               f"p, 1, 1, 1;\\n}}")
+        constraints = ",".join(["=f"] * n + ["r"] * 4 + ["l"] + [str(i) for i in range(n)])
+        r = e.fresh("w")
+        e.emit(f'{r} = llvm.inline_asm has_side_effects asm_dialect = att "{ptx}", "{constraints}" '
+               f"{', '.join(a + [db] + ins)} : ({', '.join(['i32'] * 4 + ['i64'] + ['f32'] * n)}) "
+               f"-> {o_t}")
+        return r
+
+    def pack_p(vals: list) -> str:
+        """P as wgmma's A fragments: register 4 kk + i of k step kk holds rows g + 8 (i % 2) and keys
+        16 kk + 8 (i // 2) + q2 .. + 1, converted to the element type (the accumulator's pairs as they lie)."""
+        regs = []
+        for kk in range(BLOCK_K // 16):
+            for i in range(4):
+                h, j = i % 2, 2 * kk + i // 2
+                wide, vec, word = e.fresh("pv"), e.fresh("pv"), e.fresh("pv")
+                e.emit(f"{wide} = vector.from_elements {vals[h][2 * j]}, {vals[h][2 * j + 1]} : vector<2xf32>")
+                e.emit(f"{vec} = arith.truncf {wide} : vector<2xf32> to vector<2x{dt}>")
+                e.emit(f"{word} = vector.bitcast {vec} : vector<2x{dt}> to vector<1xi32>")
+                regs.append(e.fresh("pv"))
+                e.emit(f"{regs[-1]} = vector.extract {word}[0] : i32 from vector<1xi32>")
+        packed = e.fresh("p")
+        e.emit(f"{packed} = vector.from_elements {', '.join(regs)} : {p_t}")
+        return packed
 
     def softmax(s: str, t: str, m_old: list[str], l_old: list[str], masked: bool) -> tuple[list, list, list, list]:
         """Tile t's probabilities from its scores: (p [row h][2 j + c], m', l', alpha) for the thread's rows.
@@ -356,23 +423,6 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
             alpha.append(a)
         return vals, m_new, l_new, alpha
 
-    def store_p(vals: list) -> None:
-        """P -> shared: row 16 w + g + 8 h, keys 8 j + q2 .. + 1, in slab j / 8, 16-byte chunk j % 8 ^ g;
-        made visible to wgmma (the async proxy) and the warpgroup synchronized (named barrier 1 + wg)."""
-        for h in (0, 1):
-            row = e.add(e.add(e.mul(warp, e.c(16)), g), e.c(8 * h))
-            for j in range(BLOCK_K // 8):
-                wide, vec = e.fresh("pv"), e.fresh("pv")
-                e.emit(f"{wide} = vector.from_elements {vals[h][2 * j]}, {vals[h][2 * j + 1]} : vector<2xf32>")
-                e.emit(f"{vec} = arith.truncf {wide} : vector<2xf32> to vector<2x{dt}>")
-                chunk = e.op("arith.xori", e.c(j % 8), g)
-                byte = e.add(e.add(e.c((j // 8) * 64 * 128), e.mul(row, e.c(128))),
-                             e.add(e.mul(chunk, e.c(16)), e.mul(q2, e.c(2))))
-                e.emit(f"vector.store {vec}, {p_view}[{e.div(byte, e.c(2))}] : memref<{64 * BLOCK_K}x{dt}, {WG}>, "
-                       f"vector<2x{dt}>")
-        e.emit("nvvm.fence.proxy {kind = #nvvm.proxy_kind<async.shared>, space = #nvvm.shared_space<cta>}")
-        e.emit(f"nvvm.barrier id = {group_barrier} number_of_threads = {group_threads}")
-
     # Per item: tile 0's scores and P. Then per tile t >= 1: S[t] is issued, then P[t-1] V[t-1], and tile
     # t's softmax runs while that product does; once it is done, O is rescaled and P[t] replaces P[t-1].
     # Each slot is released (its empty barrier) as soon as its product is done. With masking, the loop
@@ -396,67 +446,74 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
     e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
     arrive(e.add(e.c(EMPTY), e.rem(tile(zero), e.c(SLOTS))))
     p0, m0, l0, _ = softmax(s0, zero, [neg_inf] * 2, [zero_f] * 2, masking)
-    store_p(p0)
-    state_t = ["f32"] * 4 + [o_t]
+    p0 = pack_p(p0)
+    state_t = ["f32"] * 4 + [o_t, p_t]
     types = ", ".join(state_t)
 
     def iteration(t: str, state: list[str], masked: bool) -> list[str]:
-        m_old, l_old, o = state[0:2], state[2:4], state[4]
+        m_old, l_old, o, p_old = state[0:2], state[2:4], state[4], state[5]
         prev = tile(e.op("arith.subi", t, one))
         s = scores(tile(t))
-        o = product(prev, o)
+        o, p_regs = product(prev, o, p_old)
         e.emit("nvvm.wgmma.wait.group.sync.aligned 1")        # S[t] is done; P[t-1] V[t-1] may still run
         arrive(e.add(e.c(EMPTY), e.rem(tile(t), e.c(SLOTS))))
         p, m_new, l_new, alpha = softmax(s, t, m_old, l_old, masked)
+        p = pack_p(p)
         e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
+        hold(p_regs)
         arrive(e.add(e.c(EMPTY + SLOTS), e.rem(prev, e.c(SLOTS))))
         for i in range(D // 2):
             x, n = e.fresh("o"), e.fresh("o")
             e.emit(f"{x} = llvm.extractvalue {o}[{i}] : {o_t}")
             e.emit(f"{n} = llvm.insertvalue {e.fop('arith.mulf', x, alpha[(i % 4) // 2])}, {o}[{i}] : {o_t}")
             o = n
-        store_p(p)
-        return m_new + l_new + [o]
+        return m_new + l_new + [o, p]
 
     looped = e.fresh("res")
-    names = [e.fresh(x) for x in ("m", "m", "l", "l", "o")]
-    end = e.op("arith.subi", tiles, one) if masking else tiles
-    e.open(f"{looped}:5 = scf.for %t = {one} to {end} step {one} "
-           f"iter_args({', '.join(f'{n} = {i}' for n, i in zip(names, m0 + l0 + [o0]))}) -> ({types}) {{")
+    names = [e.fresh(x) for x in ("m", "m", "l", "l", "o", "p")]
+    # The trip count through an opaque move: LLVM turned loops of at most one trip into straight code whose
+    # register copies fell inside a wgmma stage, and ptxas then serialized every wgmma of the kernel.
+    end = e.opaque(e.op("arith.subi", tiles, one) if masking else tiles)
+    e.open(f"{looped}:6 = scf.for %t = {one} to {end} step {one} "
+           f"iter_args({', '.join(f'{n} = {i}' for n, i in zip(names, m0 + l0 + [zero_o(), p0]))}) -> ({types}) {{")
     e.emit(f"scf.yield {', '.join(iteration('%t', names, False))} : {types}")
     e.close()
-    res = looped
-    if masking:
-        res = e.fresh("res")
-        done = [f"{looped}#{i}" for i in range(5)]
-        e.open(f"{res}:5 = scf.if {e.cmp('ugt', tiles, one)} -> ({types}) {{")
-        e.emit(f"scf.yield {', '.join(iteration(end, done, True))} : {types}")
-        e.emit("} else {")
-        e.emit(f"scf.yield {', '.join(done)} : {types}")
-        e.close()
-    arrive(e.c(QEMPTY))                            # every score is done: the next item's Q may come
-    final = tile(e.op("arith.subi", tiles, one))
-    last = product(final, f"{res}#4")
-    e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
-    arrive(e.add(e.c(EMPTY + SLOTS), e.rem(final, e.c(SLOTS))))
+    def finish(state: list[str]) -> None:
+        """The last tile's product, then out = O / l (0 for a row whose every key was masked: l = 0)."""
+        arrive(e.c(QEMPTY))                            # every score is done: the next item's Q may come
+        final = tile(e.op("arith.subi", tiles, one))
+        last, _ = product(final, state[4], state[5])
+        e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
+        arrive(e.add(e.c(EMPTY + SLOTS), e.rem(final, e.c(SLOTS))))
+        for h in (0, 1):
+            inv = e.inverse_row_sum(state[2 + h])
+            e.open(f"scf.if {e.cmp('ult', rows[h], e.c(Sq))} {{")
+            for j in range(D // 8):
+                pair = []
+                for c in (0, 1):
+                    x = e.fresh("o")
+                    e.emit(f"{x} = llvm.extractvalue {last}[{4 * j + 2 * h + c}] : {o_t}")
+                    pair.append(e.fop("arith.mulf", x, inv))
+                wide, narrow = e.fresh("st"), e.fresh("st")
+                e.emit(f"{wide} = vector.from_elements {', '.join(pair)} : vector<2xf32>")
+                e.emit(f"{narrow} = arith.truncf {wide} : vector<2xf32> to vector<2x{dt}>")
+                idx = [image, head, rows[h], e.add(e.c(8 * j), q2)] if layout == "BHSD" else \
+                    [image, rows[h], head, e.add(e.c(8 * j), q2)]
+                e.emit(f"vector.store {narrow}, {out}[{', '.join(idx)}] {{alignment = 4}} : {out_t}, vector<2x{dt}>")
+            e.close()
 
-    # out = O / l; a row whose every key was masked has l = 0 and gets 0.
-    for h in (0, 1):
-        inv = e.inverse_row_sum(f"{res}#{2 + h}")
-        e.open(f"scf.if {e.cmp('ult', rows[h], e.c(Sq))} {{")
-        for j in range(D // 8):
-            pair = []
-            for c in (0, 1):
-                x = e.fresh("o")
-                e.emit(f"{x} = llvm.extractvalue {last}[{4 * j + 2 * h + c}] : {o_t}")
-                pair.append(e.fop("arith.mulf", x, inv))
-            wide, narrow = e.fresh("st"), e.fresh("st")
-            e.emit(f"{wide} = vector.from_elements {', '.join(pair)} : vector<2xf32>")
-            e.emit(f"{narrow} = arith.truncf {wide} : vector<2xf32> to vector<2x{dt}>")
-            idx = [image, head, rows[h], e.add(e.c(8 * j), q2)] if layout == "BHSD" else \
-                [image, rows[h], head, e.add(e.c(8 * j), q2)]
-            e.emit(f"vector.store {narrow}, {out}[{', '.join(idx)}] {{alignment = 4}} : {out_t}, vector<2x{dt}>")
+    # With masking, the masked last tile and the rest are two branches that each finish the item (joined,
+    # O and P in phis, ptxas spilled or serialized the products).
+    done = [f"{looped}#{i}" for i in range(6)]
+    if masking:
+        e.open(f"scf.if {e.cmp('ugt', tiles, one)} {{")
+        finish(iteration(end, done, True))
+        e.close("} else {")
+        e.open("// a single key tile: tile 0 was the masked one")
+        finish(done)
         e.close()
+    else:
+        finish(done)
     end_items([e.add(done_k, tiles), e.add(done_i, one)])
     e.close()
     e.emit("gpu.terminator")
