@@ -22,7 +22,8 @@ Transposes of constants are folded first; then four rewrites over each graph fun
      called from the graph; prim-tile/prim-lower turn it into one kernel (one loop nest).
 Between sweeps, patch convolutions become GEMMs (conv_patches.py), the view ops move around the GEMMs
 (matmul_views.py) and into attention's layout (attention_layout.py: the heads read where the projections
-leave them).
+leave them), and 1x1 convolutions over a channel concat become one convolution per concat input, each
+the residual of the next (concat_split.py: SqueezeNet's squeeze layers, the concat never written).
 outline_concat_chains does the same for chains of binary concats and the batch_norm + relu after them (one
 copy kernel per chain); prim-tile calls it on the CPU, once prim-select has moved its layout transposes
 through the single concats.
@@ -41,6 +42,7 @@ from openprim.dialect import body, graph_functions
 from openprim.kernels.semantics import unary_activation
 
 from .attention_layout import attention_layouts
+from .concat_split import split_convolutions_over_concats
 from .conv_patches import patch_convolutions
 from .matmul_views import rewrite_views
 from .rewrite import constant, new_constant, producer, rebuild, reshape, single_use, transpose
@@ -446,7 +448,7 @@ class Options:
                     else:  # nothing left to fuse: patch convolutions as GEMMs, move the view ops around
                         # the GEMMs and into attention, then fuse again
                         changed = self.epilogues and (patch_convolutions(fn) | rewrite_views(fn) |
-                                                      attention_layouts(fn))
+                                                      attention_layouts(fn) | split_convolutions_over_concats(fn))
                 if self.elementwise:
                     for group in _elementwise_groups(fn):
                         _outline(fn, group, count)
