@@ -415,6 +415,7 @@ class Options:
     fold_batch_norm: bool = True
     epilogues: bool = True
     elementwise: bool = True
+    concat_split: bool = True
 
     def entries(self):
         return [(NAME, self.run)]
@@ -448,7 +449,8 @@ class Options:
                     else:  # nothing left to fuse: patch convolutions as GEMMs, move the view ops around
                         # the GEMMs and into attention, then fuse again
                         changed = self.epilogues and (patch_convolutions(fn) | rewrite_views(fn) |
-                                                      attention_layouts(fn) | split_convolutions_over_concats(fn))
+                                                      attention_layouts(fn) |
+                                                      (self.concat_split and split_convolutions_over_concats(fn)))
                 if self.elementwise:
                     for group in _elementwise_groups(fn):
                         _outline(fn, group, count)

@@ -4,6 +4,9 @@
 // and the convolution moves onto each input. Where the convolution widens the concat, has a 3x3 filter
 // or the concat has another use, nothing changes.
 // RUN: openprim-opt %s -p prim-fuse | filecheck %s
+// Turned off, every concat stays:
+// RUN: openprim-opt %s -p 'prim-fuse{concat-split=0}' | filecheck %s --check-prefix=OFF
+// OFF-COUNT-4: "prim.concat"(%arg0, %arg1)
 
 // A fire module's squeeze after a concat of 2 + 3 channels (NCHW, KCRS), with bias and relu.
 // CHECK-LABEL: func.func @squeeze
