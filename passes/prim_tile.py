@@ -20,6 +20,7 @@ from openprim import dialect
 from openprim.base.errors import OpenPrimError
 from openprim.base.target import Target, parse_target
 from openprim.kernels import schedules
+from openprim.kernels.cpu import channel_gather as cpu_channel_gather
 from openprim.kernels.cpu import concat as cpu_concat
 from openprim.kernels.registry import KernelRequest, op_kernel
 from openprim.solvers import SOLVERS
@@ -27,6 +28,7 @@ from openprim.solvers.base import THREADS
 from openprim.solvers.problem import problem_of
 
 from .outline import outline
+from .channel_shuffle import gather_map, outline_channel_shuffles
 from .prim_fuse import outline_concat_chains
 
 NAME = "prim-tile"
@@ -43,13 +45,19 @@ def _solver(op):
 def hand_written(text: str, ops, target: Target) -> ir.Module | None:
     """The hand-written kernel for the outlined kernel `text` (with its signature), or None."""
     header = text[text.index("func.func"):].split("{", 1)[0]
+    signature = re.findall(r"(%\w+): (memref<[^>]*>)", header)
+    if len(ops) > 1 and target.kind == "cpu" and ops[0].name == "prim.concat" and \
+            any(o.name == "prim.transpose" for o in ops):                     # outline_channel_shuffles
+        inputs, mapping = gather_map(ops)
+        return ir.Module.parse(cpu_channel_gather.gather_kernel(
+            header.split("@", 1)[1].split("(", 1)[0], signature,
+            [signature[ir.BlockArgument(v).arg_number] for v in inputs], mapping, THREADS))
     if len(ops) > 1 and target.kind == "cpu" and ops[0].name == "prim.concat":  # outline_concat_chains
         # the kernel arguments of the chain's inputs in order, then of the batch_norm's parameters (an
         # input used twice is one argument)
         bn = next((o for o in ops if o.name == "prim.batch_norm"), None)
         used = [ops[0].operands[0]] + [o.operands[1] for o in ops if o.name == "prim.concat"] + \
             (list(bn.operands)[1:] if bn else [])
-        signature = re.findall(r"(%\w+): (memref<[^>]*>)", header)
         args = [signature[ir.BlockArgument(v).arg_number] for v in used] + signature[-1:]
         return ir.Module.parse(cpu_concat.concat_kernel(
             header.split("@", 1)[1].split("(", 1)[0], signature, args, dialect.op_attrs(ops[0])["axis"], THREADS,
@@ -59,7 +67,7 @@ def hand_written(text: str, ops, target: Target) -> ir.Module | None:
     op = ops[0]
     solver, params = _solver(op)
     request = KernelRequest(
-        name=header.split("@", 1)[1].split("(", 1)[0], signature=re.findall(r"(%\w+): (memref<[^>]*>)", header),
+        name=header.split("@", 1)[1].split("(", 1)[0], signature=signature,
         op=op.name[5:], attrs=dialect.op_attrs(op), shape=tuple(op.result.type.shape),
         dtype=dialect.dtype_name(op.result.type.element_type),
         given=tuple(g is not None for g in dialect.operand_groups(op)), target=target,
@@ -120,6 +128,7 @@ class Options:
                 self.timings[text.split("@", 1)[1].split("(", 1)[0]] = time.perf_counter() - t0
             return made
         with module_op.context:
-            if target.kind == "cpu":  # one copy kernel per chain of concats (kernels/cpu/concat.py)
+            if target.kind == "cpu":  # one gather per channel-shuffle result, one copy per concat chain
+                outline_channel_shuffles(module_op)
                 outline_concat_chains(module_op)
             outline(module_op, target, kernel)

@@ -131,8 +131,8 @@ def test_reductions_read_the_nhwc_map(dtype, rng):
 def test_shufflenet_plan_keeps_layout_transposes_at_the_ends():
     """ShuffleNetV2 x1.0 at 64x64 (batch 2) through the ONNX importer: after prim-select its only layout
     transpose is the input's (the head's mean over H and W reads the NHWC map: a global average pool);
-    its 16 shuffles are one transpose each; the compiled plan launches 17 transposes and matches PyTorch
-    in float64."""
+    its 16 shuffles are one transpose each; in the compiled plan those become channel gathers
+    (passes/channel_shuffle.py), so it launches the input's transpose only, and matches PyTorch in float64."""
     torch = pytest.importorskip("torch")
     pytest.importorskip("onnx")
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples"))
@@ -156,7 +156,7 @@ def test_shufflenet_plan_keeps_layout_transposes_at_the_ends():
     module = openprim.compiler.lower(graph)
     exe = openprim.compiler.jit(module)
     kinds = [s["kernel"].rsplit("_", 1)[0] for s in exe.plan["steps"]]
-    assert kinds.count("transpose") == 17, kinds
+    assert kinds.count("transpose") == 1 and "slice" not in kinds, kinds
     with torch.no_grad():
         want = model.double()(x.double()).numpy()
     assert_close(exe(x.numpy()), want, "f32", reduction=1024)
