@@ -19,6 +19,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import zoo_models  # noqa: E402
 
 from openprim import compiler  # noqa: E402
+from openprim.passes import prim_fuse, prim_pipeline  # noqa: E402
 from openprim.pyfrontend.onnx import import_model  # noqa: E402
 
 
@@ -32,8 +33,8 @@ def main():
     with tempfile.TemporaryDirectory() as d:
         path = zoo_models.to_onnx(args.model, args.batch, os.path.join(d, "model.onnx"))
         a = compiler.jit(compiler.lower(import_model(path)))
-        stages = ["prim-decompose{target=cpu}", f"prim-fuse{{{args.fuse}}}", "prim-select{target=cpu}",
-                  "prim-tile{target=cpu}", "prim-lower{target=cpu}"]
+        stages = [f"{name}{{{args.fuse}}}" if name == prim_fuse.NAME else f"{name}{{target=cpu}}"
+                  for name, _ in prim_pipeline.Options().stages()]
         b = compiler.jit(compiler.lower(import_model(path), pipeline=",".join(stages)))
     x = zoo_models.example_input(args.model, args.batch).numpy()
     ya, yb = a(x), b(x)

@@ -25,16 +25,12 @@ from .prim_fuse import _outline
 from .rewrite import single_use
 
 
-def _pixels_kept(shape, lead) -> bool:
-    return list(shape[:len(lead)]) == list(lead)
-
-
 def _shuffle_chain(concat: ir.Operation) -> list[ir.Operation] | None:
     """[concat, reshape, transpose, reshape] of a channel shuffle after this concat (last axis), each used
     once but the last, the pixel dims kept throughout; else None."""
     shape = list(concat.result.type.shape)
     rank, lead = len(shape), shape[:-1]
-    if dialect.op_attrs(concat)["axis"] % rank != rank - 1 or not single_use(concat.result):
+    if dialect.op_attrs(concat)["axis"] % rank != rank - 1:
         return None
     chain, v = [concat], concat.result
     for name in ("prim.reshape", "prim.transpose", "prim.reshape"):
@@ -42,7 +38,7 @@ def _shuffle_chain(concat: ir.Operation) -> list[ir.Operation] | None:
             return None
         op = next(iter(v.uses)).owner
         op = getattr(op, "operation", op)
-        if op.name != name or not _pixels_kept(op.result.type.shape, lead):
+        if op.name != name or list(op.result.type.shape[:len(lead)]) != lead:
             return None
         if name == "prim.transpose" and list(dialect.op_attrs(op)["perm"])[:len(lead)] != list(range(len(lead))):
             return None

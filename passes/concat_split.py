@@ -57,8 +57,8 @@ def split_over_concat(conv: ir.Operation) -> bool:
     if wd is None or R * S != 1 or K >= C:
         return False
     axis = 1 if a["layout"] == "NCHW" else 3
-    pool = producer(x, "prim.max_pool2d")
-    found = _concat_leaves(pool.operands[0] if pool is not None and single_use(x) else x, axis)
+    pool = producer(x, "prim.max_pool2d") if single_use(x) else None
+    found = _concat_leaves(pool.operands[0] if pool is not None else x, axis)
     if found is None:
         return False
     leaves, chain = found

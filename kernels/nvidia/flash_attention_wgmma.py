@@ -216,7 +216,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
             inner = loops.pop()
             values = [f"{inner}#{i}" for i in range(len(values))]
 
-    # ---- the producer (the last warp's first thread): per item Q once its slot is empty, then each tile's
+    # ---- the producer (the third warpgroup's first thread): per item Q once its slot is empty, then each tile's
     # K and V once theirs is; slots and phases count the tiles of every item so far (k) and the items (i).
     box_t = "1x1x{}x64" if layout == "BHSD" else "1x{}x1x64"
 
@@ -257,7 +257,6 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
     warp = e.rem(e.div("%tx", e.c(32)), e.c(4))
     g, q2 = e.div(lane, e.c(4)), e.mul(e.rem(lane, e.c(4)), e.c(2))
     masking = causal or Sk % BLOCK_K != 0     # the item's last key tile has keys some row must not see
-    limits = []                                # per item: the last key each row sees (i32)
 
     def descriptor(offset: str, lead: int) -> str:
         """The wgmma descriptor of the 128-byte swizzled tile at shared offset `offset`."""
@@ -430,7 +429,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
     (done_k, done_i), (image, head, _, q0, tiles) = items([zero, zero])
     rows = [e.add(e.add(q0, e.add(e.mul(wg, e.c(64)), e.mul(warp, e.c(16)))), g)]
     rows.append(e.add(rows[0], e.c(8)))          # query rows g and g + 8 of this warp's 16
-    limits[:] = []
+    limits = []                                  # the last key each row sees (i32), read by softmax()
     for r in rows if masking else ():
         limit = e.fresh("lim")
         e.emit(f"{limit} = arith.index_cast {e.op('arith.minui', r, e.c(Sk - 1)) if causal else e.c(Sk - 1)} "
