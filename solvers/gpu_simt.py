@@ -104,10 +104,10 @@ class GemmGpu(GpuGemmSolver):
 
 
 class ConvDepthwiseGpu(Solver):
-    """Depthwise convolution (groups = C = K, NHWC x RSCK) on GPUs: each thread a 16-byte vector of
-    channels (8 x f16/bf16, 4 x f32; narrower where C needs it) of WT output pixels along W, the filter
-    row in registers, f32 accumulation, the epilogue fused (kernels/gpu/depthwise.py). Memory-bound:
-    its cost is the bytes it moves, input, filter and output once each."""
+    """Depthwise convolution (groups = C = K, NHWC x RSCK) on GPUs: each thread a vector of channels
+    (8 or 16 bytes; narrower where C needs it) of an HT x WT tile of output pixels, the filter in
+    registers, f32 accumulation, the epilogue fused (kernels/gpu/depthwise.py). Memory-bound: its cost
+    is the bytes it moves, input, filter and output once each."""
     name = "conv_depthwise_gpu"
     targets = ("nvvm", "rocdl")
     efficiency = 0.5
@@ -128,24 +128,38 @@ class ConvDepthwiseGpu(Solver):
         return roofline(p.flops, nbytes, target, self.efficiency)
 
     def tunables(self, p):
-        return {"wt": [1, 2, 4, 7, 8]}
+        return {"wt": [1, 2, 4, 7, 8], "ht": [1, 2, 4] if p.r * p.s <= 25 else [1], "vbytes": [4, 8, 16]}
 
     def default_params(self, p, target):
-        """WT = 4 output pixels a thread (6 column loads for 12 FMAs at 3x3, stride 1), or the width
-        that divides OW exactly (7 and 14 wide rows: 7) so that no thread idles at the edge."""
-        return {"wt": next((w for w in (4, 7, 2) if p.ow % w == 0), 4 if p.ow >= 4 else p.ow)}
+        """Narrow vectors and several output rows a thread, which share their input rows: more threads in
+        flight and fewer loads. At 3x3 in f16/bf16, 4 x 4 pixels of 2 channels (4-byte vectors), or 2 x 7
+        pixels of 4 channels where the rows are 7 or 14 wide; in f32, 4 x 4 pixels of 2 channels. Fitted
+        on MobileNetV2's ten depthwise layers on the H200, 17 combinations of WT, HT and vector bytes
+        timed inside CUDA graphs (bench/gpu_depthwise.py --variants; bench/gpu_depthwise_h200_tiles.json):
+        summed over the layers, within 4% of each layer's best combination (which Find mode can pick),
+        and 1.24x (f16) and 1.10x (f32) as fast as 16-byte vectors of one row of 4 pixels.
+        5x5 (not measured): 2 rows of 4 pixels, 8-byte vectors; 7x7 keeps one row (its filter rows loop)."""
+        if p.r * p.s > 25:  # 7x7 (not refitted): 16 bytes of one row, 7 pixels where OW is 7 or 14
+            return {"wt": next((w for w in (4, 7, 2) if p.ow % w == 0), min(4, p.ow)), "ht": 1, "vbytes": 16}
+        if p.r * p.s > 9:
+            return {"wt": min(4, p.ow), "ht": 2, "vbytes": 8}
+        if p.dtype == "f32":
+            return {"wt": min(4, p.ow), "ht": 4, "vbytes": 8}
+        if p.ow % 7 == 0 and p.ow % 4:
+            return {"wt": 7, "ht": 2, "vbytes": 8}
+        return {"wt": min(4, p.ow), "ht": 4, "vbytes": 4}
 
-    def spec(self, p, attrs, wt):
+    def spec(self, p, attrs, params):
         """The kernel's problem; filter rows unrolled up to 5x5 (7x7: a loop, bounding the live registers)."""
         epi = p.epilogue.split("+")
         return gpu_depthwise.DepthwiseSpec(
-            p.n, p.h, p.w, p.c, p.oh, p.ow, p.r, p.s, p.strides, p.padding, p.dilations, p.dtype, wt,
-            unrolled=p.r * p.s <= 25,
+            p.n, p.h, p.w, p.c, p.oh, p.ow, p.r, p.s, p.strides, p.padding, p.dilations, p.dtype, params["wt"],
+            params.get("ht", 1), params.get("vbytes", 16), unrolled=p.r * p.s <= 25,
             bias="bias" in epi, residual="residual" in epi, activation=attrs["activation"],
             activation_params=tuple(attrs["activation_params"]))
 
     def kernel(self, r):
-        return gpu_depthwise.depthwise_kernel(r.name, r.signature, self.spec(r.problem, r.attrs, r.params["wt"]))
+        return gpu_depthwise.depthwise_kernel(r.name, r.signature, self.spec(r.problem, r.attrs, r.params))
 
     def build(self, kt, operands, attrs, shape, dtype, params):
         return emit_conv2d(kt, "conv2d", operands, attrs, shape, dtype)

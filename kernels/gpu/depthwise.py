@@ -2,24 +2,28 @@
 
 A depthwise convolution does R*S multiply-adds per output element: it is bound by memory, not by
 arithmetic, so the kernel is built around loads. Each thread owns V consecutive channels (one 16-byte
-vector where the channel count allows: 8 x f16/bf16, 4 x f32) of WT consecutive output pixels of one
-output row; neighbouring threads take neighbouring channel vectors, so a warp's loads are contiguous:
+vector where the channel count allows: 8 x f16/bf16, 4 x f32; `vbytes` narrows it) of an HT x WT tile
+of output pixels (HT rows, WT consecutive pixels of each); neighbouring threads take neighbouring
+channel vectors, so a warp's loads are contiguous:
 
-    gpu.launch blocks(ceil(N*OH*ceil(OW/WT)*C/V / T)) threads(T):
-        (n, oh, ow0, c) of this thread                                 channels fastest
-        for r < R (unrolled up to 5x5; 7x7: scf.for, the accumulators carried):
-            taps[s]  = w[r, s, c:c+V]           for s < S               the filter row, once, in registers
-            cols[j]  = x[n, ih, iw0 + j, c:c+V] for each distinct input column the WT outputs read
-                                                  (stride 1, 3 taps, WT = 4: 6 loads for 12 vector FMAs)
-            acc[o]  += cols[o*sw + s*dw] * taps[s]   (vector FMAs, f32)
-        y[n, oh, ow0 + o, c:c+V] = act(acc[o] + bias[c:c+V] + residual[...])   (vector stores)
+    gpu.launch blocks(ceil(N*ceil(OH/HT)*ceil(OW/WT)*C/V / T)) threads(T):
+        (n, oh0, ow0, c) of this thread                                channels fastest
+        for each distinct input row the tile reads (oh0*sh + i*sh + r*dh; unrolled up to 5x5):
+            taps[r]  = w[r, :, c:c+V]              each filter row once, kept in registers
+            cols[j]  = x[n, ih, iw0 + j, c:c+V]    each distinct input column the WT outputs read
+                                                    (stride 1, 3 taps, WT = 4: 6 loads for 12 vector FMAs)
+            acc[i][o] += cols[o*sw + s*dw] * taps[r][s]   for every output row i that reads this row as r
+        y[n, oh0 + i, ow0 + o, c:c+V] = act(acc[i][o] + bias[c:c+V] + residual[...])   (vector stores)
+
+An input row feeds up to R output rows: HT > 1 loads it once for all the tile's rows (3x3, stride 1,
+HT = 2: 4 rows for 2 output rows instead of 6), at the cost of all R*S taps in registers.
 
 Padding costs no branch: every input load is at an index clamped into the image, and a select zeroes
 the taps that fall outside, so all of a row's loads can be in flight at once (measured on the H200:
 the MobileNetV2 layers in f16 up to 1.4x faster than with loads under scf.if); the column indices and
 predicates do not depend on r and are computed once. f16/bf16 are widened to f32 on load and the
-accumulation is f32. Looping over the rows of a 7x7 window keeps the live registers near
-(WT + S) * V floats.
+accumulation is f32. 7x7 windows loop over their filter rows (HT = 1), which keeps the live registers
+near (WT + S) * V floats.
 """
 from __future__ import annotations
 
@@ -48,6 +52,8 @@ class DepthwiseSpec:
     dilations: tuple
     dtype: str
     wt: int = 4             # output pixels along W per thread
+    ht: int = 1             # output rows per thread (unrolled windows only)
+    vbytes: int = 16        # bytes of the thread's channel vector at most
     unrolled: bool = True   # filter rows unrolled (else an scf.for over them, for large windows)
     bias: bool = False
     residual: bool = False
@@ -56,8 +62,12 @@ class DepthwiseSpec:
 
     @property
     def vec(self) -> int:
-        """Channels per thread: a 16-byte vector where C allows, else the widest that divides C."""
-        return next(v for v in (8, 4, 2, 1) if v * ITEM[self.dtype] <= 16 and self.c % v == 0)
+        """Channels per thread: a `vbytes` vector where C allows, else the widest that divides C."""
+        return next(v for v in (8, 4, 2, 1) if v * ITEM[self.dtype] <= self.vbytes and self.c % v == 0)
+
+    def __post_init__(self):
+        if self.ht > 1 and not self.unrolled:
+            raise ValueError("depthwise: HT > 1 needs the filter rows unrolled")
 
     def columns(self) -> list[int]:
         """The distinct input-column offsets (from the first output's window start) the WT outputs read."""
@@ -125,17 +135,17 @@ def depthwise_kernel(name: str, signature: list[tuple[str, str]], spec: Depthwis
     residual = names[2 + spec.bias] if spec.residual else None
     N, H, W, C, OH, OW, R, S, dt = (spec.n, spec.h, spec.w, spec.c, spec.oh, spec.ow, spec.r, spec.s, spec.dtype)
     (sh, sw), (dh, dw), (pt, pl) = spec.strides, spec.dilations, spec.padding[:2]
-    V, WT = spec.vec, spec.wt
+    V, WT, HT = spec.vec, spec.wt, spec.ht
     vt, ft = f"vector<{V}x{dt}>", f"vector<{V}xf32>"
-    groups = -(-OW // WT)
-    total = N * OH * groups * (C // V)
+    groups, row_groups = -(-OW // WT), -(-OH // HT)
+    total = N * row_groups * groups * (C // V)
     e = Emitter()
     lin = e.open_elementwise_launch(total, THREADS)
     c = e.mul(e.rem(lin, e.c(C // V)), e.c(V))
     rest = e.div(lin, e.c(C // V))
     ow0, rest = e.mul(e.rem(rest, e.c(groups)), e.c(WT)), e.div(rest, e.c(groups))
-    oh, n = e.rem(rest, e.c(OH)), e.div(rest, e.c(OH))
-    ih0 = e.op("arith.subi", e.mul(oh, e.c(sh)), e.c(pt))
+    oh0, n = e.mul(e.rem(rest, e.c(row_groups)), e.c(HT)), e.div(rest, e.c(row_groups))
+    ih0 = e.op("arith.subi", e.mul(oh0, e.c(sh)), e.c(pt))
     iw0 = e.op("arith.subi", e.mul(ow0, e.c(sw)), e.c(pl))
     taps = collapse(e, w, types[w], 4, R * S, C, dt)
     taps_t = f"memref<{R * S}x{C}x{dt}>"
@@ -144,44 +154,62 @@ def depthwise_kernel(name: str, signature: list[tuple[str, str]], spec: Depthwis
     zero = e.fresh("z")
     e.emit(f"{zero} = arith.constant dense<0.0> : {ft}")
 
-    def filter_row(r: str, accs: list[str]) -> list[str]:
-        """accs after filter row r (an index value): its S taps, the input columns, the FMAs."""
-        ih, hok = _clamped(e, e.add(ih0, e.mul(r, e.c(dh))), H)
-        row = e.mul(r, e.c(S))
-        tap = [_load_f32(e, taps, taps_t, [e.add(row, e.c(s)), c], spec) for s in range(S)]
-        loaded = {off: _select(e, e.both(hok, ok), _load_f32(e, x, types[x], [n, ih, iw, c], spec), zero, ft)
-                  for off, (iw, ok) in cols.items()}
-        cur = list(accs)
-        for o in range(WT):
-            for s in range(S):
-                nxt = e.fresh("acc")
-                e.emit(f"{nxt} = vector.fma {loaded[o * sw + s * dw]}, {tap[s]}, {cur[o]} : {ft}")
-                cur[o] = nxt
+    def input_row(off: str, uses: list[tuple[int, str, list[str]]], accs: list[list[str]]) -> list[list[str]]:
+        """accs after input row ih0 + off (an index value): its columns, then for each (output row i,
+        filter row r, that row's taps) reading it, the FMAs."""
+        ih, hok = _clamped(e, e.add(ih0, off), H)
+        loaded = {o: _select(e, e.both(hok, ok), _load_f32(e, x, types[x], [n, ih, iw, c], spec), zero, ft)
+                  for o, (iw, ok) in cols.items()}
+        cur = [list(a) for a in accs]
+        for i, _, tap in uses:
+            for o in range(WT):
+                for s in range(S):
+                    nxt = e.fresh("acc")
+                    e.emit(f"{nxt} = vector.fma {loaded[o * sw + s * dw]}, {tap[s]}, {cur[i][o]} : {ft}")
+                    cur[i][o] = nxt
         return cur
 
+    def tap_row(r: str) -> list[str]:
+        row = e.mul(r, e.c(S))
+        return [_load_f32(e, taps, taps_t, [e.add(row, e.c(s)), c], spec) for s in range(S)]
+
     if spec.unrolled:
-        res = [zero] * WT
-        for r in range(R):
-            res = filter_row(e.c(r), res)
+        res = [[zero] * WT for _ in range(HT)]
+        tap_rows: dict[int, list[str]] = {}
+        for off in sorted({i * sh + r * dh for i in range(HT) for r in range(R)}):
+            pairs = [(i, r) for i in range(HT) for r in range(R) if i * sh + r * dh == off]
+            for _, r in pairs:
+                if r not in tap_rows:
+                    tap_rows[r] = tap_row(e.c(r))
+            res = input_row(e.c(off), [(i, r, tap_rows[r]) for i, r in pairs], res)
     else:
         accs = [e.fresh("acc") for _ in range(WT)]
         loop = e.fresh("res")
         e.open(f"{loop}:{WT} = scf.for %r = {e.c(0)} to {e.c(R)} step {e.c(1)} "
                f"iter_args({', '.join(f'{a} = {zero}' for a in accs)}) -> ({', '.join([ft] * WT)}) {{")
-        e.emit(f"scf.yield {', '.join(filter_row('%r', accs))} : {', '.join([ft] * WT)}")
+        tap = tap_row("%r")
+        nxt, = input_row(e.mul("%r", e.c(dh)), [(0, "%r", tap)], [accs])
+        e.emit(f"scf.yield {', '.join(nxt)} : {', '.join([ft] * WT)}")
         e.close()
-        res = [f"{loop}#{o}" for o in range(WT)]
-    # Epilogue: bias once, then per output pixel (guarded at a ragged right edge) residual, act, store.
+        res = [[f"{loop}#{o}" for o in range(WT)]]
+    # Epilogue: bias once, then per output pixel (guarded at a ragged bottom or right edge) residual, act, store.
     addends = [_load_f32(e, bias, types[bias], [c], spec)] if bias else []
-    for o in range(WT):
-        ow = e.add(ow0, e.c(o))
-        ragged = OW % WT != 0 and o > 0
-        if ragged:
-            e.open(f"scf.if {e.cmp('ult', ow, e.c(OW))} {{")
-        adds = addends + ([_load_f32(e, residual, types[residual], [n, oh, ow, c], spec)] if residual else [])
-        y = _epilogue(e, spec, res[o], adds)
-        e.emit(f"vector.store {y}, {out}[{n}, {oh}, {ow}, {c}] {{alignment = {V * ITEM[dt]}}} : {types[out]}, {vt}")
-        if ragged:
+    for i in range(HT):
+        oh = e.add(oh0, e.c(i))
+        if OH % HT != 0 and i > 0:
+            e.open(f"scf.if {e.cmp('ult', oh, e.c(OH))} {{")
+        for o in range(WT):
+            ow = e.add(ow0, e.c(o))
+            ragged = OW % WT != 0 and o > 0
+            if ragged:
+                e.open(f"scf.if {e.cmp('ult', ow, e.c(OW))} {{")
+            adds = addends + ([_load_f32(e, residual, types[residual], [n, oh, ow, c], spec)] if residual else [])
+            y = _epilogue(e, spec, res[i][o], adds)
+            e.emit(f"vector.store {y}, {out}[{n}, {oh}, {ow}, {c}] {{alignment = {V * ITEM[dt]}}} : "
+                   f"{types[out]}, {vt}")
+            if ragged:
+                e.close()
+        if OH % HT != 0 and i > 0:
             e.close()
     e.close()
     return e.function(name, signature)

@@ -475,6 +475,20 @@ def test_time_ms_still_launches(fake, data):
     assert [e[1] for e in fake.calls("launch")] == ["mul", "relu_bias"] * 3
 
 
+def test_time_ms_captured(fake, data):
+    """captured=K records K runs of the launches into one graph and divides the graph's time by K; the
+    graph is destroyed afterwards and the outputs are still right."""
+    x, s, w = data
+    exe = _exe(fake, w)
+    fake.log.clear()
+    assert exe.time_ms(repeat=2, warmup=1, captured=4) == 0.5 / 2 / 4
+    assert [e[2] for e in fake.calls("end_capture")] == [8]   # 4 runs of 2 kernels
+    assert len(fake.calls("graph_launch")) == 3               # one to warm up, two timed
+    assert [e[1] for e in fake.calls("launch")] == ["mul", "relu_bias"]   # the warm-up run only
+    y = exe(CaiArray(fake, x), CaiArray(fake, s))
+    np.testing.assert_allclose(y.numpy(), _want(x, s, w), rtol=1e-5, atol=1e-6)
+
+
 def test_device_memory_checked_before_allocating(fake, data):
     """A plan larger than the device's free memory is one error naming the sizes, before any allocation."""
     fake.free_bytes = 1024

@@ -72,6 +72,26 @@ def test_depthwise(cfg, dtype, rng):
     assert launches == [("conv2d", "conv_depthwise_gpu" if GPU else "conv_depthwise")], launches  # epilogue fused
 
 
+# Forced (WT, HT, vector bytes): several output rows per thread sharing input rows, a ragged bottom edge
+# (HT that does not divide OH), narrower vectors, and one pixel per thread.
+TILES = [(4, 2, 16), (2, 4, 8), (7, 2, 8), (1, 3, 16)]
+
+
+@pytest.mark.skipif(not GPU, reason="the thread tiles are the GPU kernel's (OPENPRIM_TEST_TARGET)")
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("tile", TILES, ids=["x".join(map(str, t)) for t in TILES])
+@pytest.mark.parametrize("cfg", [c for c in CASES if c["kernel"][0] * c["kernel"][1] <= 25],
+                         ids=[c["id"] for c in CASES if c["kernel"][0] * c["kernel"][1] <= 25])
+def test_depthwise_tiles(cfg, tile, dtype, rng, monkeypatch):
+    wt, ht, vbytes = tile
+    monkeypatch.setattr(SOLVERS["conv_depthwise_gpu"], "default_params",
+                        lambda p, target: {"wt": wt, "ht": ht, "vbytes": vbytes})
+    net = Net(rng, dtype, layout="NHWC")
+    y, want = depthwise_case(net, cfg, ACTS)
+    out, = net.run(None, y)
+    assert_close(out, want, dtype, reduction=cfg["kernel"][0] * cfg["kernel"][1], what=f"{cfg['id']} {tile}")
+
+
 def _problem(c=32, dtype="f16", groups=None, layout="NHWC", k=None, epilogue="bias+clamp"):
     return ConvProblem(8, c, 56, 56, k or c, 3, 3, 56, 56, (1, 1), (1, 1, 1, 1), (1, 1), groups or c, layout,
                        "RSCK", dtype, epilogue)
@@ -103,14 +123,33 @@ def _compiled(target, dtype, c):
     return str(openprim.compiler.lower(g, target))
 
 
+@pytest.mark.parametrize("ht,rows", [(1, 3), (2, 4), (4, 6)])
+def test_rows_loaded_once(ht, rows, monkeypatch):
+    """HT output rows a thread load each input row they share once: 3x3, stride 1, WT = 4 reads
+    6 columns of HT + 2 rows (plus the 9 taps), and the loads are 16-byte f16 vectors."""
+    monkeypatch.setattr(SOLVERS["conv_depthwise_gpu"], "default_params",
+                        lambda p, target: {"wt": 4, "ht": ht, "vbytes": 16})
+    text = _compiled("nvvm:sm_90", "f16", 32)
+    loads = re.findall(r"ld\.global\.nc\.(v\d\.b\d+)", text)
+    assert set(loads) == {"v4.b32"}
+    assert len(loads) == 6 * rows + 9 + 1, len(loads)   # + the bias vector
+
+
 @pytest.mark.parametrize("target", ["nvvm:sm_80", "nvvm:sm_90", "rocdl:gfx942", "rocdl:gfx1100"])
-@pytest.mark.parametrize("dtype,c,load", [("f16", 32, "v4.b32"), ("bf16", 12, "v4.b16"), ("f32", 32, "v4.b32"),
-                                          ("f32", 6, "v2.b32")])
-def test_kernel_vectors(target, dtype, c, load):
+@pytest.mark.parametrize("vbytes,dtype,c,load", [
+    (16, "f16", 32, "v4.b32"), (16, "bf16", 12, "v4.b16"), (16, "f32", 32, "v4.b32"), (16, "f32", 6, "v2.b32"),
+    (8, "f16", 32, "v4.b16"), (8, "bf16", 12, "v4.b16"), (8, "f16", 6, "v2.b16"), (8, "f32", 32, "v2.b32"),
+    (8, "f32", 3, None)])
+def test_kernel_vectors(target, vbytes, dtype, c, load, monkeypatch):
     """Every GPU target selects the solver and compiles its kernel; on NVIDIA the PTX reads whole
-    channel vectors: 16 bytes where C allows (8 x f16, 4 x f32), else the widest that divides C."""
+    channel vectors: `vbytes` bytes where C allows (16: 8 x f16, 4 x f32; 8: 4 x f16, 2 x f32), else the
+    widest that divides C (scalars for f32 with C = 3)."""
+    solver = SOLVERS["conv_depthwise_gpu"]
+    heuristic = solver.default_params
+    monkeypatch.setattr(solver, "default_params", lambda p, t: {**heuristic(p, t), "vbytes": vbytes})
     text = _compiled(target, dtype, c)
     assert re.findall(r'prim.solver = "(\w+)"', text) == ["conv_depthwise_gpu"]
     assert "gpu.binary" in text
     if target.startswith("nvvm"):
-        assert set(re.findall(r"ld\.global\.nc\.(v\d\.b\d+)", text)) == {load}
+        vectors = set(re.findall(r"ld\.global\.nc\.(v\d\.b\d+)", text))
+        assert vectors == ({load} if load else set()), vectors

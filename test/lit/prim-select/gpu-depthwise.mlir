@@ -1,7 +1,8 @@
 // On GPU targets depthwise convolutions (groups = C = K) get conv_depthwise_gpu with its pixels per
-// thread (wt: 4 where OW allows, 7 for 7- and 14-wide rows), an NCHW one after the move to NHWC; a channel
-// multiplier of 2 (groups = C, K = 2C) is not depthwise: its constant filter is made dense (block-diagonal,
-// prim-select's _densify_groups) and it runs on the matrix cores. The CPU keeps its own solver.
+// thread (at 3x3 in f16: 4 rows (ht) of 4 pixels (wt), 4-byte vectors; at 5x5: 2 rows, 8-byte vectors),
+// an NCHW one after the move to NHWC; a channel multiplier of 2 (groups = C, K = 2C) is not depthwise: its
+// constant filter is made dense (block-diagonal, prim-select's _densify_groups) and it runs on the
+// matrix cores. The CPU keeps its own solver.
 // RUN: openprim-opt %s -p 'prim-select{target=nvvm:sm_90}' | filecheck %s --check-prefix=GPU
 // RUN: openprim-opt %s -p 'prim-select{target=rocdl:gfx942}' | filecheck %s --check-prefix=GPU
 // RUN: openprim-opt %s -p 'prim-select{target=cpu}' | filecheck %s --check-prefix=CPU
@@ -9,7 +10,7 @@
 // GPU-LABEL: func.func @mobilenet
 // GPU:       "prim.conv2d"
 // GPU-SAME:  filter_layout = "RSCK"
-// GPU-SAME:  prim.params = {wt = 4 : i64}
+// GPU-SAME:  prim.params = {ht = 4 : i64, vbytes = 4 : i64, wt = 4 : i64}
 // GPU-SAME:  prim.problem = "conv2d-32x144x56x56-k144-3x3-s1x1-p1x1x1x1-d1x1-g144-NHWC-KRSC-f16-bias+clamp"
 // GPU-SAME:  prim.solver = "conv_depthwise_gpu"
 // CPU-LABEL: func.func @mobilenet
@@ -23,7 +24,7 @@ func.func @mobilenet(%x: tensor<32x56x56x144xf16>, %b: tensor<144xf16>) -> tenso
 // GPU-LABEL: func.func @nchw_5x5_s2
 // GPU:       "prim.transpose"(%arg0) {perm = array<i64: 0, 2, 3, 1>}
 // GPU:       "prim.conv2d"
-// GPU-SAME:  prim.params = {wt = 7 : i64}
+// GPU-SAME:  prim.params = {ht = 2 : i64, vbytes = 8 : i64, wt = 4 : i64}
 // GPU-SAME:  prim.problem = "conv2d-2x40x28x28-k40-5x5-s2x2-p2x2x2x2-d1x1-g40-NHWC-KRSC-f32-none"
 // GPU-SAME:  prim.solver = "conv_depthwise_gpu"
 // GPU:       "prim.transpose"
