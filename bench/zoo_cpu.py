@@ -185,6 +185,7 @@ def bench(name, module, batch, tmp, rounds, budget):
             row["kernels"], row["steps"] = timings.kernel_count, timings.step_count
             row["slowest_kernels"] = sorted(timings.kernels.items(), key=lambda kv: -kv[1])[:3]
             exe = load(art)
+            row["chunks"] = exe.plan.get("batch_chunks", 1)
             fns["ours"] = lambda: exe(xn)
         except Exception as e:  # noqa: BLE001
             row["error"] = "compile: " + one_line(e)
@@ -275,19 +276,21 @@ def report(rows, args, meta, skipped, extra_cov=()):
          "importer), bert_layer at opset 20 (one LayerNormalization and one Gelu node). googlenet has the "
          "paper's two LRNs (ONNX LRN nodes); googlenet_nolrn is torchvision's variant without them.",
          "", "## Results", "",
-         "| model | batch | import ok? | compile s (slowest stages, s) | kernels / steps | ours ms | ORT ms | "
-         "torch ms | ORT/ours | torch/ours | max rel err (ours; ORT) |",
-         "|---|---|---|---|---|---|---|---|---|---|---|"]
+         "| model | batch | import ok? | compile s (slowest stages, s) | kernels / steps | batch chunks | ours ms | "
+         "ORT ms | torch ms | ORT/ours | torch/ours | max rel err (ours; ORT) |",
+         "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         comp = (f"{r['compile_s']:.1f} ({stage_text(r['stages'])})" if "compile_s" in r
                 else ("failed" if r["import"] == "yes" else "—"))
         ks = f"{r['kernels']} / {r['steps']}" if "kernels" in r else "—"
         ok = r["import"]
         err = (f"{f(r.get('err'), '.1e')}; {f(r.get('ort_err'), '.1e')}")
-        L.append(f"| {r['model']} | {r['batch']} | {ok} | {comp} | {ks} | {f(r.get('ours_ms'), '.2f')} | "
+        L.append(f"| {r['model']} | {r['batch']} | {ok} | {comp} | {ks} | {r.get('chunks', '—')} | "
+                 f"{f(r.get('ours_ms'), '.2f')} | "
                  f"{f(r.get('ort_ms'), '.2f')} | {f(r.get('torch_ms'), '.2f')} | "
                  f"{ratio(r.get('ort_ms'), r.get('ours_ms'))} | {ratio(r.get('torch_ms'), r.get('ours_ms'))} | {err} |")
     L += ["", "ORT/ours and torch/ours above 1: OpenPrim is faster. Errors are max |y - y_torch| / max |y_torch|. "
+          "*batch chunks*: how many times the plan runs, on that many parts of the batch (passes/batch_chunks.py). "
           "On a loaded machine every runner slows down (the absolute times move with the load average); the "
           "three run in the same process in interleaved rounds, so the ratios compare like with like.", ""]
 

@@ -29,6 +29,7 @@ import numpy as np
 from openprim.base.errors import OpenPrimError, one_line
 from openprim.base.files import atomic_file
 from openprim.base.target import archs, parse_target
+from openprim.runtime.executor import host_shape
 
 
 def _value(text: str):
@@ -96,7 +97,7 @@ def _where_raised(e: Exception, path: str) -> str:
 
 def _inputs(exe, paths: list[str], seed: int):
     """Arrays for the executable's inputs: from .npy files, else seeded normal random data."""
-    specs = [exe.plan["values"][i["value"]] for i in exe.plan["inputs"]]
+    specs = [{**exe.plan["values"][i["value"]], "shape": host_shape(exe.plan, i["value"])} for i in exe.plan["inputs"]]
     if paths:
         if len(paths) != len(specs):
             raise OpenPrimError(f"the model takes {len(specs)} input(s) {exe.input_names}, got {len(paths)} --input")
@@ -240,9 +241,12 @@ def cmd_inspect(args) -> int:
     print(f"{args.artifact}: {manifest['format']} version {manifest['version']}, {manifest.get('compiler')}, "
           f"target {target}")
     for i in plan["inputs"]:
-        print(f"input {i['name']}: {_shape(values[i['value']])}")
+        print(f"input {i['name']}: {_shape({**values[i['value']], 'shape': host_shape(plan, i['value'])})}")
     for n, o in enumerate(plan["outputs"]):
-        print(f"output {n}: {_shape(values[o])}")
+        print(f"output {n}: {_shape({**values[o], 'shape': host_shape(plan, o)})}")
+    if plan.get("batch_chunks", 1) > 1:
+        print(f"batch: compiled for {values[plan['inputs'][0]['value']]['shape'][0]}, run in "
+              f"{plan['batch_chunks']} chunks")
     print(f"memory: arena {plan['arena_bytes']} B (naive {plan['naive_bytes']} B), weights {plan['weights_bytes']} B"
           + (f", scratch {plan.get('scratch_bytes', 0)} B" if target.is_gpu else ""))
     print(f"steps: {len(plan['steps'])}")

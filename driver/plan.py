@@ -20,7 +20,7 @@ from openprim.passes.rewrite import constant_int
 from openprim.base.dtypes import ITEMSIZE
 from openprim.runtime.executor import ALIGN
 
-PLAN_VERSION = 2  # 2: views name the value whose storage they share (`view_of`)
+PLAN_VERSION = 3  # 2: views name the value whose storage they share (`view_of`); 3: `batch_chunks`
 
 
 def _round(n):
@@ -116,6 +116,8 @@ def build_plan(module: ir.Module, target) -> tuple[dict, bytes]:
             "target": str(target), "values": values, "inputs": inputs, "outputs": outputs, "steps": steps,
             "arena_bytes": arena, "weights_bytes": weight_off,
             "naive_bytes": sum(sizes)}
+    if "prim.batch_chunks" in fn.attributes:  # passes/batch_chunks.py: the steps run once per chunk
+        plan["batch_chunks"] = ir.IntegerAttr(fn.attributes["prim.batch_chunks"]).value
     km = kernels_module(module.operation)
     if not target.is_gpu and km is not None and "openprim.scratch_bytes" in km.attributes:  # backends/cpu
         plan["scratch_bytes"] = ir.IntegerAttr(km.attributes["openprim.scratch_bytes"]).value

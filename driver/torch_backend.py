@@ -26,6 +26,7 @@ import openprim.cache
 from openprim.base.errors import OpenPrimError
 from openprim.base.target import parse_target
 from openprim.pyfrontend.torch_import import _decompose, import_exported, unsupported_ops
+from openprim.runtime.executor import host_shape
 from openprim.runtime.gpu import GpuExecutable
 
 try:  # torch is optional for OpenPrim; this module needs it
@@ -58,7 +59,7 @@ class _Compiled:
         self.in_dtypes, self.out_dtypes = in_dtypes, out_dtypes
         values = exe.plan["values"]
         self.plan_in = [getattr(torch, _TORCH_DTYPE[values[i["value"]]["dtype"]]) for i in exe.plan["inputs"]]
-        self.plan_out = [(tuple(values[o]["shape"]), getattr(torch, _TORCH_DTYPE[values[o]["dtype"]]))
+        self.plan_out = [(host_shape(exe.plan, o), getattr(torch, _TORCH_DTYPE[values[o]["dtype"]]))
                          for o in exe.plan["outputs"]]
 
     def _check(self, tensors):

@@ -13,9 +13,10 @@ from mlir import ir, passmanager
 from openprim import dialect
 from openprim.base.errors import OpenPrimError
 
-from . import prim_decompose, prim_fuse, prim_gpu_map, prim_lower, prim_pipeline, prim_select, prim_tile
+from . import batch_chunks, prim_decompose, prim_fuse, prim_gpu_map, prim_lower, prim_pipeline, prim_select, prim_tile
 
-PASSES = {m.NAME: m for m in (prim_decompose, prim_fuse, prim_select, prim_tile, prim_lower, prim_gpu_map, prim_pipeline)}
+PASSES = {m.NAME: m for m in (batch_chunks, prim_decompose, prim_fuse, prim_select, prim_tile, prim_lower,
+                              prim_gpu_map, prim_pipeline)}
 
 
 def split_pipeline(text: str) -> list[tuple[str, str]]:

@@ -1,5 +1,6 @@
 """prim-pipeline: the whole compiler for one target, as one pass.
 
+    prim-batch-chunks  (CPU) a memory-bound network compiled for a part of its batch, run once per part
     prim-decompose  attention without a kernel on the target -> matmul, softmax, matmul
     prim-fuse     conv/matmul + bias + residual + activation epilogues, BN folding, elementwise chains
     prim-select   layouts, then a solver and its parameters per conv2d/matmul (heuristic, database, Find)
@@ -10,7 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import prim_decompose, prim_fuse, prim_lower, prim_select, prim_tile
+from openprim.base.target import parse_target
+
+from . import batch_chunks, prim_decompose, prim_fuse, prim_lower, prim_select, prim_tile
 
 NAME = "prim-pipeline"
 
@@ -30,12 +33,13 @@ class Options:
 
     def stages(self) -> list[tuple[str, object]]:
         """(name, options) of each stage, in order."""
-        return [(prim_decompose.NAME, prim_decompose.Options(target=self.target)),
-                (prim_fuse.NAME, prim_fuse.Options()),
-                (prim_select.NAME, prim_select.Options(target=self.target, solver=self.solver, layout=self.layout,
-                                                       tuner=self.tuner)),
-                (prim_tile.NAME, prim_tile.Options(target=self.target, timings=self.timings)),
-                (prim_lower.NAME, prim_lower.Options(target=self.target, threads=self.threads != 1))]
+        chunks = [] if parse_target(self.target).is_gpu else [(batch_chunks.NAME, batch_chunks.Options())]
+        return chunks + [(prim_decompose.NAME, prim_decompose.Options(target=self.target)),
+                         (prim_fuse.NAME, prim_fuse.Options()),
+                         (prim_select.NAME, prim_select.Options(target=self.target, solver=self.solver,
+                                                                layout=self.layout, tuner=self.tuner)),
+                         (prim_tile.NAME, prim_tile.Options(target=self.target, timings=self.timings)),
+                         (prim_lower.NAME, prim_lower.Options(target=self.target, threads=self.threads != 1))]
 
     def entries(self):
         return [entry for _, options in self.stages() for entry in options.entries()]

@@ -19,6 +19,13 @@ from openprim.base.dtypes import STORAGE, from_storage, to_storage
 ALIGN = 64
 
 
+def host_shape(plan: dict, value: int) -> tuple:
+    """The shape of an input or output as the caller sees it: a plan compiled for a part of its batch
+    (plan.batch_chunks, passes/batch_chunks.py) takes and returns batch_chunks times dim 0."""
+    shape, chunks = list(plan["values"][value]["shape"]), plan.get("batch_chunks", 1)
+    return tuple([shape[0] * chunks, *shape[1:]] if chunks > 1 else shape)
+
+
 def ordered_inputs(plan: dict, args, kwargs) -> list:
     """The arguments in plan input order, from positional and keyword arguments (not converted); a wrong
     count or name is one OpenPrimError."""
@@ -39,10 +46,10 @@ def checked_inputs(plan: dict, args, kwargs) -> list[tuple[int, np.ndarray]]:
     a wrong count, name or shape is one OpenPrimError."""
     out = []
     for spec, a in zip(plan["inputs"], ordered_inputs(plan, args, kwargs)):
-        v = plan["values"][spec["value"]]
+        v, shape = plan["values"][spec["value"]], host_shape(plan, spec["value"])
         a = np.asarray(a)
-        if tuple(a.shape) != tuple(v["shape"]):
-            raise OpenPrimError(f"input '{spec['name']}' must have shape {tuple(v['shape'])}, got {a.shape}")
+        if tuple(a.shape) != shape:
+            raise OpenPrimError(f"input '{spec['name']}' must have shape {shape}, got {a.shape}")
         if a.dtype.kind not in "fiub":   # complex, strings, objects: no meaningful conversion to floats
             raise OpenPrimError(f"input '{spec['name']}' has dtype {a.dtype}; expected real numbers (float, int or bool)")
         stored = np.ascontiguousarray(to_storage(a, v["dtype"]))
@@ -101,12 +108,25 @@ class CpuExecutable:
         return [i["name"] for i in self.plan["inputs"]]
 
     def __call__(self, *args, **kwargs):
-        for value, data in checked_inputs(self.plan, args, kwargs):
-            self.views[value][...] = data
-        self.run_steps()
-        values = self.plan["values"]
-        outs = [from_storage(self.views[o].copy(), values[o]["dtype"], values[o].get("host_dtype"))
-                for o in self.plan["outputs"]]
+        inputs = checked_inputs(self.plan, args, kwargs)
+        plan, values = self.plan, self.plan["values"]
+        chunks = plan.get("batch_chunks", 1)
+        if chunks == 1:
+            for value, data in inputs:
+                self.views[value][...] = data
+            self.run_steps()
+            stored = [self.views[o].copy() for o in plan["outputs"]]
+        else:  # the steps once per chunk of the batch (dim 0)
+            stored = [np.empty(host_shape(plan, o), self.views[o].dtype) for o in plan["outputs"]]
+            for i in range(chunks):
+                for value, data in inputs:
+                    n = len(self.views[value])
+                    self.views[value][...] = data[i * n:(i + 1) * n]
+                self.run_steps()
+                for out, o in zip(stored, plan["outputs"]):
+                    n = len(self.views[o])
+                    out[i * n:(i + 1) * n] = self.views[o]
+        outs = [from_storage(s, values[o]["dtype"], values[o].get("host_dtype")) for s, o in zip(stored, plan["outputs"])]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def run_steps(self):
@@ -114,7 +134,7 @@ class CpuExecutable:
             fn(*ptrs[:1] if self.packed else ptrs)
 
     def time_steps(self, repeat: int = 10) -> list[float]:
-        """Seconds per kernel step (median of `repeat` runs), for profiling."""
+        """Seconds per kernel step (median of `repeat` runs; of one chunk of the batch), for profiling."""
         times = np.zeros((repeat, len(self.steps)))
         for r in range(repeat):
             for i, (fn, ptrs) in enumerate(self.steps):

@@ -85,6 +85,8 @@ def _check_plan(plan: dict, weights_len: int) -> None:
         _need(_int(plan.get(key)), f"plan.{key} {plan.get(key)!r} is not a non-negative integer")
     _need(_int(plan.get("scratch_bytes", 0)), f"plan.scratch_bytes {plan.get('scratch_bytes')!r} is not a "
                                               f"non-negative integer")
+    _need(_int(plan.get("batch_chunks", 1), 1), f"plan.batch_chunks {plan.get('batch_chunks')!r} is not a "
+                                                f"positive integer")
     _need(weights_len == plan["weights_bytes"],
           f"weights are {weights_len} bytes, the plan expects {plan['weights_bytes']}")
     values = plan.get("values")
@@ -232,6 +234,8 @@ def validate(manifest: dict, kernels: dict[str, bytes], weights: bytes, target: 
     _check_plan(plan, len(weights))
     _check_signatures(plan, manifest.get("signatures"))
     if target.is_gpu:
+        _need(plan.get("batch_chunks", 1) == 1, "plan.batch_chunks is for CPU plans (the GPU runtime runs the "
+                                                "whole batch at once)")
         needed = _check_launches(plan, target)
         for member, names in _device_functions(target, kernels).items():
             missing = sorted(needed - names)

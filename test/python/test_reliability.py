@@ -142,6 +142,18 @@ def test_crash_sigill_host_artifact_records_host_features(built):
     np.testing.assert_allclose(load(built[0])(x_input()), built[1](x_input()), rtol=1e-5, atol=1e-5)
 
 
+def test_crash_bf16_odd_vectors_for_avx512bf16(tmp_path):
+    """llc aborted ("Do not know how to soft promote this operator's operand!") on the concat kernel of
+    12 and 9 bf16 channels when generating for a CPU with AVX512-BF16 (Zen 4): compiled for one here,
+    whatever this machine is."""
+    g = Graph(layout="NHWC", dtype="bf16")
+    a, b = g.input("a", (2, 5, 3, 12)), g.input("b", (2, 5, 3, 9))
+    g.output(g.relu(g.concat([a, b], axis=3)))
+    compiler.save(g, str(tmp_path / "c.oprim"), target="cpu:znver4")
+    m, _, _ = artifact.read(str(tmp_path / "c.oprim"))
+    assert m["cpu"] == "znver4"
+
+
 def test_crash_unknown_cpu_name():
     g, _ = model()
     with pytest.raises(OpenPrimError, match="llc does not know the CPU 'x86-64-v9'"):
@@ -240,6 +252,8 @@ def _swap_output_onto_input(m):   # consistent but wrong: only the digest can te
     (lambda m: m["plan"]["values"][0].update(shape=[2, 3, 9.5, 7]), "not a list of positive integers"),
     (lambda m: m["plan"]["steps"][0].update(kernel="nope"), "kernel 'nope' has no recorded signature"),
     (lambda m: m["plan"].update(arena_bytes=-1), "arena_bytes -1"),
+    (lambda m: m["plan"].update(batch_chunks=0), "batch_chunks 0 is not a positive integer"),
+    (lambda m: m["plan"].update(batch_chunks="2"), "batch_chunks '2' is not a positive integer"),
     (lambda m: m["plan"]["steps"][0]["args"].append(10**6), "value ids of the plan"),
     (lambda m: m["plan"]["values"][-1].update(view_of=len(m["plan"]["values"])), "view_of .* is not an earlier value"),
     (lambda m: m.update(signatures={k: v[:-1] for k, v in m["signatures"].items()}), "takes"),
