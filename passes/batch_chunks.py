@@ -1,11 +1,11 @@
 """prim-batch-chunks: run a memory-bound network on the CPU a few samples at a time.
 
 At batch 8, MobileNetV2's largest layers move about 48 MB of activations (the 96-channel depthwise
-convolution at 112x112: 38.5 MB in, 9.6 MB out), more than the 32 MB L3 of the machine it is measured
+convolution at 112x112: 38.5 MB in, 9.6 MB out), more than the 32 MB L3 of the machine it was measured
 on, so every layer streams from DRAM. Compiled for batch 2 and run four times, the same network keeps
-each layer's working set in cache: 12-20% faster there (DenseNet-121 10%, SqueezeNet 7%), while the
-compute-bound ResNets lose 2-7% to the smaller GEMMs. The pass does this when nothing in the graph mixes
-samples:
+each layer's working set in cache: 12-20% faster there (SqueezeNet in chunks of 4: 7%), while the
+compute-bound ResNets lose 2-7% to the smaller GEMMs (bench/RESULTS.md, "batch chunks"). The pass does
+this when nothing in the graph mixes samples:
 
     every graph input has the batch N as dim 0; a value is batched when an op computes it from batched
     operands and keeps the batch as dim 0, sample by sample:
@@ -19,8 +19,8 @@ samples:
     every batched value's type gets dim 0 = c, the slices' ends with it, and the function records
     prim.batch_chunks = N / c; the plan then repeats its steps over the N / c chunks of the inputs.
 
-The two thresholds are fitted on the model zoo (bench/zoo_cpu.py) at batch 8 on the 2-core AVX2 machine
-(bench/RESULTS.md: "Batch chunks"). Only the CPU pipeline runs this pass.
+The two thresholds are fitted on the model zoo (bench/zoo_cpu.py) at batch 8 on the 2-core machine (Zen 4,
+32 MB L3). Only the CPU pipeline runs this pass.
 """
 from __future__ import annotations
 
@@ -99,12 +99,12 @@ def _macs(op: ir.Operation) -> int:
 
 @dataclass
 class Analysis:
-    """What the pass found: the batch, the batched values, and the figures that choose the chunk."""
+    """What the pass found: the batch, the batched values, and the figures that choose the chunk (both
+    over the ops that stay kernels, not UNCOUNTED)."""
     n: int
     batched: list                 # the batched values, in order
     per_sample_peak: int          # largest bytes of batched operands + result of one op, per sample
     intensity: float              # multiply-adds per byte of batched operands and results, over all ops
-    # (both over the ops that stay kernels: not UNCOUNTED)
     slices: list                  # the batched prim.slice ops (their ends change with the batch)
 
 
