@@ -9,9 +9,10 @@ given as a fraction of two copies timed in the same run: a 256 MiB device-to-dev
 a copy of the layer's own bytes (input + output sized, which pays the same launch and tail as the
 layer). Each layer's output is checked against PyTorch in float64 on the same input before it is timed.
 Every kernel is timed inside a CUDA graph (ours: 50 runs captured in one graph; PyTorch's:
-triton's do_bench_cudagraph), since the small layers are shorter than a launch's host cost; `launched_ms`
-keeps our time with one launch per run. A variant WTxHTxVBYTES forces conv_depthwise_gpu's parameters (pixels per thread along W, output rows
-per thread, vector bytes); without --variants the heuristic's choice is built.
+triton's do_bench_cudagraph), since the small layers are shorter than a launch's host cost;
+`launched_ms` keeps our time with one launch per run. A variant WTxHTxVBYTES forces conv_depthwise_gpu's
+parameters (pixels per thread along W, output rows per thread, vector bytes); without --variants the
+heuristic's choice is built.
 """
 import argparse
 import json

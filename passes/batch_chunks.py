@@ -11,7 +11,7 @@ this when nothing in the graph mixes samples:
     operands and keeps the batch as dim 0, sample by sample:
         no softmax, concat, reduce, slice, pad or layer norm over dim 0, no transpose that moves it,
         reshapes keep it leading ([N, 1280, 1, 1] -> [N, 1280]; not [N, S, D] -> [N S, D]),
-        and the op's shape rule (base/ops.infer) gives the same result with dim 0 = c as with N;
+        and the op's shape rule (base/ops.infer) gives the same result with dim 0 = 1 as with N;
     every graph output is batched.
     c = the largest divisor of N with c x (the largest activation bytes one op reads and writes per
         sample) <= budget, when the network is memory-bound: fewer than `max_intensity` multiply-adds
@@ -64,19 +64,21 @@ def _keeps_samples_apart(op: ir.Operation, attrs: dict, n: int) -> bool:
     return True
 
 
-def _same_with(op: ir.Operation, attrs: dict, batched: set, n: int, c: int) -> bool:
-    """Whether op's shape rule gives its result with dim 0 = c once its batched operands have dim 0 = c."""
+def _same_with(op: ir.Operation, attrs: dict, batched: set, n: int) -> bool:
+    """Whether op's shape rule gives its result with dim 0 = 1 once its batched operands have dim 0 = 1.
+    One sample is the strictest case: an operand that is not batched broadcasts along dim 0 only with
+    size 1, which then fits every chunk."""
     result = list(op.result.type.shape)
     if not result or result[0] != n:
         return False
     if op.name == "prim.reshape":
         return list(op.operands[0].type.shape)[0] == n
-    shapes = [None if v is None else tuple([c, *v.type.shape[1:]] if v in batched else v.type.shape)
+    shapes = [None if v is None else tuple([1, *v.type.shape[1:]] if v in batched else v.type.shape)
               for v in dialect.operand_groups(op)]
     if op.name == "prim.slice":
-        attrs = {**attrs, "ends": [c, *attrs["ends"][1:]]}
+        attrs = {**attrs, "ends": [1, *attrs["ends"][1:]]}
     try:
-        return list(infer(op.name[5:], shapes, attrs)) == [c, *result[1:]]
+        return list(infer(op.name[5:], shapes, attrs)) == [1, *result[1:]]
     except ShapeError:
         return False
 
@@ -108,7 +110,7 @@ class Analysis:
     slices: list                  # the batched prim.slice ops (their ends change with the batch)
 
 
-def analyze(fn: ir.Operation, c: int = 1) -> Analysis | str:
+def analyze(fn: ir.Operation) -> Analysis | str:
     """The batched values of a graph function (module docstring), or why the batch cannot be split."""
     block = fn.regions[0].blocks[0]
     args = list(block.arguments)
@@ -128,7 +130,7 @@ def analyze(fn: ir.Operation, c: int = 1) -> Analysis | str:
         if not op.name.startswith("prim."):
             return f"'{op.name}' reads a batched value"
         attrs = dialect.op_attrs(op)
-        if not _keeps_samples_apart(op, attrs, n) or not _same_with(op, attrs, batched, n, c):
+        if not _keeps_samples_apart(op, attrs, n) or not _same_with(op, attrs, batched, n):
             return f"{dialect.where(op.location)}: '{op.name}' mixes samples or moves the batch dimension"
         batched.add(op.result)
         order.append(op.result)
@@ -179,5 +181,5 @@ class Options:
                 found = None if "prim.batch_chunks" in fn.attributes else analyze(fn)
                 if isinstance(found, Analysis):
                     c = chunk_size(found, self.budget, self.max_intensity)
-                    if c < found.n and isinstance(analyze(fn, c), Analysis):
+                    if c < found.n:
                         split(fn, found, c)

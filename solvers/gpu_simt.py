@@ -105,7 +105,7 @@ class GemmGpu(GpuGemmSolver):
 
 class ConvDepthwiseGpu(Solver):
     """Depthwise convolution (groups = C = K, NHWC x RSCK) on GPUs: each thread a vector of channels
-    (8 or 16 bytes; narrower where C needs it) of an HT x WT tile of output pixels, the filter in
+    (4, 8 or 16 bytes; narrower where C needs it) of an HT x WT tile of output pixels, the filter in
     registers, f32 accumulation, the epilogue fused (kernels/gpu/depthwise.py). Memory-bound: its cost
     is the bytes it moves, input, filter and output once each."""
     name = "conv_depthwise_gpu"

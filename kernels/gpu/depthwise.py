@@ -154,14 +154,14 @@ def depthwise_kernel(name: str, signature: list[tuple[str, str]], spec: Depthwis
     zero = e.fresh("z")
     e.emit(f"{zero} = arith.constant dense<0.0> : {ft}")
 
-    def input_row(off: str, uses: list[tuple[int, str, list[str]]], accs: list[list[str]]) -> list[list[str]]:
-        """accs after input row ih0 + off (an index value): its columns, then for each (output row i,
-        filter row r, that row's taps) reading it, the FMAs."""
+    def input_row(off: str, uses: list[tuple[int, list[str]]], accs: list[list[str]]) -> list[list[str]]:
+        """accs after input row ih0 + off (an index value): its columns, then for each (output row i, the
+        taps of the filter row it reads this input row with), the FMAs."""
         ih, hok = _clamped(e, e.add(ih0, off), H)
         loaded = {o: _select(e, e.both(hok, ok), _load_f32(e, x, types[x], [n, ih, iw, c], spec), zero, ft)
                   for o, (iw, ok) in cols.items()}
         cur = [list(a) for a in accs]
-        for i, _, tap in uses:
+        for i, tap in uses:
             for o in range(WT):
                 for s in range(S):
                     nxt = e.fresh("acc")
@@ -181,14 +181,14 @@ def depthwise_kernel(name: str, signature: list[tuple[str, str]], spec: Depthwis
             for _, r in pairs:
                 if r not in tap_rows:
                     tap_rows[r] = tap_row(e.c(r))
-            res = input_row(e.c(off), [(i, r, tap_rows[r]) for i, r in pairs], res)
+            res = input_row(e.c(off), [(i, tap_rows[r]) for i, r in pairs], res)
     else:
         accs = [e.fresh("acc") for _ in range(WT)]
         loop = e.fresh("res")
         e.open(f"{loop}:{WT} = scf.for %r = {e.c(0)} to {e.c(R)} step {e.c(1)} "
                f"iter_args({', '.join(f'{a} = {zero}' for a in accs)}) -> ({', '.join([ft] * WT)}) {{")
-        tap = tap_row("%r")
-        nxt, = input_row(e.mul("%r", e.c(dh)), [(0, "%r", tap)], [accs])
+        tap = tap_row("%r")   # before the row's loads, as in the unrolled form
+        nxt, = input_row(e.mul("%r", e.c(dh)), [(0, tap)], [accs])
         e.emit(f"scf.yield {', '.join(nxt)} : {', '.join([ft] * WT)}")
         e.close()
         res = [[f"{loop}#{o}" for o in range(WT)]]
