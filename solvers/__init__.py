@@ -16,7 +16,8 @@ solvers live by family: cpu.py, winograd.py (every target), gpu_simt.py, nvidia.
 from __future__ import annotations
 
 from openprim.base.target import Target
-from openprim.solvers.amd import ConvImplicitGemmMfma, ConvImplicitGemmWmma, GemmMfma, GemmWmma
+from openprim.solvers.amd import (AttentionFlashMfma, AttentionFlashWmma, ConvImplicitGemmMfma, ConvImplicitGemmWmma,
+                                  GemmMfma, GemmWmma)
 from openprim.solvers.base import Solver
 from openprim.solvers.cpu import (GEMM, Conv1x1Gemm, ConvDepthwise, ConvDirect, ConvGroupedGemm, ConvIm2colGemm,
                                   ConvImplicitGemm, ConvReference, GemmPacked, GemmReference)
@@ -61,6 +62,8 @@ SOLVERS = {s.name: s for s in (
     GemmWmma(),
     AttentionFlashMma(),
     AttentionFlashWgmma(),
+    AttentionFlashMfma(),
+    AttentionFlashWmma(),
 )}
 
 

@@ -1,9 +1,11 @@
-"""The AMD matrix-core solvers (kernels/amd/mma.py): MFMA on CDNA, WMMA on RDNA3, for implicit-GEMM
-convolutions and GEMMs. The four classes differ only by instruction family and operation: they are made
-from a table (AMD_SOLVERS)."""
+"""The AMD matrix-core solvers: MFMA on CDNA, WMMA on RDNA3, for implicit-GEMM convolutions and GEMMs
+(kernels/amd/mma.py) and flash attention (kernels/amd/flash_attention.py). The four GEMM classes differ
+only by instruction family and operation: they are made from a table (AMD_SOLVERS)."""
 from __future__ import annotations
 
+from openprim.kernels.amd import flash_attention as amd_flash
 from openprim.kernels.amd import mma as gpu_amd_mma
+from openprim.solvers.base import AttentionSolver
 from openprim.solvers.gpu_simt import ConvImplicitGemmGpu, GemmGpu
 
 
@@ -60,3 +62,35 @@ AMD_SOLVERS = [_amd_solver(*row) for row in (
      "matmul / linear on RDNA3 matrix cores."),
 )]
 ConvImplicitGemmMfma, GemmMfma, ConvImplicitGemmWmma, GemmWmma = AMD_SOLVERS
+
+
+class AttentionFlashMfma(AttentionSolver):
+    """prim.attention as one flash-attention kernel on CDNA's MFMA (kernels/amd/flash_attention.py: the
+    products transposed, P^T from the score registers): f16/bf16, head dims 64 and 128, causal or not,
+    an optional additive mask. Costed like the MFMA GEMMs."""
+    name = "attention_flash_mfma"
+    targets = ("rocdl",)
+    family = "mfma"
+    efficiency = 4.0
+
+    def is_applicable(self, p, target):
+        return gpu_amd_mma.arch_reason(target, self.family, self.name) or amd_flash.applicable(p.dtype, p.d)
+
+    def tunables(self, p):
+        return {"tile": list(range(len(amd_flash.TILES[self.family])))}
+
+    def default_params(self, p, target):
+        return {"tile": 0}
+
+    def kernel(self, r):
+        tile = list(amd_flash.TILES[self.family].values())[r.params["tile"]]
+        return amd_flash.attention_kernel(r.name, r.signature, r.attrs["scale"], bool(r.attrs["causal"]),
+                                          r.attrs["layout"], tile)
+
+
+class AttentionFlashWmma(AttentionFlashMfma):
+    """prim.attention as one flash-attention kernel on RDNA3's WMMA (wave32; P^T's other half of each 16
+    keys from the partner lane)."""
+    name = "attention_flash_wmma"
+    family = "wmma"
+    efficiency = 1.0

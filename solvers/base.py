@@ -2,7 +2,7 @@
 model, the CPU thread count and the small helpers that several solver families share."""
 from __future__ import annotations
 
-from openprim.kernels.semantics import epilogue
+from openprim.kernels.semantics import emit_attention, epilogue
 
 
 def roofline(flops, nbytes, target, efficiency=1.0):
@@ -55,6 +55,23 @@ class Solver:
         """Its hand-written kernel for request.target (kernels/registry.py's KernelRequest), or None: its
         build() + schedule() (CPU) or prim-gpu-map's grid mapping (GPUs) make the kernel."""
         return None
+
+
+class AttentionSolver(Solver):
+    """Base of the flash-attention solvers (a vendor's kernel for the whole prim.attention): costed like a
+    GEMM solver at `efficiency` on the two products, plus the memory time of q, k, v, the output and the
+    mask; build() is the reference form (the kernel replaces it)."""
+    op = "attention"
+
+    def cost(self, p, target):
+        mask = 1
+        for n in p.mask or ():
+            mask *= n
+        nbytes = 2 * p.batch * (2 * p.sq + 2 * p.sk) * p.d + (4 * mask if p.mask else 0)
+        return roofline(p.flops, nbytes, target, self.efficiency)
+
+    def build(self, kt, operands, attrs, shape, dtype, params):
+        return emit_attention(kt, "attention", operands, attrs, shape, dtype)
 
 
 THREADS = 2

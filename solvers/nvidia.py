@@ -8,8 +8,7 @@ from openprim.kernels.nvidia import flash_attention, flash_attention_wgmma
 from openprim.kernels.nvidia import mma as gpu_mma
 from openprim.kernels.nvidia import wgmma as gpu_wgmma
 from openprim.kernels.nvidia import wgmma_im2col, wgmma_space_to_depth, wgmma_winograd
-from openprim.kernels.semantics import emit_attention
-from openprim.solvers.base import Solver, roofline
+from openprim.solvers.base import AttentionSolver, roofline
 from openprim.solvers.gpu_simt import ConvImplicitGemmGpu, GemmGpu, GpuGemmSolver
 from openprim.solvers.winograd import WINOGRAD
 
@@ -248,12 +247,11 @@ class GemmWgmma(WgmmaSolver, GemmGpu):
     split_k = True
 
 
-class AttentionFlashMma(Solver):
+class AttentionFlashMma(AttentionSolver):
     """prim.attention as one flash-attention kernel on mma.sync (kernels/nvidia/flash_attention.py): f16/bf16,
     head dims 64 and 128, causal or not, an optional additive mask; the scores stay on chip. Costed like
-    the mma.sync GEMMs on the two products, and the memory time of q, k, v, the output and the mask."""
+    the mma.sync GEMMs."""
     name = "attention_flash_mma"
-    op = "attention"
     targets = ("nvvm",)
     efficiency = 3.0
 
@@ -261,16 +259,6 @@ class AttentionFlashMma(Solver):
         if target.matrix_core not in ("mma.sync", "wgmma"):
             return f"needs mma.sync (sm_80 or later; {target.arch} has {target.matrix_core})"
         return flash_attention.applicable(p.dtype, p.d)
-
-    def cost(self, p, target):
-        mask = 1
-        for n in p.mask or ():
-            mask *= n
-        nbytes = 2 * p.batch * (2 * p.sq + 2 * p.sk) * p.d + (4 * mask if p.mask else 0)
-        return roofline(p.flops, nbytes, target, self.efficiency)
-
-    def build(self, kt, operands, attrs, shape, dtype, params):
-        return emit_attention(kt, "attention", operands, attrs, shape, dtype)
 
     def kernel(self, r):
         return flash_attention.attention_kernel(r.name, r.signature, r.attrs["scale"], bool(r.attrs["causal"]),

@@ -42,8 +42,8 @@ from __future__ import annotations
 import math
 
 from openprim.base.ops import attention_dims
-from openprim.kernels.gpu.gemm import WG, Emitter, collapse, load_vec
-from openprim.kernels.irtext import flit
+from openprim.kernels.gpu.attention import LOG2E, AttentionEmitter, HeadRows, mask_reader, memref_shape
+from openprim.kernels.gpu.gemm import WG, collapse, load_vec
 
 BLOCK_Q = 64            # query rows per block: 4 warps x 16 rows
 BLOCK_K = 64            # keys per tile
@@ -51,7 +51,6 @@ WARPS = BLOCK_Q // 16
 PAD = 8                 # elements after each shared row (16 bytes)
 HEAD_DIMS = (64, 128)
 DTYPES = ("f16", "bf16")
-LOG2E = 1.4426950408889634
 ACC_T = "!llvm.struct<(f32, f32, f32, f32)>"
 
 
@@ -68,40 +67,12 @@ def shared_bytes(d: int) -> int:
     return 2 * BLOCK_K * (d + PAD) * 2
 
 
-def memref_shape(mtype: str) -> tuple[tuple[int, ...], str]:
-    """(shape, element type) of a static `memref<AxBx...xT>` type."""
-    *dims, dtype = mtype[len("memref<"):-1].split("x")
-    return tuple(int(x) for x in dims), dtype
-
-
-class _Kernel(Emitter):
-    """Emitter with the scalar f32 and mma helpers of the kernel."""
+class _Kernel(AttentionEmitter):
+    """AttentionEmitter with the mma.sync helpers of the kernel; a row's values are on the 4 lanes of a
+    quad (lanes 4g .. 4g + 3)."""
 
     def __init__(self, dtype: str):
-        super().__init__()
-        self.dt = dtype
-        self.f32 = {}
-
-    def f(self, v: float) -> str:
-        """An f32 constant (defined once, at the top of the launch)."""
-        if v not in self.f32:
-            n = self.fresh("cf")
-            self.emit(f"{n} = arith.constant {flit(v)} : f32")
-            self.f32[v] = n
-        return self.f32[v]
-
-    def i32(self, v: int) -> str:
-        key = ("i32", v)
-        if key not in self.f32:
-            n = self.fresh("ci")
-            self.emit(f"{n} = arith.constant {v} : i32")
-            self.f32[key] = n
-        return self.f32[key]
-
-    def fop(self, name: str, *args: str) -> str:
-        n = self.fresh("f")
-        self.emit(f"{n} = {name} {', '.join(args)} : f32")
-        return n
+        super().__init__(dtype, (1, 2), 32)
 
     def opaque(self, value: str) -> str:
         """An index that LLVM cannot see through (a volatile move), for a value it must not specialize on."""
@@ -111,27 +82,6 @@ class _Kernel(Emitter):
                   f": (i64) -> i64")
         self.emit(f"{n} = arith.index_cast {moved} : i64 to index")
         return n
-
-    def select(self, cond: str, a: str, b: str, ty: str = "f32") -> str:
-        n = self.fresh("s")
-        self.emit(f"{n} = arith.select {cond}, {a}, {b} : {ty}")
-        return n
-
-    def quad(self, op: str, v: str) -> str:
-        """`op` (arith.maximumf / arith.addf) of v over the 4 lanes of a quad (lanes 4g .. 4g + 3)."""
-        for offset in (1, 2):
-            other, ok = self.fresh("sh"), self.fresh("ok")
-            self.emit(f"{other}, {ok} = gpu.shuffle xor {v}, {self.i32(offset)}, {self.i32(32)} : f32")
-            v = self.fop(op, v, other)
-        return v
-
-    def inverse_row_sum(self, partial: str) -> str:
-        """1 / (the quad's sum of the thread's partial row sum), 0 for a row whose every key was masked
-        (sum 0)."""
-        total = self.quad("arith.addf", partial)
-        positive = self.fresh("p")
-        self.emit(f"{positive} = arith.cmpf ogt, {total}, {self.f(0.0)} : f32")
-        return self.select(positive, self.fop("arith.divf", self.f(1.0), total), self.f(0.0))
 
     def reg(self, pair: str) -> str:
         """A vector<2 x dt> as an mma.sync operand register: as it is (f16), as i32 (bf16)."""
@@ -188,7 +138,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
                         for val, ty, s in ((q, q_t, Sq), (k, k_t, Sk), (v, v_t, Sk), (out, out_t, Sq)))
     qm_t, km_t = f"memref<{BH * Sq}x{D}x{dt}>", f"memref<{BH * Sk}x{D}x{dt}>"
     # Every f32/i32 constant the loop uses is made here, outside it (they are cached, not scoped).
-    neg_inf, zero_f, log2e, qk_scale = e.f(-math.inf), e.f(0.0), e.f(LOG2E), e.f(scale * LOG2E)
+    neg_inf, zero_f, qk_scale = e.f(-math.inf), e.f(0.0), e.f(scale * LOG2E)
     for lanes in (1, 2, 32):
         e.i32(lanes)
     warp, lane = e.div("%tx", e.c(32)), e.rem("%tx", e.c(32))
@@ -196,38 +146,14 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
     rows = [e.add(e.add(e.mul("%bx", e.c(BLOCK_Q)), e.mul(warp, e.c(16))), g)]
     rows.append(e.add(rows[0], e.c(8)))                       # this thread's query rows: g and g + 8
     row_ok = [e.cmp("ult", r, e.c(Sq)) for r in rows]
-    # Row (position s of this block's head) of the 2-d q/out and k/v: base + s * step.
-    if layout == "BHSD":
-        q_base, k_base, step = e.mul("%by", e.c(Sq)), e.mul("%by", e.c(Sk)), 1
-    else:
-        image, head = e.div("%by", e.c(H)), e.rem("%by", e.c(H))
-        q_base, k_base, step = e.add(e.mul(image, e.c(Sq * H)), head), e.add(e.mul(image, e.c(Sk * H)), head), H
-
-    def row_of(base: str, pos: str) -> str:
-        return e.add(base, pos if step == 1 else e.mul(pos, e.c(step)))
+    heads = HeadRows(e, layout, H, Sq, Sk, "%by")
 
     # Q as A fragments, once: [kk][0..3] = (row g, d 16kk + c2), (g + 8, same), (g, + 8), (g + 8, + 8).
-    qa = [[e.reg(load_vec(e, row_ok[h], q2, qm_t, [row_of(q_base, rows[h]), e.add(e.c(16 * kk + 8 * half), c2)],
+    qa = [[e.reg(load_vec(e, row_ok[h], q2, qm_t, [heads.q(rows[h]), e.add(e.c(16 * kk + 8 * half), c2)],
                           2, dt, widen=False))
            for half in (0, 1) for h in (0, 1)] for kk in range(D // 16)]
 
-    # The mask, as [B, H, Sq, Sk] indices (broadcast dimensions read at 0, the others clamped in range).
-    if mask:
-        m_name, m_t = mask[0]
-        m_shape, m_dt = memref_shape(m_t)
-        full = (1,) * (4 - len(m_shape)) + m_shape
-        bh_idx = [e.div("%by", e.c(H)), e.rem("%by", e.c(H))]
-
-    def mask_value(row: str, key: str) -> str:
-        idx = bh_idx + [e.op("arith.minui", row, e.c(Sq - 1)), e.op("arith.minui", key, e.c(Sk - 1))]
-        idx = [e.c(0) if n == 1 else i for n, i in zip(full, idx)][4 - len(m_shape):]
-        x = e.fresh("mk")
-        e.emit(f"{x} = memref.load {m_name}[{', '.join(idx)}] : {m_t}")
-        if m_dt != "f32":
-            y = e.fresh("mk")
-            e.emit(f"{y} = arith.extf {x} : {m_dt} to f32")
-            x = y
-        return e.fop("arith.mulf", x, log2e)
+    mask_value = mask_reader(e, mask[0], H, Sq, Sk, "%by") if mask else None
 
     # cp.async of one 64-key tile of K or V: 16-byte chunks, D / 16 per thread, zeros past Sk.
     per_row = D // 8
@@ -240,7 +166,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
             r = e.add(chunk_row, e.c(p * (32 * WARPS) // per_row))
             key = e.add(key0, r)
             ok = e.cmp("ult", key, e.c(Sk))
-            src_row = e.select(ok, row_of(k_base, key), e.c(0), "index")
+            src_row = e.select(ok, heads.k(key), e.c(0), "index")
             col = e.select(ok, chunk_col, e.c(0), "index")
             t = e.fresh("cp")
             e.emit(f"{t} = nvgpu.device_async_copy {src}[{src_row}, {col}], {dst}[{r}, {chunk_col}], 8, "
@@ -302,7 +228,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
         mx = vals[0]
         for x in vals[1:]:
             mx = e.fop("arith.maximumf", mx, x)
-        mn = e.fop("arith.maximumf", m_old[h], e.quad("arith.maximumf", mx))
+        mn = e.fop("arith.maximumf", m_old[h], e.row_reduce("arith.maximumf", mx))
         empty = e.fresh("p")
         e.emit(f"{empty} = arith.cmpf oeq, {mn}, {neg_inf} : f32")
         base = e.select(empty, zero_f, mn)            # a row with no key so far: exp2(-inf - 0) = 0
@@ -357,7 +283,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
             e.emit(f"{pair} = vector.from_elements {', '.join(vals)} : vector<2xf32>")
             narrow = e.fresh("st")
             e.emit(f"{narrow} = arith.truncf {pair} : vector<2xf32> to vector<2x{dt}>")
-            e.emit(f"vector.store {narrow}, {out2}[{row_of(q_base, rows[h])}, {e.add(e.c(8 * n), c2)}] "
+            e.emit(f"vector.store {narrow}, {out2}[{heads.q(rows[h])}, {e.add(e.c(8 * n), c2)}] "
                    f"{{alignment = 4}} : {ot}, vector<2x{dt}>")
         e.close()
     return e.function(name, signature)

@@ -55,7 +55,8 @@ import math
 
 from openprim.base.ops import attention_dims
 from openprim.kernels.gpu.gemm import WG
-from openprim.kernels.nvidia.flash_attention import LOG2E, _Kernel, memref_shape
+from openprim.kernels.gpu.attention import LOG2E, memref_shape
+from openprim.kernels.nvidia.flash_attention import _Kernel
 from openprim.kernels.nvidia.wgmma import host_function
 
 BLOCK_Q = 128           # query rows per block: 2 warpgroups x 64 (= BLOCK_K: the causal tile count)
@@ -403,7 +404,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
             mx = vals[h][0]
             for x in vals[h][1:]:
                 mx = e.fop("arith.maximumf", mx, x)
-            mn = e.fop("arith.maximumf", m_old[h], e.quad("arith.maximumf", mx))
+            mn = e.fop("arith.maximumf", m_old[h], e.row_reduce("arith.maximumf", mx))
             empty = e.fresh("p")
             e.emit(f"{empty} = arith.cmpf oeq, {mn}, {neg_inf} : f32")
             floor = e.select(empty, zero_f, mn)           # a row with no key so far: exp2(-inf - 0) = 0

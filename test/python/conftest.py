@@ -3,6 +3,9 @@ import zlib
 import numpy as np
 import pytest
 
+from openprim.backends.rocdl import compiler as rocdl
+from openprim.base.errors import OpenPrimError
+
 
 @pytest.fixture
 def rng(request):
@@ -21,3 +24,27 @@ def _no_user_tuning_db(tmp_path_factory):
         mp.delenv(var, raising=False)
     yield
     mp.undo()
+
+
+@pytest.fixture(scope="module")
+def toolchain():
+    """llvmlite and ld.lld (these kernels call no device library)."""
+    try:
+        import llvmlite  # noqa: F401
+        rocdl.ld_lld()
+    except (ImportError, OpenPrimError) as e:
+        pytest.skip(f"AMDGPU toolchain incomplete: {e}")
+
+
+@pytest.fixture
+def assembly(monkeypatch):
+    """The assembly of every module rocdl.code_object emits an object from (a clone: codegen edits IR)."""
+    import llvmlite.binding as llb
+    texts = []
+    emit_object = llb.TargetMachine.emit_object
+
+    def recording(tm, module):
+        texts.append(tm.emit_assembly(module.clone()))
+        return emit_object(tm, module)
+    monkeypatch.setattr(llb.TargetMachine, "emit_object", recording)
+    return texts
