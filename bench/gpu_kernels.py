@@ -7,7 +7,7 @@
     python bench/gpu_kernels.py run DIR                            # on the GPU machine: runtime + torch only
 
 Cases: the ResNet-50 3x3 convolution N=32, C=K=128, 28x28 (fp32 and fp16, NCHW and NHWC) against
-torch.nn.functional.conv2d with TF32 off and with PyTorch's default; an 8192^3 GEMM (f16 and bf16 on tensor
+torch.nn.functional.conv2d with TF32 off and with PyTorch's default; ResNet-50's and MobileNetV2's layers; an 8192^3 GEMM (f16 and bf16 on tensor
 cores) and a transformer layer's GEMMs (TRANSFORMER_GEMMS) against torch.matmul; and memory-bound kernels (relu,
 batch norm, 3x3/s2 max pool, softmax over rows) as achieved bandwidth over a device-to-device copy.
 Every case is also checked against torch in float64 on the same random input before it is timed.
@@ -36,6 +36,11 @@ RESNET50 = [dict(n=32, c=3, h=224, w=224, k=64, r=7, stride=2, pad=3), dict(n=32
 RESNET50_STRIDED = [dict(n=32, c=128, h=56, w=56, k=128, r=3, stride=2, pad=1),
                     dict(n=32, c=256, h=56, w=56, k=512, r=1, stride=2, pad=0),
                     dict(n=32, c=256, h=28, w=28, k=256, r=3, stride=2, pad=1)]
+# MobileNetV2's 1x1 convolutions at batch 32 (fp16 NHWC): its expansions and, from the depthwise outputs,
+# its projections; memory-bound GEMMs with 16-320 output channels.
+MOBILENET_V2_1X1 = [dict(n=32, c=c, h=h, w=h, k=k, r=1, stride=1, pad=0) for c, h, k in (
+    (16, 112, 96), (24, 56, 144), (96, 14, 576), (32, 112, 16), (96, 56, 24), (144, 56, 24), (192, 28, 32),
+    (384, 14, 64), (576, 14, 96), (960, 7, 160), (960, 7, 320), (320, 7, 1280))]
 GEMM_SIZE = 8192
 # A transformer layer's GEMMs [M, K] x [K, N]: ViT-B/16 at batch 32 (M = 32 x 197 tokens) and BERT-base at
 # batch 8 x 512 tokens; q/k/v and the out-projection 768 -> 768, the MLP 768 -> 3072 -> 768.
@@ -70,6 +75,8 @@ def cases():
             out[f"r50_{p['c']}x{p['h']}_k{p['k']}_{p['r']}x{p['r']}s{p['stride']}_{dtype}_NHWC"] = conv_case(p, dtype, "NHWC")
     for p in RESNET50_STRIDED:
         out[f"r50down_{p['c']}x{p['h']}_k{p['k']}_{p['r']}x{p['r']}s{p['stride']}_f16_NHWC"] = conv_case(p, "f16", "NHWC")
+    for p in MOBILENET_V2_1X1:
+        out[f"mnv2_{p['c']}x{p['h']}_k{p['k']}_1x1_f16_NHWC"] = conv_case(p, "f16", "NHWC")
     for dtype in ("f16", "bf16"):
         def gemm(dtype=dtype):
             g = Graph(name="gemm", dtype=dtype)
@@ -190,7 +197,7 @@ def torch_reference(torch, meta, x, directory, name):
     return None, None
 
 
-def run(directory):
+def run(directory, only=(), skip=()):
     import torch
     import triton.testing
     runtime = import_runtime()
@@ -205,6 +212,8 @@ def run(directory):
     copy_gbs = 2 * big.numel() / copy_ms / 1e6
     print(f"device-to-device copy: {copy_gbs:.0f} GB/s")
     for name, meta in summary.items():
+        if (only and not any(o in name for o in only)) or any(o in name for o in skip):
+            continue
         net = runtime.load(os.path.join(directory, name + ".oprim"))
         rng = np.random.default_rng(1)
         feeds = [rng.standard_normal(net.plan["values"][i["value"]]["shape"]).astype(np.float32)
@@ -217,7 +226,8 @@ def run(directory):
         if meta["kind"] == "gemm":  # the second input plays the weight; compare on the rounded inputs
             xt, w = xt.to(tdt).float(), torch.from_numpy(feeds[1]).to(tdt).float()
         row = {"case": name}
-        ms = net.time_ms(repeat=50)
+        print(f"timing {name}", flush=True)       # a failed launch names its case
+        ms = net.time_ms(repeat=20, captured=20)   # back to back in a graph: no launch cost in short kernels
         if fn is not None:
             ref = fn(xt.double(), None if w is None else w.to(dev).double()).cpu().numpy()
             row["rel_err"] = float(np.abs(y - ref).max() / np.abs(ref).max())
@@ -233,6 +243,10 @@ def run(directory):
                 p = meta["conv"]
                 oh = (p["h"] + 2 * p["pad"] - p["r"]) // p["stride"] + 1
                 flops = 2 * p["n"] * p["k"] * oh * oh * p["c"] * p["r"] * p["r"]
+                if name.startswith("mnv2_"):      # memory-bound: input, filter and output bytes over the copy's
+                    nbytes = 2 * (x.size + p["k"] * p["c"] + p["n"] * oh * oh * p["k"])
+                    row["gbs"] = nbytes / ms / 1e6
+                    row["of_copy"] = row["gbs"] / copy_gbs
             else:
                 flops = 2 * float(np.prod(meta.get("mkn", [GEMM_SIZE] * 3)))
             row["tflops"] = flops / ms / 1e9
@@ -250,13 +264,13 @@ def run(directory):
         if ratios:
             print(f"ResNet-50 layers ({dtype} NHWC): geometric mean {np.exp(np.mean(np.log(ratios))):.2f}x cuDNN"
                   f"{' without TF32' if key.endswith('tf32') else (' (TF32)' if dtype == 'f32' else '')}")
-    print(f"\n{'case':28s} {'ours ms':>9s} {'torch ms':>9s} {'ratio':>6s}  extra")
+    print(f"\n{'case':36s} {'ours ms':>9s} {'torch ms':>9s} {'ratio':>6s}  extra")
     for r in rows:
         ratio = r["torch_ms"] / r["ms"] if "torch_ms" in r else float("nan")
-        extra = (f"{r['tflops']:.1f} TFLOP/s" + (f", vs cuDNN no-TF32 {r['torch_ms_no_tf32'] / r['ms']:.2f}x"
-                                                 if "torch_ms_no_tf32" in r else "")
-                 if "tflops" in r else f"{r['gbs']:.0f} GB/s = {r['of_copy']:.0%} of copy")
-        print(f"{r['case']:28s} {r['ms']:9.3f} {r.get('torch_ms', float('nan')):9.3f} {ratio:6.2f}  {extra}"
+        extra = ", ".join(([f"{r['tflops']:.1f} TFLOP/s"] if "tflops" in r else [])
+                          + ([f"{r['gbs']:.0f} GB/s = {r['of_copy']:.0%} of copy"] if "gbs" in r else [])
+                          + ([f"vs cuDNN no-TF32 {r['torch_ms_no_tf32'] / r['ms']:.2f}x"] if "torch_ms_no_tf32" in r else []))
+        print(f"{r['case']:36s} {r['ms']:9.3f} {r.get('torch_ms', float('nan')):9.3f} {ratio:6.2f}  {extra}"
               f"  err {r.get('rel_err', float('nan')):.1e}")
     out = os.environ.get("OUT")
     if out:
@@ -268,11 +282,12 @@ if __name__ == "__main__":
     ap.add_argument("mode", choices=("build", "run"))
     ap.add_argument("dir")
     ap.add_argument("--target", default="nvvm:sm_90")
-    ap.add_argument("--only", nargs="*", default=(), help="build only the cases whose names contain these")
+    ap.add_argument("--only", nargs="*", default=(), help="build or run only the cases whose names contain these")
+    ap.add_argument("--skip", nargs="*", default=(), help="run: leave out the cases whose names contain these")
     ap.add_argument("--configs", nargs="*", default=(),
                     help="also build the f16/bf16 conv and GEMM cases with a tensor-core kernel and its "
                          "configuration forced: mma:I (gpu_mma.CONFIGS[I]) or wgmma:I (gpu_wgmma.CONFIGS[I]); without :I, the kernel's heuristic; "
                          "im2col, wino2, wino4: im2col + GEMM and Winograd F(2x2)/F(4x4) on wgmma; "
                          "s2d[:I]: space-to-depth on wgmma (few-channel convolutions: the stem)")
     a = ap.parse_args()
-    build(a.dir, a.target, a.only, a.configs) if a.mode == "build" else run(a.dir)
+    build(a.dir, a.target, a.only, a.configs) if a.mode == "build" else run(a.dir, a.only, a.skip)

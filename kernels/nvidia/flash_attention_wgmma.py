@@ -156,6 +156,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
     e.open(f"scf.if {e.cmp('eq', '%tx', zero)} {{")
     for i in range(2 + 4 * SLOTS):
         e.emit(f"nvgpu.mbarrier.init {bars}[{e.c(i)}], {e.c(1 if i < QEMPTY else CONSUMERS)} : {mbar_t}")
+    e.emit("nvvm.fence.mbarrier.init")      # the inits visible to TMA's completions (async proxy)
     e.close()
     e.emit("gpu.barrier")
     dyn, smem_t = e.fresh("dyn"), f"memref<?xi8, {WG}>"

@@ -241,6 +241,7 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
     e.open(f"scf.if {leader} {{")
     for s in range(STAGES):
         e.emit(f"nvgpu.mbarrier.init {bars}[{e.c(s)}], {one} : {mbar_t}")
+    e.emit("nvvm.fence.mbarrier.init")      # the inits visible to TMA's completions (async proxy)
     e.close()
     e.emit("gpu.barrier")
     # Dynamic shared memory, its base rounded up to ALIGN.
