@@ -81,6 +81,13 @@ OPS: dict[str, OpSpec] = {s.name: s for s in [
           {"strides": "i64s", "padding": "i64s", "dilations": "i64s", "groups": "i64", "layout": "str",
            "filter_layout": "str", **EPILOGUE},
           doc="y = act(conv(x, w) + bias + residual); padding = [top, left, bottom, right]"),
+    _spec("depthwise_pointwise", ("input", "dw_filter", ("dw_bias", "optional"), "filter", ("bias", "optional"),
+                                  ("residual", "optional")),
+          {"strides": "i64s", "padding": "i64s", "dilations": "i64s", "layout": "str", "dw_activation": "str",
+           "dw_activation_params": "f64s", **EPILOGUE},
+          doc="MobileNet's depthwise -> pointwise pair in one op (prim-select makes it where a kernel keeps the "
+              "depthwise result on chip): h = dw_act(depthwise(x, dw_filter [R, S, C]) + dw_bias), "
+              "y = act(h @ filter [C, K] + bias + residual); NHWC"),
     _spec("matmul", ("lhs", "rhs", ("bias", "optional"), ("residual", "optional")),
           {"transpose_rhs": "i64", **EPILOGUE},
           doc="y = act(lhs @ rhs(^T) + bias + residual); rhs is [K,N] ([N,K] with transpose_rhs = 1; "
@@ -209,6 +216,22 @@ def _epilogue(bias, residual, attrs, out, channels):
     _need(bias is None or tuple(bias) == (channels,), f"bias must have shape {channels}, got {fmt_shape(bias or ())}")
     _need(residual is None or tuple(residual) == tuple(out),
           f"residual must have the output shape {fmt_shape(out)}, got {fmt_shape(residual or ())}")
+
+
+def _depthwise_pointwise(shapes, attrs):
+    x, dw, dw_bias, w = shapes[:4]
+    _need(attrs["layout"] == "NHWC", f"layout must be NHWC, got '{attrs['layout']}'")
+    n, c, h, wd = _layout(attrs, x)
+    _need(len(dw) == 3 and dw[2] == c, f"dw_filter must be [R, S, {c}], got {fmt_shape(dw)}")
+    _need(dw_bias is None or tuple(dw_bias) == (c,), f"dw_bias must have shape {c}, got {fmt_shape(dw_bias or ())}")
+    _need(len(w) == 2 and w[0] == c, f"filter must be [{c}, K], got {fmt_shape(w)}")
+    _check_activation({"activation": attrs["dw_activation"], "activation_params": attrs["dw_activation_params"]})
+    sh, sw = _pair(attrs, "strides", 2)
+    dh, dwl = _pair(attrs, "dilations", 2)
+    pt, pl, pb, pr = _pair(attrs, "padding", 4, positive=False)
+    out = (n, window_out(h, dw[0], sh, pt, pb, dh), window_out(wd, dw[1], sw, pl, pr, dwl), w[1])
+    _epilogue(shapes[4], shapes[5], attrs, out, w[1])
+    return out
 
 
 def _matmul(shapes, attrs):
@@ -374,7 +397,7 @@ def _attention(shapes, attrs):
 
 
 _RULES = {
-    "conv2d": _conv2d, "matmul": _matmul, "batch_norm": _batch_norm, "layer_norm": _layer_norm,
+    "conv2d": _conv2d, "depthwise_pointwise": _depthwise_pointwise, "matmul": _matmul, "batch_norm": _batch_norm, "layer_norm": _layer_norm,
     "rms_norm": _layer_norm, "group_norm": _group_norm, "max_pool2d": _pool, "avg_pool2d": _pool,
     "global_avg_pool": _global_pool,
     "softmax": _softmax, "log_softmax": _softmax, "transpose": _transpose, "concat": _concat, "pad": _pad,

@@ -41,6 +41,11 @@ RESNET50_STRIDED = [dict(n=32, c=128, h=56, w=56, k=128, r=3, stride=2, pad=1),
 MOBILENET_V2_1X1 = [dict(n=32, c=c, h=h, w=h, k=k, r=1, stride=1, pad=0) for c, h, k in (
     (16, 112, 96), (24, 56, 144), (96, 14, 576), (32, 112, 16), (96, 56, 24), (144, 56, 24), (192, 28, 32),
     (384, 14, 64), (576, 14, 96), (960, 7, 160), (960, 7, 320), (320, 7, 1280))]
+# MobileNetV2's depthwise 3x3 (bias, ReLU6) -> 1x1 projection (bias, residual where the block keeps its shape)
+# pairs at batch 32 (fp16 NHWC): (C, H, stride, K, residual); one kernel where prim-select fuses them,
+# two with --configs unfused.
+MOBILENET_V2_PAIRS = [(32, 112, 1, 16, False), (96, 112, 2, 24, False), (144, 56, 1, 24, True), (144, 56, 2, 32, False),
+                      (192, 28, 1, 32, True), (384, 14, 1, 64, True), (576, 14, 1, 96, True), (960, 7, 1, 160, True)]
 GEMM_SIZE = 8192
 # A transformer layer's GEMMs [M, K] x [K, N]: ViT-B/16 at batch 32 (M = 32 x 197 tokens) and BERT-base at
 # batch 8 x 512 tokens; q/k/v and the out-projection 768 -> 768, the MLP 768 -> 3072 -> 768.
@@ -77,6 +82,22 @@ def cases():
         out[f"r50down_{p['c']}x{p['h']}_k{p['k']}_{p['r']}x{p['r']}s{p['stride']}_f16_NHWC"] = conv_case(p, "f16", "NHWC")
     for p in MOBILENET_V2_1X1:
         out[f"mnv2_{p['c']}x{p['h']}_k{p['k']}_1x1_f16_NHWC"] = conv_case(p, "f16", "NHWC")
+    for c, h, stride, k, res in MOBILENET_V2_PAIRS:
+        wd, bd = rng.standard_normal((c, 1, 3, 3)) * 0.3, rng.standard_normal(c) * 0.1
+        wp, bp = rng.standard_normal((k, c, 1, 1)) / np.sqrt(c), rng.standard_normal(k) * 0.1
+
+        def dwpw(c=c, h=h, stride=stride, k=k, res=res, wd=wd, bd=bd, wp=wp, bp=bp):
+            g = Graph(name="dwpw", layout="NHWC", dtype="f16")
+            x = g.input("x", (32, h, h, c))
+            y = g.relu6(g.conv2d(x, g.param("wd", wd.transpose(0, 2, 3, 1)), g.param("bd", bd), stride=stride,
+                                 padding=1, groups=c))
+            y = g.conv2d(y, g.param("wp", wp.transpose(0, 2, 3, 1)), g.param("bp", bp))
+            if res:
+                y = y + g.input("r", (32, h // stride, h // stride, k))
+            g.output(y)
+            return g
+        out[f"mnv2pair_{c}x{h}_s{stride}_k{k}{'_res' if res else ''}_f16_NHWC"] = (dwpw, {
+            "kind": "dwpw", "dtype": "f16", "stride": stride, "wd": wd, "bd": bd, "wp": wp, "bp": bp})
     for dtype in ("f16", "bf16"):
         def gemm(dtype=dtype):
             g = Graph(name="gemm", dtype=dtype)
@@ -129,6 +150,14 @@ def forced_config(family, index):
     """Cases compiled inside get `family`'s kernel with its configuration `index` (None: the kernel's
     heuristic; family None: the selection's choice); yields the solver to force per case kind."""
     from openprim.solvers import SOLVERS
+    if family == "unfused":                   # prim-select keeps depthwise -> pointwise pairs apart
+        fused = SOLVERS["conv_depthwise_pointwise_mma"]
+        fused.is_applicable = lambda p, target: "left out: --configs unfused"
+        try:
+            yield {}
+        finally:
+            del fused.is_applicable
+        return
     solvers = [SOLVERS[name] for name in FAMILIES[family]] if family else []
     for s in solvers if index is not None else ():
         s.default_params = lambda p, target: {"tile": index}
@@ -146,7 +175,8 @@ def build(directory, target, only=(), configs=()):
     summary = {}
     variants = [(name, fn, meta, None) for name, (fn, meta) in cases().items()]
     variants += [(f"{name}_{c.replace(':', '')}", fn, {**meta, "weights_of": name}, c) for name, fn, meta, _ in list(variants)
-                 for c in configs if meta["kind"] in ("conv", "gemm") and meta["dtype"] != "f32"]
+                 for c in configs if (meta["kind"] == "dwpw") == (c == "unfused")
+                 and meta["kind"] in ("conv", "gemm", "dwpw") and meta["dtype"] != "f32"]
     for name, fn, meta, config in variants:
         if only and not any(o in name for o in only):
             continue
@@ -159,10 +189,10 @@ def build(directory, target, only=(), configs=()):
             except OpenPrimError as e:
                 print(f"{name}: skipped ({str(e).splitlines()[0][:150]})")
                 continue
-        for key in ("w", "bias"):
+        for key in ("w", "bias", "wd", "bd", "wp", "bp"):
             if key in meta and "weights_of" not in meta:  # a variant reads its case's files
                 np.save(os.path.join(directory, f"{name}.{key}.npy"), np.float32(meta[key]))
-        meta = {k: v for k, v in meta.items() if k not in ("w", "bias")}
+        meta = {k: v for k, v in meta.items() if k not in ("w", "bias", "wd", "bd", "wp", "bp")}
         summary[name] = {**meta, "compile_s": time.perf_counter() - t0, "input": g.inputs[0].shape}
         print(f"{name}: compiled for {target} in {summary[name]['compile_s']:.2f} s")
     with open(os.path.join(directory, "cases.json"), "w") as f:
@@ -186,6 +216,17 @@ def torch_reference(torch, meta, x, directory, name):
             y = y if bias is None else F.relu(y)
             return y.permute(0, 2, 3, 1) if nhwc else y
         return fn, w
+    if kind == "dwpw":   # relu6(depthwise(x) + bd) -> 1x1 + bp (run() adds the residual input to the reference)
+        name = meta.get("weights_of", name)
+        wd, bd, wp, bp = (torch.from_numpy(np.load(os.path.join(directory, f"{name}.{k}.npy"))).cuda()
+                          for k in ("wd", "bd", "wp", "bp"))
+
+        def pair(xt, _):
+            t = lambda v: v.to(xt.dtype)  # noqa: E731
+            h = F.relu6(F.conv2d(xt.permute(0, 3, 1, 2), t(wd), t(bd), stride=meta["stride"], padding=1,
+                                 groups=wd.shape[0]))
+            return F.conv2d(h, t(wp), t(bp)).permute(0, 2, 3, 1)
+        return pair, None
     if kind == "gemm":
         return (lambda xt, yt: xt @ yt), None
     if kind == "relu":
@@ -230,6 +271,8 @@ def run(directory, only=(), skip=()):
         ms = net.time_ms(repeat=20, captured=20)   # back to back in a graph: no launch cost in short kernels
         if fn is not None:
             ref = fn(xt.double(), None if w is None else w.to(dev).double()).cpu().numpy()
+            if meta["kind"] == "dwpw" and len(feeds) > 1:
+                ref = ref + feeds[1]
             row["rel_err"] = float(np.abs(y - ref).max() / np.abs(ref).max())
             xq, wq = xt.to(tdt), None if w is None else w.to(dev).to(tdt)
             if meta["kind"] == "conv":
@@ -250,6 +293,9 @@ def run(directory, only=(), skip=()):
             else:
                 flops = 2 * float(np.prod(meta.get("mkn", [GEMM_SIZE] * 3)))
             row["tflops"] = flops / ms / 1e9
+        elif meta["kind"] == "dwpw":        # bytes: the input, the output and the residual
+            row["gbs"] = 2 * (x.size + y.size * len(feeds)) / ms / 1e6
+            row["of_copy"] = row["gbs"] / copy_gbs
         else:
             item = 4 if meta["dtype"] == "f32" else 2
             out_elems = int(np.prod(net.plan["values"][net.plan["outputs"][0]]["shape"]))

@@ -100,7 +100,7 @@ def prepared(name: str, model, x, device: str):
 
 # ------------------------------------------------------------------------------------------- kernel kinds
 
-_BASES = (("attention", "attention"), ("matmul", "matmul"), ("linear", "matmul"), ("gemm", "matmul"),
+_BASES = (("depthwise_pointwise", "conv depthwise+1x1"), ("attention", "attention"), ("matmul", "matmul"), ("linear", "matmul"), ("gemm", "matmul"),
           ("softmax", "softmax"), ("norm", "norm"), ("pool", "pool"), ("transpose", "transpose"),
           ("pad", "copy"), ("concat", "copy"), ("slice", "copy"))
 
@@ -116,7 +116,7 @@ def kernel_kind(plan: dict, step: dict) -> str:
     group). pad/concat/slice are copies; kernels of other ops (add, mul, gelu, fused_elementwise, ...) are
     elementwise."""
     base = op_name(step)
-    if base.startswith("conv"):
+    if base.startswith("conv"):     # (prim.depthwise_pointwise's kernels are depthwise_pointwise_N: _BASES)
         values = [plan["values"][a] for a in step["args"]]
         filters = [v["shape"] for v in values if v["storage"] == "weight" and len(v["shape"]) == 4]
         if not filters or len(values[0]["shape"]) != 4:

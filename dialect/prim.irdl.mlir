@@ -27,6 +27,27 @@ irdl.dialect @prim {
     %res = irdl.base "!builtin.tensor"
     irdl.results(result: %res)
   }
+  // MobileNet's depthwise -> pointwise pair in one op (prim-select makes it where a kernel keeps the depthwise result on chip): h = dw_act(depthwise(x, dw_filter [R, S, C]) + dw_bias), y = act(h @ filter [C, K] + bias + residual); NHWC
+  irdl.operation @depthwise_pointwise {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    %t2 = irdl.base "!builtin.tensor"
+    %t3 = irdl.base "!builtin.tensor"
+    %t4 = irdl.base "!builtin.tensor"
+    %t5 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0, dw_filter: %t1, dw_bias: optional %t2, filter: %t3, bias: optional %t4, residual: optional %t5)
+    %a0 = irdl.base "#builtin.dense_array"
+    %a1 = irdl.base "#builtin.dense_array"
+    %a2 = irdl.base "#builtin.dense_array"
+    %a3 = irdl.base "#builtin.string"
+    %a4 = irdl.base "#builtin.string"
+    %a5 = irdl.base "#builtin.dense_array"
+    %a6 = irdl.base "#builtin.string"
+    %a7 = irdl.base "#builtin.dense_array"
+    irdl.attributes {"strides" = %a0, "padding" = %a1, "dilations" = %a2, "layout" = %a3, "dw_activation" = %a4, "dw_activation_params" = %a5, "activation" = %a6, "activation_params" = %a7}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
   // y = act(lhs @ rhs(^T) + bias + residual); rhs is [K,N] ([N,K] with transpose_rhs = 1; [N/NT, K, NT] panels with 2, as prim-select packs constant weights) or batched like lhs
   irdl.operation @matmul {
     %t0 = irdl.base "!builtin.tensor"

@@ -218,6 +218,19 @@ def emit_conv2d(kt, op, operands, attrs, shape, dtype):
     return epilogue(kt, acc, bias, residual, 1 if nchw else 3, attrs, dtype)
 
 
+def emit_depthwise_pointwise(kt, op, operands, attrs, shape, dtype):
+    """The depthwise convolution (its result rounded to dtype, as a kernel that keeps it on chip rounds its
+    GEMM operand), then the 1x1 convolution: two emit_conv2d's with RSCK views of the filters."""
+    x, dw, dw_bias, w, bias, residual = operands
+    (R, S, C), K = dw.shape, w.shape[1]
+    h = emit_conv2d(kt, op, [x, kt.reshape(dw, (R, S, 1, C)), dw_bias, None],
+                    {**attrs, "groups": C, "filter_layout": "RSCK", "activation": attrs["dw_activation"],
+                     "activation_params": attrs["dw_activation_params"]}, shape[:3] + (C,), dtype)
+    return emit_conv2d(kt, op, [h, kt.reshape(w, (1, 1, C, K)), bias, residual],
+                       {**attrs, "strides": [1, 1], "padding": [0, 0, 0, 0], "dilations": [1, 1], "groups": 1,
+                        "filter_layout": "RSCK"}, shape, dtype)
+
+
 def emit_matmul(kt, op, operands, attrs, shape, dtype):
     a, b, bias, residual = operands
     B = len(a.shape) - 2
@@ -603,7 +616,7 @@ def emit_attention(kt, op, operands, attrs, shape, dtype):
 
 
 EMITTERS = {
-    "conv2d": emit_conv2d, "matmul": emit_matmul, "batch_norm": emit_batch_norm,
+    "conv2d": emit_conv2d, "depthwise_pointwise": emit_depthwise_pointwise, "matmul": emit_matmul, "batch_norm": emit_batch_norm,
     "layer_norm": emit_layer_norm, "rms_norm": emit_rms_norm, "group_norm": emit_group_norm, "max_pool2d": emit_max_pool2d,
     "avg_pool2d": emit_avg_pool2d, "global_avg_pool": emit_global_avg_pool, "softmax": emit_softmax,
     "log_softmax": emit_softmax, "transpose": emit_transpose, "concat": emit_concat, "pad": emit_pad,

@@ -44,7 +44,7 @@ from openprim.base.ops import ELEMENTWISE, RHS_PANELS
 from openprim.base.target import Target, parse_target
 from openprim.dialect import graph_functions
 from openprim.solvers import SOLVERS, applicable
-from openprim.solvers.problem import problem_of
+from openprim.solvers.problem import DepthwisePointwiseProblem, problem_of
 
 from .rewrite import (constant, create, new_constant, pad_zeros, producer, rebuild, reshape, single_use, swap,
                       transformed_constant, transpose)
@@ -485,6 +485,56 @@ def _subsample_pointwise(op: ir.Operation, target: Target) -> ir.Operation:
         return swap(op, rebuild(op, operands, {"strides": [1, 1]}, op.location))
 
 
+DEPTHWISE_POINTWISE = "conv_depthwise_pointwise_mma"
+SELECTED_OPS = ("prim.conv2d", "prim.matmul", "prim.attention", "prim.depthwise_pointwise")
+
+
+def _fuse_depthwise_pointwise(fn, target: Target, forced: str) -> None:
+    """MobileNet's depthwise convolution and the 1x1 convolution that alone reads it, as one
+    prim.depthwise_pointwise (kernels/nvidia/depthwise_pointwise.py: the depthwise result stays on chip),
+    where its solver applies, pays (its grid hides the depthwise's latency: solver.pays) and predicts
+    less time than the two layers' chosen solvers; every pair it applies to when it is the forced solver,
+    none when another one is. The filters become constants in the op's layouts: [R, S, C] and [C, K]."""
+    solver = SOLVERS[DEPTHWISE_POINTWISE]
+    if target.kind not in solver.targets or forced not in ("", DEPTHWISE_POINTWISE):
+        return
+    for pw in [o.operation for o in fn.regions[0].blocks[0].operations if o.operation.name == "prim.conv2d"]:
+        p = problem_of(pw)
+        x, w, bias, residual = dialect.operand_groups(pw)
+        dw = producer(x, "prim.conv2d")
+        if p.layout != "NHWC" or (p.r, p.s, p.groups) != (1, 1, 1) or tuple(p.strides) != (1, 1) or any(p.padding) \
+                or dw is None or not single_use(x):
+            continue
+        q = problem_of(dw)
+        dx, dwf, dw_bias, dw_residual = dialect.operand_groups(dw)
+        taps, weights = constant(dwf), constant(w)
+        if not q.depthwise or q.layout != "NHWC" or dw_residual is not None or taps is None or weights is None:
+            continue
+        fused = DepthwisePointwiseProblem(q.n, q.c, q.h, q.w, p.k, q.r, q.s, q.oh, q.ow, q.strides, q.padding,
+                                          q.dilations, p.dtype, q.epilogue, p.epilogue)
+        if solver.is_applicable(fused, target) or not forced and (not solver.pays(fused, target) or solver.cost(
+                fused, target) >= heuristic(q, "conv2d", target).cost(q, target) + heuristic(p, "conv2d", target).cost(p, target)):
+            continue
+        a, pa = dialect.op_attrs(dw), dialect.op_attrs(pw)
+        with ir.InsertionPoint(pw), pw.location:
+            kd, cd = FILTER_K_C_AXES[q.filter_layout]
+            dw_rsc = np.moveaxis(taps, (kd, cd), (0, 1))[:, 0].transpose(1, 2, 0)        # [R, S, C]
+            kp, cp = FILTER_K_C_AXES[p.filter_layout]
+            pw_ck = np.moveaxis(weights, (kp, cp), (0, 1))[:, :, 0, 0].T                  # [C, K]
+            attrs = {"strides": a["strides"], "padding": a["padding"], "dilations": a["dilations"], "layout": "NHWC",
+                     "dw_activation": a["activation"], "dw_activation_params": a["activation_params"],
+                     "activation": pa["activation"], "activation_params": pa["activation_params"]}
+            y = create("depthwise_pointwise", [dx, new_constant(dw_rsc, dwf, pw.location), dw_bias,
+                                               new_constant(pw_ck, w, pw.location), bias, residual],
+                       pw.result.type.shape, pw.result, attrs, pw.location)
+        pw.result.replace_all_uses_with(y)
+        pw.erase()
+        dw.erase()
+        for old in (dwf, w):
+            if not list(old.uses):
+                old.owner.erase()
+
+
 def prepare(fn, layout: str, target: Target, forced: str = "") -> list[ir.Operation]:
     """Stage 1 on a graph function (layouts, transposed GEMM operands; unless a solver is forced, dense
     grouped convolutions on GPUs and subsampled strided 1x1 convolutions on the CPU; channel padding for
@@ -498,10 +548,11 @@ def prepare(fn, layout: str, target: Target, forced: str = "") -> list[ir.Operat
         _cancel_transposes(fn)
     else:
         check_layout(layout)
+    _fuse_depthwise_pointwise(fn, target, forced)
     reshape_problem = (lambda op: op) if forced else \
         (lambda op: _subsample_pointwise(_densify_groups(op, target), target))
     return [_pad_channels(reshape_problem(_untranspose_rhs(op)), target) for op in ops()
-            if op.name in ("prim.conv2d", "prim.matmul", "prim.attention") and "prim.solver" not in op.attributes]
+            if op.name in SELECTED_OPS and "prim.solver" not in op.attributes]
 
 
 @dataclass

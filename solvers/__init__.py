@@ -22,7 +22,7 @@ from openprim.solvers.base import Solver
 from openprim.solvers.cpu import (GEMM, Conv1x1Gemm, ConvDepthwise, ConvDirect, ConvGroupedGemm, ConvIm2colGemm,
                                   ConvImplicitGemm, ConvReference, GemmPacked, GemmReference)
 from openprim.solvers.gpu_simt import ConvDepthwiseGpu, ConvImplicitGemmGpu, GemmGpu
-from openprim.solvers.nvidia import (AttentionFlashMma, AttentionFlashWgmma, ConvIm2colGemmWgmma, ConvImplicitGemmMma, ConvImplicitGemmWgmma,
+from openprim.solvers.nvidia import (AttentionFlashMma, AttentionFlashWgmma, ConvDepthwisePointwiseMma, ConvIm2colGemmWgmma, ConvImplicitGemmMma, ConvImplicitGemmWgmma,
                                      ConvSpaceToDepthWgmma, ConvWinogradF2x3Wgmma, ConvWinogradF4x3Wgmma, GemmMma,
                                      GemmWgmma)
 from openprim.solvers.winograd import (ConvWinogradF2x3, ConvWinogradF2x3Packed, ConvWinogradF4x3,
@@ -60,6 +60,7 @@ SOLVERS = {s.name: s for s in (
     GemmMfma(),
     ConvImplicitGemmWmma(),
     GemmWmma(),
+    ConvDepthwisePointwiseMma(),
     AttentionFlashMma(),
     AttentionFlashWgmma(),
     AttentionFlashMfma(),

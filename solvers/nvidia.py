@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import os
 
-from openprim.kernels.nvidia import flash_attention, flash_attention_wgmma
+from openprim.kernels.nvidia import depthwise_pointwise, flash_attention, flash_attention_wgmma
 from openprim.kernels.nvidia import mma as gpu_mma
 from openprim.kernels.nvidia import wgmma as gpu_wgmma
 from openprim.kernels.nvidia import wgmma_im2col, wgmma_space_to_depth, wgmma_winograd
-from openprim.solvers.base import AttentionSolver, roofline
+from openprim.kernels.semantics import emit_depthwise_pointwise
+from openprim.solvers.base import AttentionSolver, Solver, roofline
 from openprim.solvers.gpu_simt import ConvImplicitGemmGpu, GemmGpu, GpuGemmSolver
 from openprim.solvers.winograd import WINOGRAD
 
@@ -281,3 +282,56 @@ class AttentionFlashWgmma(AttentionFlashMma):
         return flash_attention_wgmma.attention_kernel(r.name, r.signature, r.attrs["scale"],
                                                       bool(r.attrs["causal"]), r.attrs["layout"],
                                                       units=r.target.chip.units)
+
+
+class ConvDepthwisePointwiseMma(Solver):
+    """prim.depthwise_pointwise on mma.sync (kernels/nvidia/depthwise_pointwise.py): the pointwise GEMM with
+    its A tile computed by the depthwise convolution in registers, so the depthwise result never reaches
+    memory; f16/bf16, channels and output channels multiples of 8. Costed as the input, filters and output
+    moved once, the GEMM at the mma.sync rate and the depthwise multiplies at the SIMT rate, once per block
+    column (tile "large": 128 x 128 blocks, "small": 64 x 64)."""
+    name = "conv_depthwise_pointwise_mma"
+    op = "depthwise_pointwise"
+    targets = ("nvvm",)
+    efficiency = 3.0
+
+    def is_applicable(self, p, target):
+        if p.dtype not in ("f16", "bf16"):
+            return f"{p.dtype}: the fused kernel takes f16 or bf16"
+        if p.c % 8 or p.k % 8:
+            return "needs channels and output channels that are multiples of 8 (16-byte rows)"
+        return None
+
+    def tunables(self, p):
+        return {"tile": list(range(len(depthwise_pointwise.TILES)))}
+
+    def default_params(self, p, target):
+        return {"tile": 0 if p.k > 64 else 1}
+
+    def blocks(self, p, target) -> int:
+        bm, bn = gpu_mma.TILES[depthwise_pointwise.TILES[self.default_params(p, target)["tile"]]][:2]
+        return -(-p.n * p.oh * p.ow // bm) * -(-p.k // bn)
+
+    def pays(self, p, target) -> bool:
+        """Whether the grid has 8 or more blocks per multiprocessor. A block computes its depthwise tiles
+        one k tile after another (R S dependent loads each), which only many resident blocks hide. On the
+        H200 (bench/RESULTS.md, MobileNetV2's pairs at batch 32 against the two kernels) the fused kernel
+        was 1.09-1.43x faster with 12-48 blocks per multiprocessor (32@112, 96@112/2, 144@56) and 1.7-8x
+        slower with 3 or fewer (144@56/2, 192@28, 384@14, 576@14, 960@7)."""
+        return self.blocks(p, target) >= 8 * target.chip.units
+
+    def cost(self, p, target):
+        m = p.n * p.oh * p.ow
+        bn = gpu_mma.TILES[depthwise_pointwise.TILES[self.default_params(p, target)["tile"]]][1]
+        nbytes = 2 * (p.n * p.h * p.w * p.c + m * p.k * (2 if "residual" in p.epilogue else 1)
+                      + p.c * (p.k + p.r * p.s))
+        peak = target.rates[0] * 1e9
+        return roofline(2.0 * m * p.c * p.k, nbytes, target, self.efficiency) + \
+            2.0 * m * p.c * p.r * p.s * -(-p.k // bn) / peak
+
+    def build(self, kt, operands, attrs, shape, dtype, params):
+        return emit_depthwise_pointwise(kt, "depthwise_pointwise", operands, attrs, shape, dtype)
+
+    def kernel(self, r):
+        return depthwise_pointwise.depthwise_pointwise_kernel(r.name, r.signature, r.given, r.attrs, r.problem,
+                                                              depthwise_pointwise.TILES[r.params["tile"]])

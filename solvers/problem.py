@@ -1,6 +1,6 @@
-"""Problem descriptors: the ConvProblem / GemmProblem of a prim.conv2d / prim.matmul operation (its shapes,
-layouts, dtype and fused epilogue), which solvers are asked about, and problem_of, which reads them off the
-MLIR operation."""
+"""Problem descriptors: the ConvProblem / GemmProblem / AttentionProblem / DepthwisePointwiseProblem of a
+prim.conv2d / matmul / attention / depthwise_pointwise operation (its shapes, layouts, dtype and fused
+epilogue), which solvers are asked about, and problem_of, which reads them off the MLIR operation."""
 from __future__ import annotations
 
 import math
@@ -45,6 +45,37 @@ class ConvProblem:
         return (f"conv2d-{self.n}x{self.c}x{self.h}x{self.w}-k{self.k}-{self.r}x{self.s}"
                 f"-s{self.strides[0]}x{self.strides[1]}-p{pad}-d{self.dilations[0]}x{self.dilations[1]}"
                 f"-g{self.groups}-{self.layout}-{self.filter_layout}-{self.dtype}-{self.epilogue}")
+
+
+@dataclass(frozen=True)
+class DepthwisePointwiseProblem:
+    """prim.depthwise_pointwise: an NHWC depthwise convolution (C channels, R x S) and the 1x1 convolution
+    to K channels that reads its result."""
+    n: int
+    c: int
+    h: int
+    w: int
+    k: int
+    r: int
+    s: int
+    oh: int
+    ow: int
+    strides: tuple
+    padding: tuple
+    dilations: tuple
+    dtype: str
+    dw_epilogue: str
+    epilogue: str
+
+    @property
+    def flops(self) -> float:
+        return 2.0 * self.n * self.oh * self.ow * self.c * (self.r * self.s + self.k)
+
+    def descriptor(self) -> str:
+        pad = "x".join(map(str, self.padding))
+        return (f"depthwise_pointwise-{self.n}x{self.c}x{self.h}x{self.w}-{self.r}x{self.s}"
+                f"-s{self.strides[0]}x{self.strides[1]}-p{pad}-d{self.dilations[0]}x{self.dilations[1]}"
+                f"-{self.dw_epilogue}-k{self.k}-{self.dtype}-{self.epilogue}")
 
 
 @dataclass(frozen=True)
@@ -98,7 +129,7 @@ def _epilogue_name(attrs, bias, residual) -> str:
 
 
 def problem_of(op):
-    """The ConvProblem / GemmProblem of a prim.conv2d / prim.matmul operation; an empty operand or result
+    """The problem descriptor of a prim.conv2d / matmul / attention / depthwise_pointwise operation; an empty operand or result
     (a zero-size dimension: nothing to compute, and no solver's cost or tiling is defined) is an error."""
     attrs = dialect.op_attrs(op)
     if op.name == "prim.attention":
@@ -108,6 +139,14 @@ def problem_of(op):
         return AttentionProblem(b * h, sq, sk, d, bool(attrs["causal"]),
                                 None if mask is None else tuple(mask.type.shape),
                                 dialect.dtype_name(op.result.type.element_type), attrs["layout"])
+    if op.name == "prim.depthwise_pointwise":
+        x, dw, dw_bias, w, bias, residual = dialect.operand_groups(op)
+        (n, h, wd, c), (r, s, _), out = x.type.shape, dw.type.shape, tuple(op.result.type.shape)
+        dw_attrs = {"activation": attrs["dw_activation"]}
+        return DepthwisePointwiseProblem(n, c, h, wd, out[3], r, s, out[1], out[2], tuple(attrs["strides"]),
+                                         tuple(attrs["padding"]), tuple(attrs["dilations"]),
+                                         dialect.dtype_name(op.result.type.element_type),
+                                         _epilogue_name(dw_attrs, dw_bias, None), _epilogue_name(attrs, bias, residual))
     a, b, bias, residual = dialect.operand_groups(op)
     for v in (a, b, op.result):
         if 0 in tuple(v.type.shape):

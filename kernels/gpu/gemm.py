@@ -258,11 +258,12 @@ def group_col(e: Emitter, spec: GemmSpec, n: str) -> str:
 
 
 def tile_launch(e: Emitter, spec: GemmSpec, params_sig: list[tuple[str, str]], bm: int, bn: int, threads: int,
-                shared: list[tuple[str, str]]) -> tuple:
+                shared: list[tuple[str, str]], operand_a=None) -> tuple:
     """Open the launch of one block per bm x bn output tile (grid x over N, y over M, z over the groups),
     with the workgroup buffers `shared` [(name, memref type)], for the matrix-core kernels (NHWC or
-    matmul). Returns (m0, n0, OperandA, B as [K, N * groups], out and residual (or None) as
-    [M, N * groups], bias, bias type); group_col gives a group's columns in them."""
+    matmul). Returns (m0, n0, OperandA (or operand_a(e): A computed another way, with OperandA's row and
+    loads), B as [K, N * groups], out and residual (or None) as [M, N * groups], bias, bias type);
+    group_col gives a group's columns in them."""
     types, rank, (a, b, bias, residual, out) = operands(params_sig, spec)
     M, N, K, dt = spec.m, spec.n, spec.k, spec.dtype
     NT = N * spec.groups
@@ -274,7 +275,8 @@ def tile_launch(e: Emitter, spec: GemmSpec, params_sig: list[tuple[str, str]], b
     b2 = collapse(e, b, types[b], rank(b), K, NT, dt)
     out2 = collapse(e, out, types[out], rank(out), M, NT, dt)
     res2 = collapse(e, residual, types[residual], rank(residual), M, NT, dt) if residual else None
-    return m0, n0, OperandA(e, spec, a, types[a]), b2, out2, res2, bias, types[bias] if bias else ""
+    A = operand_a(e) if operand_a else OperandA(e, spec, a, types[a])
+    return m0, n0, A, b2, out2, res2, bias, types[bias] if bias else ""
 
 
 def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, tile: Tile) -> str:

@@ -86,7 +86,11 @@ def _select(e: Emitter, ok: str, a: str, b: str) -> str:
 
 
 def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, tile: str = "large",
-               stages: int = 1) -> str:
+               stages: int = 1, operand_a=None, signature: list[tuple[str, str]] | None = None) -> str:
+    """params_sig: A (or x), B, bias?, residual?, out; operand_a(e): A computed in registers instead of
+    read (register prefetch only; kernels/nvidia/depthwise_pointwise.py), whose kernel's parameters,
+    `signature`, are more than params_sig."""
+    assert operand_a is None or stages == 1, "a computed A is staged through registers"
     dt = spec.dtype
     BM, BN, BK, PAD_A, PAD_B, KS, VEC = shape(dt, tile)
     _, _, WARPS_M, WARPS_N = TILES[tile]
@@ -102,7 +106,7 @@ def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, til
     as_t, bs_t = f"memref<{lead}{BM}x{BK + PAD_A}x{dt}, {WG}>", f"memref<{lead}{BK}x{BN + PAD_B}x{dt}, {WG}>"
     at = lambda buf, stage, *idx: f"{buf}[{', '.join(([stage] if stages > 1 else []) + list(idx))}]"  # noqa: E731
     m0, n0, A, b2, out2, res2, bias, bias_t = tile_launch(e, spec, params_sig, BM, BN, THREADS,
-                                                          [("%As", as_t), ("%Bs", bs_t)])
+                                                          [("%As", as_t), ("%Bs", bs_t)], operand_a)
     b_t = f"memref<{K}x{N * spec.groups}x{dt}>"
     # Global reads, VEC elements (16 bytes) each: A rows along k, B rows along n.
     a_col = e.mul(e.rem("%tx", e.c(BK // VEC)), e.c(VEC))
@@ -277,4 +281,4 @@ def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, til
                 e.emit(f"vector.store {vec}, {out2}[{m}, {n}] {{alignment = {2 * BYTES[dt]}}} : {ot}, vector<2x{dt}>")
                 e.close()
             e.close()
-    return e.function(name, params_sig)
+    return e.function(name, signature or params_sig)
