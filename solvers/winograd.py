@@ -169,8 +169,11 @@ class ConvWinogradPacked(ConvWinograd):
     def cost(self, p, target):
         """The GEMMs at `efficiency` (rows of the MT-tile register tile left empty below MT tiles, and fewer
         than 64 output channels: DenseNet's 128 -> 32 layers ran 8-25% slower than conv_implicit_gemm),
-        the transforms at half the peak, and the traffic of U, V, the input and the output, most of it
-        from cache (x 0.3). Fitted to interleaved runs against conv_implicit_gemm (2-core AVX2): ResNet-18's
+        the transforms at half the peak, the traffic of V, the input and the output, most of it from cache
+        (x 0.3), and U's, read once per call from memory like any filter (in a network every layer's filter
+        comes from memory: a 7 x 7 x 512 x 512 layer at batch 1, with U (16 or 36 taps per channel pair)
+        charged at 0.3, took F(2x2) at 1.2-1.3 ms where conv_implicit_gemm, whose 9-tap filter is charged
+        whole, ran in 0.94-1.05 ms; Zen 4, 2 cores, interleaved). Fitted to interleaved runs against conv_implicit_gemm (2-core AVX2): ResNet-18's
         3x3 layers at batch 1 and 8, F(4x4) 1.1-2.1x faster, F(2x2) ahead of it only on 7x7 images at batch 1
         (the F(4x4) U of a 512 x 512 layer is 38 MB, read once per call); SqueezeNet's expand layers (16-64
         -> 64-256 channels) at batch 1, F(4x4) 1.35-1.9x faster, which a quarter of the peak for the
@@ -180,9 +183,9 @@ class ConvWinogradPacked(ConvWinograd):
         peak, bandwidth = target.rates
         gemm = 2.0 * a2 * tiles * p.c * p.k
         transforms = 4.0 * a2 * tiles * (p.c + p.k) * (self.m + 2)
-        nbytes = 4 * (a2 * p.c * p.k + 2 * a2 * tiles * p.c + p.n * p.h * p.w * p.c + p.n * p.oh * p.ow * p.k)
+        cached = 4 * (2 * a2 * tiles * p.c + p.n * p.h * p.w * p.c + p.n * p.oh * p.ow * p.k)
         fill = min(1.0, tiles / self.default_params(p, target)["mt"]) * min(1.0, p.k / 64)
-        return (gemm / (peak * 1e9 * self.efficiency * fill) + 0.3 * nbytes / (bandwidth * 1e9)
+        return (gemm / (peak * 1e9 * self.efficiency * fill) + (0.3 * cached + 4 * a2 * p.c * p.k) / (bandwidth * 1e9)
                 + transforms / (peak * 1e9 * 0.5))
 
     def tunables(self, p):
