@@ -40,15 +40,13 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from openprim.base.ops import attention_dims
 from openprim.kernels.amd.mma import MFMA_16x16x16, MFMA_32x32x8, WMMA_16x16x16, Lane, MatrixInstr, _ssa
-from openprim.kernels.gpu.attention import LOG2E, AttentionEmitter, HeadRows, mask_reader, memref_shape
-from openprim.kernels.gpu.gemm import WG, collapse, load_vec
+from openprim.kernels.gpu import attention
+from openprim.kernels.gpu.attention import LOG2E, AttentionEmitter, FlashSignature, HeadRows, mask_reader
+from openprim.kernels.gpu.gemm import WG, load_vec
 
 BK = 64                  # keys per tile
 PAD = 8                  # elements after each LDS row (16 bytes)
-HEAD_DIMS = (64, 128)
-DTYPES = ("f16", "bf16")
 
 
 @dataclass(frozen=True)
@@ -81,11 +79,7 @@ TILES = {
 
 def applicable(dtype: str, d: int) -> str | None:
     """None, or why the kernel does not apply."""
-    if dtype not in DTYPES:
-        return f"{dtype}: the matrix-core flash kernel takes f16 or bf16"
-    if d not in HEAD_DIMS:
-        return f"head dim {d}: the flash kernel takes head dims {' and '.join(map(str, HEAD_DIMS))}"
-    return None
+    return attention.applicable(dtype, d, "matrix-core")
 
 
 def shared_bytes(d: int) -> int:
@@ -152,13 +146,8 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
                      layout: str, tile: FlashTile) -> str:
     """The kernel function: signature = [(ssa name, memref type)] of q, k, v, the mask when there is one,
     then the output, as outlining gives them; layout: base.ops.ATTENTION_LAYOUTS."""
-    (q, q_t), (k, k_t), (v, v_t), *mask, (out, out_t) = signature
-    q_shape, dt = memref_shape(q_t)
-    B, H, Sq, D = attention_dims(q_shape, layout)
-    Sk = attention_dims(memref_shape(k_t)[0], layout)[2]
-    why = applicable(dt, D)
-    if why:
-        raise ValueError(why)
+    sig = FlashSignature.of(signature, layout, applicable)
+    dt, B, H, Sq, Sk, D = sig.dtype, sig.B, sig.H, sig.Sq, sig.Sk, sig.D
     t, ins = tile, tile.instr
     BH, T = B * H, tile.threads
     e = AttentionEmitter(dt, column_lanes(ins), ins.wave)
@@ -166,15 +155,14 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
     e.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-Sq // t.bq))}, %gy = {e.c(BH)}, %gz = {e.c(1)}) "
            f"threads(%tx, %ty, %tz) in (%sx = {e.c(T)}, %sy = {e.c(1)}, %sz = {e.c(1)}) "
            f"workgroup(%Ks : {ks_t}, %Vt : {vt_t}) {{")
-    q2, k2, v2, out2 = (collapse(e, val, ty, 4, BH * s, D, dt)
-                        for val, ty, s in ((q, q_t, Sq), (k, k_t, Sk), (v, v_t, Sk), (out, out_t, Sq)))
+    q2, k2, v2, out2 = sig.rows(e)
     qm_t, km_t = f"memref<{BH * Sq}x{D}x{dt}>", f"memref<{BH * Sk}x{D}x{dt}>"
     # Every f32/i32 constant the loop uses is made here, outside it (they are cached, not scoped).
     neg_inf, zero_f, qk_scale = e.f(-math.inf), e.f(0.0), e.f(scale * LOG2E)
     for x in (1,) + column_lanes(ins) + (ins.wave,):
         e.i32(x)
     heads = HeadRows(e, layout, H, Sq, Sk, "%by")
-    mask_value = mask_reader(e, mask[0], H, Sq, Sk, "%by") if mask else None
+    mask_value = mask_reader(e, sig.mask, H, Sq, Sk, "%by") if sig.mask else None
     wave = Lane(e, e.div("%tx", e.c(ins.wave)))
     lane = Lane(e, e.rem("%tx", e.c(ins.wave)))
     q0 = e.mul("%bx", e.c(t.bq))
@@ -267,7 +255,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
                 x = e.fresh("x")
                 e.emit(f"{x} = vector.extract {acc}[{r}] : f32 from {acc_t}")
                 x = e.fop("arith.mulf", x, qk_scale)
-                if mask:
+                if mask_value:
                     x = e.fop("arith.addf", x, mask_value(query, key))
                 cut = [e.cmp("uge", key, e.c(Sk))] if ragged else []
                 if causal:

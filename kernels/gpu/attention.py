@@ -5,16 +5,65 @@ statistics over the lanes that hold the row, the rows of a head in the 2-d views
 """
 from __future__ import annotations
 
-from openprim.kernels.gpu.gemm import Emitter
+from dataclasses import dataclass
+
+from openprim.base.ops import attention_dims
+from openprim.kernels.gpu.gemm import Emitter, collapse
 from openprim.kernels.irtext import flit
 
 LOG2E = 1.4426950408889634
+HEAD_DIMS = (64, 128)       # what the flash kernels take: f16/bf16 tiles of whole 16-byte rows
+DTYPES = ("f16", "bf16")
+
+
+def applicable(dtype: str, d: int, kernel: str) -> str | None:
+    """None, or why `kernel` (a flash kernel's name for the message) does not apply."""
+    if dtype not in DTYPES:
+        return f"{dtype}: the {kernel} flash kernel takes f16 or bf16"
+    if d not in HEAD_DIMS:
+        return f"head dim {d}: the {kernel} flash kernel takes head dims {' and '.join(map(str, HEAD_DIMS))}"
+    return None
 
 
 def memref_shape(mtype: str) -> tuple[tuple[int, ...], str]:
     """(shape, element type) of a static `memref<AxBx...xT>` type."""
     *dims, dtype = mtype[len("memref<"):-1].split("x")
     return tuple(int(x) for x in dims), dtype
+
+
+@dataclass(frozen=True)
+class FlashSignature:
+    """A flash kernel's parameters as outlining gives them (q, k, v, the mask when there is one, the
+    output: (ssa name, memref type) each) and the problem they carry."""
+    q: tuple[str, str]
+    k: tuple[str, str]
+    v: tuple[str, str]
+    mask: tuple[str, str] | None
+    out: tuple[str, str]
+    dtype: str
+    B: int
+    H: int
+    Sq: int
+    Sk: int
+    D: int
+
+    @classmethod
+    def of(cls, signature: list[tuple[str, str]], layout: str, applicable) -> "FlashSignature":
+        """Read off `signature`; applicable(dtype, head dim) says why the kernel does not apply (ValueError)."""
+        q, k, v, *mask, out = signature
+        q_shape, dt = memref_shape(q[1])
+        B, H, Sq, D = attention_dims(q_shape, layout)
+        why = applicable(dt, D)
+        if why:
+            raise ValueError(why)
+        return cls(q, k, v, mask[0] if mask else None, out, dt, B, H, Sq,
+                   attention_dims(memref_shape(k[1])[0], layout)[2], D)
+
+    def rows(self, e: Emitter) -> tuple[str, str, str, str]:
+        """2-d [B H S, D] views of q, k, v and out (inside the launch)."""
+        BH = self.B * self.H
+        return tuple(collapse(e, name, ty, 4, BH * s, self.D, self.dtype)
+                     for (name, ty), s in ((self.q, self.Sq), (self.k, self.Sk), (self.v, self.Sk), (self.out, self.Sq)))
 
 
 class AttentionEmitter(Emitter):

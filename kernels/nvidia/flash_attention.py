@@ -41,26 +41,20 @@ from __future__ import annotations
 
 import math
 
-from openprim.base.ops import attention_dims
-from openprim.kernels.gpu.attention import LOG2E, AttentionEmitter, HeadRows, mask_reader, memref_shape
-from openprim.kernels.gpu.gemm import WG, collapse, load_vec
+from openprim.kernels.gpu import attention
+from openprim.kernels.gpu.attention import LOG2E, AttentionEmitter, FlashSignature, HeadRows, mask_reader
+from openprim.kernels.gpu.gemm import WG, load_vec
 
 BLOCK_Q = 64            # query rows per block: 4 warps x 16 rows
 BLOCK_K = 64            # keys per tile
 WARPS = BLOCK_Q // 16
 PAD = 8                 # elements after each shared row (16 bytes)
-HEAD_DIMS = (64, 128)
-DTYPES = ("f16", "bf16")
 ACC_T = "!llvm.struct<(f32, f32, f32, f32)>"
 
 
 def applicable(dtype: str, d: int) -> str | None:
     """None, or why the kernel does not apply."""
-    if dtype not in DTYPES:
-        return f"{dtype}: the mma.sync flash kernel takes f16 or bf16"
-    if d not in HEAD_DIMS:
-        return f"head dim {d}: the flash kernel takes head dims {' and '.join(map(str, HEAD_DIMS))}"
-    return None
+    return attention.applicable(dtype, d, "mma.sync")
 
 
 def shared_bytes(d: int) -> int:
@@ -121,21 +115,15 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
                      layout: str = "BHSD") -> str:
     """The kernel function: signature = [(ssa name, memref type)] of q, k, v, the mask when there is one,
     then the output, as outlining gives them; layout: base.ops.ATTENTION_LAYOUTS."""
-    (q, q_t), (k, k_t), (v, v_t), *mask, (out, out_t) = signature
-    q_shape, dt = memref_shape(q_t)
-    B, H, Sq, D = attention_dims(q_shape, layout)
-    Sk = attention_dims(memref_shape(k_t)[0], layout)[2]
-    why = applicable(dt, D)
-    if why:
-        raise ValueError(why)
+    sig = FlashSignature.of(signature, layout, applicable)
+    dt, B, H, Sq, Sk, D = sig.dtype, sig.B, sig.H, sig.Sq, sig.Sk, sig.D
     BH = B * H
     e = _Kernel(dt)
     row_t = f"memref<{BLOCK_K}x{D + PAD}x{dt}, {WG}>"
     e.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-Sq // BLOCK_Q))}, %gy = {e.c(BH)}, %gz = {e.c(1)}) "
            f"threads(%tx, %ty, %tz) in (%sx = {e.c(32 * WARPS)}, %sy = {e.c(1)}, %sz = {e.c(1)}) "
            f"workgroup(%Ks : {row_t}, %Vs : {row_t}) {{")
-    q2, k2, v2, out2 = (collapse(e, val, ty, 4, BH * s, D, dt)
-                        for val, ty, s in ((q, q_t, Sq), (k, k_t, Sk), (v, v_t, Sk), (out, out_t, Sq)))
+    q2, k2, v2, out2 = sig.rows(e)
     qm_t, km_t = f"memref<{BH * Sq}x{D}x{dt}>", f"memref<{BH * Sk}x{D}x{dt}>"
     # Every f32/i32 constant the loop uses is made here, outside it (they are cached, not scoped).
     neg_inf, zero_f, qk_scale = e.f(-math.inf), e.f(0.0), e.f(scale * LOG2E)
@@ -153,7 +141,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
                           2, dt, widen=False))
            for half in (0, 1) for h in (0, 1)] for kk in range(D // 16)]
 
-    mask_value = mask_reader(e, mask[0], H, Sq, Sk, "%by") if mask else None
+    mask_value = mask_reader(e, sig.mask, H, Sq, Sk, "%by") if sig.mask else None
 
     # cp.async of one 64-key tile of K or V: 16-byte chunks, D / 16 per thread, zeros past Sk.
     per_row = D // 8
@@ -214,7 +202,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
         for i in range(4):
             key = e.add(key0, e.add(e.c(8 * j + i % 2), c2))
             x = e.fop("arith.mulf", s[j][i], qk_scale)
-            if mask:
+            if mask_value:
                 x = e.fop("arith.addf", x, mask_value(rows[i // 2], key))
             out_of_range = e.cmp("uge", key, e.c(Sk))
             if causal:

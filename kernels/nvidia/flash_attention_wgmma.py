@@ -53,9 +53,9 @@ from __future__ import annotations
 
 import math
 
-from openprim.base.ops import attention_dims
 from openprim.kernels.gpu.gemm import WG
-from openprim.kernels.gpu.attention import LOG2E, memref_shape
+from openprim.kernels.gpu import attention
+from openprim.kernels.gpu.attention import LOG2E, FlashSignature
 from openprim.kernels.nvidia.flash_attention import _Kernel
 from openprim.kernels.nvidia.wgmma import host_function
 
@@ -64,8 +64,6 @@ BLOCK_K = 128           # keys per tile
 WARPGROUPS = BLOCK_Q // 64
 SLOTS = 2               # K/V tiles in flight
 ALIGN = 1024            # the 128-byte swizzle's period
-HEAD_DIMS = (64, 128)
-DTYPES = ("f16", "bf16")
 # setmaxnreg's split of 65536 registers over the producer and 2 consumer warpgroups (128 threads each)
 PRODUCER_REGISTERS, CONSUMER_REGISTERS = 40, 232
 SWZ = "swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none"
@@ -73,13 +71,8 @@ SWZ = "swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = 
 
 def applicable(dtype: str, d: int, mask: bool) -> str | None:
     """None, or why the kernel does not apply."""
-    if dtype not in DTYPES:
-        return f"{dtype}: the wgmma flash kernel takes f16 or bf16"
-    if d not in HEAD_DIMS:
-        return f"head dim {d}: the wgmma flash kernel takes head dims {' and '.join(map(str, HEAD_DIMS))}"
-    if mask:
-        return "an additive mask (the mma.sync flash kernel reads it)"
-    return None
+    why = attention.applicable(dtype, d, "wgmma")
+    return why or ("an additive mask (the mma.sync flash kernel reads it)" if mask else None)
 
 
 def shared_bytes(d: int) -> int:
@@ -91,13 +84,9 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
                      layout: str = "BHSD", *, units: int) -> str:
     """The host function (tensor maps) and the launch: signature = [(ssa name, memref type)] of q, k, v,
     then the output; layout: base.ops.ATTENTION_LAYOUTS; units: the multiprocessors (one block each)."""
-    (q, q_t), (k, k_t), (v, v_t), (out, out_t) = signature
-    q_shape, dt = memref_shape(q_t)
-    B, H, Sq, D = attention_dims(q_shape, layout)
-    Sk = attention_dims(memref_shape(k_t)[0], layout)[2]
-    why = applicable(dt, D, False)
-    if why:
-        raise ValueError(why)
+    sig = FlashSignature.of(signature, layout, lambda dtype, d: applicable(dtype, d, False))
+    (q, q_t), (k, k_t), (v, v_t), (out, out_t) = sig.q, sig.k, sig.v, sig.out
+    dt, B, H, Sq, Sk, D = sig.dtype, sig.B, sig.H, sig.Sq, sig.Sk, sig.D
     e = _Kernel(dt)
     SLABS = D // 64                              # 64-column boxes of a row of Q, K or V
     Q_BYTES, KV_BYTES = BLOCK_Q * D * 2, BLOCK_K * D * 2

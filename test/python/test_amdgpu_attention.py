@@ -19,6 +19,7 @@ from amd_lanes import CHIPS, disassembled_matrix_ops, matrix_instruction
 from openprim import compiler
 from openprim.base.target import parse_target
 from openprim.kernels.amd import flash_attention as fa
+from openprim.kernels.gpu import attention
 from openprim.pyfrontend import Graph
 from openprim.runtime.codeobject import amdgpu_kernels
 from openprim.solvers import SOLVERS
@@ -159,7 +160,7 @@ def test_tables(family, name):
     accumulator column; a store run is consecutive head-dim columns of one query."""
     t = fa.TILES[family][name]
     ins = t.instr
-    for d in fa.HEAD_DIMS:
+    for d in attention.HEAD_DIMS:
         hits = np.zeros((fa.BK, d), int)
         for p in range(fa.BK * d // 8 // t.threads):
             for tid in range(t.threads):
