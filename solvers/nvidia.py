@@ -308,8 +308,12 @@ class ConvDepthwisePointwiseMma(Solver):
     def default_params(self, p, target):
         return {"tile": 0 if p.k > 64 else 1}
 
+    def block(self, p, target) -> tuple[int, int]:
+        """(BM, BN) of the default tile."""
+        return gpu_mma.TILES[depthwise_pointwise.TILES[self.default_params(p, target)["tile"]]][:2]
+
     def blocks(self, p, target) -> int:
-        bm, bn = gpu_mma.TILES[depthwise_pointwise.TILES[self.default_params(p, target)["tile"]]][:2]
+        bm, bn = self.block(p, target)
         return -(-p.n * p.oh * p.ow // bm) * -(-p.k // bn)
 
     def pays(self, p, target) -> bool:
@@ -322,7 +326,7 @@ class ConvDepthwisePointwiseMma(Solver):
 
     def cost(self, p, target):
         m = p.n * p.oh * p.ow
-        bn = gpu_mma.TILES[depthwise_pointwise.TILES[self.default_params(p, target)["tile"]]][1]
+        bn = self.block(p, target)[1]
         nbytes = 2 * (p.n * p.h * p.w * p.c + m * p.k * (2 if "residual" in p.epilogue else 1)
                       + p.c * (p.k + p.r * p.s))
         peak = target.rates[0] * 1e9

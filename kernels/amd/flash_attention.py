@@ -40,7 +40,8 @@ import math
 from dataclasses import dataclass
 from functools import lru_cache
 
-from openprim.kernels.amd.mma import MFMA_16x16x16, MFMA_32x32x8, WMMA_16x16x16, Lane, MatrixInstr, _ssa
+from openprim.kernels.amd.mma import (MFMA_16x16x16, MFMA_32x32x8, WMMA_16x16x16, Lane, MatrixInstr, _ssa,
+                                      matrix_product)
 from openprim.kernels.gpu import attention
 from openprim.kernels.gpu.attention import LOG2E, AttentionEmitter, FlashSignature, HeadRows, mask_reader
 from openprim.kernels.gpu.gemm import WG, load_vec
@@ -195,8 +196,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
                                      widen=False))
         return vecs
 
-    tiles = -(-Sk // BK)
-    tiles = e.c(tiles)
+    tiles = e.c(-(-Sk // BK))
     if causal:   # tile u holds keys 64 u ..: needed while 64 u <= the block's last query
         tiles = e.op("arith.minui", tiles, e.add(e.div(e.add(q0, e.c(t.bq - 1)), e.c(BK)), e.c(1)))
     first = global_loads(e.c(0))
@@ -232,19 +232,13 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
         e.emit(f"{f} = vector.load {buf}[{_ssa(e, r)}, {_ssa(e, c)}] {{alignment = {align}}} : {buf_t}, {frag_t}")
         return f
 
-    def matrix_op(a: str, b: str, c: str) -> str:
-        n = e.fresh("acc")
-        blgp = " blgp = none" if ins.op == "mfma" else ""
-        e.emit(f"{n} = amdgpu.{ins.op} {ins.m}x{ins.n}x{ins.k} {a} * {b} + {c}{blgp} : {frag_t}, {frag_t}, {acc_t}")
-        return n
-
     # S^T = K Q^T, then logits in the log2 domain: s[i][j][r].
     s = [[zero_acc] * t.tq for _ in range(BK // ins.m)]
     for ks in range(0, D, ins.k):
         for i in range(BK // ins.m):
             a = operand("%Ks", ks_t, i, ks)
             for j in range(t.tq):
-                s[i][j] = matrix_op(a, q_frags[j][ks // ins.k], s[i][j])
+                s[i][j] = matrix_product(e, ins, a, q_frags[j][ks // ins.k], s[i][j], dt)
     ragged = Sk % BK != 0
     for i in range(BK // ins.m):
         for j in range(t.tq):
@@ -318,7 +312,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
         for i in range(o_tiles):
             a = operand("%Vt", vt_t, i, ins.k * kk)
             for j in range(t.tq):
-                o[i][j] = matrix_op(a, p_frags[j], o[i][j])
+                o[i][j] = matrix_product(e, ins, a, p_frags[j], o[i][j], dt)
     e.emit("gpu.barrier")
     flat = m_new + l_new + [o[i][j] for i in range(o_tiles) for j in range(t.tq)] + following
     e.emit(f"scf.yield {', '.join(flat)} : {', '.join(types)}")

@@ -192,6 +192,15 @@ class Lane:
         return self._wrap(self.e.rem(self.name, self.e.c(o)))
 
 
+def matrix_product(e: Emitter, ins: MatrixInstr, a: str, b: str, c: str, dtype: str) -> str:
+    """c + a b on one instruction tile (amdgpu.mfma / amdgpu.wmma); a, b: the lane's operand vectors."""
+    n = e.fresh("acc")
+    frag_t, blgp = f"vector<{ins.operand}x{dtype}>", " blgp = none" if ins.op == "mfma" else ""
+    e.emit(f"{n} = amdgpu.{ins.op} {ins.m}x{ins.n}x{ins.k} {a} * {b} + {c}{blgp} "
+           f": {frag_t}, {frag_t}, vector<{ins.acc}xf32>")
+    return n
+
+
 def _ssa(e: Emitter, v) -> str:
     return e.c(v) if isinstance(v, int) else v.name
 
@@ -261,13 +270,9 @@ def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, til
             f = e.fresh("fb")
             e.emit(f"{f} = vector.load %Bt[{_ssa(e, r)}, {_ssa(e, c)}] {{alignment = {align}}} : {bt_t}, {frag_t}")
             bfr.append(f)
-        blgp = " blgp = none" if ins.op == "mfma" else ""
         for i in range(t.tm):
             for j in range(t.tn):
-                n = e.fresh("acc")
-                e.emit(f"{n} = amdgpu.{ins.op} {ins.m}x{ins.n}x{ins.k} {afr[i]} * {bfr[j]} + {cur[i * t.tn + j]}{blgp} "
-                       f": {frag_t}, {frag_t}, {acc_t}")
-                cur[i * t.tn + j] = n
+                cur[i * t.tn + j] = matrix_product(e, ins, afr[i], bfr[j], cur[i * t.tn + j], dt)
     e.emit("gpu.barrier")
     e.emit(f"scf.yield {', '.join(cur + following)} : {', '.join(types_out)}")
     e.close()

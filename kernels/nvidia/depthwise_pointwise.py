@@ -16,42 +16,34 @@ and the GEMM stages h into shared memory as it would the loaded A. What it saves
 output's write and the pointwise read of it (N OH OW C elements each way); what it costs is the taps'
 reads, R S per element of h, which the neighbouring pixels of a block share in L1, and, where K spans
 several block columns, the depthwise recomputed per column block. prim-select forms the pair only where
-the predicted time of the fused kernel is below the two kernels' (solvers/nvidia.py).
+the grid has enough blocks to hide a block's serial depthwise tiles and the predicted time is below the
+two kernels' (solvers/nvidia.py, ConvDepthwisePointwiseMma.pays).
 """
 from __future__ import annotations
 
-from openprim.kernels.gpu.gemm import Emitter, GemmSpec, load_vec
+from openprim.kernels.gpu.gemm import Emitter, GemmSpec, OperandA, load_vec
 from openprim.kernels.nvidia.mma import mma_kernel
 from openprim.kernels.semantics import activation
 
 TILES = ("large", "small")          # kernels/nvidia/mma.py's tiles, the solver's "tile" parameter indexes
 
 
-class DepthwiseA:
-    """The pointwise GEMM's A[m, c], computed from the input (module docstring): OperandA's row() and
-    loads() for kernels/nvidia/mma.py's register-prefetch path."""
+class DepthwiseA(OperandA):
+    """The pointwise GEMM's A[m, c], computed from the input (module docstring): OperandA's row() (the
+    output pixel's image position, from the depthwise geometry in spec.conv) with loads() computing what
+    OperandA would read, for kernels/nvidia/mma.py's register-prefetch path."""
 
-    def __init__(self, e: Emitter, conv: tuple, dtype: str, x: tuple[str, str], taps: tuple[str, str],
+    def __init__(self, e: Emitter, spec: GemmSpec, x: tuple[str, str], taps: tuple[str, str],
                  dw_bias: tuple[str, str] | None, act: str, act_params: tuple):
-        self.e, self.conv, self.dt = e, conv, dtype
-        self.x, self.taps, self.dw_bias = x, taps, dw_bias
+        super().__init__(e, spec, *x)
+        self.taps, self.dw_bias = taps, dw_bias
         self.act, self.act_params = act, act_params
-
-    def row(self, m0: str, row: str) -> dict:
-        """What one tile row needs along the whole k loop: its m, bounds, and image position."""
-        e = self.e
-        N, H, W, C, OH, OW, R, S, sh, sw, pt, pl, dh, dw = self.conv
-        m = e.add(m0, row)
-        rem = e.rem(m, e.c(OH * OW))
-        return {"row": row, "m": m, "ok": e.cmp("ult", m, e.c(N * OH * OW)), "img": e.div(m, e.c(OH * OW)),
-                "ih0": e.op("arith.subi", e.mul(e.div(rem, e.c(OW)), e.c(sh)), e.c(pt)),
-                "iw0": e.op("arith.subi", e.mul(e.rem(rem, e.c(OW)), e.c(sw)), e.c(pl))}
 
     def loads(self, rows: list[dict], k: str, width: int, widen: bool) -> list[str]:
         """h at channels k .. k + width - 1 of every row, in the input type."""
         assert not widen, "the GEMM stages A in its input type"
-        e, dt = self.e, self.dt
-        N, H, W, C, OH, OW, R, S, sh, sw, pt, pl, dh, dw = self.conv
+        e, dt = self.e, self.spec.dtype
+        _, H, W, C, _, _, R, S, _, _, _, _, dh, dw = self.spec.conv
         ft, vt = f"vector<{width}xf32>", f"vector<{width}x{dt}>"
         ok_c = e.cmp("ult", k, e.c(C))
         taps = [[load_vec(e, ok_c, *self.taps, [e.c(r), e.c(s), k], width, dt) for s in range(S)] for r in range(R)]
@@ -67,7 +59,7 @@ class DepthwiseA:
                 for s in range(S):
                     iw = e.add(info["iw0"], e.c(s * dw))
                     ok = e.both(row_ok, e.both(e.cmp("sge", iw, e.c(0)), e.cmp("slt", iw, e.c(W))))
-                    xv = load_vec(e, ok, *self.x, [info["img"], ih, iw, k], width, dt)
+                    xv = load_vec(e, ok, self.memref, self.mtype, [info["img"], ih, iw, k], width, dt)
                     n = e.fresh("h")
                     if acc is None:
                         e.emit(f"{n} = arith.mulf {xv}, {taps[r][s]} : {ft}")
@@ -104,9 +96,9 @@ def depthwise_pointwise_kernel(name: str, signature: list[tuple[str, str]], give
     w = params.pop(0)
     spec = GemmSpec(m=p.n * p.oh * p.ow, n=p.k, k=p.c, dtype=p.dtype, bias=given[4], residual=given[5],
                     activation=attrs["activation"], activation_params=tuple(attrs["activation_params"]))
-    conv = (p.n, p.h, p.w, p.c, p.oh, p.ow, p.r, p.s, *p.strides, p.padding[0], p.padding[1], *p.dilations)
+    depthwise = GemmSpec(m=spec.m, n=p.c, k=p.c, dtype=p.dtype, conv=(p.n, p.h, p.w, p.c, p.oh, p.ow, p.r, p.s,
+                                                                     *p.strides, *p.padding[:2], *p.dilations))
 
     def operand_a(e: Emitter) -> DepthwiseA:
-        return DepthwiseA(e, conv, p.dtype, x, taps, dw_bias, attrs["dw_activation"],
-                          tuple(attrs["dw_activation_params"]))
+        return DepthwiseA(e, depthwise, x, taps, dw_bias, attrs["dw_activation"], tuple(attrs["dw_activation_params"]))
     return mma_kernel(name, [x, w, *params, signature[-1]], spec, tile, 1, operand_a, signature)
