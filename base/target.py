@@ -12,6 +12,7 @@ This module is plain data: the runtime imports it on machines without MLIR.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from openprim.base.errors import OpenPrimError
@@ -108,6 +109,19 @@ def cpu_features(mcpu: str) -> tuple[str, ...] | None:
     return X86_LEVELS.get(mcpu, _CPU_FEATURES.get(mcpu))
 
 
+@functools.lru_cache(None)
+def host_cpu_features() -> frozenset[str]:
+    """The x86-64 extensions (LLVM names, X86_FEATURES) this CPU has, from /proc/cpuinfo; empty where it
+    cannot be read or the CPU is not x86-64."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            line = next((ln for ln in f if ln.startswith("flags")), "")
+    except OSError:
+        return frozenset()
+    flags = set(line.partition(":")[2].split())
+    return frozenset(f for f in X86_FEATURES if CPUINFO_FLAGS.get(f, f) in flags)
+
+
 def archs(kind: str) -> tuple[str, ...]:
     """The architectures of one target kind, in table order."""
     return tuple(arch for k, arch in CHIPS if k == kind)
@@ -129,6 +143,14 @@ class Target:
     @property
     def is_gpu(self) -> bool:
         return self.kind != "cpu"
+
+    @property
+    def vector_lanes(self) -> int:
+        """f32 lanes of the CPU's widest vector register, which the CPU kernels' register tiles are built
+        of: 16 with AVX-512 (32 registers of 16), else 8 (AVX2: 16 registers of 8). `cpu` and `cpu:native`
+        are this machine's CPU; a CPU the feature table does not know gets 8."""
+        features = host_cpu_features() if self.arch in ("", "native") else cpu_features(self.arch) or ()
+        return 16 if "avx512f" in features else 8
 
     @property
     def wave(self) -> int:

@@ -26,7 +26,6 @@ deep inside numpy or a kernel).
 """
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
@@ -37,7 +36,7 @@ import struct
 
 from openprim.base.dtypes import ITEMSIZE
 from openprim.base.errors import OpenPrimError
-from openprim.base.target import CHIPS, CPUINFO_FLAGS, X86_FEATURES, X86_LEVELS, Target
+from openprim.base.target import CHIPS, X86_LEVELS, Target, host_cpu_features
 
 from . import codeobject
 
@@ -249,19 +248,6 @@ def validate(manifest: dict, kernels: dict[str, bytes], weights: bytes, target: 
     missing = sorted({s["kernel"] for s in plan["steps"]} - symbols) if symbols else []
     _need(not missing, f"kernels.so lacks the kernel(s) {', '.join(missing)} that the plan calls")
     _check_integrity(manifest, {**kernels, "weights.bin": weights})
-
-
-@functools.lru_cache(None)
-def host_cpu_features() -> frozenset[str]:
-    """The x86-64 extensions (LLVM names, base/target.py's X86_FEATURES) this CPU has, from /proc/cpuinfo;
-    empty where it cannot be read or the CPU is not x86-64."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            line = next((ln for ln in f if ln.startswith("flags")), "")
-    except OSError:
-        return frozenset()
-    flags = set(line.partition(":")[2].split())
-    return frozenset(f for f in X86_FEATURES if CPUINFO_FLAGS.get(f, f) in flags)
 
 
 def _best_level(have: frozenset[str]) -> str:

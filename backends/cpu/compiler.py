@@ -26,10 +26,9 @@ from mlir.dialects.llvm import translate_module_to_llvmir
 
 from openprim.backends import untimed as _untimed
 from openprim.base.errors import OpenPrimError
-from openprim.base.target import Target, cpu_features
+from openprim.base.target import Target, cpu_features, host_cpu_features
 from openprim.dialect import body, kernels_module
 from openprim.runtime import cpu
-from openprim.runtime.manifest import host_cpu_features
 
 TO_LLVM = (  # after memref-copy-to-linalg
     "convert-linalg-to-loops",

@@ -4,9 +4,10 @@
 
 for every prim.matmul the frontends emit: a 2-d rhs (the weights of a linear layer, shared by every
 row of a batched lhs) or a batched rhs (attention's Q K^T and P V), transposed or not. The register
-tile is the classic one of BLAS micro-kernels: MT rows x NT columns in MT x NT/8 accumulators
-vector<8xf32> (AVX2 registers; 6 x 16 fills 12 of the 16); per k, NT/8 vector loads of B's row k, MT
-scalar loads of A broadcast, MT x NT/8 FMAs; the k loop unrolled KU times.
+tile is the classic one of BLAS micro-kernels: MT rows x NT columns in MT x NT/L accumulators
+vector<Lxf32>, L the target's vector lanes (Target.vector_lanes: 8 on AVX2, where 6 x 16 fills 12 of the
+16 registers; 16 on AVX-512, where 8 x 32 fills 16 of the 32); per k, NT/L vector loads of B's row k, MT
+scalar loads of A broadcast, MT x NT/L FMAs; the k loop unrolled KU times.
 
     scf.forall over (column part, batch, row chunk)    the threads (OpenMP; the part slowest, so that
       for each panel of NT columns of the part:        the static schedule gives each thread one part)
@@ -42,7 +43,6 @@ from openprim.kernels.semantics import activation
 # few: measured on the idle 2-core machine, BERT's FFN2 ([128, 3072] x [3072, 768]) ran in 12.0 ms with
 # 384 KB chunks (6 of them), 8.9 ms with 1 MB, 5.1 ms with 4 MB (one chunk, the columns split).
 CHUNK_BYTES = 4 << 20
-LANES = 8   # f32 lanes of an AVX2 register: the accumulators' width
 KU = 4      # the k loop's unrolling
 CHAINS = 8  # independent FMA chains that hide the FMA latency (4 cycles, 2 per cycle)
 # Deep reductions are split into blocks of about KC, each done for every panel before the next, so that the
@@ -84,8 +84,8 @@ class _EpilogueOps(VectorOps):
 class _Gemm:
     """The kernel of one GemmProblem with its register tile (params mt, nt, pack)."""
 
-    def __init__(self, p, params, attrs, signature, threads):
-        self.p, self.attrs, self.threads = p, attrs, threads
+    def __init__(self, p, params, attrs, signature, threads, lanes):
+        self.p, self.attrs, self.threads, self.lanes = p, attrs, threads, lanes
         self.prepacked = bool(p.panels)   # B stored as its panels, [N/NT, K, NT]
         self.mt, self.nt = params["mt"], params["nt"]
         self.pack = (bool(params["pack"]) or p.transpose_rhs) and not self.prepacked
@@ -135,14 +135,15 @@ class _Gemm:
 
     def tile(self, a_off, out_off, m0, n0, rows: int, width: int, b_off, k0: int = 0, k1: int | None = None) -> None:
         """One register tile: rows x width outputs at (m0, n0) of one batch, as rows x (width / 8)
-        accumulators vector<8xf32> (a narrower last one for width % 8), over k0 <= k < k1 (the k loop unrolled
+        accumulators vector<L x f32> (a narrower last one for width % L), over k0 <= k < k1 (the k loop unrolled
         KU times). A K block after the first starts from the partial sums in the scratch; one before the
         last leaves them there; the last applies the epilogue."""
         b, p = self.b, self.p
         k1 = p.k if k1 is None else k1
-        widths = [LANES] * (width // LANES) + [width % LANES] * (width % LANES > 0)
+        lanes = self.lanes
+        widths = [lanes] * (width // lanes) + [width % lanes] * (width % lanes > 0)
         types = [f"vector<{w}xf32>" for w in widths]
-        partial = lambda i, j: b.add(b.mul(b.add(m0, i), p.n), b.add(n0, j * LANES))  # noqa: E731
+        partial = lambda i, j: b.add(b.mul(b.add(m0, i), p.n), b.add(n0, j * lanes))  # noqa: E731
         if k0 == 0:
             zeros = [b.const(0.0, t) for _ in range(rows) for t in types]
         else:
@@ -152,13 +153,13 @@ class _Gemm:
         def step(k, accs):
             if self.pack:
                 bk, buf = b.mul(b.add(k, -k0), self.nt), (self.buf, self.buf_t)
-                bvs = [self.load(buf, b.add(bk, j * LANES), w, "f32") for j, w in enumerate(widths)]
+                bvs = [self.load(buf, b.add(bk, j * lanes), w, "f32") for j, w in enumerate(widths)]
             elif self.prepacked:
                 bk = b.add(b.mul(n0, p.k), b.mul(k, self.nt))
-                bvs = [self.load(self.bf, b.add(bk, j * LANES), w) for j, w in enumerate(widths)]
+                bvs = [self.load(self.bf, b.add(bk, j * lanes), w) for j, w in enumerate(widths)]
             else:
                 bk = b.add(b_off, b.add(b.mul(k, p.n), n0))
-                bvs = [self.load(self.bf, b.add(bk, j * LANES), w) for j, w in enumerate(widths)]
+                bvs = [self.load(self.bf, b.add(bk, j * lanes), w) for j, w in enumerate(widths)]
             out = []
             for i in range(rows):
                 av = self.load(self.af, b.add(a_rows[i], k))
@@ -197,10 +198,10 @@ class _Gemm:
 
     def store(self, out_off, m0, n0, widths: list[int], accs) -> None:
         """The epilogue of a tile: + bias + residual, activation, rounding, one store per vector."""
-        b = self.b
+        b, lanes = self.b, self.lanes
         for j, w in enumerate(widths):
             ops = _EpilogueOps(b, w)
-            n = b.add(n0, j * LANES)
+            n = b.add(n0, j * lanes)
             bias = self.load(self.biasf, n, w) if self.bias else None
             for i in range(len(accs) // len(widths)):
                 at = b.add(out_off, b.add(b.mul(b.add(m0, i), self.p.n), n))
@@ -324,7 +325,8 @@ class _Gemm:
 
 
 def gemm_kernel(name: str, signature: list[tuple[str, str]], problem, params: dict, attrs: dict,
-                threads: int) -> str:
+                threads: int, lanes: int) -> str:
     """The kernel function text: signature = [(argument, memref type)] in kernel order (lhs, rhs,
-    [bias], [residual], output); problem a solvers.GemmProblem, params {mt, nt, pack}."""
-    return _Gemm(problem, params, attrs, signature, threads).kernel(name)
+    [bias], [residual], output); problem a solvers.GemmProblem, params {mt, nt, pack}; lanes the
+    accumulators' width (Target.vector_lanes)."""
+    return _Gemm(problem, params, attrs, signature, threads, lanes).kernel(name)

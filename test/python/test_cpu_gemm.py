@@ -13,6 +13,7 @@ import pytest
 
 import reference as ref
 from helpers import DTYPES, TARGET, Net, assert_close
+from openprim.base.target import Target, parse_target
 from openprim.kernels.cpu import gemm as cpu_gemm
 from openprim.solvers import SOLVERS
 from openprim.solvers.problem import GemmProblem
@@ -58,17 +59,24 @@ def _run(rng, case, dtype="f32", solver="gemm_packed"):
     return [s for _, op, s in net.launches() if op == "matmul"]
 
 
+@pytest.mark.parametrize("lanes", [8, 16])
 @pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
-def test_gemm_packed_default(case, rng):
-    """The heuristic picks gemm_packed for every matmul, with the epilogue folded in."""
+def test_gemm_packed_default(case, lanes, rng, monkeypatch):
+    """The heuristic picks gemm_packed for every matmul, with the epilogue folded in, and its tile for an
+    AVX2 and an AVX-512 CPU."""
+    monkeypatch.setattr(Target, "vector_lanes", property(lambda self: lanes))
     assert _run(rng, case, solver="") == ["gemm_packed"]
 
 
-@pytest.mark.parametrize("mt,nt,pack", [(6, 16, 0), (4, 8, 1), (2, 32, 0), (1, 8, 1), (8, 16, 1)])
-def test_gemm_packed_tiles(mt, nt, pack, rng, monkeypatch):
-    """Every register tile shape, packed or not (a transposed rhs is always packed)."""
+@pytest.mark.parametrize("lanes", [8, 16])
+@pytest.mark.parametrize("mt,nt,pack", [(6, 16, 0), (4, 8, 1), (2, 32, 0), (1, 8, 1), (8, 16, 1), (7, 32, 1),
+                                        (8, 24, 0)])
+def test_gemm_packed_tiles(mt, nt, pack, lanes, rng, monkeypatch):
+    """Every register tile shape, packed or not (a transposed rhs is always packed), in accumulators of 8
+    (AVX2) and 16 lanes (AVX-512; LLVM splits them in two where the CPU has no AVX-512)."""
     monkeypatch.setattr(SOLVERS["gemm_packed"], "default_params", lambda p, target: {"mt": mt, "nt": nt,
                                                                                       "pack": pack})
+    monkeypatch.setattr(Target, "vector_lanes", property(lambda self: lanes))
     for case in CASES[:-2]:
         assert _run(rng, case) == ["gemm_packed"]
 
@@ -105,7 +113,7 @@ def test_gemm_packed_work_split():
     of A (of one K block), as many as make the items share evenly; else the columns split."""
     def split(batch, m, n, k, tr=False):
         p = GemmProblem(batch, m, n, k, tr, batch > 1, "f32", "none")
-        g = cpu_gemm._Gemm(p, {"mt": 6, "nt": 16, "pack": 1}, {}, [("%a", ""), ("%b", ""), ("%o", "")], 2)
+        g = cpu_gemm._Gemm(p, {"mt": 6, "nt": 16, "pack": 1}, {}, [("%a", ""), ("%b", ""), ("%o", "")], 2, 8)
         return g.split()
     assert split(1, 128, 3072, 768) == (1, 2)     # BERT's FFN at batch 1: one chunk, the columns split
     assert split(3, 1024, 768, 768) == (1, 2)     # 3 batches of one chunk: the columns split
@@ -122,4 +130,4 @@ def test_gemm_packed_deep_transposed_not_applicable():
     assert SOLVERS["gemm_packed"].is_applicable(GemmProblem(1, 8, 8, 100_000, False, False, "f32", "none"),
                                                 None) is None
     assert SOLVERS["gemm_packed"].default_params(GemmProblem(1, 8, 8, 100_000, False, False, "f32", "none"),
-                                                 None)["pack"] == 0
+                                                 parse_target("cpu"))["pack"] == 0

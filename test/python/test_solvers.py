@@ -25,9 +25,10 @@ import reference as ref
 from helpers import DTYPES, TARGET, Net, assert_close, attrs, ops_named, operands
 from openprim import passes
 from openprim.base.errors import OpenPrimError
-from openprim.base.target import parse_target
+from openprim.base.target import Target, parse_target
 from openprim.pyfrontend import to_module
 from openprim.solvers import SOLVERS
+from openprim.solvers.problem import ConvProblem, GemmProblem
 
 # The solvers with kernels for the target under test (OPENPRIM_TEST_TARGET, see helpers.py).
 CONV_SOLVERS = [n for n, s in SOLVERS.items() if s.op == "conv2d" and parse_target(TARGET).kind in s.targets]
@@ -226,6 +227,53 @@ def test_conv_solver_forced(solver, layout, dtype, rng):
     assert conv_launch_solvers(net) == [solver] * len(cases)
     if dtype != "bf16":  # prim-fuse does not fold bf16 constants (BN parameters, bias adds)
         check_folded(net, cases, layout)
+
+
+# Output channels in whole blocks of 32, which conv_implicit_gemm tiles 32 wide on AVX-512: pointwise ones
+# (the GEMM kernel over the pixels; M = 63 takes 7-row tiles, M = 32 8-row ones) and 3x3 ones narrower and
+# wider than the 7-column tile (a tail of 3 columns).
+WIDE = [
+    dict(id="1x1_k64_m63", x=(1, 24, 9, 7), K=64, kernel=(1, 1), stride=1, padding=0, dilation=1, groups=1,
+         bias=True, epilogue="bn+res+relu"),
+    dict(id="1x1_k96_m32", x=(2, 40, 4, 4), K=96, kernel=(1, 1), stride=1, padding=0, dilation=1, groups=1,
+         bias=False, epilogue="bias+leaky"),
+    dict(id="3x3_s2_k64_ow6", x=(1, 16, 13, 11), K=64, kernel=(3, 3), stride=2, padding=1, dilation=1, groups=1,
+         bias=True, epilogue="bias+res+relu"),
+    dict(id="3x3_k32_ow17", x=(2, 8, 5, 17), K=32, kernel=(3, 3), stride=1, padding=(1, 0, 1, 2), dilation=1,
+         groups=1, bias=False, epilogue="none"),
+]
+
+
+@CPU_ONLY
+@pytest.mark.parametrize("lanes", [8, 16])
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_conv_implicit_gemm_vector_lanes(lanes, dtype, rng, monkeypatch):
+    """conv_implicit_gemm's register tiles for an AVX2 CPU (6 x 16 in 8-lane registers) and an AVX-512 one
+    (7 or 8 x 32 in 16-lane registers; LLVM splits them where the CPU has no AVX-512)."""
+    monkeypatch.setattr(Target, "vector_lanes", property(lambda self: lanes))
+    net = run_convs(rng, WIDE, "NHWC", dtype, "conv_implicit_gemm")
+    assert conv_launch_solvers(net) == ["conv_implicit_gemm"] * len(WIDE)
+
+
+def test_cpu_vector_lanes_choose_tiles():
+    """The tiles follow the target's vector registers: x86-64-v4 (AVX-512) gets 32-channel tiles, v3
+    (AVX2) 16; a pointwise convolution's rows tile its pixels without a tail where 7 or 8 does."""
+    solver = SOLVERS["conv_implicit_gemm"]
+    v3, v4 = parse_target("cpu:x86-64-v3"), parse_target("cpu:x86-64-v4")
+    assert (v3.vector_lanes, v4.vector_lanes) == (8, 16)
+
+    def conv(c, hw, k, r, stride=1):
+        oh = (hw + 2 * (r // 2) - r) // stride + 1
+        return ConvProblem(1, c, hw, hw, k, r, r, oh, oh, (stride, stride), (r // 2,) * 4, (1, 1), 1, "NHWC",
+                           "RSCK", "f32", "bias+relu")
+    assert solver.default_params(conv(256, 14, 1024, 1), v4) == {"wt": 7, "ft": 32}     # M = 196
+    assert solver.default_params(conv(64, 56, 256, 1), v4) == {"wt": 8, "ft": 32}      # M = 3136
+    assert solver.default_params(conv(256, 14, 1024, 1), v3) == {"wt": 6, "ft": 16}
+    assert solver.default_params(conv(256, 28, 256, 3, 2), v4) == {"wt": 7, "ft": 32}
+    assert solver.default_params(conv(64, 56, 24, 1), v4) == {"wt": 6, "ft": 16}       # K = 24: no block of 32
+    gemm = SOLVERS["gemm_packed"]
+    assert gemm.default_params(GemmProblem(1, 128, 768, 768, False, False, "f32", "none"), v4)["nt"] == 32
+    assert gemm.default_params(GemmProblem(1, 128, 768, 768, False, False, "f32", "none"), v3)["nt"] == 16
 
 
 # NCHW cases of several blocks, ragged in M (N*OH*OW) and in N (K per group), for the GPU's NCHW path
