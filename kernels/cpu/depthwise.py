@@ -225,7 +225,7 @@ class _Depthwise:
             self.channels(part, parts, lambda c0, width: block(c0, width, self.columns))
         b.depth -= 1
         b.emit("}")
-        return b.function(name, self.signature)
+        return b.function(name, self.signature, self.residual)
 
 
 def depthwise_kernel(name: str, signature: list[tuple[str, str]], problem, params: dict, attrs: dict,

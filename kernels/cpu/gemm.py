@@ -321,7 +321,7 @@ class _Gemm:
             b.close()
         b.depth -= 1
         b.emit("}")
-        return b.function(name, self.signature)
+        return b.function(name, self.signature, self.residual)
 
 
 def gemm_kernel(name: str, signature: list[tuple[str, str]], problem, params: dict, attrs: dict,

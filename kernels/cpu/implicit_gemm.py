@@ -55,10 +55,14 @@ class Body:
         return f"%{hint}{self.n}"
 
 
-    def function(self, name: str, signature: list[tuple[str, str]]) -> str:
-        """The text of `func.func @name(signature)`: the hoisted constants, the body, a return."""
+    def function(self, name: str, signature: list[tuple[str, str]], residual: tuple[str, str] | None = None) -> str:
+        """The text of `func.func @name(signature)`: the hoisted constants, the body, a return. A kernel that
+        reads each element of its `residual` argument just before it writes the output element at the same
+        index (and no other) names it in `prim.in_place`: the memory plan may then give the output the
+        residual's buffer (driver/plan.py), saving a stream of memory traffic."""
         sig = ", ".join(f"{a}: {t}" for a, t in signature)
-        return "\n".join([f"func.func @{name}({sig}) {{", *self.const_lines, *self.lines, "  return", "}"])
+        attrs = f" attributes {{prim.in_place = {signature.index(residual)} : i64}}" if residual else ""
+        return "\n".join([f"func.func @{name}({sig}){attrs} {{", *self.const_lines, *self.lines, "  return", "}"])
 
     def narrow(self, y: str, width: int, dtype: str) -> str:
         """A vector<width x f32> (width 0: an f32) rounded to dtype (to nearest even; f32 as it is)."""
@@ -481,7 +485,7 @@ class _Conv:
                 self.columns(n, oh, r_lo, r_hi, k0, ft)
         b.depth -= 1
         b.emit("}")
-        return b.function(name, self.signature)
+        return b.function(name, self.signature, self.residual)
 
 
 def conv_kernel(name: str, signature: list[tuple[str, str]], problem, params: dict, attrs: dict,
