@@ -5,8 +5,10 @@
 prim-select chooses it, so the S x S scores never reach memory. Everywhere else (the CPU, other dtypes
 and head dims) it becomes the ops that every target already runs well:
 
-    s = matmul(q, k, transpose_rhs)          batched over B*H, [B, H, Sq, Sk]
-    s = s * scale (+ mask) (+ causal)        causal: a constant [Sq, Sk] of 0 and -inf (key j > query i)
+    s = matmul(q * scale, k, transpose_rhs)  batched over B*H, [B, H, Sq, Sk]; the scale on q where q is no
+                                             larger than s (D <= Sk), which prim-fuse then folds into the
+                                             weights of q's projection (BERT: no kernel for it), else on s
+    s = s (+ mask) (+ causal)                causal: a constant [Sq, Sk] of 0 and -inf (key j > query i)
     p = softmax(s, axis=-1)
     o = matmul(p, v)                         batched, [B, H, Sq, D]
 
@@ -57,8 +59,13 @@ def decompose_attention(op: ir.Operation) -> None:
         B, H, Sq, D = dialect.shape_of(q)
         Sk = dialect.shape_of(k)[2]
         scores = (B, H, Sq, Sk)
+        def scaled(x, shape):
+            return create("mul", [x, new_constant(np.array(attrs["scale"]), q, loc)], shape, q, {}, loc)
+        if D <= Sk:   # q is no larger than the scores: scale it (prim-fuse folds that into q's projection)
+            q = scaled(q, (B, H, Sq, D))
         s = _matmul(q, k, scores, True, loc)
-        s = create("mul", [s, new_constant(np.array(attrs["scale"]), q, loc)], scores, q, {}, loc)
+        if D > Sk:
+            s = scaled(s, scores)
         if mask is not None:
             s = create("add", [s, mask], scores, q, {}, loc)
         if attrs["causal"]:

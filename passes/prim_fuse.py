@@ -199,8 +199,9 @@ def _fuse_epilogue(op: ir.Operation) -> bool:
 
 def _fold_channel_scale(mul: ir.Operation) -> bool:
     """mul(c, conv2d/matmul(x, W, b)) with c a per-output-channel constant (ConvNeXt's layer scale, seen
-    through the permute back to NCHW) and constant W, b -> conv2d/matmul(x, W * c, b * c): the scale
-    costs nothing, and the residual add after it can become the GEMM's epilogue."""
+    through the permute back to NCHW) or a scalar (attention's scale on q, through the head split) and
+    constant W, b -> conv2d/matmul(x, W * c, b * c): the scale costs nothing, and the residual add after
+    it can become the GEMM's epilogue."""
     for i, v in enumerate(mul.operands):
         prod, views = _through_views(v)
         c = constant(mul.operands[1 - i])
@@ -208,8 +209,11 @@ def _fold_channel_scale(mul: ir.Operation) -> bool:
             continue
         attrs = dialect.op_attrs(prod)
         x, w, bias, residual = dialect.operand_groups(prod)
-        axis = _view_axis(views, _channel_axis(prod))
-        vec = None if axis is None else _per_channel(c, v.type.shape, axis)
+        if c.size == 1:   # a scalar scales every channel alike, whatever views split the channel axis
+            vec = np.full(prod.result.type.shape[_channel_axis(prod)], float(c.reshape(())))
+        else:
+            axis = _view_axis(views, _channel_axis(prod))
+            vec = None if axis is None else _per_channel(c, v.type.shape, axis)
         wd = constant(w)
         bd = None if bias is None else constant(bias)
         if vec is None or wd is None or (bias is not None and bd is None) or attrs["activation"] != "none" \

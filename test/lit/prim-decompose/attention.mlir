@@ -1,15 +1,17 @@
 // prim-decompose: prim.attention on a target without an attention kernel (the CPU, and f32 anywhere) becomes
-// matmul(q, k^T) -> scale -> mask add -> causal add -> softmax -> matmul(p, v).
+// matmul(q * scale, k^T) -> mask add -> causal add -> softmax -> matmul(p, v), the scale on q where q is no
+// larger than the scores (D <= Sk), else on the scores.
 // RUN: openprim-opt %s -p 'prim-decompose{target=cpu}' | filecheck %s
 // RUN: openprim-opt %s -p 'prim-decompose{target=nvvm:sm_90}' | filecheck %s --check-prefix=F32GPU
 
+// D = 4 <= Sk = 7: the scale on q.
 // CHECK-LABEL: func.func @causal_masked
-// CHECK:      %[[S:.+]] = "prim.matmul"(%arg0, %arg1)
+// CHECK:      %[[C:.+]] = "prim.constant"() {value = dense<2.500000e-01> : tensor<f32>}
+// CHECK-NEXT: %[[Q:.+]] = "prim.mul"(%arg0, %[[C]]) : (tensor<2x3x5x4xf32>, tensor<f32>) -> tensor<2x3x5x4xf32>
+// CHECK-NEXT: %[[S:.+]] = "prim.matmul"(%[[Q]], %arg1)
 // CHECK-SAME: transpose_rhs = 1
 // CHECK-SAME: -> tensor<2x3x5x7xf32>
-// CHECK:      %[[C:.+]] = "prim.constant"() {value = dense<2.500000e-01> : tensor<f32>}
-// CHECK-NEXT: %[[X:.+]] = "prim.mul"(%[[S]], %[[C]])
-// CHECK-NEXT: %[[M:.+]] = "prim.add"(%[[X]], %arg3)
+// CHECK-NEXT: %[[M:.+]] = "prim.add"(%[[S]], %arg3)
 // CHECK-NEXT: %[[T:.+]] = "prim.constant"() {value = dense<{{\[\[}}0.000000e+00, 0xFF800000, 0xFF800000
 // CHECK-SAME: tensor<5x7xf32>
 // CHECK-NEXT: %[[Y:.+]] = "prim.add"(%[[M]], %[[T]])
@@ -27,7 +29,7 @@ func.func @causal_masked(%q: tensor<2x3x5x4xf32>, %k: tensor<2x3x7x4xf32>, %v: t
   return %o : tensor<2x3x5x4xf32>
 }
 
-// Neither mask nor causal: only the scale between the products.
+// Neither mask nor causal; D = 8 > Sk = 3: the scale on the scores, between the products.
 // CHECK-LABEL: func.func @plain
 // CHECK:      "prim.matmul"
 // CHECK-NEXT: "prim.constant"

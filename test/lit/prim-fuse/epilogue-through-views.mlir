@@ -60,3 +60,24 @@ func.func @scale_along_h_stays(%h: tensor<6x2xf32>, %z: tensor<1x4x2x3xf32>) -> 
   %y = "prim.add"(%s, %z) : (tensor<1x4x2x3xf32>, tensor<1x4x2x3xf32>) -> tensor<1x4x2x3xf32>
   return %y : tensor<1x4x2x3xf32>
 }
+
+// Attention's scale on q (prim-decompose) after the head split: a scalar scales every output channel of the
+// projection, although the reshape splits its channel axis: 0.5 folds into W (1 -> 0.5) and b (2 -> 1).
+// CHECK-LABEL: func.func @scalar_scale_through_head_split
+// CHECK-DAG:  %[[W:.+]] = "prim.constant"() {value = dense<5.000000e-01> : tensor<4x2xf32>}
+// CHECK-DAG:  %[[B:.+]] = "prim.constant"() {value = dense<1.000000e+00> : tensor<4xf32>}
+// CHECK:      %[[M:.+]] = "prim.matmul"(%arg0, %[[W]], %[[B]])
+// CHECK-NEXT: %[[R:.+]] = "prim.reshape"(%[[M]]) : (tensor<6x4xf32>) -> tensor<1x6x2x2xf32>
+// CHECK-NEXT: %[[T:.+]] = "prim.transpose"(%[[R]]) {perm = array<i64: 0, 2, 1, 3>}
+// CHECK-NOT:  prim.mul
+// CHECK:      return %[[T]]
+func.func @scalar_scale_through_head_split(%h: tensor<6x2xf32>) -> tensor<1x2x6x2xf32> {
+  %w = "prim.constant"() {value = dense<1.0> : tensor<4x2xf32>} : () -> tensor<4x2xf32>
+  %b = "prim.constant"() {value = dense<2.0> : tensor<4xf32>} : () -> tensor<4xf32>
+  %c = "prim.constant"() {value = dense<0.5> : tensor<f32>} : () -> tensor<f32>
+  %m = "prim.matmul"(%h, %w, %b) {activation = "none", activation_params = array<f64>, transpose_rhs = 1, operandSegmentSizes = array<i32: 1, 1, 1, 0>} : (tensor<6x2xf32>, tensor<4x2xf32>, tensor<4xf32>) -> tensor<6x4xf32>
+  %r = "prim.reshape"(%m) : (tensor<6x4xf32>) -> tensor<1x6x2x2xf32>
+  %t = "prim.transpose"(%r) {perm = array<i64: 0, 2, 1, 3>} : (tensor<1x6x2x2xf32>) -> tensor<1x2x6x2xf32>
+  %s = "prim.mul"(%t, %c) : (tensor<1x2x6x2xf32>, tensor<f32>) -> tensor<1x2x6x2xf32>
+  return %s : tensor<1x2x6x2xf32>
+}

@@ -3,7 +3,7 @@
 // becomes panel 0 = [[0 .. 15], [32 .. 47]], panel 1 = [[16 .. 31], [48 .. 63]]. N = 24 leaves a partial
 // panel of 16: with many rows (M = 9) it is not packed (the kernel packs it at run time); with few (M = 3,
 // a classifier at batch 1-8) the panels are 8 wide, all whole.
-// RUN: openprim-opt %s -p prim-select | filecheck %s
+// RUN: openprim-opt %s -p 'prim-select{target=cpu:x86-64-v3}' | filecheck %s
 
 // CHECK-LABEL: func.func @panels(
 // CHECK:       "prim.constant"() {value = dense<{{\[\[\[}}0.000000e+00, 1.000000e+00, {{.*}}, 1.500000e+01], [3.200000e+01, {{.*}}, 4.700000e+01]], {{\[\[}}1.600000e+01, {{.*}}, 3.100000e+01], [4.800000e+01, {{.*}}, 6.300000e+01]]]> : tensor<2x2x16xf32>}

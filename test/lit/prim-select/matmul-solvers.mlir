@@ -1,7 +1,7 @@
 // GEMM solver choice: every matmul (a 2-d or batched rhs, transposed or not) -> gemm_packed, the
 // hand-written CPU kernel (its MT x NT register tile, B's panel packed or not); the descriptor records
 // the shape. gemm (the transform-schedule GEMM) needs a 2-d, non-transposed rhs.
-// RUN: openprim-opt %s -p prim-select | filecheck %s
+// RUN: openprim-opt %s -p 'prim-select{target=cpu:x86-64-v3}' | filecheck %s
 
 // CHECK-LABEL: func.func @gemm
 // CHECK:       "prim.matmul"(%arg0, %arg1, %arg2)

@@ -2,7 +2,7 @@
 // "KRSC<FT>k" = [K/FT, R, S, C, FT] (base/ops.py): the kernel then streams one contiguous block per channel
 // tile. The KRSC filter w[k, 0, 0, c] = 100k + c becomes RSCK, then blocks of 16: block 1 starts with
 // w[16, 0, 0, 0] = 1600, w[17, 0, 0, 0] = 1700, ...; a filter that is not a constant stays RSCK.
-// RUN: openprim-opt %s -p prim-select | filecheck %s
+// RUN: openprim-opt %s -p 'prim-select{target=cpu:x86-64-v3}' | filecheck %s
 
 // CHECK-LABEL: func.func @packed
 // CHECK:       "prim.constant"() {value = dense<{{\[+}}0.000000e+00, 1.000000e+02, {{.*}}, 1.500000e+03], {{\[}}1.000000e+00, 1.010000e+02, {{.*}}, 1.501000e+03{{\]+}}, {{\[+}}1.600000e+03, 1.700000e+03, {{.*}}> : tensor<2x1x1x2x16xf32>

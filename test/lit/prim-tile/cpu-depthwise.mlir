@@ -4,7 +4,7 @@
 // select for a window row that may fall outside the image), register tiles of WT = 4 output columns x 8 channels started at the bias, one
 // vector.fma per tap and column, the epilogue on the accumulators, one vector store per column. The
 // channel tail (C % 8) is a block of the exact smaller width.
-// RUN: openprim-opt %s -p 'prim-select{solver=conv_depthwise},prim-tile' | filecheck %s
+// RUN: openprim-opt %s -p 'prim-select{target=cpu:x86-64-v3 solver=conv_depthwise},prim-tile{target=cpu:x86-64-v3}' | filecheck %s
 
 // CHECK-LABEL: func.func @dw3x3(
 // CHECK-NEXT:  call @conv2d_0(%arg0, %arg1, %arg2)
@@ -51,7 +51,7 @@
 // 5x5, stride 2, f16, residual (order 0: a channel block's 25 taps loaded once per row, then every column
 // tile of the row); batch 1 with 7 rows: the two threads split each row's channel blocks (14 items, the
 // part slowest), the 4-channel tail in the last part; f16 widened on load, rounded at the store.
-// CHECK-LABEL: func.func @conv2d_1(%arg0: memref<1x13x11x20xf16>, %arg1: memref<5x5x1x20xf16>, %arg2: memref<1x7x6x20xf16>, %arg3: memref<1x7x6x20xf16>) attributes {prim.op = "conv2d", prim.solver = "conv_depthwise"}
+// CHECK-LABEL: func.func @conv2d_1(%arg0: memref<1x13x11x20xf16>, %arg1: memref<5x5x1x20xf16>, %arg2: memref<1x7x6x20xf16>, %arg3: memref<1x7x6x20xf16>) attributes {prim.in_place = 2 : i64, prim.op = "conv2d", prim.solver = "conv_depthwise"}
 // CHECK-NOT:   linalg.
 // CHECK:       scf.forall (%{{.+}}) in (14)
 // CHECK:       scf.for

@@ -3,7 +3,9 @@
 // buffer (memref.alloca in an alloca_scope) holds one packed column panel of B at a time; register tiles
 // of MT rows x NT columns as vector<8xf32> accumulators (a narrower one for the N % 8 tail), the k loop
 // unrolled 4 times; the epilogue on the accumulators, one vector store per accumulator.
-// RUN: openprim-opt %s -p prim-select,prim-tile | filecheck %s
+// On an AVX-512 CPU (x86-64-v4) the accumulators are vector<16xf32> in tiles of 8 x 32 (16 of the 32 registers).
+// RUN: openprim-opt %s -p 'prim-select{target=cpu:x86-64-v3},prim-tile{target=cpu:x86-64-v3}' | filecheck %s
+// RUN: openprim-opt %s -p 'prim-select{target=cpu:x86-64-v4},prim-tile{target=cpu:x86-64-v4}' | filecheck %s --check-prefix=V4
 
 // CHECK-LABEL: func.func @attention(
 // CHECK-NEXT:  call @matmul_0(%arg0, %arg1)
@@ -54,6 +56,16 @@
 // CHECK:       arith.divf {{.*}} : vector<8xf32>
 // CHECK-NOT:   math.erf
 // CHECK:       return
+
+// The f16 linear layer on AVX-512: one 32-column panel, 13 rows = one tile of 8 and a tail of 5; 8 x 2
+// accumulators of 16 lanes.
+// V4-LABEL: func.func @matmul_1(
+// V4:       scf.forall (%{{.+}}) in (1)
+// V4:       memref.alloca() {alignment = 64 : i64} : memref<224xf32>
+// V4:       scf.for {{.*}} -> (vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>, vector<16xf32>)
+// V4:       vector.fma {{.*}} : vector<16xf32>
+// V4:       arith.truncf {{.*}} : vector<16xf32> to vector<16xf16>
+// V4:       return
 
 func.func @attention(%q: tensor<2x5x16xf32>, %k: tensor<2x19x16xf32>) -> tensor<2x5x19xf32> {
   %y = "prim.matmul"(%q, %k) {activation = "none", activation_params = array<f64>, transpose_rhs = 1, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<2x5x16xf32>, tensor<2x19x16xf32>) -> tensor<2x5x19xf32>

@@ -3,7 +3,7 @@
 // of vector.fma with the input read in place (no im2col buffer, no padded copy, no linalg), the epilogue
 // on the accumulators, one vector store per accumulator. layout=keep: the NCHW convolution is not
 // wrapped in transposes; its tile runs along the output columns (stride 2: the input span is shuffled).
-// RUN: openprim-opt %s -p 'prim-select{solver=conv_implicit_gemm layout=keep},prim-tile' | filecheck %s
+// RUN: openprim-opt %s -p 'prim-select{target=cpu:x86-64-v3 solver=conv_implicit_gemm layout=keep},prim-tile{target=cpu:x86-64-v3}' | filecheck %s
 
 // CHECK-LABEL: func.func @grouped(
 // CHECK-NEXT:  call @conv2d_0(%arg0, %arg1, %arg2)
@@ -27,7 +27,7 @@
 
 // NCHW, f16, stride 2, residual: lanes = 8 output columns (then a tail of 2), f32 accumulation,
 // rounded to f16 at the store.
-// CHECK-LABEL: func.func @conv2d_1(%arg0: memref<1x4x9x20xf16>, %arg1: memref<3x3x4x6xf16>, %arg2: memref<1x6x5x10xf16>, %arg3: memref<1x6x5x10xf16>) attributes {prim.op = "conv2d", prim.solver = "conv_implicit_gemm"}
+// CHECK-LABEL: func.func @conv2d_1(%arg0: memref<1x4x9x20xf16>, %arg1: memref<3x3x4x6xf16>, %arg2: memref<1x6x5x10xf16>, %arg3: memref<1x6x5x10xf16>) attributes {prim.in_place = 2 : i64, prim.op = "conv2d", prim.solver = "conv_implicit_gemm"}
 // CHECK-NOT:   linalg.
 // CHECK:       scf.forall (%{{.+}}) in (5)
 // CHECK:       vector.load {{.*}} : memref<720xf16>, vector<{{[0-9]+}}xf16>

@@ -6,7 +6,7 @@
 // reduced over C in a loop unrolled 4 times, into a stack buffer M [36, 6, 16]; the output transform
 // on vector<16xf32> with the fused bias and ReLU. 1x9x10x8 -> 16 channels: 3 x 3 tiles of 4 x 4 (the last
 // row and column of tiles partly outside the 9 x 10 output: their stores are guarded).
-// RUN: openprim-opt %s -p 'prim-select{solver=conv_winograd_f4x3_packed},prim-tile' | filecheck %s
+// RUN: openprim-opt %s -p 'prim-select{target=cpu:x86-64-v3 solver=conv_winograd_f4x3_packed},prim-tile{target=cpu:x86-64-v3}' | filecheck %s
 
 // CHECK:       module @kernels
 // CHECK-LABEL: func.func @conv2d_0(%arg0: memref<1x9x10x8xf32>, %arg1: memref<36x1x8x16xf32>, %arg2: memref<16xf32>, %arg3: memref<1x9x10x16xf32>)
