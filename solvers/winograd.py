@@ -189,11 +189,10 @@ class ConvWinogradPacked(ConvWinograd):
                 + transforms / (peak * 1e9 * 0.5))
 
     def tunables(self, p):
-        return {"mt": [4, 6, 8, 12]}
+        return {"mt": [4, 6]}
 
     def default_params(self, p, target):
-        """MT tiles x 16 channels in half the vector registers: 6 x 2 of 8 lanes (AVX2), 12 x 1 of 16."""
-        return {"mt": 12 if target.vector_lanes == 16 else 6}
+        return {"mt": 6}
 
     def packed_filter(self, p, params):
         """U = G g G^T for every (c, k), as [(m+2)^2, K/16, C, 16]."""
@@ -217,7 +216,7 @@ class ConvWinogradPacked(ConvWinograd):
         if not winograd_filter(r.problem.filter_layout)[0]:
             return None
         return cpu_winograd.winograd_kernel(r.name, r.signature, r.problem, r.params, r.attrs, THREADS,
-                                            WINOGRAD[self.m], r.target.vector_lanes)
+                                            WINOGRAD[self.m])
 
 
 class ConvWinogradF2x3Packed(ConvWinogradPacked):

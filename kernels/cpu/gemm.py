@@ -52,7 +52,6 @@ CHAINS = 8  # independent FMA chains that hide the FMA latency (4 cycles, 2 per 
 KC = 768
 K_BLOCKED = 2 * KC   # deeper reductions (of one batch, packed, an A larger than L2) are blocked
 L2_BYTES = 512 << 10
-ROWS_OUTER_BYTES = 256 << 10   # the most of a prepacked B that row tiles pass whole (rows_outer)
 
 
 # erf(x) = x P(x^2) / Q(x^2) on x clamped to [-4, 4] (Eigen's and XLA's float erf): max error 4.2e-7 against
@@ -221,13 +220,6 @@ class _Gemm:
         panel of one block before the next: the block of A stays in L2 while the panels pass)."""
         b, p = self.b, self.p
         full, rest = divmod(p.n, self.nt)
-        if self.rows_outer() and not tail:
-            t = b.open_for(m_lo, m_hi)
-            n0 = b.mul(b.open_for(0, full), self.nt)
-            self.tile(a_off, out_off, b.mul(t, self.mt), n0, self.mt, self.nt, b_off)
-            b.close()
-            b.close()
-            return
 
         def panel(n0, width, k0, k1):
             if self.pack:
@@ -248,15 +240,6 @@ class _Gemm:
                 b.close()
             if rest:
                 self.when(part, self.parts - 1, lambda: panel(full * self.nt, rest, k0, k1))
-
-    def rows_outer(self) -> bool:
-        """Row tiles outermost, each passing every panel, where all of a prepacked B (one K block, the columns
-        not split) fits in L2: an MT-row tile's output rows (and residual) are then written whole, one
-        sequential stream, where panels outermost write them one NT-column slice per pass, lines
-        N floats apart that the prefetcher does not follow (ResNet-50 at batch 8: its 64 -> 256 layers on 56x56
-        maps, 25 MB of output)."""
-        p = self.p
-        return self.prepacked and len(self.k_blocks) == 1 and self.parts == 1 and p.k * p.n * 4 <= ROWS_OUTER_BYTES
 
     def when(self, value, equals: int, then, otherwise=None) -> None:
         """scf.if value == equals (both branches statically decided when value is a Python int)."""

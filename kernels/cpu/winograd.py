@@ -15,9 +15,8 @@ computed by prim-select at compile time in float64), so no call transforms it ag
                               and the vector selected), B^T d B in vector adds and FMAs by the constant
                               coefficients, stored to V
       scf.forall over (16 output channels, MT tiles):          the GEMMs, then the output transform
-        for each position:   MT x 16 accumulators (MT x 16/L vector<Lxf32>, L the target's vector lanes:
-                             MT = 6 x 2 on AVX2, 12 x 1 on AVX-512), loop over C: 16/L vector loads of U
-                             (one contiguous stream), MT broadcast loads of V, MT x 16/L FMAs; stored to
+        for each position:   MT x 16 accumulators (MT x 2 vector<8xf32>), loop over C: two vector loads
+                             of U (one contiguous stream), MT broadcast loads of V, 2 MT FMAs; stored to
                              a stack buffer M [(m+2)^2, MT, 16]
         for each of the MT tiles:  A^T M A on vector<16xf32>, + bias + residual, activation, one store
                              per output pixel inside the image
@@ -35,7 +34,7 @@ from openprim.kernels.cpu.gemm import _EpilogueOps
 from openprim.kernels.cpu.implicit_gemm import Body, kernel_arguments
 from openprim.kernels.semantics import activation
 
-LANES = 8    # f32 lanes of the input transform's vectors (input channels come in multiples of 8)
+LANES = 8    # f32 lanes of an AVX2 register: the input transform's and the accumulators' width
 NB = 16      # output channels per block of U, and of a register tile
 KU = 4       # the channel loop's unrolling
 # The most of V one chunk of tiles holds: the GEMMs read a chunk's V once per block of 16 output channels, so it
@@ -44,8 +43,8 @@ CHUNK_BYTES = 1 << 20
 
 
 class _Winograd:
-    def __init__(self, p, params, attrs, signature, threads, transforms, lanes):
-        self.p, self.attrs, self.threads, self.lanes = p, attrs, threads, lanes
+    def __init__(self, p, params, attrs, signature, threads, transforms):
+        self.p, self.attrs, self.threads = p, attrs, threads
         self.bt, _, self.at = (np.asarray(t, float) for t in transforms)
         self.m, self.a = self.at.shape[0], self.bt.shape[0]
         self.a2 = self.a * self.a
@@ -167,21 +166,21 @@ class _Winograd:
     def gemm(self, pos, p0, k_block, rows: int) -> None:
         """M[pos, t, :] = sum over c of V[pos, p0 + t, c] * U[pos, k_block, c, :] for t < rows (p0: the
         block's first tile in the chunk)."""
-        b, p, lanes = self.b, self.p, self.lanes
-        vt, parts = f"vector<{lanes}xf32>", NB // lanes
-        zeros = [b.const(0.0, vt)] * (parts * rows)
+        b, p = self.b, self.p
+        vt = f"vector<{LANES}xf32>"
+        zeros = [b.const(0.0, vt)] * (2 * rows)
         u_row = b.mul(b.add(b.mul(pos, p.k // NB), k_block), p.c * NB)      # U[pos, k_block, 0, 0]
         v_row = b.add(b.mul(pos, self.chunk * p.c), b.mul(p0, p.c))         # V[pos, p0, 0]
 
         def step(c, accs):
-            uv = [self.vload(self.uf, b.add(u_row, b.add(b.mul(c, NB), h * lanes)), lanes) for h in range(parts)]
+            uv = [self.vload(self.uf, b.add(u_row, b.add(b.mul(c, NB), h * LANES)), LANES) for h in range(2)]
             out = []
             for t in range(rows):
                 s = b.fresh("v")
                 b.emit(f"{s} = memref.load {self.vbuf[0]}[{b.idx(b.add(v_row, b.add(t * p.c, c)))}] : {self.vbuf[1]}")
                 bc = b.fresh("bc")
                 b.emit(f"{bc} = vector.broadcast {s} : f32 to {vt}")
-                for h in range(parts):
+                for h in range(2):
                     f = b.fresh("fma")
                     b.emit(f"{f} = vector.fma {bc}, {uv[h]}, {accs[len(out)]} : {vt}")
                     out.append(f)
@@ -193,9 +192,8 @@ class _Winograd:
             out = step(b.add(b.mul(cc, KU), k), out)
         b.end_loop(out, vt)
         for t in range(rows):
-            for h in range(parts):
-                self.vstore(accs[parts * t + h], self.mbuf, b.add(b.mul(pos, self.mt * NB), (t * NB + h * lanes)),
-                            lanes)
+            for h in range(2):
+                self.vstore(accs[2 * t + h], self.mbuf, b.add(b.mul(pos, self.mt * NB), (t * NB + h * LANES)), LANES)
 
     def output_tile(self, tile, t, k0) -> None:
         """A^T M A of tile `tile` (M's row t) for NB channels from k0, the epilogue, the stores."""
@@ -285,8 +283,7 @@ class _Winograd:
 
 
 def winograd_kernel(name: str, signature: list[tuple[str, str]], problem, params: dict, attrs: dict,
-                    threads: int, transforms, lanes: int) -> str:
+                    threads: int, transforms) -> str:
     """The kernel function text: signature = [(argument, memref type)] in kernel order (input, the
-    transformed filter, [bias], [residual], output); transforms = (B^T, G, A^T) of F(m x m, 3 x 3); lanes
-    the accumulators' width (Target.vector_lanes)."""
-    return _Winograd(problem, params, attrs, signature, threads, transforms, lanes).kernel(name)
+    transformed filter, [bias], [residual], output); transforms = (B^T, G, A^T) of F(m x m, 3 x 3)."""
+    return _Winograd(problem, params, attrs, signature, threads, transforms).kernel(name)
