@@ -134,7 +134,7 @@ class _Gemm:
         b.close()
 
     def tile(self, a_off, out_off, m0, n0, rows: int, width: int, b_off, k0: int = 0, k1: int | None = None) -> None:
-        """One register tile: rows x width outputs at (m0, n0) of one batch, as rows x (width / 8)
+        """One register tile: rows x width outputs at (m0, n0) of one batch, as rows x (width / L)
         accumulators vector<L x f32> (a narrower last one for width % L), over k0 <= k < k1 (the k loop unrolled
         KU times). A K block after the first starts from the partial sums in the scratch; one before the
         last leaves them there; the last applies the epilogue."""
