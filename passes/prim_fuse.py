@@ -9,7 +9,8 @@ Transposes of constants are folded first; then four rewrites over each graph fun
        act(conv)     for an elementwise activation   -> activation
      each only while the conv/matmul result has no other use, also seen through reshapes/transposes
      (_through_views); mul(c, conv/matmul) with c per output channel and constant W, b folds into W, b
-     (ConvNeXt's layer scale), so the residual add after it becomes the epilogue.
+     (ConvNeXt's layer scale), so the residual add after it becomes the epilogue; mul(x, sigmoid(x)) is
+     silu(x) (exporters' SiLU), an activation like the others.
      layer_norm/rms_norm(add(x, r)) with x, r of the norm's shape -> the norm with operand residual = r:
      one row kernel reads x + r (kernels/gpu/rows.py, kernels/cpu/rows.py), the sum never goes through
      memory. Only while the add has no other use: an op has one result here, so a pre-LN block's sum
@@ -45,7 +46,7 @@ from .attention_layout import attention_layouts
 from .concat_split import split_convolutions_over_concats
 from .conv_patches import patch_convolutions
 from .matmul_views import rewrite_views
-from .rewrite import constant, new_constant, producer, rebuild, reshape, single_use, transpose
+from .rewrite import constant, create, new_constant, producer, rebuild, reshape, single_use, transpose
 
 NAME = "prim-fuse"
 NORMS = ("prim.layer_norm", "prim.rms_norm")
@@ -229,6 +230,24 @@ def _fold_channel_scale(mul: ir.Operation) -> bool:
             new_w = new_constant(wd * vec.reshape(shape), w, mul.location)
             new_b = None if bias is None else new_constant(bd * vec, bias, mul.location)
         _replace_through_views(mul, prod, views, [x, new_w, new_b, None], {})
+        return True
+    return False
+
+
+def _match_silu(mul: ir.Operation) -> bool:
+    """mul(x, sigmoid(x)) (either order, the sigmoid used there only) -> silu(x): exporters spell SiLU/Swish so
+    (ONNX before opset 22, EfficientNet's every activation), and as one activation it becomes the epilogue of
+    the convolution or GEMM before it."""
+    for i, v in enumerate(mul.operands):
+        sig = producer(v, "prim.sigmoid")
+        if sig is None or not single_use(v) or sig.operands[0] != mul.operands[1 - i] or \
+                tuple(v.type.shape) != tuple(mul.result.type.shape):
+            continue
+        with ir.InsertionPoint(mul), mul.location:
+            silu = create("silu", [sig.operands[0]], mul.result.type.shape, mul.result, {}, mul.location)
+        mul.result.replace_all_uses_with(silu)
+        mul.erase()
+        sig.erase()
         return True
     return False
 
@@ -441,7 +460,7 @@ class Options:
                                 and _fuse_epilogue(op):
                             changed = True
                             break
-                        if self.epilogues and op.name == "prim.mul" and _fold_channel_scale(op):
+                        if self.epilogues and op.name == "prim.mul" and (_match_silu(op) or _fold_channel_scale(op)):
                             changed = True
                             break
                         if self.elementwise and op.name == "prim.div" and _match_rms_norm(op):

@@ -36,8 +36,7 @@ and the result is rounded once, at the store; erf (GELU) is gemm.py's vector pol
 """
 from __future__ import annotations
 
-from openprim.kernels.cpu.gemm import _EpilogueOps
-from openprim.kernels.cpu.implicit_gemm import Body, kernel_arguments
+from openprim.kernels.cpu.implicit_gemm import Body, VectorOps, kernel_arguments
 from openprim.kernels.semantics import activation
 
 
@@ -142,7 +141,7 @@ class _Depthwise:
                     if col not in loaded:
                         loaded[col] = self.load(self.xf, b.add(base, col * p.c), width)
                     accs[j] = self.fma(loaded[col], taps[r][s], accs[j], width)
-        ops = _EpilogueOps(b, width)
+        ops = VectorOps(b, width)
         for j, acc in enumerate(accs):
             at = b.add(yrow, b.add(b.add(b.mul(ow0, p.c), c0), j * p.c))
             y = acc

@@ -28,7 +28,8 @@ the strided rows of a wide B into one stream (measured: 120-160 GFLOP/s packed a
 BERT's GEMMs, 2-core AVX2). f16/bf16 operands are widened to f32 on load (the packed panel is f32) and the
 result rounded once, at the store. B can also come packed already (problem.panels = NT: [N/NT, K, NT], a
 constant rhs packed by prim-select, or a pointwise convolution's "KRSC<NT>k" filter). Tails (N % NT columns, M % MT rows) are tiles of the exact
-smaller size; every shape is static, every memref viewed 1-d. erf (GELU) is a vector polynomial (ERF_P / ERF_Q).
+smaller size; every shape is static, every memref viewed 1-d. erf (GELU) and exp (sigmoid, SiLU) are vector
+polynomials (kernels/cpu/vmath.py).
 A thin tile (a GEMV's one row: two accumulators) spreads its unrolled k steps over several accumulator sets,
 added after the loop, so that CHAINS independent FMAs are in flight.
 """
@@ -52,33 +53,6 @@ CHAINS = 8  # independent FMA chains that hide the FMA latency (4 cycles, 2 per 
 KC = 768
 K_BLOCKED = 2 * KC   # deeper reductions (of one batch, packed, an A larger than L2) are blocked
 L2_BYTES = 512 << 10
-
-
-# erf(x) = x P(x^2) / Q(x^2) on x clamped to [-4, 4] (Eigen's and XLA's float erf): max error 4.2e-7 against
-# math.erf. LLVM would call the scalar libm erff per lane instead: GELU epilogues (BERT's FFN) spent
-# more time there than in the GEMM.
-ERF_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
-         -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
-ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
-         -1.42647390514189e-02)
-
-
-class _EpilogueOps(VectorOps):
-    """VectorOps with erf as a rational polynomial (ERF_P / ERF_Q) in vector FMAs."""
-
-    def scalar(self, op, *operands, ty="f32", attrs=""):
-        if op != "math.erf":
-            return super().scalar(op, *operands, ty=ty, attrs=attrs)
-        x = super().scalar("arith.minimumf", super().scalar("arith.maximumf", operands[0], self.const(-4.0)),
-                           self.const(4.0))
-        x2 = super().scalar("arith.mulf", x, x)
-
-        def poly(coefficients):
-            acc = self.const(coefficients[0])
-            for c in coefficients[1:]:
-                acc = super(_EpilogueOps, self).scalar("math.fma", acc, x2, self.const(c))
-            return acc
-        return super().scalar("arith.divf", super().scalar("arith.mulf", poly(ERF_P), x), poly(ERF_Q))
 
 
 class _Gemm:
@@ -200,7 +174,7 @@ class _Gemm:
         """The epilogue of a tile: + bias + residual, activation, rounding, one store per vector."""
         b, lanes = self.b, self.lanes
         for j, w in enumerate(widths):
-            ops = _EpilogueOps(b, w)
+            ops = VectorOps(b, w)
             n = b.add(n0, j * lanes)
             bias = self.load(self.biasf, n, w) if self.bias else None
             for i in range(len(accs) // len(widths)):

@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 
 from openprim.base.ops import filter_block
+from openprim.kernels.cpu import vmath
 from openprim.kernels.irtext import flit
 from openprim.kernels.semantics import activation
 
@@ -171,12 +172,16 @@ def kernel_arguments(signature: list[tuple[str, str]], epilogue: str):
     return x, w, bias, residual, next(names)
 
 
+VECTOR_MATH = {"math.exp": vmath.exp, "math.erf": vmath.erf}
+
+
 class VectorOps:
     """What semantics.activation needs (scalar, const, fresh, emit) on vector<WIDTHxf32> values, so
-    the activation written for scalars is emitted once per vector."""
+    the activation written for scalars is emitted once per vector; exp and erf as vector polynomials
+    (kernels/cpu/vmath.py), not a libm call per lane."""
 
     def __init__(self, body: Body, width: int):
-        self.body, self.vt = body, f"vector<{width}xf32>"
+        self.body, self.width, self.vt = body, width, f"vector<{width}xf32>"
         self.mask_t = f"vector<{width}xi1>"
 
     def fresh(self, hint="v"):
@@ -186,6 +191,8 @@ class VectorOps:
         return self.body.const(float(v), self.vt)
 
     def scalar(self, op, *operands, ty="f32", attrs=""):
+        if op in VECTOR_MATH:
+            return VECTOR_MATH[op](self.body, operands[0], self.width)
         n = self.body.fresh("s")
         self.body.emit(f"{n} = {op} {', '.join(operands)}{attrs} : {self.vt}")
         return n

@@ -23,14 +23,14 @@ Statistics and arithmetic are f32 for every dtype (f16/bf16 widened on load, rou
 the row is read once per pass and stays in L1/L2 between passes for the row lengths of real networks.
 Small outputs (under SERIAL_ELEMENTS) run on one thread: a fork/join costs more than the work.
 
-exp(x) is Cephes' expf: x = n ln2 + r with n = floor(x log2(e) + 1/2), |r| <= ln2/2, exp(r) a degree-7
-polynomial (EXP_P), 2^n built in the exponent bits; relative error about 2 ulp. x is clamped to
-[EXP_LO, EXP_HI] and values below EXP_LO give exactly 0 (a masked -inf score contributes nothing).
+exp(x) is kernels/cpu/vmath.py's (Cephes' expf, about 2 ulp); values below its EXP_LO give exactly 0 (a masked
+-inf score contributes nothing).
 """
 from __future__ import annotations
 
 import math
 
+from openprim.kernels.cpu import vmath
 from openprim.kernels.cpu.implicit_gemm import Body
 from openprim.kernels.gpu.rows import operand_args
 
@@ -38,9 +38,6 @@ LANES = 16
 SERIAL_ELEMENTS = 1 << 15
 DTYPES = ("f32", "f16", "bf16")
 
-EXP_P = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
-LN2_HI, LN2_LO = 0.693359375, -2.12194440e-4   # ln 2 = LN2_HI + LN2_LO, LN2_HI exact in 9 bits
-EXP_LO, EXP_HI = -87.33654, 88.0                # 2^n stays a normal float: n in [-126, 127]
 
 
 class _Rows:
@@ -75,28 +72,7 @@ class _Rows:
         return n
 
     def exp(self, x: str) -> str:
-        """exp of a vector (Cephes' expf, module docstring); exactly 0 below EXP_LO, NaN stays NaN."""
-        b = self.b
-        under = b.fresh("under")
-        b.emit(f"{under} = arith.cmpf olt, {x}, {self.splat(EXP_LO)} : {self.vt}")
-        c = self.v("arith.minimumf", self.v("arith.maximumf", x, self.splat(EXP_LO)), self.splat(EXP_HI))
-        n = self.v("math.floor", self.v("math.fma", c, self.splat(math.log2(math.e)), self.splat(0.5)))
-        r = self.v("math.fma", n, self.splat(-LN2_HI), c)
-        r = self.v("math.fma", n, self.splat(-LN2_LO), r)
-        p = self.splat(EXP_P[0])
-        for coefficient in EXP_P[1:]:
-            p = self.v("math.fma", p, r, self.splat(coefficient))
-        y = self.v("arith.addf", self.v("math.fma", p, self.v("arith.mulf", r, r), r), self.splat(1.0))
-        ni = b.fresh("n")
-        b.emit(f"{ni} = arith.fptosi {n} : {self.vt} to {self.it}")
-        bits = self.v("arith.shli", self.v("arith.addi", ni, b.const(127, self.it), ty=self.it),
-                      b.const(23, self.it), ty=self.it)
-        scale = b.fresh("pow2")
-        b.emit(f"{scale} = arith.bitcast {bits} : {self.it} to {self.vt}")
-        y = self.v("arith.mulf", y, scale)
-        out = b.fresh("exp")
-        b.emit(f"{out} = arith.select {under}, {self.splat(0.0)}, {y} : vector<{LANES}xi1>, {self.vt}")
-        return out
+        return vmath.exp(self.b, x, LANES)
 
     # ------------------------------------------------------------------ memory
     def load(self, buf, at, masked: bool, dtype: str | None = None) -> str:

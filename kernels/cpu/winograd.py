@@ -30,8 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from openprim.kernels.cpu.gemm import _EpilogueOps
-from openprim.kernels.cpu.implicit_gemm import Body, kernel_arguments
+from openprim.kernels.cpu.implicit_gemm import Body, VectorOps, kernel_arguments
 from openprim.kernels.semantics import activation
 
 LANES = 8    # f32 lanes of an AVX2 register: the input transform's and the accumulators' width
@@ -203,7 +202,7 @@ class _Winograd:
         y = self.transform(self.at, self.at, mm, NB)
         n, ti, tj = self.decode(tile)
         oh0, ow0 = b.mul(ti, m), b.mul(tj, m)
-        ops = _EpilogueOps(b, NB)
+        ops = VectorOps(b, NB)
         bias = self.vload(self.biasf, k0, NB) if self.bias else None
         for i in range(m):
             for j in range(m):

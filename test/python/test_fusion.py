@@ -89,6 +89,20 @@ def matmul_bias_gelu(c: Case):
             (g.gelu(g.linear(x, w2) + b2, approximate="tanh"), ref.gelu(ref.linear(xv, w2v, b2v), "tanh"), 11)]
 
 
+def conv_bn_swish(c: Case):
+    """y * sigmoid(y), the exporters' SiLU, is silu: the conv's activation (a vector exp polynomial on the CPU)."""
+    y, yv = c.bn(c.conv(c.x()))
+    return [(y * c.g.sigmoid(y), ref.silu(yv), RED)]
+
+
+def matmul_sigmoid_times_saturating(c: Case):
+    """sigmoid(m) * m (the other operand order) over outputs of magnitude up to ~100, where the exp clamps."""
+    net, g = c.net, c.g
+    (a, av), (w, wv), (b, bv) = net.input((6, 11)), net.weight((11, 40), scale=12.0), net.weight((40,))
+    m, mv = g.matmul(a, w) + b, ref.matmul(av, wv, bv)
+    return [(g.sigmoid(m) * m, ref.silu(mv), 11)]
+
+
 def elementwise_scalar(c: Case):
     (x, xv), g = c.net.input((2, 3, 5, 7), scale=2.0), c.g
     return [(g.sigmoid(x * 2.0) + g.tanh(x) - 0.5, ref.sigmoid(xv * 2.0) + ref.tanh(xv) - 0.5, 1)]
@@ -133,6 +147,14 @@ def conv_relu_sigmoid(c: Case):
     return [(c.g.sigmoid(c.g.relu(y)), ref.sigmoid(ref.relu(yv)), RED)]
 
 
+def conv_times_sigmoid_of_other(c: Case):
+    """y * sigmoid(z) of two different values, the sigmoid used twice: no silu (the sigmoid is z's activation)."""
+    y, yv = c.conv(c.x())
+    z, zv = c.conv(c.x())
+    s, sv = c.g.sigmoid(z), ref.sigmoid(zv)
+    return [(y * s + s, yv * sv + sv, RED)]
+
+
 def conv_relu_bn(c: Case):
     """batch_norm after the activation cannot be folded into the weights."""
     y, yv = c.conv(c.x())
@@ -171,6 +193,8 @@ CASES = [
     (conv_residual_relu, BOTH, [CONV], {}, [(True, True, RELU)], {"NHWC": 1, "NCHW": 4}),
     (conv_bn_residual_leaky, ("NHWC",), [CONV], {}, [(True, True, "leaky_relu")], {"NHWC": 1}),
     (matmul_bias_gelu, ("NHWC",), [MM, MM], {}, [(True, False, "gelu"), (True, False, "gelu_tanh")], {"NHWC": 2}),
+    (conv_bn_swish, BOTH, [CONV], {}, [(True, False, "silu")], {"NHWC": 1, "NCHW": 3}),
+    (matmul_sigmoid_times_saturating, ("NHWC",), [MM], {}, [(True, False, "silu")], {"NHWC": 1}),
     (elementwise_scalar, ("NHWC",), ["call @fused_0"],
      {"fused_0": ["prim.mul", "prim.sigmoid", "prim.tanh", "prim.add", "prim.sub"]}, [], {"NHWC": 1}),
     (elementwise_broadcast, ("NHWC",), ["call @fused_0"],
@@ -184,6 +208,8 @@ CASES = [
     (matmul_used_twice, ("NHWC",), [MM, "prim.gelu", "prim.add"], {}, [(False, False, "none")], {"NHWC": 3}),
     (conv_relu_sigmoid, ("NHWC",), [CONV, "prim.sigmoid"], {}, [(True, False, RELU)], {"NHWC": 2}),
     (conv_relu_bn, ("NHWC",), [CONV, "prim.batch_norm"], {}, [(True, False, RELU)], {"NHWC": 2}),
+    (conv_times_sigmoid_of_other, ("NHWC",), [CONV, CONV, "call @fused_0"],
+     {"fused_0": ["prim.mul", "prim.add"]}, [(True, False, "none"), (True, False, "sigmoid")], {"NHWC": 3}),
     (conv_bn_from_inputs, ("NHWC",), [CONV, "prim.batch_norm", "prim.relu"], {}, [(True, False, "none")],
      {"NHWC": 3}),
     (conv_add_not_per_channel, BOTH, [CONV, "call @fused_0"], {"fused_0": ["prim.add", "prim.relu"]},
