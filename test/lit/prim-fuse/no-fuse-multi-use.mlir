@@ -21,10 +21,10 @@ func.func @conv_two_uses(%x: tensor<1x2x3x3xf32>) -> (tensor<1x2x3x3xf32>, tenso
   return %r, %c : tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>
 }
 
-// relu(x) feeds both the sigmoid and the mul: it stays in the graph; only sigmoid -> mul is a chain.
+// relu(x) feeds both the sigmoid and the add: it stays in the graph; only sigmoid -> add is a chain.
 // CHECK-LABEL: func.func private @fused_1(%arg0: tensor<4xf32>)
 // CHECK-NEXT:   %[[S:.+]] = "prim.sigmoid"(%arg0)
-// CHECK-NEXT:   %[[M:.+]] = "prim.mul"(%[[S]], %arg0)
+// CHECK-NEXT:   %[[M:.+]] = "prim.add"(%[[S]], %arg0)
 // CHECK-NEXT:   return %[[M]]
 // CHECK-LABEL: func.func @shared_intermediate
 // CHECK-NEXT:   %[[R:.+]] = "prim.relu"(%arg0)
@@ -33,7 +33,7 @@ func.func @conv_two_uses(%x: tensor<1x2x3x3xf32>) -> (tensor<1x2x3x3xf32>, tenso
 func.func @shared_intermediate(%x: tensor<4xf32>) -> tensor<4xf32> {
   %0 = "prim.relu"(%x) : (tensor<4xf32>) -> tensor<4xf32>
   %1 = "prim.sigmoid"(%0) : (tensor<4xf32>) -> tensor<4xf32>
-  %2 = "prim.mul"(%1, %0) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %2 = "prim.add"(%1, %0) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
   return %2 : tensor<4xf32>
 }
 
