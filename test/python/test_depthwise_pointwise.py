@@ -21,7 +21,7 @@ import pytest
 
 import openprim.compiler
 import reference as ref
-from helpers import TARGET, Net, assert_close, rounded
+from helpers import TARGET, Net, assert_close, depthwise_case, rounded
 from openprim.base.target import parse_target
 from openprim.solvers import SOLVERS
 from openprim.solvers.problem import DepthwisePointwiseProblem
@@ -47,15 +47,9 @@ CASES = [
 def pair(net: Net, cfg):
     """cfg's depthwise convolution (KRSC filter) and pointwise convolution (KRSC 1x1) on net.g: (output,
     float64 reference with the depthwise result rounded to the data type)."""
-    g = net.g
-    N, H, W, C = cfg["x"]
-    x, xv = net.input((N, H, W, C))
-    wd, wdv = net.weight((C, *cfg["kernel"], 1), scale=0.5)
-    bd, bdv = net.weight((C,)) if cfg["dw_bias"] else (None, None)
-    kw = dict(stride=cfg["stride"], padding=cfg["padding"], dilation=cfg["dilation"], groups=C)
-    op, act = ACTS[cfg["dw_act"]]
-    h = op(g, g.conv2d(x, wd, bd, **kw))
-    hv = rounded(act(ref.conv2d(xv, wdv, bdv, layout="NHWC", **kw)), net.dtype)
+    g, C = net.g, cfg["x"][3]
+    h, hv = depthwise_case(net, {**cfg, "bias": cfg["dw_bias"], "residual": False, "act": cfg["dw_act"]}, ACTS)
+    hv = rounded(hv, net.dtype)
     wp, wpv = net.weight((cfg["k"], 1, 1, C), scale=1 / np.sqrt(C))
     bp, bpv = net.weight((cfg["k"],)) if cfg["bias"] else (None, None)
     y = g.conv2d(h, wp, bp)
