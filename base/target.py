@@ -122,6 +122,17 @@ def host_cpu_features() -> frozenset[str]:
     return frozenset(f for f in X86_FEATURES if CPUINFO_FLAGS.get(f, f) in flags)
 
 
+@functools.lru_cache(None)
+def host_cpu() -> str:
+    """LLVM's name for this CPU (znver4, sapphirerapids): what plain `cpu` compiles for. From llvmlite, an
+    optional dependency; without it "native" (llc -mcpu=native picks the same CPU)."""
+    try:
+        import llvmlite.binding as llb
+    except ImportError:
+        return "native"
+    return llb.get_host_cpu_name()
+
+
 def archs(kind: str) -> tuple[str, ...]:
     """The architectures of one target kind, in table order."""
     return tuple(arch for k, arch in CHIPS if k == kind)
@@ -139,6 +150,12 @@ class Target:
     @property
     def chip(self) -> Chip:
         return CHIPS[(self.kind, "" if self.kind == "cpu" else self.arch)]
+
+    @property
+    def concrete(self) -> Target:
+        """The target with its chip named: `cpu` and `cpu:native` are this machine's CPU (cpu:znver4), whose
+        code, measurements and cached artifacts are valid for that CPU only; every other target is itself."""
+        return Target("cpu", host_cpu()) if self.kind == "cpu" and self.arch in ("", "native") else self
 
     @property
     def is_gpu(self) -> bool:

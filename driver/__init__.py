@@ -12,7 +12,7 @@ Attributes are imported lazily so that `openprim.runtime` stays importable witho
 """
 from openprim.base import __version__  # noqa: F401 - the package version
 
-_LAZY = {"Graph": "openprim.pyfrontend", "compile": "openprim.compiler", "OpenPrimError": "openprim.base.errors"}
+_LAZY = {"Graph": "openprim.pyfrontend", "compile": "openprim.api", "OpenPrimError": "openprim.base.errors"}
 
 
 def __getattr__(name):

@@ -5,14 +5,15 @@
 
 An entry is the `.oprim` artifact of one compile, named by its key: `<cache_dir()>/<sha256>.oprim`. A hit is
 `runtime.artifact.load` of that file, so it needs numpy (and the GPU driver bindings) but never MLIR: this
-module imports neither `mlir` nor `openprim.compiler` at module level, and imports the compiler only on a
-miss. A cache filled on a machine with MLIR can be carried to a GPU machine without it and hit there.
+module wraps the compiler: it imports neither `mlir` nor `openprim.compiler` at module level, and imports the
+compiler only on a miss; the compiler knows nothing of it. A cache filled on a machine with MLIR can be carried
+to a GPU machine without it and hit there.
 
 The key (`graph_key`) is a sha256 over a canonical text of everything the compile depends on: the Graph's
 ops in order (operands named by position, never by id()), their attributes (dicts by sorted key, floats by
 repr), shapes, dtypes, input/output names, a sha256 of every param's bytes (hashlib straight over the numpy
 buffer: ResNet-50's 102 MB of weights in about 0.2 s, no pickling), the parsed target (plus the host CPU for
-`cpu`, whose code is built for this CPU), the options sorted by name, the environment variables and tuning
+`cpu`, whose code is built for this CPU: Target.concrete), the options sorted by name, the environment variables and tuning
 database records that steer solver selection, and the compiler: its version and a digest of its sources
 (a checkout edited without a version bump must not hit entries of the old code). Two processes or two
 machines with the same sources building the same Graph get the same key.
@@ -43,14 +44,14 @@ import numpy as np
 from openprim import base
 from openprim.base.errors import OpenPrimError
 from openprim.base.files import atomic_file
-from openprim.base.target import parse_target
+from openprim.base.target import Target, parse_target
 from openprim.runtime import artifact
 from openprim.timings import CompileTimings
 
 DEFAULT_MAX_MB = 2048
 SUFFIX = ".oprim"
 TEMP_PREFIX = ".tmp-"   # compiles in progress (or left by a killed process): never loaded, removed by clear()
-KEY_FORMAT = "openprim-cache-key 1"   # bump when the canonical text below changes
+KEY_FORMAT = "openprim-cache-key 2"   # bump when the canonical text below changes
 
 
 def cache_dir() -> Path:
@@ -110,13 +111,9 @@ def _array_digest(a: np.ndarray) -> str:
     return f"{a.dtype.str}{list(a.shape)}:{hashlib.sha256(a.data if a.size else b'').hexdigest()}"
 
 
-def _target_text(target) -> str:
-    """The parsed target; the host CPU's name for plain `cpu` (its code is generated for this CPU)."""
-    t = parse_target(target)
-    if t.kind == "cpu" and not t.arch:
-        from openprim.runtime.cpu import host_cpu
-        return f"cpu({platform.machine()}, {host_cpu()})"
-    return str(t)
+def _target_text(target: Target) -> str:
+    """The target and, on the CPU, the chip its code is generated for (`cpu` is this machine's CPU)."""
+    return f"{target} ({target.concrete} on {platform.machine()})" if target.kind == "cpu" else str(target)
 
 
 # Environment variables that change what a compile produces (passes/prim_select.py, solvers/nvidia.py).
@@ -201,7 +198,7 @@ def _graph_lines(graph):
         raise OpenPrimError("graph output is not a tensor of this graph") from None
 
 
-def graph_key(graph, target: str, options: dict) -> str:
+def graph_key(graph, target: Target, options: dict) -> str:
     """The sha256 (hex) naming the compile of `graph` for `target` with `options` (save's keyword arguments;
     options set to None count as absent)."""
     options = {k: v for k, v in (options or {}).items() if v is not None}
@@ -318,7 +315,7 @@ def _work_dir(final: Path | None):
     yield final.parent
 
 
-def _save_temp(directory: Path, graph, target, options: dict, timings) -> tuple[str, dict]:
+def _save_temp(directory: Path, graph, target: Target, options: dict, timings) -> tuple[str, dict]:
     """Compiles into a new temporary file of `directory`: (its path, save's manifest)."""
     from openprim import compiler          # lazy: a hit must not import MLIR
     fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=".part", dir=directory)
@@ -345,18 +342,18 @@ def _copy_atomic(source: str, path: str) -> None:
         shutil.copyfileobj(src, f)
 
 
-def _options(options) -> dict:
-    return {k: v for k, v in (options or {}).items() if v is not None}
+def _entry(graph, target: Target | str, options) -> tuple[Target, dict, Path | None]:
+    """(the target, the options set, the path of the entry or None when the cache is off) of a compile."""
+    target, options = parse_target(target), {k: v for k, v in (options or {}).items() if v is not None}
+    return target, options, cache_dir() / f"{graph_key(graph, target, options)}{SUFFIX}" if enabled() else None
 
 
-def load_or_compile(graph, target="cpu", options=None, device=0):
+def load_or_compile(graph, target: Target | str = "cpu", options=None, device=0):
     """The executable of `graph` compiled for `target` with `options` (keyword arguments of
     openprim.compiler.save): loaded from the cache on a hit, else compiled, stored and loaded.
     `.cache_hit` says which; `.compile_seconds` has the passes, codegen and load seconds."""
-    options = _options(options)
-    final = None
-    if enabled():
-        final = cache_dir() / f"{graph_key(graph, target, options)}{SUFFIX}"
+    target, options, final = _entry(graph, target, options)
+    if final is not None:
         t0 = time.perf_counter()
         exe = _usable(final, lambda p: artifact.load(p, device))
         if exe is not None:
@@ -365,29 +362,25 @@ def load_or_compile(graph, target="cpu", options=None, device=0):
             exe.compile_seconds = {"passes": 0.0, "codegen": 0.0, "load": time.perf_counter() - t0}
             return exe
     with _work_dir(final) as directory:
-        timings, t0 = CompileTimings(), time.perf_counter()
+        timings = CompileTimings()
         tmp, _ = _save_temp(directory, graph, target, options, timings)
-        t1 = time.perf_counter()
         try:
-            exe = artifact.load(tmp, device)    # before the rename: an eviction elsewhere cannot race it
+            with timings.stage("load"):
+                exe = artifact.load(tmp, device)    # before the rename: an eviction elsewhere cannot race it
         except BaseException:
             os.unlink(tmp)
             raise
-        load = time.perf_counter() - t1
         _publish(tmp, final)
-    passes = sum(v for k, v in timings.stages.items() if k == "emit" or k.startswith("prim-"))
-    exe.compile_seconds = {"passes": passes, "codegen": t1 - t0 - passes, "load": load}
-    exe.cache_hit = False
+    exe.compile_seconds, exe.cache_hit = timings.seconds(), False
     return exe
 
 
-def store(graph, target="cpu", options=None) -> Path:
+def store(graph, target: Target | str = "cpu", options=None) -> Path:
     """The entry of `graph` for `target`, compiled now unless the cache has it; nothing is loaded, so a cache
     for a GPU target can be filled on a machine without that GPU (and copied there). Needs the cache on."""
     if not enabled():
         raise OpenPrimError("cannot store into the compile cache: OPENPRIM_CACHE=0 turns it off; unset it")
-    options = _options(options)
-    final = cache_dir() / f"{graph_key(graph, target, options)}{SUFFIX}"
+    target, options, final = _entry(graph, target, options)
     if _usable(final, artifact.read) is None:
         with _work_dir(final) as directory:
             tmp, _ = _save_temp(directory, graph, target, options, None)
@@ -395,12 +388,11 @@ def store(graph, target="cpu", options=None) -> Path:
     return final
 
 
-def save_cached(graph, path: str, target="cpu", options=None, timings=None) -> dict:
+def save_cached(graph, path: str, target: Target | str = "cpu", options=None, timings=None) -> dict:
     """openprim.compiler.save through the cache (`openprim compile`): the entry copied to `path` on a hit,
     else compiled, copied and stored. Returns save's manifest (plan, bytes, seconds) plus `cache_hit`."""
-    options = _options(options)
     t0 = time.perf_counter()
-    final = cache_dir() / f"{graph_key(graph, target, options)}{SUFFIX}" if enabled() else None
+    target, options, final = _entry(graph, target, options)
     opened = _usable(final, artifact.read) if final else None
     if opened is not None:
         _touch(final)

@@ -174,7 +174,7 @@ def cmd_compile(args) -> int:
           f"weights {plan['weights_bytes'] / 2**20:.1f} MiB")
     if args.timings:
         print(timings.report())
-    if not parse_target(args.target).is_gpu:
+    if not args.target.is_gpu:
         from openprim.runtime.manifest import host_sizes, memory_shortfall
         short = memory_shortfall(host_sizes(plan))
         if short:
@@ -192,10 +192,10 @@ def cmd_run(args) -> int:
         print(f"loaded {args.model} ({exe.manifest['compiler']}, target {exe.manifest['target']}) "
               f"in {time.perf_counter() - t0:.2f} s")
     else:
-        from openprim import compiler
+        from openprim import api
         graph = load_model(args.model, args.define)
         t0 = time.perf_counter()
-        exe = compiler.compile(graph, args.target, args.solver, layout=args.layout, cache=not args.no_cache,
+        exe = api.compile(graph, args.target, args.solver, layout=args.layout, cache=not args.no_cache,
                                precision=args.precision)
         how = "loaded from the compile cache" if exe.cache_hit else "compiled"
         print(f"{how} {args.model} for {args.target} in {time.perf_counter() - t0:.2f} s "
@@ -221,16 +221,17 @@ def _shape(spec: dict) -> str:
 def _resources(target, kernels: dict[str, bytes]) -> tuple[str, list[str]]:
     """(the code object read, one line per device function: registers, shared/LDS, local/scratch bytes)."""
     from openprim.runtime import codeobject
+    from openprim.runtime.kernel_files import CUBIN, HSACO, PTX
     if target.kind == "rocdl":
-        return "kernels.hsaco", [
+        return HSACO, [
             f"{k['name']}: sgpr {k['sgpr_count']} vgpr {k['vgpr_count']} agpr {k.get('agpr_count', 0)} "
             f"lds {k['lds_bytes']} B scratch {k['scratch_bytes']} B wavefront {k['wavefront_size']}"
-            for k in codeobject.amdgpu_kernels(kernels["kernels.hsaco"])]
-    if "kernels.cubin" in kernels:
-        return "kernels.cubin", [f"{k['name']}: registers {k['registers']} shared {k['shared_bytes']} B "
-                                 f"local {k['local_bytes']} B" for k in codeobject.cubin_kernels(kernels["kernels.cubin"])]
-    return "kernels.ptx, registers unknown until the driver compiles it", [
-        f"{k['name']}: shared {k['shared_bytes']} B" for k in codeobject.ptx_kernels(kernels["kernels.ptx"].decode())]
+            for k in codeobject.amdgpu_kernels(kernels[HSACO])]
+    if CUBIN in kernels:
+        return CUBIN, [f"{k['name']}: registers {k['registers']} shared {k['shared_bytes']} B "
+                       f"local {k['local_bytes']} B" for k in codeobject.cubin_kernels(kernels[CUBIN])]
+    return f"{PTX}, registers unknown until the driver compiles it", [
+        f"{k['name']}: shared {k['shared_bytes']} B" for k in codeobject.ptx_kernels(kernels[PTX].decode())]
 
 
 def cmd_inspect(args) -> int:
@@ -448,6 +449,8 @@ def main(argv=None) -> int:
                             "inputs and outputs in the model's own (default: the model's dtype)")
     args = ap.parse_args(argv)
     try:
+        if getattr(args, "target", None) is not None:
+            args.target = parse_target(args.target)   # the one parse: every command gets the Target
         return {"compile": cmd_compile, "run": cmd_run, "inspect": cmd_inspect, "tune": cmd_tune, "explain": cmd_explain,
                 "conv": cmd_conv, "db": cmd_db, "cache": cmd_cache, "onnx-check": cmd_onnx_check}[args.command](args)
     except OpenPrimError as e:

@@ -1,18 +1,19 @@
-"""The compiler driver: frontend graph or prim module -> pipeline -> plan + native kernels -> executable.
+"""The compiler: frontend graph or prim module -> pipeline -> plan + native kernels -> executable or artifact.
 
-    module  = to_module(graph)                      # prim dialect
-    passes.run(module, "prim-pipeline{target=cpu}", tuner=Tuner())   # fuse, select, tile, lower
+    module  = lower(graph, target)                  # prim dialect through prim-pipeline: fuse, select, tile, lower
     plan    = build_plan(module, target)            # launch order + static memory plan + weights
-    kernels = the target's backend (backends/<kind>/): .so, PTX/cubin or hsaco; or MLIR's ExecutionEngine
+    kernels = the target's backend (backends/<kind>/): .so, PTX/cubin or hsaco
+    exe     = runtime.executable.build_executable(target, plan, kernels, ...)   # as an artifact's load does
 
 It is the layer that wires the others together: the passes get the tuning database and Find from here
-(a `Tuner`), the backends serialize what the passes lowered, the runtime runs it.
+(a `Tuner`), the backends serialize what the passes lowered, the runtime runs it. It knows nothing of the
+compile cache: the cache (cache.py) and `openprim.compile` (api.py) wrap it. A target is parsed once, here
+or by the caller, and the `Target` handed down to every stage.
 """
 from __future__ import annotations
 
 import os
 import sys
-import time
 from pathlib import Path
 
 from mlir import ir
@@ -22,19 +23,23 @@ from openprim.backends import untimed
 from openprim.backends.cpu.compiler import kernels_ir
 from openprim.backends.registry import for_target
 from openprim.base.errors import OpenPrimError
-from openprim.base.target import parse_target
-from openprim.cache import enabled as cache_enabled, load_or_compile
+from openprim.base.target import Target, parse_target
 from openprim.passes import prim_pipeline
 from openprim.passes.prim_select import check_layout
 from openprim.plan import build_plan
 from openprim.pyfrontend import Graph, to_module
 from openprim.pyfrontend.precision import io_dtypes, with_precision
 from openprim.runtime import artifact, cpu
+from openprim.runtime.executable import build_executable
 from openprim.runtime.executor import CpuExecutable
-from openprim.runtime.gpu import GpuExecutable, open_device
-from openprim.runtime.manifest import host_sizes, memory_shortfall
+from openprim.runtime.gpu import open_device
 from openprim.timings import CompileTimings
 from openprim.tuning.tuner import Tuner
+
+
+def target_of(target: Target | str) -> Target:
+    """The Target of a compiler entry's `target` argument (its text, or a Target passed down)."""
+    return parse_target(target)
 
 
 def load_module(source, ctx: ir.Context | None = None) -> ir.Module:
@@ -50,7 +55,7 @@ def load_module(source, ctx: ir.Context | None = None) -> ir.Module:
     return dialect.parse(text, name, ctx or dialect.new_context())
 
 
-def lower(source, target: str = "cpu", solver: str = "", pipeline: str | None = None,
+def lower(source, target: Target | str = "cpu", solver: str = "", pipeline: str | None = None,
           layout: str = "NHWC", timings: CompileTimings | None = None) -> ir.Module:
     """The module through the pipeline. layout: "NHWC" runs NCHW convolutions and pools in NHWC (transposes
     that cancel between layers); "keep" leaves every op in its own layout (for solvers that read NCHW).
@@ -59,7 +64,7 @@ def lower(source, target: str = "cpu", solver: str = "", pipeline: str | None = 
     if pipeline:
         return passes.run(load_module(source), pipeline, tuner=Tuner())
     timings = timings or CompileTimings()
-    options = prim_pipeline.Options(target=str(parse_target(target)), solver=solver, layout=layout, tuner=Tuner(),
+    options = prim_pipeline.Options(target=target_of(target), solver=solver, layout=layout, tuner=Tuner(),
                                     timings=timings.kernels)
     with timings.stage("emit"):
         module = load_module(source)
@@ -69,85 +74,71 @@ def lower(source, target: str = "cpu", solver: str = "", pipeline: str | None = 
 BACKENDS = ("native", "engine")
 
 
-def jit(module: ir.Module, target: str = "cpu", backend: str = "native", host_dtypes=None) -> CpuExecutable:
-    """Executable kernels in this process.
+def jit(module: ir.Module, target: Target | str = "cpu", backend: str = "native", host_dtypes=None,
+        timings: CompileTimings | None = None):
+    """Executable kernels in this process, made as an artifact's are (runtime.executable).
 
     native: llc -O3 on the kernels split across the cores, linked into a shared object that ctypes
             loads (the same code as an AOT artifact; ResNet-18 in about 4 s on 2 cores);
-    engine: MLIR's ExecutionEngine at opt level 3 (O3 IR optimization + codegen in one thread;
+    engine: MLIR's ExecutionEngine at opt level 3 (CPU only; O3 IR optimization + codegen in one thread,
             about 3x slower to compile, same speed of the code).
-    host_dtypes: the caller's (input, output) dtypes where they differ from the kernels' (`in_precision`)."""
-    target = parse_target(target)
-    plan, weights = build_plan(module, target)
-    mark_host_dtypes(plan, host_dtypes)
-    if target.is_gpu:
-        device = open_device(target)
-        files = kernel_files(module, target, device.arch())
-        image = files.get("kernels.cubin", files.get("kernels.ptx", files.get("kernels.hsaco")))
-        return GpuExecutable(plan, image, weights, device)
-    if backend == "engine":
-        from mlir.execution_engine import ExecutionEngine  # loads MLIR's JIT libraries: only when asked
-        engine = ExecutionEngine(kernels_ir(module), opt_level=3, shared_libs=cpu.shared_libs())
-        return CpuExecutable(plan, engine.raw_lookup, weights, keepalive=engine, packed=True)
-    if backend != "native":
+    host_dtypes: the caller's (input, output) dtypes where they differ from the kernels' (`in_precision`);
+    timings: record the plan, the backend's steps and the load."""
+    target, timings = target_of(target), timings or CompileTimings()
+    if backend not in BACKENDS:
         raise OpenPrimError(f"unknown backend '{backend}'; backends: {', '.join(BACKENDS)}")
-    short = memory_shortfall(host_sizes(plan))  # before the buffers are allocated and a kernel's malloc fails
-    if short:
-        raise OpenPrimError(f"cannot run the compiled model here: it {short}")
-    lib, address = cpu.load_library(kernel_files(module, target)["kernels.so"])
-    return CpuExecutable(plan, address, weights, keepalive=lib)
+    with timings.stage("plan"):
+        plan, weights = build_plan(module, target)
+        mark_host_dtypes(plan, host_dtypes)
+    if backend == "engine" and not target.is_gpu:
+        from mlir.execution_engine import ExecutionEngine  # loads MLIR's JIT libraries: only when asked
+        with timings.stage("load"):
+            engine = ExecutionEngine(kernels_ir(module), opt_level=3, shared_libs=cpu.shared_libs())
+            return CpuExecutable(plan, engine.raw_lookup, weights, keepalive=engine, packed=True)
+    device = open_device(target) if target.is_gpu else 0   # a cubin is assembled for the GPU found here
+    kernels = kernel_files(module, target, device.arch() if target.is_gpu else None, timings)
+    meta = for_target(target).artifact_meta(target, kernels)
+    with timings.stage("load"):
+        return build_executable(target, plan, kernels, weights, meta, device)
 
 
-def compile(source, target: str = "cpu", solver: str = "", pipeline: str | None = None, backend: str = "native",
-            verbose=False, layout: str = "NHWC", cache: bool = True, precision: str | None = None):
-    """Compile a Graph (or prim module) for `target` and return a callable on numpy arrays.
-    cache: a Graph compiled by the default pipeline and backend goes through the compile cache (openprim.cache;
-    OPENPRIM_CACHE=0 turns it off too); `.cache_hit` says whether it was loaded from there.
+def compile(source, target: Target | str = "cpu", solver: str = "", pipeline: str | None = None,
+            backend: str = "native", verbose=False, layout: str = "NHWC", precision: str | None = None):
+    """Compile a Graph (or prim module) for `target` in this process, without the compile cache, and return
+    a callable on numpy arrays (`openprim.compile` is this through the cache).
     precision: "f32" | "f16" | "bf16" computes the graph in that dtype, I/O in the graph's own (`in_precision`)."""
-    if cache and cache_enabled() and isinstance(source, Graph) and not pipeline and backend == "native":
-        exe = load_or_compile(source, target, {"solver": solver, "layout": layout, "precision": precision})
-        if verbose:
-            print(f"loaded from the compile cache in {exe.compile_seconds['load']:.2f} s" if exe.cache_hit else
-                  f"compiled in {exe.compile_seconds['passes']:.2f} s (passes) + "
-                  f"{exe.compile_seconds['codegen']:.2f} s (LLVM), stored in the compile cache", file=sys.stderr)
-        return exe
-    t0 = time.perf_counter()
+    target, timings = target_of(target), CompileTimings()
     source, host_dtypes = in_precision(source, precision)
-    module = lower(source, target, solver, pipeline, layout)
-    t1 = time.perf_counter()
-    exe = jit(module, target, backend, host_dtypes)
-    exe.compile_seconds = {"passes": t1 - t0, "codegen": time.perf_counter() - t1}
-    exe.cache_hit = False
+    exe = jit(lower(source, target, solver, pipeline, layout, timings), target, backend, host_dtypes, timings)
+    exe.compile_seconds, exe.cache_hit = timings.seconds(), False
     if verbose:
-        print(f"compiled in {t1 - t0:.2f} s (passes) + {exe.compile_seconds['codegen']:.2f} s (LLVM)", file=sys.stderr)
+        print(f"compiled in {exe.compile_seconds['passes']:.2f} s (passes) + "
+              f"{exe.compile_seconds['codegen']:.2f} s (LLVM)", file=sys.stderr)
     return exe
 
 
-def kernel_files(module: ir.Module, target, device_arch: str | None = None,
+def kernel_files(module: ir.Module, target: Target, device_arch: str | None = None,
                  timings: CompileTimings | None = None) -> dict[str, bytes]:
     """The artifact members holding a lowered module's kernels (the target backend's serialization):
     kernels.so (cpu), kernels.ptx + kernels.cubin (nvvm), kernels.hsaco (rocdl). device_arch: the GPU this
     process will run them on, when known; timings: record the backend's steps."""
-    target = parse_target(target)
     return for_target(target).kernel_files(module, target, device_arch, timings.stage if timings else untimed)
 
 
-def save(source, path: str, target: str = "cpu", solver: str = "", pipeline: str | None = None,
+def save(source, path: str, target: Target | str = "cpu", solver: str = "", pipeline: str | None = None,
          layout: str = "NHWC", timings: CompileTimings | None = None, precision: str | None = None) -> dict:
     """Compile ahead of time into one .oprim file; returns its manifest (plus timing). timings: record
     where the time went (`openprim compile --timings`); precision: as for `compile`."""
-    t0 = time.perf_counter()
-    target = str(parse_target(target))
+    target, timings = target_of(target), timings or CompileTimings()
     source, host_dtypes = in_precision(source, precision)
     info = write_artifact(lower(source, target, solver, pipeline, layout, timings), path, target, timings,
                           host_dtypes)
-    return {**info, "seconds": time.perf_counter() - t0}
+    return {**info, "seconds": sum(timings.stages.values())}
 
 
-def write_artifact(module: ir.Module, path: str, target, timings: CompileTimings | None = None,
+def write_artifact(module: ir.Module, path: str, target: Target, timings: CompileTimings | None = None,
                    host_dtypes=None) -> dict:
     """The .oprim file of a module lowered for `target`; returns its manifest. host_dtypes: as for `jit`."""
-    target = parse_target(target)
     timings = timings or CompileTimings()
     with timings.stage("plan"):
         plan, weights = build_plan(module, target)

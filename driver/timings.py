@@ -26,6 +26,13 @@ class CompileTimings:
         finally:
             self.stages[name] = self.stages.get(name, 0.0) + time.perf_counter() - t0
 
+    def seconds(self) -> dict[str, float]:
+        """The executable's `compile_seconds`: passes (emission and the prim-* stages), codegen (the plan and
+        the backend), load (making the executable)."""
+        passes = sum(v for k, v in self.stages.items() if k == "emit" or k.startswith("prim-"))
+        load = self.stages.get("load", 0.0)
+        return {"passes": passes, "codegen": sum(self.stages.values()) - passes - load, "load": load}
+
     def report(self, slowest: int = 5) -> str:
         total = sum(self.stages.values())
         lines = [f"compile time {total:.2f} s: " + ", ".join(f"{k} {v:.2f} s" for k, v in self.stages.items()),

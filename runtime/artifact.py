@@ -5,11 +5,7 @@ A zip archive (stored, not compressed) with these members:
                  (values with their storage, inputs, outputs, kernel launch order, and for GPU targets
                  each kernel's launches: grid, block, arguments; see driver/plan.py)
   weights.bin    every constant, 64-byte aligned at the offsets the plan gives
-  the kernels, by target:
-    cpu     kernels.so     a native shared library, `void kernel(T *arg0, ..., T *out)` each
-    nvvm    kernels.ptx    PTX of every kernel (the driver compiles it for the GPU it finds)
-            kernels.cubin  the same kernels assembled by ptxas for the exact chip (when ptxas was found)
-    rocdl   kernels.hsaco  an AMDGPU code object (ELF) for the chip
+  the kernels, by target: kernel_files.py's table (kernels.so; kernels.ptx and a kernels.cubin; kernels.hsaco)
 Writes are atomic (temporary file + rename); a truncated, corrupt or foreign file is refused with one
 line that says what is wrong. The manifest is validated as a whole before anything is allocated or run
 (runtime/manifest.py): memory offsets, step arguments against each kernel's recorded signature, launch
@@ -19,22 +15,19 @@ CPU's instruction set extensions and enough host memory.
 from __future__ import annotations
 
 import json
-import platform
 import zipfile
 
 from openprim.base.errors import OpenPrimError
 from openprim.base.files import atomic_file
 
-from openprim.base.target import parse_target
+from openprim.base.target import Target, parse_target
 
-from . import cpu, manifest as manifest_check
-from .executor import CpuExecutable
-from .gpu import GpuExecutable, open_device
+from . import kernel_files, manifest as manifest_check
+from .executable import build_executable
 
 FORMAT = "openprim-artifact"
 VERSION = 2  # 2: kernel signatures, member digests, the CPU features the code needs (runtime/manifest.py)
 MEMBERS = ("manifest.json", "weights.bin")
-KERNELS = {"cpu": ("kernels.so",), "nvvm": ("kernels.ptx",), "rocdl": ("kernels.hsaco",)}  # required per target
 
 
 def write(path: str, plan: dict, kernels: dict[str, bytes], weights: bytes, meta: dict) -> None:
@@ -52,6 +45,11 @@ def write(path: str, plan: dict, kernels: dict[str, bytes], weights: bytes, meta
 
 def read(path: str) -> tuple[dict, dict[str, bytes], bytes]:
     """(manifest, {kernel member: bytes}, weights bytes), validated."""
+    return _read(path)[:3]
+
+
+def _read(path: str) -> tuple[dict, dict[str, bytes], bytes, Target]:
+    """read(path) and the target the manifest names."""
     try:
         with zipfile.ZipFile(path) as z:
             names = set(z.namelist())
@@ -65,12 +63,11 @@ def read(path: str) -> tuple[dict, dict[str, bytes], bytes]:
             if not isinstance(manifest, dict):
                 raise OpenPrimError(f"{path}: not an OpenPrim artifact (the manifest is not a JSON object)")
             try:
-                kind = parse_target(manifest.get("target", "")).kind
+                target = parse_target(manifest.get("target", ""))
             except OpenPrimError as e:
                 raise OpenPrimError(f"{path}: {e}") from None
-            missing = [m for m in KERNELS[kind] if m not in names]
-            if missing:
-                raise OpenPrimError(f"{path}: not an OpenPrim artifact (missing {', '.join(missing)})")
+            if kernel_files.required(target.kind) not in names:
+                raise OpenPrimError(f"{path}: not an OpenPrim artifact (missing {kernel_files.required(target.kind)})")
             files = manifest.get("kernel_files", [])
             if not isinstance(files, list) or not all(isinstance(m, str) for m in files):
                 raise OpenPrimError(f"{path}: corrupt artifact (kernel_files is not a list of member names)")
@@ -92,38 +89,16 @@ def read(path: str) -> tuple[dict, dict[str, bytes], bytes]:
     if not isinstance(plan, dict):
         raise OpenPrimError(f"{path}: corrupt artifact (the manifest has no valid plan)")
     try:
-        manifest_check.validate(manifest, kernels, weights, parse_target(manifest["target"]))
+        manifest_check.validate(manifest, kernels, weights, target)
     except OpenPrimError as e:
         raise OpenPrimError(f"{path}: corrupt artifact ({e})") from None
-    return manifest, kernels, weights
+    return manifest, kernels, weights, target
 
 
 def load(path: str, device: int = 0, graphs: bool | None = None):
     """An executable for the artifact: on this machine's CPU, or on GPU `device` for a GPU target
     (graphs: replay its launches as a CUDA/HIP graph; None: unless OPENPRIM_GPU_GRAPHS=0)."""
-    manifest, kernels, weights = read(path)
-    target = parse_target(manifest.get("target"))
-    if target.is_gpu:
-        dev = open_device(target, device)
-        arch = dev.arch()
-        image = kernels["kernels.cubin"] if manifest.get("cubin_arch") == arch and "kernels.cubin" in kernels \
-            else kernels[KERNELS[target.kind][0]]
-        exe = GpuExecutable(manifest["plan"], image, weights, dev, graphs=graphs)
-        exe.manifest = manifest
-        return exe
-    if manifest.get("machine") != platform.machine():
-        raise OpenPrimError(f"{path}: compiled for {manifest.get('machine')}, this machine is {platform.machine()}")
-    try:
-        manifest_check.check_cpu(manifest)
-    except OpenPrimError as e:
-        raise OpenPrimError(f"{path}: {e}") from None
-    short = manifest_check.memory_shortfall(manifest_check.host_sizes(manifest["plan"]))
-    if short:
-        raise OpenPrimError(f"{path}: cannot run here: it {short}")
-    try:
-        lib, address = cpu.load_library(kernels["kernels.so"])
-    except OSError as e:
-        raise OpenPrimError(f"{path}: kernels.so cannot be loaded ({e})") from None
-    exe = CpuExecutable(manifest["plan"], address, weights, keepalive=lib)
+    manifest, kernels, weights, target = _read(path)
+    exe = build_executable(target, manifest["plan"], kernels, weights, manifest, device, graphs, path)
     exe.manifest = manifest
     return exe

@@ -1,4 +1,4 @@
-"""The CPU driver: the host CPU's name, the OpenMP runtime the kernels call, loading a kernels .so."""
+"""The CPU driver: the OpenMP runtime the kernels call, loading a kernels .so."""
 from __future__ import annotations
 
 import ctypes
@@ -7,16 +7,6 @@ import glob
 import os
 import sys
 import tempfile
-
-
-@functools.lru_cache(None)
-def host_cpu() -> str:
-    """LLVM's name for this CPU, for AOT code generation (llc -mcpu)."""
-    try:
-        import llvmlite.binding as llb  # optional
-        return llb.get_host_cpu_name()
-    except ImportError:
-        return "native"
 
 
 @functools.lru_cache(None)

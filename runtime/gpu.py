@@ -33,7 +33,7 @@ import numpy as np
 
 from openprim.base.dtypes import STORAGE, from_storage
 from openprim.base.errors import OpenPrimError
-from openprim.base.target import parse_target
+from openprim.base.target import Target
 
 from .arrays import DeviceArray, check_bound, describe, is_device_array
 from .cuda import CudaDevice
@@ -42,10 +42,9 @@ from .executor import ALIGN, checked_inputs, ordered_inputs
 from .hip import HipDevice
 
 
-def open_device(target, index: int = 0) -> Device:
-    """The driver for a target ('nvvm:sm_90' -> CUDA, 'rocdl:gfx942' -> HIP; a Target or its text),
-    checked against the device (Target.runs_on)."""
-    target = parse_target(target)
+def open_device(target: Target, index: int = 0) -> Device:
+    """The driver for a target (nvvm:sm_90 -> CUDA, rocdl:gfx942 -> HIP), checked against the device
+    (Target.runs_on)."""
     if target.kind == "nvvm":
         dev = CudaDevice(index)
     elif target.kind == "rocdl":

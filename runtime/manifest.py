@@ -38,7 +38,7 @@ from openprim.base.dtypes import ITEMSIZE
 from openprim.base.errors import OpenPrimError
 from openprim.base.target import CHIPS, X86_LEVELS, Target, host_cpu_features
 
-from . import codeobject
+from . import codeobject, kernel_files
 
 ELF_MACHINES = {"x86_64": 62, "aarch64": 183}
 GRID_LIMITS = (2**31 - 1, 65535, 65535)
@@ -195,15 +195,15 @@ def _device_functions(target: Target, kernels: dict[str, bytes]) -> dict[str, se
     """Per code object member: the device functions it defines."""
     found = {}
     for member, data in kernels.items():
-        if member == "kernels.hsaco":
+        if member == kernel_files.HSACO:
             found[member] = {k["name"] for k in codeobject.amdgpu_kernels(data)}
-        elif member == "kernels.cubin":
+        elif member == kernel_files.CUBIN:
             found[member] = {k["name"] for k in codeobject.cubin_kernels(data)}
-        elif member == "kernels.ptx":
+        elif member == kernel_files.PTX:
             try:
                 found[member] = {k["name"] for k in codeobject.ptx_kernels(data.decode())}
             except UnicodeDecodeError:
-                raise OpenPrimError("kernels.ptx is not PTX text") from None
+                raise OpenPrimError(f"{kernel_files.PTX} is not PTX text") from None
     return found
 
 
@@ -242,11 +242,11 @@ def validate(manifest: dict, kernels: dict[str, bytes], weights: bytes, target: 
         _check_integrity(manifest, {**kernels, "weights.bin": weights})
         return
     try:
-        symbols = _shared_object_symbols(kernels["kernels.so"])
+        symbols = _shared_object_symbols(kernels[kernel_files.SHARED_OBJECT])
     except OpenPrimError as e:
-        raise Invalid(f"kernels.so is {e}") from None
+        raise Invalid(f"{kernel_files.SHARED_OBJECT} is {e}") from None
     missing = sorted({s["kernel"] for s in plan["steps"]} - symbols) if symbols else []
-    _need(not missing, f"kernels.so lacks the kernel(s) {', '.join(missing)} that the plan calls")
+    _need(not missing, f"{kernel_files.SHARED_OBJECT} lacks the kernel(s) {', '.join(missing)} that the plan calls")
     _check_integrity(manifest, {**kernels, "weights.bin": weights})
 
 

@@ -31,7 +31,6 @@ from openprim.base import __version__
 from openprim.base.errors import OpenPrimError
 from openprim.base.ops import window_out
 from openprim.base.target import Target, parse_target
-from openprim.runtime.cpu import host_cpu
 from openprim.solvers import SOLVERS, applicable
 from openprim.solvers.problem import ConvProblem, GemmProblem
 
@@ -80,7 +79,7 @@ def compiler_version() -> str:
 def arch_of(target: Target) -> str:
     """The arch a measurement is valid for, a serialized Target: the host CPU for the CPU target
     (cpu:znver4), else the target itself."""
-    return str(Target("cpu", host_cpu()) if target == Target("cpu") else target)
+    return str(target.concrete)
 
 
 def params_key(params: dict) -> str:

@@ -27,8 +27,9 @@ from mlir.dialects.llvm import translate_module_to_llvmir
 from openprim.backends import untimed as _untimed
 from openprim.base.errors import OpenPrimError
 from openprim.base.target import Target, cpu_features, host_cpu_features
-from openprim.dialect import body, kernels_module
+from openprim.dialect import body, contract, kernels_module
 from openprim.runtime import cpu
+from openprim.runtime.kernel_files import SHARED_OBJECT
 
 TO_LLVM = (  # after memref-copy-to-linalg
     "convert-linalg-to-loops",
@@ -94,9 +95,6 @@ def bf16_runtime(module: ir.Operation) -> None:
         body(km).append(parsed.body.operations[0].operation)  # moves it out of `parsed`, alive until here
 
 
-SCRATCH_ATTR = "openprim.scratch_bytes"
-
-
 def _element_bytes(t: ir.Type) -> int:
     for cls in (ir.FloatType, ir.IntegerType):
         try:
@@ -131,8 +129,7 @@ def record_scratch(module: ir.Operation) -> None:
         visit(fn)
         most = max(most, sum(total))
     if most:
-        with module.context:
-            km.attributes[SCRATCH_ATTR] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), most)
+        contract.set_scratch_bytes(km, most)
 
 
 def lowering(target: Target, threads: bool, nested) -> list:
@@ -144,7 +141,7 @@ def lowering(target: Target, threads: bool, nested) -> list:
 
 def mcpu(target: Target) -> str:
     """The LLVM CPU the code is generated for: the target's, else (cpu, cpu:native) this machine's."""
-    return target.arch if target.arch not in ("", "native") else cpu.host_cpu()
+    return target.concrete.arch
 
 
 def needed_features(target: Target) -> list[str]:
@@ -261,7 +258,7 @@ def shared_object(module: ir.Module, target: Target, stage=_untimed) -> bytes:
 
 def kernel_files(module: ir.Module, target: Target, device_arch: str | None = None, stage=_untimed) -> dict[str, bytes]:
     """The artifact members holding the kernels: kernels.so."""
-    return {"kernels.so": shared_object(module, target, stage)}
+    return {SHARED_OBJECT: shared_object(module, target, stage)}
 
 
 def artifact_meta(target: Target, files: dict[str, bytes]) -> dict:

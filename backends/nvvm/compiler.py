@@ -18,6 +18,7 @@ from mlir import ir
 
 from openprim.base.errors import OpenPrimError
 from openprim.base.target import Target
+from openprim.runtime.kernel_files import CUBIN, PTX
 
 from .. import device_image, untimed
 
@@ -50,15 +51,15 @@ def kernel_files(module: ir.Module, target: Target, device_arch: str | None = No
     """kernels.ptx, and kernels.cubin when ptxas is here and the code is for the device it will run on
     (device_arch: the GPU of this process, when known; a cubin for another chip would not load)."""
     ptx = device_image(module)
-    files = {"kernels.ptx": ptx}
+    files = {PTX: ptx}
     if (device_arch or target.arch) == target.arch:
         with stage("ptxas"):
             cubin = ptxas(ptx, target.ptx_arch)
         if cubin:
-            files["kernels.cubin"] = cubin
+            files[CUBIN] = cubin
     return files
 
 
 def artifact_meta(target: Target, files: dict[str, bytes]) -> dict:
     """The chip the cubin was assembled for (None: PTX only)."""
-    return {"cubin_arch": target.arch if "kernels.cubin" in files else None}
+    return {"cubin_arch": target.arch if CUBIN in files else None}

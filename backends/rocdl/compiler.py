@@ -30,6 +30,7 @@ from mlir.dialects.llvm import translate_module_to_llvmir
 from openprim.base.errors import OpenPrimError
 from openprim.base.target import Target
 from openprim.dialect import body, kernels_module
+from openprim.runtime.kernel_files import HSACO
 
 from .. import device_image, untimed
 
@@ -162,7 +163,7 @@ def lowering(target: Target, threads: bool, nested) -> list:
 
 def kernel_files(module: ir.Module, target: Target, device_arch: str | None = None, stage=untimed) -> dict[str, bytes]:
     """kernels.hsaco."""
-    return {"kernels.hsaco": device_image(module)}
+    return {HSACO: device_image(module)}
 
 
 def artifact_meta(target: Target, files: dict[str, bytes]) -> dict:

@@ -17,6 +17,7 @@ import pytest
 import openprim
 from openprim import base, cache
 from openprim.base.errors import OpenPrimError
+from openprim.base.target import parse_target
 from openprim.pyfrontend import Graph
 from openprim.runtime import artifact
 
@@ -119,38 +120,38 @@ def test_hit_in_second_process_without_mlir(cache_on, tmp_path):
 
 def test_key_is_stable_and_sensitive(monkeypatch, tmp_path):
     g = build()
-    key = cache.graph_key(g, "cpu", {"layout": "NHWC"})
+    key = cache.graph_key(g, parse_target("cpu"), {"layout": "NHWC"})
     assert len(key) == 64 and int(key, 16) >= 0
-    assert cache.graph_key(build(), "cpu", {"layout": "NHWC"}) == key, "the same graph built twice"
+    assert cache.graph_key(build(), parse_target("cpu"), {"layout": "NHWC"}) == key, "the same graph built twice"
     p = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, sys.argv[1]); from cache_model import "
-                        "build; from openprim import cache; print(cache.graph_key(build(), 'cpu', "
+                        "build; from openprim import cache; from openprim.base.target import parse_target; print(cache.graph_key(build(), parse_target('cpu'), "
                         "{'layout': 'NHWC'}))", str(model_file(tmp_path).parent)],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == key, "another process computes another key"
     conv = next(n for n in g.nodes if n.op == "conv2d")
     conv.attrs = dict(reversed(list(conv.attrs.items())))
-    assert cache.graph_key(g, "cpu", {"layout": "NHWC"}) == key, "attribute order changed the key"
-    assert cache.graph_key(g, "cpu", {"layout": "NHWC", "precision": None}) == key, "an option set to None"
+    assert cache.graph_key(g, parse_target("cpu"), {"layout": "NHWC"}) == key, "attribute order changed the key"
+    assert cache.graph_key(g, parse_target("cpu"), {"layout": "NHWC", "precision": None}) == key, "an option set to None"
 
     weight = next(n for n in g.nodes if n.op == "constant").value
     weight.reshape(-1).view(np.uint8)[5] ^= 1
-    assert cache.graph_key(g, "cpu", {"layout": "NHWC"}) != key, "a weight byte"
+    assert cache.graph_key(g, parse_target("cpu"), {"layout": "NHWC"}) != key, "a weight byte"
     weight.reshape(-1).view(np.uint8)[5] ^= 1
-    assert cache.graph_key(g, "cpu", {"layout": "NHWC"}) == key
+    assert cache.graph_key(g, parse_target("cpu"), {"layout": "NHWC"}) == key
     changed = {
-        "attribute": cache.graph_key(build(alpha=0.2), "cpu", {"layout": "NHWC"}),
-        "shape": cache.graph_key(build(shape=(2, 3, 11, 9)), "cpu", {"layout": "NHWC"}),
-        "target": cache.graph_key(g, "nvvm:sm_90", {"layout": "NHWC"}),
-        "cpu target": cache.graph_key(g, "cpu:znver4", {"layout": "NHWC"}),
-        "option": cache.graph_key(g, "cpu", {"layout": "keep"}),
-        "new option": cache.graph_key(g, "cpu", {"layout": "NHWC", "precision": "bf16"}),
+        "attribute": cache.graph_key(build(alpha=0.2), parse_target("cpu"), {"layout": "NHWC"}),
+        "shape": cache.graph_key(build(shape=(2, 3, 11, 9)), parse_target("cpu"), {"layout": "NHWC"}),
+        "target": cache.graph_key(g, parse_target("nvvm:sm_90"), {"layout": "NHWC"}),
+        "cpu target": cache.graph_key(g, parse_target("cpu:znver4"), {"layout": "NHWC"}),
+        "option": cache.graph_key(g, parse_target("cpu"), {"layout": "keep"}),
+        "new option": cache.graph_key(g, parse_target("cpu"), {"layout": "NHWC", "precision": "bf16"}),
     }
     monkeypatch.setenv("OPENPRIM_SOLVER", "conv_direct")
-    changed["environment"] = cache.graph_key(g, "cpu", {"layout": "NHWC"})
+    changed["environment"] = cache.graph_key(g, parse_target("cpu"), {"layout": "NHWC"})
     monkeypatch.delenv("OPENPRIM_SOLVER")
     monkeypatch.setattr(base, "__version__", "0.0.1")
-    changed["version"] = cache.graph_key(g, "cpu", {"layout": "NHWC"})
+    changed["version"] = cache.graph_key(g, parse_target("cpu"), {"layout": "NHWC"})
     same = [what for what, k in changed.items() if k == key]
     assert not same, f"the key does not change with: {same}"
     assert len(set(changed.values())) == len(changed)
@@ -158,7 +159,7 @@ def test_key_is_stable_and_sensitive(monkeypatch, tmp_path):
 
 def test_key_refuses_unkeyable_option():
     with pytest.raises(OpenPrimError, match="cannot be part of a compile-cache key"):
-        cache.graph_key(build(), "cpu", {"timings": object()})
+        cache.graph_key(build(), parse_target("cpu"), {"timings": object()})
 
 
 def test_key_hashes_resnet50_weights_fast():
@@ -170,11 +171,11 @@ def test_key_hashes_resnet50_weights_fast():
     assert sum(n.value.nbytes for n in g.nodes if n.value is not None) > 100e6
     cache.source_digest()      # once per process, not per key
     t0 = time.perf_counter()
-    key = cache.graph_key(g, "cpu", {})
+    key = cache.graph_key(g, parse_target("cpu"), {})
     seconds = time.perf_counter() - t0
     assert seconds < 0.5, f"hashing ResNet-50 took {seconds:.2f} s"
     next(n for n in g.nodes if n.op == "constant" and n.value.size > 1000).value.reshape(-1).view(np.uint8)[-1] ^= 1
-    assert cache.graph_key(g, "cpu", {}) != key
+    assert cache.graph_key(g, parse_target("cpu"), {}) != key
 
 
 def test_lru_eviction(cache_on, monkeypatch):
@@ -183,13 +184,13 @@ def test_lru_eviction(cache_on, monkeypatch):
     size = next(cache_on.glob("*.oprim")).stat().st_size
     monkeypatch.setenv("OPENPRIM_CACHE_MAX_MB", str(2.5 * size / 2**20))   # two entries fit, not three
     cache.load_or_compile(graphs[1])
-    key_a, key_b = (cache.graph_key(g, "cpu", {}) for g in graphs[:2])
+    key_a, key_b = (cache.graph_key(g, parse_target("cpu"), {}) for g in graphs[:2])
     now = time.time()
     os.utime(cache_on / f"{key_a}.oprim", (now - 7200, now - 7200))       # a is the oldest...
     os.utime(cache_on / f"{key_b}.oprim", (now - 3600, now - 3600))
     assert cache.load_or_compile(graphs[0]).cache_hit                    # ...until a hit touches it
     cache.load_or_compile(graphs[2])
-    key_c = cache.graph_key(graphs[2], "cpu", {})
+    key_c = cache.graph_key(graphs[2], parse_target("cpu"), {})
     assert entries(cache_on) == sorted([f"{key_a}.oprim", f"{key_c}.oprim"]), "b (least recently used) goes"
     assert cache.info()["entries"] == 2 and cache.info()["bytes"] <= cache.max_bytes()
     monkeypatch.setenv("OPENPRIM_CACHE_MAX_MB", "0")                      # an entry larger than the bound stays
@@ -301,6 +302,6 @@ def test_store_for_a_gpu_target_without_the_gpu(cache_on):
     path = cache.store(g, "nvvm:sm_90", {"layout": "NHWC"})
     manifest, kernels, _ = artifact.read(str(path))
     assert manifest["target"] == "nvvm:sm_90" and "kernels.ptx" in kernels
-    assert path.name == cache.graph_key(g, "nvvm:sm_90", {"layout": "NHWC"}) + ".oprim"
+    assert path.name == cache.graph_key(g, parse_target("nvvm:sm_90"), {"layout": "NHWC"}) + ".oprim"
     inode = path.stat().st_ino
     assert cache.store(g, "nvvm:sm_90", {"layout": "NHWC"}) == path and path.stat().st_ino == inode, "stored twice"

@@ -1,0 +1,27 @@
+"""`openprim.compile`: the compiler (compiler.py) through the compile cache (cache.py) wherever a compile can
+be keyed (a Graph, the default pipeline and the native backend); anything else is compiled in-process."""
+from __future__ import annotations
+
+import sys
+
+from openprim import cache as compile_cache, compiler
+from openprim.base.target import Target
+from openprim.pyfrontend import Graph
+
+
+def compile(source, target: Target | str = "cpu", solver: str = "", pipeline: str | None = None,
+            backend: str = "native", verbose=False, layout: str = "NHWC", cache: bool = True,
+            precision: str | None = None):
+    """Compile a Graph (or prim module) for `target` and return a callable on numpy arrays.
+    cache: a Graph compiled by the default pipeline and backend goes through the compile cache (openprim.cache;
+    OPENPRIM_CACHE=0 turns it off too); `.cache_hit` says whether it was loaded from there.
+    precision: "f32" | "f16" | "bf16" computes the graph in that dtype, I/O in the graph's own."""
+    if not (cache and compile_cache.enabled() and isinstance(source, Graph) and not pipeline and backend == "native"):
+        return compiler.compile(source, target, solver, pipeline, backend, verbose, layout, precision)
+    exe = compile_cache.load_or_compile(source, target, {"solver": solver, "layout": layout, "precision": precision})
+    if verbose:
+        seconds = exe.compile_seconds
+        print(f"loaded from the compile cache in {seconds['load']:.2f} s" if exe.cache_hit else
+              f"compiled in {seconds['passes']:.2f} s (passes) + {seconds['codegen']:.2f} s (LLVM), stored in the "
+              f"compile cache", file=sys.stderr)
+    return exe
