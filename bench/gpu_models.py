@@ -153,7 +153,7 @@ def compile_only(names, target: str, batch: int | None, tokens: int) -> list[dic
     """compile_module's export, import and compile (openprim.compiler.save) for `target`, nothing loaded."""
     import torch
     from openprim import compiler
-    from openprim.pyfrontend.torch_import import import_exported
+    from openprim.pyfrontend.torch import import_exported
     from openprim.timings import CompileTimings
     rows = []
     for name in names:

@@ -20,16 +20,14 @@ import numpy as np
 
 import openprim.cache
 from openprim.base.errors import OpenPrimError
+from openprim.pyfrontend.importers.common import require
 from openprim.pyfrontend.onnx.importer import import_model
 from openprim.runtime.arrays import is_device_array
 from openprim.runtime.cuda import CudaDevice
 from openprim.runtime.device import DeviceError
 
-try:
-    import onnx
-    from onnx.backend.base import Backend, BackendRep
-except ImportError:  # pragma: no cover
-    raise OpenPrimError("the ONNX backend needs the 'onnx' package: pip install onnx") from None
+onnx = require("onnx", "the ONNX backend")
+from onnx.backend.base import Backend, BackendRep  # noqa: E402 - after the check that onnx is installed
 
 _NP_OF = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16,
           onnx.TensorProto.DOUBLE: np.float64}

@@ -4,7 +4,7 @@
     run = compile_module(model, (x,))          # torch tensors in, torch tensors out
     fast = torch.compile(model, backend=openprim_backend, options={"precision": "f16"})   # or "openprim"
 
-Both import with `openprim.pyfrontend.torch_import` (torch.export -> Graph) and compile through the compile
+Both import with `openprim.pyfrontend.torch` (torch.export -> Graph) and compile through the compile
 cache (`openprim.cache.load_or_compile`), so a second process, or a GPU machine without MLIR whose cache
 was filled elsewhere, loads the compiled artifact instead of compiling. They live in the driver layer
 (`openprim`), not in the frontend, because they compile: the frontends only build Graphs.
@@ -25,16 +25,12 @@ import numpy as np
 import openprim.cache
 from openprim.base.errors import OpenPrimError
 from openprim.base.target import parse_target
-from openprim.pyfrontend.torch_import import _decompose, import_exported, unsupported_ops
+from openprim.pyfrontend.importers.common import DTYPE_NAMES, require
+from openprim.pyfrontend.torch.importer import _decompose, import_exported, unsupported_ops
 from openprim.runtime.executor import host_shape
 from openprim.runtime.gpu import GpuExecutable
 
-try:  # torch is optional for OpenPrim; this module needs it
-    import torch
-except ImportError:  # pragma: no cover
-    torch = None
-
-_TORCH_DTYPE = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+torch = require("torch", "the torch backend")
 
 
 def device_target(device) -> str:
@@ -58,8 +54,8 @@ class _Compiled:
         self.on_gpu = isinstance(exe, GpuExecutable)
         self.in_dtypes, self.out_dtypes = in_dtypes, out_dtypes
         values = exe.plan["values"]
-        self.plan_in = [getattr(torch, _TORCH_DTYPE[values[i["value"]]["dtype"]]) for i in exe.plan["inputs"]]
-        self.plan_out = [(host_shape(exe.plan, o), getattr(torch, _TORCH_DTYPE[values[o]["dtype"]]))
+        self.plan_in = [getattr(torch, DTYPE_NAMES[values[i["value"]]["dtype"]]) for i in exe.plan["inputs"]]
+        self.plan_out = [(host_shape(exe.plan, o), getattr(torch, DTYPE_NAMES[values[o]["dtype"]]))
                          for o in exe.plan["outputs"]]
 
     def _check(self, tensors):

@@ -10,7 +10,7 @@ It is also an OpenPrim model file: `build()` returns the Graph of one model thro
 
     openprim run examples/torch_models.py -D model=resnet50 -D via=onnx -D size=128
 
-via=torch uses torch.export (openprim.pyfrontend.torch_import); via=onnx exports with PyTorch's
+via=torch uses torch.export (openprim.pyfrontend.torch); via=onnx exports with PyTorch's
 TorchScript exporter at opset 20 (the dynamo exporter needs onnxscript; opset 20 keeps GELU one
 Gelu node instead of an Erf expansion) and imports the file with openprim.pyfrontend.onnx.import_model.
 """
@@ -229,7 +229,7 @@ def build(model="resnet18", batch=1, size=None, via="torch"):
     """The OpenPrim Graph of `model` for a [batch, ...] input, through torch.export or ONNX."""
     module, x = get(model), example_input(model, batch, size)
     if via == "torch":
-        from openprim.pyfrontend.torch_import import import_exported
+        from openprim.pyfrontend.torch import import_exported
         return import_exported(torch.export.export(module, (x,)))[0]
     if via == "onnx":
         from openprim.pyfrontend.onnx import import_model

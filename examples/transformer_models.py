@@ -294,7 +294,7 @@ def build(model="vit_b_16", batch=1, via="torch", image_size=224, num_layers=12,
         inputs = example_input(module, batch, seq, lengths=lengths, dtype=_TORCH_DTYPES[dtype])
     module = module.to(_TORCH_DTYPES[dtype])
     if via == "torch":
-        from openprim.pyfrontend.torch_import import import_exported
+        from openprim.pyfrontend.torch import import_exported
         return import_exported(torch.export.export(module, inputs))[0]
     if via == "onnx":
         from openprim.pyfrontend.onnx import import_model

@@ -327,7 +327,7 @@ def build(model="mobilenet_v3_large", batch=1, size=224, via="torch"):
     """The OpenPrim Graph of `model` for a [batch, 3, size, size] input, through torch.export or ONNX."""
     module, x = get(model), example_input(int(batch), int(size))
     if via == "torch":
-        from openprim.pyfrontend.torch_import import import_exported
+        from openprim.pyfrontend.torch import import_exported
         return import_exported(torch.export.export(module, (x,)))[0]
     if via == "onnx":
         from openprim.pyfrontend.onnx import import_model

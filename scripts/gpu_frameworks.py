@@ -73,7 +73,7 @@ def _graph_text(model, x) -> list[str]:
     """The canonical lines the cache key hashes, of the graph compile_module imports."""
     import torch
     import openprim.cache
-    from openprim.pyfrontend.torch_import import import_exported
+    from openprim.pyfrontend.torch import import_exported
     g, _ = import_exported(torch.export.export(model.eval(), (x,)))
     return list(openprim.cache._graph_lines(g))
 

@@ -88,7 +88,7 @@ def main(argv=None) -> int:
     x = torch.randn(a.batch, 3, 224, 224)
     if a.compile_only:
         from openprim import compiler
-        from openprim.pyfrontend.torch_import import import_exported
+        from openprim.pyfrontend.torch import import_exported
         from openprim.timings import CompileTimings
         t0 = time.perf_counter()
         graph, _ = import_exported(torch.export.export(model.half(), (x.half(),)))

@@ -29,7 +29,7 @@ outputs come back in the Graph's dtype, and the ONNX backend casts them to the d
 tensors are an error wherever they are computed (an input, a weight a compute node reads, a Cast of a
 computed tensor): OpenPrim computes in f32 at most. Integer tensors are fine where they are shapes,
 indices, axes or pads (read at import time); an integer constant that a compute node reads as data must
-be exact in the Graph's dtype (|v| <= 2^24 in f32, 2048 in f16, 256 in bf16).
+be exact in the Graph's dtype. The torch importer decides all this alike: pyfrontend/importers/common.py.
 """
 from __future__ import annotations
 
@@ -40,29 +40,22 @@ import numpy as np
 from openprim.base.errors import OpenPrimError
 from openprim.pyfrontend.attention import match_attention
 from openprim.pyfrontend.graph import Graph, Tensor
+from openprim.pyfrontend.importers.common import (GRAPH_DTYPES, dominant_dtype, float64_message, inexact_int,
+                                                  non_float_message, require)
 
 MIN_OPSET, MAX_OPSET = 13, 21
 # Ops first defined after MAX_OPSET that the importer maps: the definitions (their since_version) it reads.
 _NEWER_OPS = {"Attention": (23, 24, 25), "RMSNormalization": (23,)}
-# TensorProto elem types a Graph computes in: FLOAT, FLOAT16, BFLOAT16.
-_FLOAT_TYPES = {1: "f32", 10: "f16", 16: "bf16"}
-_DOUBLE = 11
-# The largest integer magnitude below which every integer is exact in each dtype (2^(mantissa bits + 1)).
-_EXACT_INT = {"f32": 2 ** 24, "f16": 2 ** 11, "bf16": 2 ** 8}
+# TensorProto's float elem types (FLOAT, FLOAT16, BFLOAT16, DOUBLE) by the names of importers/common.py.
+_FLOAT_NAMES = {1: "float32", 10: "float16", 16: "bfloat16", 11: "float64"}
+# What to change in a float64 model.
+_FLOAT64_FIX = "convert the model to float32 first"
 _F32_MAX = float(np.finfo(np.float32).max)
 # Ops that are never folded at import time even when all inputs are known: random ones,
 # BatchNormalization, whose onnx reference implementation for opsets 9-13 mixes in batch statistics,
 # and If, whose branches read values of the graph around them (op_If imports the branch it takes).
 _NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
             "Bernoulli", "BatchNormalization", "If"}
-
-
-def _onnx():
-    try:
-        import onnx
-    except ImportError:  # pragma: no cover
-        raise OpenPrimError("the ONNX importer needs the 'onnx' package: pip install onnx") from None
-    return onnx
 
 
 def _import_time(method):
@@ -97,8 +90,7 @@ def _unchanged_since_max_opset(op, opset) -> bool:
 
 class _Importer:
     def __init__(self, model, input_shapes):
-        onnx = _onnx()
-        self.onnx = onnx
+        self.onnx = require("onnx", "the ONNX importer")
         self.model = model
         self.input_shapes = dict(input_shapes or {})
         self.opset = model_opset(model)
@@ -153,9 +145,9 @@ class _Importer:
             v = self.consts[name]
             if not _is_float(v.dtype) and v.dtype.kind not in "iub":
                 self.unsupported(f"constant '{name}' has dtype {v.dtype}")
-            if v.dtype.kind in "iu" and v.size and np.max(np.abs(v.astype(np.float64))) > _EXACT_INT[self.g.dtype]:
-                self.fail(f"integer constant '{name}' (values up to {np.max(np.abs(v))}) is read as data and "
-                          f"cannot be computed exactly in {self.g.dtype}; OpenPrim computes in floats only")
+            inexact = inexact_int(v, self.g.dtype, name)
+            if inexact:
+                self.fail(inexact)
             t = self.g.param(self._pname(name), v.astype(np.float32))
             self.tensors[name] = t
             return t
@@ -235,12 +227,10 @@ class _Importer:
             tt = inp.type.tensor_type if inp.type.HasField("tensor_type") else None
             if tt is None:
                 raise OpenPrimError(f"ONNX input '{inp.name}' is not a tensor")
-            if tt.elem_type == _DOUBLE:
-                raise OpenPrimError(_float64_error(f"input '{inp.name}'"))
-            if tt.elem_type not in _FLOAT_TYPES:
-                raise OpenPrimError(f"ONNX input '{inp.name}' has element type "
-                                    f"{dict((v, k) for k, v in onnx.TensorProto.DataType.items()).get(tt.elem_type, tt.elem_type)}"
-                                    "; OpenPrim supports float tensors only")
+            if _FLOAT_NAMES.get(tt.elem_type) == "float64":
+                raise OpenPrimError(float64_message(f"ONNX input '{inp.name}'", _FLOAT64_FIX))
+            if _graph_dtype(tt.elem_type) is None:
+                raise OpenPrimError(non_float_message(f"ONNX input '{inp.name}'", _type_name(tt.elem_type)))
             if inp.name in self.input_shapes:
                 shape = tuple(int(d) for d in self.input_shapes[inp.name])
             else:
@@ -269,8 +259,7 @@ class _Importer:
             elif o.name in self.consts:
                 v = self.consts[o.name]
                 if not _is_float(v.dtype):
-                    raise OpenPrimError(f"ONNX output '{o.name}' is a constant of dtype {v.dtype}; "
-                                        "OpenPrim supports float outputs only")
+                    raise OpenPrimError(non_float_message(f"ONNX output '{o.name}' (a constant)", v.dtype.name))
                 # A constant output: materialise it through a no-op so it is a computed value.
                 p = self.param(v, o.name)
                 outs.append(self.g.reshape(p, p.shape))
@@ -324,7 +313,7 @@ class _Importer:
             self.unsupported()
         doubles = [i for i in ins if i in self.consts and self.consts[i].dtype == np.float64]
         if doubles:
-            self.fail(_float64_error(f"constant '{doubles[0]}'"))
+            self.fail(float64_message(f"constant '{doubles[0]}'", _FLOAT64_FIX))
         if not _unchanged_since_max_opset(op, self.opset):
             self.unsupported(f"its definition changed after opset {MAX_OPSET}")
         n_out = len([o for o in node.output if o])
@@ -912,12 +901,10 @@ class _Importer:
     def op_Identity(self, a): return self.t(0)
 
     def op_Cast(self, a):
-        from onnx import TensorProto
-        if a.get("to") == TensorProto.DOUBLE:
-            self.fail(_float64_error("a Cast of a computed tensor to DOUBLE"))
-        if a.get("to") not in _FLOAT_TYPES:
-            to = dict((v, k) for k, v in TensorProto.DataType.items()).get(a.get("to", 0), a.get("to"))
-            self.unsupported(f"Cast of a computed tensor to {to}")
+        if _FLOAT_NAMES.get(a.get("to")) == "float64":
+            self.fail(float64_message("a computed tensor cast to DOUBLE", _FLOAT64_FIX))
+        if _graph_dtype(a.get("to")) is None:
+            self.unsupported(f"Cast of a computed tensor to {_type_name(a.get('to', 0))}")
         return self.t(0)  # every computed tensor has the Graph's one dtype: a no-op
 
     def op_Dropout(self, a):
@@ -1193,7 +1180,7 @@ def _nearest_sources(ctm, nearest_mode, size, scale):
 def read_model(model_or_path):
     """An ONNX ModelProto from itself, the path of a .onnx file or its bytes, checked with onnx.checker;
     anything else is one OpenPrimError line."""
-    onnx = _onnx()
+    onnx = require("onnx", "the ONNX importer")
     try:
         if isinstance(model_or_path, bytes):
             model = onnx.load_from_string(model_or_path)
@@ -1317,27 +1304,29 @@ def _is_float(dtype) -> bool:
     return dtype.kind == "f" or dtype.name == "bfloat16"
 
 
-def _float64_error(what: str) -> str:
-    return (f"ONNX {what} is float64 (DOUBLE); OpenPrim computes in float32, float16 or bfloat16 only and "
-            "does not run float64 silently in float32: convert the model to float32 first")
+def _graph_dtype(elem_type) -> str | None:
+    """The Graph dtype of a TensorProto elem type: FLOAT, FLOAT16, BFLOAT16; None for any other."""
+    return GRAPH_DTYPES.get(_FLOAT_NAMES.get(elem_type))
+
+
+def _type_name(elem_type) -> str:
+    """TensorProto's name of an elem type (INT32), or its number when it has none."""
+    from onnx import TensorProto
+    return dict((v, k) for k, v in TensorProto.DataType.items()).get(elem_type, str(elem_type))
 
 
 def model_dtype(model) -> str:
-    """The Graph dtype of an ONNX model: the type of most elements of its float initializers (float,
-    float16, bfloat16), or, without any, of its first float input; "f32" when it has neither."""
+    """The Graph dtype of an ONNX model (importers/common.py `dominant_dtype`): of its float initializers
+    (float, float16, bfloat16), or, without any, of its first float input."""
     counts = {}
     for init in model.graph.initializer:
-        if init.data_type in _FLOAT_TYPES:
-            dtype = _FLOAT_TYPES[init.data_type]
+        dtype = _graph_dtype(init.data_type)
+        if dtype:
             counts[dtype] = counts.get(dtype, 0) + math.prod(init.dims)
-    if counts:
-        return max(counts, key=lambda d: (counts[d], d == "f32"))
     inits = {i.name for i in model.graph.initializer}
-    for inp in model.graph.input:
-        elem = inp.type.tensor_type.elem_type if inp.type.HasField("tensor_type") else 0
-        if inp.name not in inits and elem in _FLOAT_TYPES:
-            return _FLOAT_TYPES[elem]
-    return "f32"
+    inputs = [_graph_dtype(inp.type.tensor_type.elem_type) for inp in model.graph.input
+              if inp.name not in inits and inp.type.HasField("tensor_type")]
+    return dominant_dtype(counts, next(filter(None, inputs), None))
 
 
 def model_opset(model) -> int:

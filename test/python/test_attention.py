@@ -232,7 +232,7 @@ def test_torch_sdpa_imports_as_attention(causal, masked):
     """F.scaled_dot_product_attention (causal, or with an additive float mask) through torch.export is one
     prim.attention, and the compiled graph matches torch eager in float64."""
     torch = pytest.importorskip("torch")
-    from openprim.pyfrontend.torch_import import import_exported
+    from openprim.pyfrontend.torch import import_exported
 
     class M(torch.nn.Module):
         def __init__(self):

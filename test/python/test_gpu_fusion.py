@@ -65,7 +65,7 @@ def image(name: str, batch=2):
 
 def launches(name: str, target: str, dtype) -> Counter:
     """{prim op: launches} of the model's plan compiled for target (compile only)."""
-    from openprim.pyfrontend.torch_import import import_exported
+    from openprim.pyfrontend.torch import import_exported
     model, x = MODELS[name]().to(dtype), image(name).to(dtype)
     graph, _ = import_exported(torch.export.export(model, (x,)))
     module = openprim.compiler.lower(graph, target)

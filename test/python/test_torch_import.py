@@ -1,4 +1,4 @@
-"""The PyTorch importer (openprim.pyfrontend.torch_import): torch.export -> Graph -> openprim.compile,
+"""The PyTorch importer (openprim.pyfrontend.torch): torch.export -> Graph -> openprim.compile,
 and compile_module / the torch.compile backend (openprim.torch_backend). Small hand-written nn.Modules
 in eval mode with random weights; the reference is the same model run eagerly in float64. Skipped
 without torch."""
@@ -14,7 +14,7 @@ F = torch.nn.functional
 
 from openprim.base.errors import OpenPrimError
 from openprim import torch_backend
-from openprim.pyfrontend.torch_import import SUPPORTED_OPS, import_exported
+from openprim.pyfrontend.torch import SUPPORTED_OPS, import_exported
 from openprim.torch_backend import compile_module, openprim_backend
 
 RTOL = 1e-4

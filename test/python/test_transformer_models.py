@@ -37,7 +37,7 @@ from onnx import TensorProto, helper  # noqa: E402
 from onnx.reference import ReferenceEvaluator  # noqa: E402
 
 from openprim.pyfrontend.onnx import import_model, importer  # noqa: E402
-from openprim.pyfrontend.torch_import import import_exported  # noqa: E402
+from openprim.pyfrontend.torch import import_exported  # noqa: E402
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
 CPU_ONLY = pytest.mark.skipif(TARGET != "cpu", reason="models against PyTorch eager on the CPU")
@@ -240,8 +240,8 @@ def test_onnx_attention_coverage():
 
 # ----------------------------------------------------------------------------- 4. explain
 def _explain(graph, target, capsys):
-    from openprim.tuning import tune
-    tune.explain(graph, target)
+    from openprim import tuning_commands
+    tuning_commands.explain(graph, target)
     return capsys.readouterr().out
 
 

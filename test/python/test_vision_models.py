@@ -82,7 +82,7 @@ def _kinds(graph):
 @pytest.mark.skipif(TARGET != "cpu", reason="importers, checked on the CPU")
 def test_torch_import_keeps_hard_activations():
     torch = pytest.importorskip("torch")
-    from openprim.pyfrontend.torch_import import import_exported
+    from openprim.pyfrontend.torch import import_exported
 
     class Hard(torch.nn.Module):
         def forward(self, x):
@@ -228,7 +228,7 @@ def test_gpu_launches(vision_models, name, depthwise, se):
     import openprim.plan
     import torch
     from helpers import kernel_info
-    from openprim.pyfrontend.torch_import import import_exported
+    from openprim.pyfrontend.torch import import_exported
     g, _ = import_exported(torch.export.export(vision_models.get(name), (vision_models.example_input(2, 64),)))
     module = openprim.compiler.lower(g, "nvvm:sm_90")
     info = kernel_info(module)

@@ -27,7 +27,7 @@ from openprim import compiler, passes
 from openprim.pyfrontend import to_module
 
 torch = pytest.importorskip("torch")
-from openprim.pyfrontend.torch_import import import_exported  # noqa: E402
+from openprim.pyfrontend.torch import import_exported  # noqa: E402
 
 EXAMPLES = os.path.join(os.path.dirname(__file__), "..", "..", "examples")
 CPU_ONLY = pytest.mark.skipif(TARGET != "cpu", reason="against PyTorch on the CPU")

@@ -1,7 +1,8 @@
 """PyTorch importer: a `torch.export.ExportedProgram` (core ATen ops) becomes an OpenPrim Graph.
 
-    from openprim.pyfrontend.torch_import import import_exported
+    from openprim.pyfrontend.torch import import_exported, import_file
     g, names = import_exported(torch.export.export(model.eval(), (x,)))
+    g = import_file("model.pt2")                   # a program saved with torch.export.save
 
 Parameters, buffers and lifted constants become `g.param` (constants: BN folds into the conv);
 user inputs become `g.input` with the static shapes the export recorded. Ops on constants only
@@ -13,7 +14,8 @@ bf16 Graphs, fp32 ones as f32 (`program_dtype`: the type of most elements of the
 buffers and constants, or, without any, of the first floating input; a mix imports in that dominant
 dtype, and casts between float32, float16 and bfloat16 are identities). Float64 parameters, buffers,
 constants, inputs and casts are an error: OpenPrim computes in float32 at most. An integer constant that
-an op reads as data must be exact in the Graph's dtype.
+an op reads as data must be exact in the Graph's dtype. The ONNX importer decides all this alike:
+pyfrontend/importers/common.py.
 
 This module only builds a Graph (plain data): it imports neither the compiler (`openprim.compiler`)
 nor MLIR. What compiles an imported model (`compile_module`, the torch.compile backend
@@ -21,58 +23,46 @@ nor MLIR. What compiles an imported model (`compile_module`, the torch.compile b
 """
 from __future__ import annotations
 
+import logging
 import math
 import operator
 
 import numpy as np
 from openprim.base.errors import OpenPrimError
 from openprim.pyfrontend.graph import Graph, Tensor
+from openprim.pyfrontend.importers.common import (GRAPH_DTYPES, dominant_dtype, float64_message, inexact_int,
+                                                  non_float_message, require)
 
-try:  # torch is optional for OpenPrim; this module needs it
-    import torch
-except ImportError:  # pragma: no cover
-    torch = None
+torch = require("torch", "the torch importer")
 
-
-# torch dtype name -> Graph dtype; the largest integer magnitude exact in each.
-_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
-_EXACT_INT = {"f32": 2 ** 24, "f16": 2 ** 11, "bf16": 2 ** 8}
+# What to change in a float64 program.
+_FLOAT64_FIX = "call .float() (or .half(), .bfloat16()) on the module and its inputs"
 
 
-def _float64_error(what: str) -> OpenPrimError:
-    return OpenPrimError(f"torch import: {what} is float64; OpenPrim computes in float32, float16 or bfloat16 "
-                         "only: call .float() (or .half(), .bfloat16()) on the module and its inputs")
-
-
-def _graph_dtype(t) -> str:
-    """The Graph dtype of a floating torch dtype (float64: one error)."""
-    name = str(t).removeprefix("torch.")
+def _graph_dtype(dtype, what: str) -> str | None:
+    """The Graph dtype of a torch dtype: float32, float16, bfloat16; float64 an error naming `what`; None
+    for any other."""
+    name = str(dtype).removeprefix("torch.")
     if name == "float64":
-        raise _float64_error("a tensor")
-    return _DTYPES.get(name, "f32")
+        raise OpenPrimError(float64_message(what, _FLOAT64_FIX))
+    return GRAPH_DTYPES.get(name)
 
 
 def program_dtype(ep) -> str:
-    """The Graph dtype of an ExportedProgram: the dtype of most elements of its floating parameters,
-    buffers and constants, or, without any, of its first floating input; "f32" when it has neither.
-    A float64 one is an error that names it."""
+    """The Graph dtype of an ExportedProgram (importers/common.py `dominant_dtype`): of its floating
+    parameters, buffers and constants, or, without any, of its first floating input. A float64 one is an
+    error that names it."""
     counts = {}
     tensors = list(ep.state_dict.items()) + list((getattr(ep, "constants", {}) or {}).items())
     for name, t in tensors:
         if isinstance(t, torch.Tensor) and t.dtype.is_floating_point:
-            if t.dtype == torch.float64:
-                raise _float64_error(f"'{name}'")
-            dtype = _graph_dtype(t.dtype)
-            counts[dtype] = counts.get(dtype, 0) + t.numel()
-    if counts:
-        return max(counts, key=lambda d: (counts[d], d == "f32"))
-    for n in ep.graph_module.graph.nodes:
-        val = n.meta.get("val") if n.op == "placeholder" else None
-        if val is not None and getattr(val, "dtype", None) is not None and val.dtype.is_floating_point:
-            if val.dtype == torch.float64:
-                raise _float64_error(f"input '{n.target}'")
-            return _graph_dtype(val.dtype)
-    return "f32"
+            dtype = _graph_dtype(t.dtype, f"torch import: '{name}'")
+            if dtype:
+                counts[dtype] = counts.get(dtype, 0) + t.numel()
+    vals = [(n.target, n.meta.get("val")) for n in ep.graph_module.graph.nodes if n.op == "placeholder"]
+    first = next((_graph_dtype(v.dtype, f"torch import: input '{name}'") for name, v in vals
+                  if getattr(v, "dtype", None) is not None and v.dtype.is_floating_point), None)
+    return dominant_dtype(counts, first)
 
 
 class _Const:
@@ -124,10 +114,9 @@ class _Importer:
         if isinstance(v, _Const):
             hit = self.params.get(id(v))
             if hit is None:
-                if v.value.dtype.kind in "iu" and v.value.size and \
-                        np.max(np.abs(v.value.astype(np.float64))) > _EXACT_INT[self.g.dtype]:
-                    raise OpenPrimError(f"integer constant '{v.name}' (values up to {np.max(np.abs(v.value))}) is "
-                                        f"read as data and cannot be computed exactly in {self.g.dtype}")
+                inexact = inexact_int(v.value, self.g.dtype, v.name)
+                if inexact:
+                    raise OpenPrimError(inexact)
                 t = self.g.param(v.name, v.value.astype(np.float32) if v.value.dtype.kind == "f" else v.value)
                 self.params[id(v)] = hit = (v, t)     # keeps v alive, so its id is not reused
             return hit[1]
@@ -173,12 +162,10 @@ class _Importer:
                     if idx in self.constant_inputs:
                         self.env[n] = _Const(_np(self.constant_inputs[idx]), _safe(name))
                     else:
-                        val = n.meta.get("val")
-                        if val is not None and not getattr(val, "dtype", torch.float32).is_floating_point:
-                            raise OpenPrimError(f"torch import: input '{name}' has dtype {val.dtype}; "
-                                                "only floating-point inputs are supported")
-                        if val is not None and getattr(val, "dtype", None) == torch.float64:
-                            raise _float64_error(f"input '{name}'")
+                        dtype = getattr(n.meta.get("val"), "dtype", torch.float32)
+                        what = f"torch import: input '{name}'"
+                        if _graph_dtype(dtype, what) is None:
+                            raise OpenPrimError(non_float_message(what, dtype))
                         self.env[n] = self.g.input(_safe(name), _shape(n))
                         self.input_names.append(name)
                 else:
@@ -730,10 +717,8 @@ def h_as_strided(im, n, x, size, stride, offset=0):
 
 
 def h_to_copy(im, n, x, dtype=None, **k):
-    if dtype is not None and not dtype.is_floating_point:
+    if dtype is not None and _graph_dtype(dtype, "a cast's result") is None:
         raise OpenPrimError(f"cast to {dtype} is not supported")
-    if dtype == torch.float64:
-        raise OpenPrimError("cast to torch.float64: OpenPrim computes in float32 at most")
     return x  # the Graph has one float dtype: a cast between float types is the identity
 
 
@@ -796,8 +781,21 @@ def import_exported(ep, constant_inputs=None, decompose=True):
 
     constant_inputs: {user input position: tensor} to import as constants instead of inputs.
     decompose: run ep.run_decompositions() first (core ATen; scaled_dot_product_attention kept)."""
-    if torch is None:
-        raise OpenPrimError("torch import needs PyTorch installed")
     if decompose:
         ep = _decompose(ep)
     return _Importer(ep, constant_inputs).run()
+
+
+def import_file(path) -> Graph:
+    """The Graph of a `.pt2` file: an ExportedProgram saved with torch.export.save."""
+    log = logging.getLogger("torch.export")   # it logs a traceback before trying the older format
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        ep = torch.export.load(path)
+    except Exception as e:  # noqa: BLE001 - any reader failure (zip, pickle, schema version) is one line
+        first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+        raise OpenPrimError(f"{path}: cannot read as a torch.export program: {type(e).__name__}: {first}") from None
+    finally:
+        log.setLevel(level)
+    return import_exported(ep)[0]
