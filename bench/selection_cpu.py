@@ -44,9 +44,9 @@ import warnings  # noqa: E402
 
 from timing import median_time  # noqa: E402
 
-from openprim.tuning import tune  # noqa: E402
+from openprim import find_worker, tuning_commands  # noqa: E402
 from openprim.tuning import db as tuning_db  # noqa: E402
-from openprim.tuning import find, worker  # noqa: E402
+from openprim.tuning import find  # noqa: E402
 from openprim.base.target import parse_target  # noqa: E402
 from openprim.solvers.problem import problem_of  # noqa: E402
 
@@ -80,8 +80,8 @@ def short(key):
 
 
 def compiled(op, solver, params):
-    exe = worker.compile_candidate(find.candidate_module(op, solver, params), TARGET)
-    exe(*worker.inputs_of(exe))
+    exe = find_worker.compile_candidate(find.candidate_module(op, solver, params), TARGET)
+    exe(*find_worker.inputs_of(exe))
     return exe.run_steps
 
 
@@ -132,7 +132,7 @@ def us(s):
 
 def tune_network(name, graph, args, log):
     """find.search + find.store per distinct layer (what `openprim tune` does); rows and wall clock."""
-    module, todo = tune.layers(graph)
+    module, todo = tuning_commands.layers(graph, TARGET)
     if args.layers:
         todo = todo[:args.layers]
     rows, t_net = [], 0.0
@@ -143,7 +143,7 @@ def tune_network(name, graph, args, log):
             find.store(key, TARGET, results)
             spent = time.monotonic() - t0
             t_net += spent
-            best, ref = results[0], tune._reference(op, TARGET, results)
+            best, ref = results[0], tuning_commands._reference(op, TARGET, results)
             log(f"[{name} {i + 1}/{len(todo)}] {key} x{count}: heuristic {ref.solver} {us(ref.seconds)} us, find "
                 f"{best.solver} {params_str(best.params)} {us(best.seconds)} us ({len(results)} configs, {spent:.1f} s)")
             rows.append(dict(net=name, op=op, key=key, count=count, best=best, ref=ref, configs=len(results),

@@ -7,17 +7,19 @@
     openprim tune examples/resnet.py --budget 10               # find per layer, into the tuning database
     openprim explain examples/resnet.py                        # every solver per layer, and the choice
     openprim conv -n 1 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -t 1   # one conv, MIOpenDriver's flags
-    openprim db import results.json                            # GPU measurements (see tuning/tune.py)
+    openprim db import results.json                            # GPU measurements (see tuning_commands.py)
+    openprim db show                                           # the tuning database's records
     openprim onnx-check model.onnx                             # every node the ONNX importer cannot map
     openprim cache info                                        # the compile cache: directory, entries, size
 
-A model is an ONNX file, or Python that defines `build(**kwargs)` returning an
-`openprim.pyfrontend.Graph` (`-D name=value` passes keyword arguments, e.g. -D batch=8 -D layout=NHWC).
+A model is a file that an importer of openprim.pyfrontend.importers reads, by its suffix: Python that
+defines `build(**kwargs)` returning an `openprim.pyfrontend.Graph` (`-D name=value` passes keyword
+arguments, e.g. -D batch=8 -D layout=NHWC), an ONNX file, a torch.export program (.pt2) or a prim module
+(.mlir; compile and run only).
 """
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import math
 import os
 import sys
@@ -41,58 +43,21 @@ def _value(text: str):
     return text
 
 
-MODEL_KINDS = "a Python model file (.py) defining build(), or an .onnx file"
-
-
-def load_model(path: str, defines: list[str]):
-    """The Graph of a model: an ONNX file, or what a Python model file's build() returns."""
-    if "\0" in path or not os.path.exists(path):
-        raise OpenPrimError(f"{path!r}: no such file")
-    if os.path.isdir(path):
-        raise OpenPrimError(f"{path}: is a directory; expected {MODEL_KINDS}")
-    if path.endswith(".mlir"):
-        raise OpenPrimError(f"{path}: an MLIR file; run it through `openprim-opt {path} -p prim-pipeline`, "
-                            f"or openprim.compile(pathlib.Path('{path}')); this command takes {MODEL_KINDS}")
-    if not path.endswith((".py", ".onnx")):
-        raise OpenPrimError(f"{path}: unknown kind of file; expected {MODEL_KINDS}")
-    if path.endswith(".onnx"):
-        from openprim.pyfrontend.onnx import import_model
-        return import_model(path)
+def load_model(path: str, defines: list[str], module_ok: bool = False):
+    """The model of a file, by its suffix (openprim.pyfrontend.importers: .py, .onnx, .pt2, .mlir), with
+    -D name=value as the importer's options. A Graph, or a prim ir.Module (.mlir) where module_ok."""
+    from openprim.pyfrontend import Graph, importers
     kwargs = {}
     for d in defines:
         key, sep, val = d.partition("=")
         if not sep:
             raise OpenPrimError(f"-D expects name=value, got '{d}'")
         kwargs[key] = _value(val)
-    spec = importlib.util.spec_from_file_location("openprim_model", path)
-    mod = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, os.path.dirname(os.path.abspath(path)))
-    try:
-        spec.loader.exec_module(mod)
-        if not hasattr(mod, "build"):
-            raise OpenPrimError(f"{path}: defines no build() function returning a Graph")
-        graph = mod.build(**kwargs)
-    except OpenPrimError:
-        raise
-    except Exception as e:  # the user's file: say where it failed, in one line
-        raise OpenPrimError(_where_raised(e, path)) from None
-    finally:
-        sys.path.pop(0)
-    from openprim.pyfrontend import Graph
-    if not isinstance(graph, Graph):
-        raise OpenPrimError(f"{path}: build() returned {type(graph).__name__}, not an openprim.pyfrontend.Graph")
-    return graph
-
-
-def _where_raised(e: Exception, path: str) -> str:
-    """`file:line: error: Type: message` at the innermost frame of the model file, else `file: ...`."""
-    tb, at = e.__traceback__, None
-    while tb:
-        if os.path.abspath(tb.tb_frame.f_code.co_filename) == os.path.abspath(path):
-            at = tb
-        tb = tb.tb_next
-    where = f"{path}:{at.tb_lineno}: error" if at else f"{path}"
-    return f"{where}: {type(e).__name__}: {e}"
+    model = importers.load(path, **kwargs)
+    if not (module_ok or isinstance(model, Graph)):
+        raise OpenPrimError(f"{path}: a prim module; this command needs a model that imports as a Graph "
+                            f"(`openprim compile` and `openprim run` take {path})")
+    return model
 
 
 def _inputs(exe, paths: list[str], seed: int):
@@ -153,12 +118,13 @@ def _time(exe, args_, repeat: int, warmup: int = 3):
 
 def cmd_compile(args) -> int:
     from openprim import compiler
+    from openprim.pyfrontend import Graph
     from openprim.timings import CompileTimings
     timings = CompileTimings()
     with timings.stage("import"):
-        graph = load_model(args.model, args.define)
+        graph = load_model(args.model, args.define, module_ok=True)
     out = writable_output(args.output or os.path.splitext(os.path.basename(args.model))[0] + ".oprim", "-o")
-    if args.no_cache:
+    if args.no_cache or not isinstance(graph, Graph):   # the compile cache keys Graphs; a prim module compiles
         info = compiler.save(graph, out, args.target, args.solver, layout=args.layout, timings=timings,
                              precision=args.precision)
     else:
@@ -193,7 +159,7 @@ def cmd_run(args) -> int:
               f"in {time.perf_counter() - t0:.2f} s")
     else:
         from openprim import api
-        graph = load_model(args.model, args.define)
+        graph = load_model(args.model, args.define, module_ok=True)
         t0 = time.perf_counter()
         exe = api.compile(graph, args.target, args.solver, layout=args.layout, cache=not args.no_cache,
                                precision=args.precision)
@@ -287,45 +253,51 @@ def cmd_cache(args) -> int:
 
 
 def cmd_tune(args) -> int:
-    from openprim.tuning import tune
+    from openprim import tuning_commands
     if args.measure_on:
         writable_output(args.measure_on, "--measure-on")
     graph = load_model(args.model, args.define)
     t0 = time.perf_counter()
     if args.measure_on:
-        n = tune.bundle(graph, args.target, args.measure_on, args.budget)
+        n = tuning_commands.bundle(graph, args.target, args.measure_on, args.budget)
         print(f"{n} candidates compiled for {args.target} in {time.perf_counter() - t0:.1f} s -> {args.measure_on}; "
               f"run `python scripts/measure_tuning.py {args.measure_on} results.json` on the {args.target} machine, "
               f"then `openprim db import results.json`")
         return 0
-    layers = tune.tune(graph, args.target, args.budget)
+    layers = tuning_commands.tune(graph, args.target, args.budget)
     print(f"tuned {len(layers)} distinct layers of {args.model} in {time.perf_counter() - t0:.1f} s "
-          f"-> {tune.tuning_db.user_path()}")
+          f"-> {tuning_commands.tuning_db.user_path()}")
     return 0
 
 
 def cmd_explain(args) -> int:
-    from openprim.tuning import tune
-    tune.explain(load_model(args.model, args.define), args.target)
+    from openprim import tuning_commands
+    tuning_commands.explain(load_model(args.model, args.define), args.target)
     return 0
 
 
 def cmd_conv(args) -> int:
-    from openprim.tuning import tune
-    tune.run_conv(args)
+    from openprim import tuning_commands
+    tuning_commands.run_conv(args)
     return 0
 
 
 def cmd_db(args) -> int:
-    from openprim.tuning import tune
+    from openprim import tuning_commands
     if args.action == "add":
         if len(args.args) != 5:
             raise OpenPrimError("db add expects DESCRIPTOR ARCH SOLVER PARAMS_JSON SECONDS")
-        tune.db_add(*args.args)
+        tuning_commands.db_add(*args.args)
+        return 0
+    if args.action == "show":
+        if len(args.args) > 1:
+            raise OpenPrimError("db show expects at most one DESCRIPTOR")
+        tuning_commands.db_show(*args.args)
         return 0
     if len(args.args) != 1:
         raise OpenPrimError("db import expects one results file (from scripts/measure_tuning.py)")
-    print(f"imported {tune.import_results(args.args[0])} records into {tune.tuning_db.user_path()}")
+    n = tuning_commands.import_results(args.args[0])
+    print(f"imported {n} records into {tuning_commands.tuning_db.user_path()}")
     return 0
 
 
@@ -406,7 +378,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="openprim", description="OpenPrim: compile and run deep-learning models")
     sub = ap.add_subparsers(dest="command", required=True)
     c = sub.add_parser("compile", help="compile a model ahead of time into one .oprim file")
-    c.add_argument("model", help="an .onnx file, or a Python model file defining build()")
+    c.add_argument("model", help="a model file: .py defining build(), .onnx, .pt2 (torch.export.save) or .mlir")
     c.add_argument("-o", "--output", help="the .oprim file to write (default: MODEL.oprim)")
     c.add_argument("--timings", action="store_true", help="print the time of each stage and the slowest kernels")
     r = sub.add_parser("run", help="run a model (.py: JIT-compile first; .oprim: runtime only)")
@@ -427,10 +399,10 @@ def main(argv=None) -> int:
     v = _conv_parser(sub)
     o = sub.add_parser("onnx-check", help="list every node of an ONNX model that the importer cannot map")
     o.add_argument("model")
-    d = sub.add_parser("db", help="the user tuning database: add a record, import measured results")
-    d.add_argument("action", choices=("add", "import"))
+    d = sub.add_parser("db", help="the tuning database: add a record, import measured results, show the records")
+    d.add_argument("action", choices=("add", "import", "show"))
     d.add_argument("args", nargs="*", help="add: DESCRIPTOR ARCH (cpu: this CPU, or e.g. nvvm:sm_90) SOLVER PARAMS_JSON SECONDS; "
-                                                      "import: RESULTS.json")
+                                           "import: RESULTS.json; show: [DESCRIPTOR]")
     for p in (c, r, t, e, v):
         p.add_argument("--target", default="cpu", help=f"cpu (default), cpu:<mcpu>, nvvm:<{'|'.join(archs('nvvm'))}> "
                                                        f"or rocdl:<{'|'.join(archs('rocdl'))}>")

@@ -1,9 +1,9 @@
-"""Find's worker process: compiles and times candidate modules sent by find.measure (run as
-`python -m openprim.tuning.worker`).
+"""Find's worker process: compiles and times candidate modules sent by tuning/find.py's measure (run as
+`python -m openprim.find_worker`).
 
 A candidate that trips an assertion in LLVM or crashes in its kernel kills this process, not the
-compiler that asked. It is the only tuning module that imports the driver (to compile): nothing
-imports it, it is started as a program.
+compiler that asked. It lives in the driver because it compiles; Find starts it as a program and
+never imports it.
 """
 from __future__ import annotations
 

@@ -1,14 +1,17 @@
-"""Tuning commands: `openprim tune`, `explain`, `conv` (MIOpenDriver's flags) and `db`.
+"""Tuning commands: `openprim tune`, `explain`, `conv` (MIOpenDriver's flags) and `db`. They compile (Find's
+candidates, bundles, `conv`), so they are the driver's, above the tuning package they drive.
 
     openprim tune MODEL --target cpu --budget 10          # find per layer, results into the user database
     openprim tune MODEL --target nvvm:sm_90 --measure-on b.tune   # no such GPU here: compile the candidates
     python scripts/measure_tuning.py b.tune results.json  # on the GPU machine (runtime only)
     openprim db import results.json                       # back here: the measurements become records
+    openprim db show [DESCRIPTOR]                         # the records, and why any would be ignored
     openprim explain MODEL --target cpu                   # every solver per layer, and where the choice came from
     openprim conv -n 1 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -t 1
 
 The layers are the conv2d/matmul ops as prim-select sees them (after prim-fuse and the layout stage),
-so a layer's descriptor is the key a compile looks up; identical layers are tuned once.
+so a layer's descriptor is the key a compile looks up; identical layers are tuned once. Parameters are
+printed, and read by `db add`, as the database stores them: a table index by its entry's name.
 """
 from __future__ import annotations
 
@@ -33,11 +36,10 @@ from openprim.passes import prim_select
 from openprim.dialect import graph_functions
 from openprim.pyfrontend import Graph, to_module
 from openprim.solvers import SOLVERS, applicable
-from openprim.solvers.problem import problem_of
-
-from . import db as tuning_db
-from . import find
-from .tuner import Tuner
+from openprim.solvers.problem import parse_descriptor, problem_of
+from openprim.tuning import db as tuning_db
+from openprim.tuning import find
+from openprim.tuning.tuner import Tuner
 
 BUNDLE_FORMAT = "openprim-tuning-bundle"
 RESULTS_FORMAT = "openprim-tuning-results"
@@ -59,8 +61,9 @@ def layers(graph, target):
     return module, [tuple(v) for v in found.values()]
 
 
-def _params(params: dict) -> str:
-    return tuning_db.params_key(params) if params else "{}"
+def _params(solver: str, params: dict) -> str:
+    """A solver's parameters as the database stores them (and `db add` takes them)."""
+    return tuning_db.params_key(tuning_db.stored_params(solver, params))
 
 
 def _us(seconds) -> str:
@@ -87,8 +90,8 @@ def tune(graph, target: str, budget: float) -> list[dict]:
             best, ref = results[0], _reference(op, target, results)
             summary.append(dict(problem=key, count=count, best=best, reference=ref, configs=len(results),
                                 seconds=time.monotonic() - t0))
-            print(f"{key} x{count}: best {_us(best.seconds)} {best.solver} {_params(best.params)}; heuristic "
-                  f"{ref.solver} {_us(ref.seconds)}; speedup {ref.seconds / best.seconds:.2f}x "
+            print(f"{key} x{count}: best {_us(best.seconds)} {best.solver} {_params(best.solver, best.params)}; "
+                  f"heuristic {ref.solver} {_us(ref.seconds)}; speedup {ref.seconds / best.seconds:.2f}x "
                   f"({len(results)} configurations, {time.monotonic() - t0:.1f} s)")
     return summary
 
@@ -146,12 +149,13 @@ def bundle(graph, target: str, path: str, budget: float, seed: int = 0) -> int:
                     lowered = compiler.lower(find.candidate_module(op, solver, params), target)
                     compiler.write_artifact(lowered, os.path.join(tmp, name), target)
                 except Exception as e:  # noqa: BLE001 - a configuration that does not compile is left out
-                    print(f"\n{key}: {solver} {_params(params)} does not compile: {str(e).splitlines()[0]}",
+                    print(f"\n{key}: {solver} {_params(solver, params)} does not compile: {str(e).splitlines()[0]}",
                           file=sys.stderr)
                     continue
                 weights = _store_without_weights(z, os.path.join(tmp, name), name, stored_weights)
                 entries.append(dict(file=name, weights=weights, problem=key, arch=tuning_db.arch_of(target), solver=solver,
-                                    params=params, tolerance=find.TOLERANCE.get(problem_of(op).dtype, 1e-4),
+                                    params=tuning_db.stored_params(solver, params),
+                                    tolerance=find.TOLERANCE.get(problem_of(op).dtype, 1e-4),
                                     heuristic=solver == h.name and params == h.default_params(problem_of(op), target)))
             index += entries
         z.writestr("index.json", json.dumps(dict(format=BUNDLE_FORMAT, compiler=tuning_db.compiler_version(),
@@ -170,11 +174,15 @@ def import_results(path: str) -> int:
         raise OpenPrimError(f"{path}: cannot read tuning results ({e})") from None
     if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
         raise OpenPrimError(f"{path}: not a tuning results file (format {RESULTS_FORMAT})")
-    n = 0
-    for r in data.get("results", []):
-        if r.get("seconds") is not None:
-            n += tuning_db.record(r["problem"], r["arch"], r["solver"], r["params"], r["seconds"], data["compiler"])
-    return n
+    timed = [r for r in data.get("results", []) if r.get("seconds") is not None]
+    params = []
+    for r in timed:  # every result read before any is stored: a file is imported whole or not at all
+        try:
+            params.append(tuning_db.solver_params(r["solver"], r["params"]))
+        except OpenPrimError as e:
+            raise OpenPrimError(f"{path}: {r['problem']}: {e} (measure a bundle of this compiler)") from None
+    return sum(tuning_db.record(r["problem"], r["arch"], r["solver"], p, r["seconds"], data["compiler"])
+               for r, p in zip(timed, params))
 
 
 def decomposed_attention(graph, target) -> list[tuple[str, int, list]]:
@@ -222,13 +230,13 @@ def explain(graph, target: str) -> None:
                 rec = measured.get(s.name)
                 state = f"not applicable: {why}" if why else \
                     f"predicted {_us(s.cost(problem, target))}, measured " + \
-                    (f"{_us(rec.seconds)} with {_params(rec.params)} ({rec.source} db)" if rec else "-")
+                    (f"{_us(rec.seconds)} with {_params(rec.solver, rec.params)} ({rec.source} db)" if rec else "-")
                 print(f"  {s.name:{width}} {state}")
             if mode == "find":
                 print("  choice: made by find when compiled (mode find)")
                 continue
             c = prim_select.decide(op, target, mode="immediate", tuner=Tuner())
-            print(f"  choice: {c.solver.name} {_params(c.params)} from {c.source}"
+            print(f"  choice: {c.solver.name} {_params(c.solver.name, c.params)} from {c.source}"
                   + (f" ({_us(c.seconds)})" if c.seconds is not None else "") + f" (mode {mode})")
 
 
@@ -259,7 +267,8 @@ def run_conv(a) -> None:
     op = next(o.operation for o in graph_functions(module.operation)[0].regions[0].blocks[0].operations
               if o.operation.name == "prim.conv2d")
     problem, solver, source = (ir.StringAttr(op.attributes[k]).value for k in ("prim.problem", "prim.solver", "prim.choice"))
-    params = _params({a.name: ir.IntegerAttr(a.attr).value for a in ir.DictAttr(op.attributes["prim.params"])})
+    chosen = ir.DictAttr(op.attributes["prim.params"])
+    params = _params(solver, {p.name: ir.IntegerAttr(p.attr).value for p in chosen})
     exe = compiler.compile(module, a.target)  # prim-select keeps the choice written on the op
     y = np.asarray(exe(x.astype(np.float32)), np.float64)
     err = float(np.max(np.abs(y - _conv_reference(x, w, a)))) / max(1.0, float(np.max(np.abs(y))))
@@ -299,7 +308,8 @@ def _conv_reference(x, w, a):
 
 def db_add(problem: str, arch: str, solver: str, params: str, seconds: str) -> None:
     """Store one measurement given by hand, validated as a compile would use it: the descriptor is a problem,
-    the solver exists and applies to it, the parameters are the solver's, the time positive and finite."""
+    the solver exists and applies to it, the parameters (as `db show` prints them) are the solver's, the time
+    positive and finite."""
     try:
         values, secs = json.loads(params), float(seconds)
     except ValueError as e:
@@ -313,12 +323,37 @@ def db_add(problem: str, arch: str, solver: str, params: str, seconds: str) -> N
     target = parse_target(arch)
     arch = tuning_db.arch_of(target)  # cpu: this machine's CPU
     try:
-        prob = tuning_db.problem_of_descriptor(problem)
+        prob = parse_descriptor(problem)
     except OpenPrimError as e:
         raise OpenPrimError(f"db add: {e}") from None
     rec = tuning_db.Record(problem, arch, solver, values, secs, tuning_db.compiler_version(), 0.0)
     why = tuning_db.invalid(rec, prob, target)
     if why:
         raise OpenPrimError(f"db add: the record would never be used: {why}")
-    if not tuning_db.record(problem, arch, solver, values, secs):
+    if not tuning_db.record(problem, arch, solver, tuning_db.solver_params(solver, values), secs):
         raise OpenPrimError(f"db add: cannot write {tuning_db.user_path()}")
+
+
+def db_show(problem: str | None = None) -> None:
+    """Print every record (of one problem descriptor) as stored, with its database and, for one that a
+    compile would ignore, why; then how many there are, and where."""
+    if problem is not None:
+        try:
+            parse_descriptor(problem)
+        except OpenPrimError as e:
+            raise OpenPrimError(f"db show: {e}") from None
+    listed = tuning_db.listing(problem)
+    for rec in listed:
+        why = _ignored(rec)
+        print(f"{rec.problem} {rec.arch} {rec.solver} {tuning_db.params_key(rec.params)} {_us(rec.seconds)} "
+              f"({rec.source} db{f'; ignored: {why}' if why else ''})")
+    print(f"{len(listed)} record{'' if len(listed) == 1 else 's'} in {tuning_db.user_path()} (user) and "
+          f"{tuning_db.SYSTEM_DB} (system{'' if tuning_db.SYSTEM_DB.exists() else ', absent'})")
+
+
+def _ignored(rec: tuning_db.Record) -> str | None:
+    """Why a compile would not use a stored record (None: it would)."""
+    try:
+        return tuning_db.invalid(rec, parse_descriptor(rec.problem), parse_target(rec.arch))
+    except OpenPrimError as e:
+        return str(e)

@@ -1,9 +1,12 @@
 """The solver registry, in the spirit of MIOpen: every way we know to compute a convolution or a GEMM.
 
-A solver (base.py's Solver) answers these questions about a problem (problem.py: ConvProblem, GemmProblem):
+A solver (base.py's Solver) answers these questions about a problem (problem.py: ConvProblem, GemmProblem,
+DepthwisePointwiseProblem, AttentionProblem):
+  directions                     -> the convolution directions it computes (forward only, today)
   is_applicable(problem, target) -> None, or the reason it does not apply
   cost(problem, target)          -> predicted seconds (a roofline estimate, used to rank solvers)
   tunables(problem)              -> {parameter: candidate values}; default_params(problem, target) picks one
+  tables()                       -> the names of the table entries that a parameter indexes (tile configs)
   filter_layout()                -> the filter layout build() expects (prim-select converts constant filters)
   build(kt, operands, ...)       -> the kernel body (linalg on tensors), and schedule(params) -> the
                                     transform script that tiles and vectorizes it (transform dialect)
@@ -25,6 +28,7 @@ from openprim.solvers.gpu_simt import ConvDepthwiseGpu, ConvImplicitGemmGpu, Gem
 from openprim.solvers.nvidia import (AttentionFlashMma, AttentionFlashWgmma, ConvDepthwisePointwiseMma, ConvIm2colGemmWgmma, ConvImplicitGemmMma, ConvImplicitGemmWgmma,
                                      ConvSpaceToDepthWgmma, ConvWinogradF2x3Wgmma, ConvWinogradF4x3Wgmma, GemmMma,
                                      GemmWgmma)
+from openprim.solvers.problem import DIRECTIONS, ConvProblem
 from openprim.solvers.winograd import (ConvWinogradF2x3, ConvWinogradF2x3Packed, ConvWinogradF4x3,
                                       ConvWinogradF4x3Packed)
 
@@ -70,6 +74,12 @@ SOLVERS = {s.name: s for s in (
 
 def applicable(problem, op: str, target: Target) -> list[tuple["Solver", str | None]]:
     """Every solver for `op` with None (applicable) or the reason it is not."""
-    return [(s, s.is_applicable(problem, target) if target.kind in s.targets
-             else f"no {target.kind} kernel (runs on: {', '.join(s.targets)})")
-            for s in SOLVERS.values() if s.op == op]
+    return [(s, _why_not(s, problem, target)) for s in SOLVERS.values() if s.op == op]
+
+
+def _why_not(solver: Solver, problem, target: Target) -> str | None:
+    if isinstance(problem, ConvProblem) and problem.direction not in solver.directions:
+        return f"serves {' and '.join(DIRECTIONS[d] for d in solver.directions)} only"
+    if target.kind not in solver.targets:
+        return f"no {target.kind} kernel (runs on: {', '.join(solver.targets)})"
+    return solver.is_applicable(problem, target)

@@ -24,6 +24,9 @@ class AmdMatrixSolver:
     def tunables(self, p):
         return {"tile": list(range(len(gpu_amd_mma.TILES[self.family])))}
 
+    def tables(self):
+        return {"tile": tuple(gpu_amd_mma.TILES[self.family])}
+
     def default_params(self, p, target):
         """The 128x128 block where it is filled (N >= 128) and still gives every compute unit a block,
         else 64x64 (32x32x8 MFMA tiles: the fewest instructions per k step)."""
@@ -78,6 +81,9 @@ class AttentionFlashMfma(AttentionSolver):
 
     def tunables(self, p):
         return {"tile": list(range(len(amd_flash.TILES[self.family])))}
+
+    def tables(self):
+        return {"tile": tuple(amd_flash.TILES[self.family])}
 
     def default_params(self, p, target):
         return {"tile": 0}

@@ -2,7 +2,10 @@
 model, the CPU thread count and the small helpers that several solver families share."""
 from __future__ import annotations
 
+import math
+
 from openprim.kernels.semantics import emit_attention, epilogue
+from openprim.solvers.problem import ConvProblem, GemmProblem
 
 
 def roofline(flops, nbytes, target, efficiency=1.0):
@@ -17,17 +20,31 @@ class Solver:
     op = "conv2d"
     efficiency = 1.0        # fraction of peak its schedule reaches (measured on the ResNet layers)
     targets = ("cpu",)      # target kinds it has kernels for
+    directions = ("fwd",)   # the ConvProblem directions (problem.DIRECTIONS) a conv2d solver computes
     scheduled = True        # False: its CPU kernel is left as loop nests (LLVM vectorizes what it can)
 
     def is_applicable(self, p, target) -> str | None:
         return None
 
     def cost(self, p, target) -> float:
-        nbytes = 4 * (p.n * p.h * p.w * p.c + p.k * p.c * p.r * p.s + p.n * p.oh * p.ow * p.k) \
-            if self.op == "conv2d" else 4 * p.batch * (p.m * p.k + p.k * p.n + p.m * p.n)
+        """The roofline of a convolution or a GEMM, its operands moved once (4-byte elements); a solver of
+        any other problem kind defines its own."""
+        if isinstance(p, ConvProblem):
+            nbytes = 4 * (p.n * p.h * p.w * p.c + p.k * p.c * p.r * p.s + p.n * p.oh * p.ow * p.k)
+        elif isinstance(p, GemmProblem):
+            nbytes = 4 * p.batch * (p.m * p.k + p.k * p.n + p.m * p.n)
+        else:
+            raise NotImplementedError(f"solver {self.name} has no cost model for a {type(p).__name__}: "
+                                      f"define its cost()")
         return roofline(p.flops, nbytes, target, self.efficiency)
 
     def tunables(self, p) -> dict:
+        return {}
+
+    def tables(self) -> dict[str, tuple[str, ...]]:
+        """{parameter: the names of its table's entries, in index order} for each tunable that indexes a table
+        of kernel configurations: the tuning database stores such a parameter by its entry's name, so that
+        reordering or extending a table never changes what a stored record means."""
         return {}
 
     def default_params(self, p, target) -> dict:
@@ -64,10 +81,8 @@ class AttentionSolver(Solver):
     op = "attention"
 
     def cost(self, p, target):
-        mask = 1
-        for n in p.mask or ():
-            mask *= n
-        nbytes = 2 * p.batch * (2 * p.sq + 2 * p.sk) * p.d + (4 * mask if p.mask else 0)
+        mask = 0 if p.mask is None else 4 * math.prod(p.mask)
+        nbytes = 2 * p.batch * (2 * p.sq + 2 * p.sk) * p.d + mask
         return roofline(p.flops, nbytes, target, self.efficiency)
 
     def build(self, kt, operands, attrs, shape, dtype, params):

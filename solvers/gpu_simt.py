@@ -18,6 +18,9 @@ class GpuGemmSolver(Solver):
     def tunables(self, p):
         return {"tile": list(range(len(gpu_gemm.TILES)))}
 
+    def tables(self):
+        return {"tile": tuple(gpu_gemm.TILES)}
+
     def default_params(self, p, target):
         m, n = self.gemm_shape(p)
         tiles = list(gpu_gemm.TILES.values())

@@ -31,6 +31,9 @@ class MmaSolver:
         return {"tile": [i for i, (tile, stages) in enumerate(gpu_mma.CONFIGS)
                          if gpu_mma.shared_bytes(p.dtype, tile, stages) <= gpu_mma.STATIC_SHARED_LIMIT]}
 
+    def tables(self):
+        return {"tile": tuple(f"{tile}-s{stages}" for tile, stages in gpu_mma.CONFIGS)}
+
     def default_params(self, p, target):
         """The 128x128 block only where it is filled (N >= 128) and still gives every multiprocessor a
         block; measured on the ResNet-50 layers (bench/RESULTS.md), N = 64 ran 1.4x faster on 64x64.
@@ -100,6 +103,9 @@ class WgmmaSolver:
             return tiles
         kt = self.k_tiles(p)
         return {**tiles, "splits": [d for d in (1, 2, 3, 4, 6, 8, 9, 12, 16, 18, 24) if kt % d == 0 and kt // d >= 2]}
+
+    def tables(self):
+        return {"tile": tuple(f"{bm}x{bn}-wg{wg}-s{stages}" for bm, bn, wg, stages in gpu_wgmma.CONFIGS)}
 
     def splits(self, p, target, tile: int) -> int:
         """k runs for a grid that leaves most multiprocessors idle (a quarter or fewer busy) and a reduction
@@ -276,7 +282,7 @@ class AttentionFlashWgmma(AttentionFlashMma):
     def is_applicable(self, p, target):
         if target.matrix_core != "wgmma":
             return f"wgmma and TMA need sm_90 ({target.arch} has {target.matrix_core} only)"
-        return flash_attention_wgmma.applicable(p.dtype, p.d, bool(p.mask))
+        return flash_attention_wgmma.applicable(p.dtype, p.d, p.mask is not None)
 
     def kernel(self, r):
         return flash_attention_wgmma.attention_kernel(r.name, r.signature, r.attrs["scale"],
@@ -304,6 +310,9 @@ class ConvDepthwisePointwiseMma(Solver):
 
     def tunables(self, p):
         return {"tile": list(range(len(depthwise_pointwise.TILES)))}
+
+    def tables(self):
+        return {"tile": tuple(depthwise_pointwise.TILES)}
 
     def default_params(self, p, target):
         return {"tile": 0 if p.k > 64 else 1}

@@ -1,9 +1,12 @@
-"""The tuning database: measured times of (problem, target arch, solver, parameters), like MIOpen's find-db.    except sqlite3.DatabaseError as e:  # read-only, corrupt, locked past the timeout: keep the file as it is
-        _unusable.add(str(path))
+"""The tuning database: measured times of (problem, target arch, solver, parameters), like MIOpen's find-db.
 
-One SQLite table; a record is keyed by the problem descriptor (ConvProblem/GemmProblem.descriptor(), the
+One SQLite table; a record is keyed by the problem descriptor (solvers/problem.py's descriptor(), the
 `prim.problem` attribute), the arch ("cpu:<host cpu>", "nvvm:sm_90", ...), the solver and its parameters
-(JSON, sorted keys), and holds the measured seconds, the compiler version and a timestamp.
+(JSON, sorted keys), and holds the measured seconds, the compiler version and a timestamp. A parameter that
+indexes one of the solver's tables of kernel configurations (Solver.tables(), e.g. a tile config) is
+stored by its entry's name and read back to the entry's index in the table as it is now: a record keeps
+its meaning when a table is reordered or extended, and one whose entry is gone (or that stored an index:
+written before names were) is ignored with a warning.
 
 Two databases are read, the user's first (it wins), then the system one:
   user    $OPENPRIM_USER_DB_PATH, else ~/.cache/openprim/tuning.sqlite   (tuning writes here)
@@ -17,22 +20,19 @@ version, a solver that does not apply) each give one warning per process and are
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import os
-import re
 import sqlite3
 import time
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 from openprim.base import __version__
 from openprim.base.errors import OpenPrimError
-from openprim.base.ops import window_out
 from openprim.base.target import Target, parse_target
 from openprim.solvers import SOLVERS, applicable
-from openprim.solvers.problem import ConvProblem, GemmProblem
 
 SYSTEM_DB = Path(__file__).parent / "data" / "tuning.sqlite"
 SCHEMA = """CREATE TABLE IF NOT EXISTS records (
@@ -46,12 +46,12 @@ class TuningDBWarning(UserWarning):
     """A database or a record that is ignored (the compile goes on without it)."""
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class Record:
     problem: str
     arch: str
     solver: str
-    params: dict
+    params: dict             # the solver's parameters (as stored, table entries by name: _rows, listing)
     seconds: float
     version: str
     timestamp: float
@@ -86,6 +86,32 @@ def params_key(params: dict) -> str:
     return json.dumps(params, sort_keys=True)
 
 
+def _tables(solver: str) -> dict[str, tuple[str, ...]]:
+    return SOLVERS[solver].tables() if solver in SOLVERS else {}
+
+
+def stored_params(solver: str, params: dict) -> dict:
+    """A solver's parameters as the database keeps them: each one that indexes a table, by its entry's name."""
+    tables = _tables(solver)
+    return {k: tables[k][v] if k in tables else v for k, v in params.items()}
+
+
+def solver_params(solver: str, stored: dict) -> dict:
+    """The solver's parameters of stored ones: each table entry's name back to its index in the table as it is
+    now; an OpenPrimError when the table has no such entry."""
+    if not isinstance(stored, dict):
+        raise OpenPrimError(f"parameters {stored!r} are not a JSON object")
+    params = dict(stored)
+    for k, names in _tables(solver).items():
+        if k not in stored:
+            continue
+        if stored[k] not in names:
+            what = "a table index, not an entry's name" if isinstance(stored[k], int) else "not an entry of its table"
+            raise OpenPrimError(f"{k} {json.dumps(stored[k])} of {solver} is {what} ({', '.join(names)})")
+        params[k] = names.index(stored[k])
+    return params
+
+
 def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
     if readonly:
         return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S)
@@ -95,14 +121,16 @@ def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
     return conn
 
 
-def _rows(path: Path, source: str, problem: str, arch: str) -> list[Record]:
+def _rows(path: Path, source: str, problem: str | None = None, arch: str | None = None) -> list[Record]:
+    """The records of a database as stored (of one problem on one arch, when given), fastest first."""
     if str(path) in _unusable or not path.exists():
         return []
+    where, args = ("WHERE problem = ? AND arch = ? ", (problem, arch)) if problem is not None else ("", ())
     try:
         conn = _connect(path, readonly=source == "system")
         try:
             rows = conn.execute("SELECT problem, arch, solver, params, seconds, version, timestamp FROM records "
-                                "WHERE problem = ? AND arch = ? ORDER BY seconds", (problem, arch)).fetchall()
+                                f"{where}ORDER BY seconds", args).fetchall()
         finally:
             conn.close()
     except sqlite3.DatabaseError as e:  # corrupt, not a database, unreadable: keep the file, use none of it
@@ -118,66 +146,41 @@ def _rows(path: Path, source: str, problem: str, arch: str) -> list[Record]:
     return out
 
 
-_CONV = re.compile(r"conv2d-(\d+)x(\d+)x(\d+)x(\d+)-k(\d+)-(\d+)x(\d+)-s(\d+)x(\d+)-p(\d+)x(\d+)x(\d+)x(\d+)"
-                   r"-d(\d+)x(\d+)-g(\d+)-(NCHW|NHWC)-(KCRS|KRSC|RSCK)-(f32|f16|bf16)-([a-z_+]+)")
-_GEMM = re.compile(r"gemm-b(\d+)-m(\d+)-n(\d+)-k(\d+)-(nt|nn)(-batched)?-(f32|f16|bf16)-([a-z_+]+)")
-
-
-def problem_of_descriptor(text: str):
-    """The ConvProblem / GemmProblem a descriptor (ConvProblem/GemmProblem.descriptor()) names, or an
-    OpenPrimError saying what is wrong with it."""
-    m = _GEMM.fullmatch(text)
-    if m:
-        b, mm, n, k = map(int, m.groups()[:4])
-        if min(b, mm, n, k) < 1:
-            raise OpenPrimError(f"descriptor '{text}': sizes must be positive")
-        return GemmProblem(b, mm, n, k, m[5] == "nt", bool(m[6]), m[7], m[8])
-    m = _CONV.fullmatch(text)
-    if not m:
-        raise OpenPrimError(f"'{text}' is not a problem descriptor (e.g. conv2d-1x64x56x56-k64-3x3-s1x1-p1x1x1x1-"
-                            f"d1x1-g1-NHWC-RSCK-f32-none or gemm-b1-m128-n256-k64-nt-f32-none; see `openprim explain`)")
-    n, c, h, w, k, r, s_, sh, sw, pt, pl, pb, pr, dh, dw, g = map(int, m.groups()[:16])
-    if min(n, c, h, w, k, r, s_, sh, sw, dh, dw, g) < 1 or c % g or k % g:
-        raise OpenPrimError(f"descriptor '{text}': sizes, strides, dilations and groups must be positive, "
-                            f"groups dividing the channels")
-    oh, ow = window_out(h, r, sh, pt, pb, dh), window_out(w, s_, sw, pl, pr, dw)
-    if min(oh, ow) < 1:
-        raise OpenPrimError(f"descriptor '{text}': the filter is larger than the padded input")
-    return ConvProblem(n, c, h, w, k, r, s_, oh, ow, (sh, sw), (pt, pl, pb, pr), (dh, dw), g, m[17], m[18], m[19],
-                       m[20])
-
-
 def invalid(rec: Record, problem=None, target: Target | None = None) -> str | None:
-    """Why a record cannot be used (None: it can). With the problem object and the target, the solver
+    """Why a stored record cannot be used (None: it can). With the problem object and the target, the solver
     must apply to it and its parameters must be among the solver's tunables (or its default)."""
     if rec.version != compiler_version():
         return f"made by compiler version {rec.version}, this is {compiler_version()}"
     if not (isinstance(rec.seconds, (int, float)) and math.isfinite(rec.seconds) and rec.seconds > 0):
         return f"time {rec.seconds!r} is not a positive number of seconds"
-    if not isinstance(rec.params, dict):
-        return f"parameters {rec.params!r} are not a JSON object"
     solver = SOLVERS.get(rec.solver)
     if solver is None:
         return f"unknown solver '{rec.solver}'"
+    try:
+        params = solver_params(rec.solver, rec.params)
+    except OpenPrimError as e:
+        return str(e)
     if problem is None:
         return None
-    reason = dict((s.name, r) for s, r in applicable(problem, solver.op, target or parse_target(rec.arch)))
-    if rec.solver not in reason:
-        return f"solver '{rec.solver}' is for {solver.op}, not this problem"
-    if reason[rec.solver]:
-        return f"solver '{rec.solver}' does not apply: {reason[rec.solver]}"
-    space, default = solver.tunables(problem), solver.default_params(problem, target or parse_target(rec.arch))
-    if set(rec.params) != set(default):
-        return f"parameters {sorted(rec.params)} are not {rec.solver}'s ({sorted(default)})"
-    bad = [k for k, v in rec.params.items() if v != default[k] and v not in space.get(k, ())]
+    if solver.op != problem.op:
+        return f"solver '{rec.solver}' is for {solver.op}, not {problem.op}"
+    target = target or parse_target(rec.arch)
+    reason = dict((s.name, r) for s, r in applicable(problem, solver.op, target))[rec.solver]
+    if reason:
+        return f"solver '{rec.solver}' does not apply: {reason}"
+    space, default = solver.tunables(problem), solver.default_params(problem, target)
+    if set(params) != set(default):
+        return f"parameters {sorted(params)} are not {rec.solver}'s ({sorted(default)})"
+    bad = [k for k, v in params.items() if v != default[k] and v not in space.get(k, ())]
     if bad:
         return f"invalid values of {', '.join(bad)} for {rec.solver}: {params_key(rec.params)}"
     return None
 
 
 def records(problem, arch: str, target: Target | None = None) -> list[Record]:
-    """Every valid record of the problem on arch, user database first, each fastest first. `problem` is a
-    problem object (validated against the solvers) or a descriptor string (solver and version checked)."""
+    """Every valid record of the problem on arch with the solver's parameters, user database first, each
+    fastest first. `problem` is a problem object (validated against the solvers) or a descriptor string
+    (solver, parameters and version checked)."""
     key = problem if isinstance(problem, str) else problem.descriptor()
     obj = None if isinstance(problem, str) else problem
     out = []
@@ -188,7 +191,17 @@ def records(problem, arch: str, target: Target | None = None) -> list[Record]:
                 warn_once(f"tuning database {path}: ignoring the record {rec.solver} {params_key(rec.params)} "
                           f"for {key} on {arch}: {why}")
             else:
-                out.append(rec)
+                out.append(dataclasses.replace(rec, params=solver_params(rec.solver, rec.params)))
+    return out
+
+
+def listing(problem: str | None = None) -> list[Record]:
+    """Every record as stored (of one problem descriptor, when given), user database first, each by problem,
+    arch and time."""
+    out = []
+    for path, source in ((user_path(), "user"), (SYSTEM_DB, "system")):
+        out += sorted((r for r in _rows(path, source) if problem in (None, r.problem)),
+                      key=lambda r: (r.problem, r.arch, r.seconds))
     return out
 
 
@@ -207,8 +220,8 @@ def best(problem, arch: str, target: Target | None = None) -> Record | None:
 
 def record(problem: str, arch: str, solver: str, params: dict, seconds: float, version: str | None = None,
            path: Path | None = None) -> bool:
-    """Store one measurement in the user database (replacing the same key). False, with one warning
-    per process, when the database cannot be written: tuning then goes on without caching."""
+    """Store one measurement (the solver's parameters) in the user database, replacing the same key. False,
+    with one warning per process, when the database cannot be written: tuning then goes on without caching."""
     path = Path(path or user_path())
     if str(path) in _unusable:
         return False
@@ -218,7 +231,7 @@ def record(problem: str, arch: str, solver: str, params: dict, seconds: float, v
         try:
             with conn:
                 conn.execute("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?, ?)",
-                             (problem, arch, solver, params_key(params), float(seconds),
+                             (problem, arch, solver, params_key(stored_params(solver, params)), float(seconds),
                               version or compiler_version(), time.time()))
         finally:
             conn.close()

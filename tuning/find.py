@@ -104,10 +104,11 @@ _worker = None
 
 
 def measure(text: str, target: Target) -> tuple[np.ndarray, float]:
-    """(outputs, seconds) of a candidate module, compiled and run in the worker process (worker.py)."""
+    """(outputs, seconds) of a candidate module, compiled and run in the worker process (the driver's
+    find_worker.py: a program of the layer above, started by its name, not imported)."""
     global _worker
     if _worker is None or _worker.poll() is not None:
-        _worker = subprocess.Popen([sys.executable, "-m", "openprim.tuning.worker"],
+        _worker = subprocess.Popen([sys.executable, "-m", "openprim.find_worker"],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     try:
         pickle.dump((text, str(target)), _worker.stdin)

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from amd_lanes import CHIPS, disassembled_matrix_ops, matrix_instruction
 
-from openprim import compiler
+from openprim import compiler, tuning_commands
 from openprim.base.target import parse_target
 from openprim.kernels.amd import flash_attention as fa
 from openprim.kernels.gpu import attention
@@ -24,7 +24,7 @@ from openprim.pyfrontend import Graph
 from openprim.runtime.codeobject import amdgpu_kernels
 from openprim.solvers import SOLVERS
 from openprim.solvers.problem import AttentionProblem
-from openprim.tuning import find, tune
+from openprim.tuning import find
 from test_attention import reference
 
 TILES = [(f, n) for f, tiles in fa.TILES.items() for n in tiles]
@@ -231,7 +231,7 @@ def test_code_object(toolchain, assembly, tmp_path, chip, dtype, d, causal, mask
 def test_every_tile_compiles(toolchain, assembly, chip):
     """Each tunable tile of the chip's flash solver (what `openprim tune` would time) becomes a code object."""
     family = CHIPS[chip][0]
-    module, todo = tune.layers(attention_graph("f16", 64, True, False), f"rocdl:{chip}")
+    module, todo = tuning_commands.layers(attention_graph("f16", 64, True, False), f"rocdl:{chip}")
     with module.context:
         (op, _, _), = todo
         tiles = [p for s, p in find.space(op, parse_target(f"rocdl:{chip}")) if s == f"attention_flash_{family}"]

@@ -15,8 +15,7 @@ import numpy as np
 import pytest
 from amd_lanes import CHIPS, IREE, disassembled_matrix_ops, iree_position, matrix_instruction
 
-from openprim import compiler
-from openprim.tuning import tune
+from openprim import compiler, tuning_commands
 from openprim.base.target import parse_target
 from openprim.pyfrontend import Graph
 from openprim.tuning import find
@@ -196,7 +195,7 @@ def test_grouped_code_object(toolchain, assembly, tmp_path, chip, per_group):
 def test_every_tile_compiles(toolchain, assembly, chip):
     """Each tunable tile of the chip's solver (what `openprim tune` would time) becomes a code object."""
     family = CHIPS[chip][0]
-    module, todo = tune.layers(conv_graph("f16", 2, 128, 16, 128, np.random.default_rng(0)), f"rocdl:{chip}")
+    module, todo = tuning_commands.layers(conv_graph("f16", 2, 128, 16, 128, np.random.default_rng(0)), f"rocdl:{chip}")
     with module.context:
         (op, _, _), = todo
         tiles = [p for s, p in find.space(op, parse_target(f"rocdl:{chip}")) if s == f"conv_implicit_gemm_{family}"]
@@ -222,7 +221,7 @@ def test_inspect_reports_resources(toolchain, tmp_path, capsys):
 ])
 def test_fallback_named_by_explain(chip, dtype, why, capsys):
     """Where no matrix instruction applies, the SIMT kernel is chosen and `explain` says why."""
-    tune.explain(conv_graph(dtype, 2, 64, 9, 64, np.random.default_rng(0)), f"rocdl:{chip}")
+    tuning_commands.explain(conv_graph(dtype, 2, 64, 9, 64, np.random.default_rng(0)), f"rocdl:{chip}")
     out = capsys.readouterr().out
     assert re.search(rf"conv_implicit_gemm_mfma\s+not applicable: {re.escape(why)}", out), out
     assert "choice: conv_implicit_gemm_gpu" in out, out

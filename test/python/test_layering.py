@@ -7,7 +7,8 @@ top-level folder X is `openprim.X`) form layers, from the bottom up:
     runtime     loads and runs artifacts with numpy and ctypes: base and runtime only, never MLIR nor the compiler
     dialect     the `prim` dialect (MLIR): base only
     pyfrontend  Graph and the ONNX / torch importers: base only, no MLIR; only pyfrontend/emit.py (the
-                emission to MLIR) imports the dialect (and MLIR)
+                emission to MLIR) and the room pyfrontend/mlir_import/ (importers of MLIR-level input)
+                import the dialect (and MLIR)
     kernels     kernel emitters: base, dialect, kernels
     solvers     solvers (which kernel, which parameters): base, dialect, kernels, solvers
     backends    per-target lowering and serialization: base, dialect, runtime, backends
@@ -19,10 +20,12 @@ top-level folder X is `openprim.X`) form layers, from the bottom up:
                 anything
 
 LAYERS below is that table; every rule is checked on every module found by walking the folders of
-`package-dir`, so a new module or a split package is covered without editing this file.
+`package-dir`, so a new module or a split package is covered without editing this file. EXCEPTIONS lets
+one module import more than its layer; ROOMS lets every module of a subpackage do so: a declared place for
+code of that kind (pyfrontend/mlir_import/: a new importer of MLIR input goes there, not into an exception).
 
 1. Layers, statically: every import (at module level or in a function, relative ones resolved) of an
-   OpenPrim module or of `mlir` is allowed by LAYERS for the importing module's layer.
+   OpenPrim module or of `mlir` is allowed by LAYERS for the importing module's layer (or by EXCEPTIONS, ROOMS).
 2. Layers, dynamically: with the forbidden modules made unimportable (None in sys.modules), the
    runtime, the frontend, the dialect, the kernels and the passes still import (in subprocesses).
 3. No import cycle between modules (the module-level imports; importing `openprim.a.b` also imports
@@ -67,8 +70,12 @@ LAYERS = {
 # module -> layers it may import beyond its layer's row.
 EXCEPTIONS = {
     "openprim.pyfrontend.emit": {"dialect", MLIR},  # the emission of a Graph to MLIR
-    "openprim.tuning.tune": {DRIVER},                # the `openprim tune/explain/db/conv` commands: compile
-    "openprim.tuning.worker": {DRIVER},              # Find's worker program: compiles candidates
+}
+
+# package -> layers its modules (the package and everything under it) may import beyond its layer's row.
+ROOMS = {
+    # importers of MLIR-level input (prim modules; StableHLO, TOSA, linalg on tensors): they parse MLIR
+    "openprim.pyfrontend.mlir_import": {"dialect", MLIR},
 }
 
 # Files (relative to the repository root) that may import OpenPrim modules inside functions.
@@ -79,6 +86,8 @@ LAZY_IMPORTS = {
     "driver/__init__.py",
     # `to_module` imports emit, so building a Graph needs no MLIR
     "pyfrontend/__init__.py",
+    # the importer registry imports an importer (and onnx, torch or MLIR) only when a file of its suffix is loaded
+    "pyfrontend/importers/__init__.py",
     # a compile-cache hit loads the .oprim without MLIR: the compiler (and the host CPU's name) only when needed
     "driver/cache.py",
 }
@@ -131,6 +140,11 @@ def _discover() -> dict[str, Module]:
 
 MODULES = _discover()
 TOP = "openprim"
+
+
+def room_of(name: str) -> set:
+    """The layers a module may import beyond its layer's row as a member of a room (ROOMS)."""
+    return set().union(*(extra for room, extra in ROOMS.items() if name == room or name.startswith(room + ".")))
 
 
 def layer_of(name: str) -> str | None:
@@ -240,6 +254,8 @@ def test_every_package_has_a_layer():
     assert tops <= set(LAYERS), f"top-level packages without a layer in LAYERS: {sorted(tops - set(LAYERS))}"
     unknown = sorted(set(EXCEPTIONS) - set(MODULES))
     assert not unknown, f"EXCEPTIONS names modules that do not exist: {unknown}"
+    empty = sorted(room for room in ROOMS if not (room in MODULES and MODULES[room].is_package))
+    assert not empty, f"ROOMS names packages that do not exist: {empty}"
     gone = sorted(p for p in LAZY_IMPORTS if not os.path.exists(os.path.join(ROOT, p)))
     assert not gone, f"LAZY_IMPORTS names files that do not exist: {gone}"
 
@@ -251,7 +267,7 @@ def test_layers_static():
     violations = []
     for imp in IMPORTS:
         layer = layer_of(imp.module.name)
-        allowed = LAYERS[layer] | EXCEPTIONS.get(imp.module.name, set())
+        allowed = LAYERS[layer] | EXCEPTIONS.get(imp.module.name, set()) | room_of(imp.module.name)
         for target in imp.targets:
             target_layer = layer_of(target)
             if target_layer is None or target_layer in allowed:
@@ -269,6 +285,10 @@ def _modules_of(layer: str) -> list[str]:
     return sorted(m for m in MODULES if layer_of(m) == layer and not m.endswith(".__main__"))
 
 
+def _modules_of_package(package: str) -> list[str]:
+    return sorted(m for m in MODULES if m == package or m.startswith(package + "."))
+
+
 _GRAPH = 'from openprim.pyfrontend import Graph\ng = Graph(); x = g.input("x", (1, 3, 8, 8)); g.output(g.relu(x))\n'
 
 # case -> (blocked modules, modules to import, code to run after, skip reason or None)
@@ -277,14 +297,19 @@ CASES = {
                 None),
     "pyfrontend": (["mlir", "openprim.compiler"], ["openprim.pyfrontend"], _GRAPH, None),
     "onnx_importer": (["mlir", "openprim.compiler"], ["openprim.pyfrontend.onnx.importer"], "", None),
-    "torch_import": (["mlir", "openprim.compiler"], ["openprim.pyfrontend.torch_import"], "",
-                     None if importlib.util.find_spec("torch") else "torch is not importable"),
+    "torch_importer": (["mlir", "openprim.compiler"], ["openprim.pyfrontend.torch.importer"], "",
+                       None if importlib.util.find_spec("torch") else "torch is not importable"),
+    # the registry and the .py importer, without MLIR or an optional package: each importer loads them itself
+    "importers": (["mlir", "openprim.compiler", "onnx", "torch"], _modules_of_package("openprim.pyfrontend.importers"),
+                  "", None),
+    "mlir_import": (["openprim.compiler", "openprim.passes"], _modules_of_package("openprim.pyfrontend.mlir_import"),
+                    "", None),
     "dialect": (["openprim.passes", "openprim.pyfrontend", "openprim.compiler"], ["openprim.dialect"], "", None),
     "kernels": (["openprim.passes", "openprim.solvers", "openprim.compiler", "openprim.tuning"],
                 _modules_of("kernels"), "", None),
     "passes": (["openprim.tuning", "openprim.compiler"], ["openprim.passes"], "", None),
     "cache": (["mlir", "openprim.compiler"], ["openprim.cache"], _GRAPH + 'import openprim.cache as c\n'
-              'c.graph_key(g, "cpu", {})\n', None),
+              'c.graph_key(g, c.parse_target("cpu"), {})\n', None),
 }
 
 _PROGRAM = """\

@@ -384,17 +384,18 @@ def test_silently_wrong_negative_time_in_db_is_ignored(user_db):
 
 def test_silently_wrong_db_add_valid_record_round_trips(user_db):
     """A descriptor from a real layer parses back to its problem; a valid record is stored and used."""
-    from openprim.tuning import db, tune
+    from openprim import tuning_commands
+    from openprim.tuning import db
     from openprim.solvers import applicable
-    from openprim.solvers.problem import problem_of
+    from openprim.solvers.problem import parse_descriptor, problem_of
     g = Graph(layout="NHWC")
     g.output(g.matmul(g.input("a", (3, 5, 7)), g.param("b", np.ones((7, 11)))))
     g.output(g.conv2d(g.input("x", (1, 9, 7, 5)), g.param("w", np.ones((4, 3, 3, 5))), stride=2, padding=1))
-    module, todo = tune.layers(g, "cpu")
+    module, todo = tuning_commands.layers(g, "cpu")
     with module.context:
         for op, key, _ in todo:
             problem = problem_of(op)
-            assert db.problem_of_descriptor(key) == problem
+            assert parse_descriptor(key) == problem
             solver = next(s for s, why in applicable(problem, op.name[5:], db.parse_target("cpu")) if why is None)
             params = solver.default_params(problem, db.parse_target("cpu"))
             rc, err = cli_main("db", "add", key, "cpu", solver.name, json.dumps(params), "2.5e-5")
@@ -418,7 +419,7 @@ def test_silently_wrong_concurrent_tuners_take_turns(user_db, tmp_path):
     assert holder.stdout.readline().strip() == "held"
     g = Graph(layout="NHWC")
     g.output(g.conv2d(g.input("x", (1, 9, 7, 5)), g.param("w", np.ones((4, 3, 3, 5)))))
-    module, todo = __import__("openprim.tuning.tune", fromlist=["layers"]).layers(g, "cpu")
+    module, todo = __import__("openprim.tuning_commands", fromlist=["layers"]).layers(g, "cpu")
     with module.context:
         op = todo[0][0]
         solver = find.space(op, parse_target("cpu"))[0]
@@ -559,8 +560,9 @@ def test_fuzz_tuning_db_file(user_db, content):
         conn = sqlite3.connect(user_db)
         conn.execute("CREATE TABLE records (problem TEXT, arch TEXT, solver TEXT, params TEXT, seconds REAL, "
                      "version TEXT, timestamp REAL, PRIMARY KEY (problem, arch, solver, params))")
-        from openprim.tuning import db, tune
-        module, todo = tune.layers(g, "cpu")
+        from openprim import tuning_commands
+        from openprim.tuning import db
+        module, todo = tuning_commands.layers(g, "cpu")
         key = todo[0][1]
         arch = db.arch_of(db.parse_target("cpu"))
         for solver, params, seconds in [(next(iter(SOLVERS)), "{", 1e-9), ("nope", "{}", 1e-9),

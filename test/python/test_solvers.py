@@ -760,13 +760,13 @@ def test_space_to_depth_picked_for_the_stem(capsys):
     """On sm_90 the 3-channel 7x7/2 stem goes to space-to-depth (no channel padding launch); with 16
     channels a filter row of blocks no longer fits a k tile and `explain` says so."""
     from openprim import compiler
-    from openprim.tuning import tune
+    from openprim import tuning_commands
     from openprim.pyfrontend import Graph
     for c, picked in ((3, True), (16, False)):
         g = Graph(layout="NHWC", dtype="f16")
         w = g.param("w", np.random.default_rng(0).standard_normal((64, 7, 7, c)))
         g.output(g.relu(g.conv2d(g.input("x", (8, 64, 64, c)), w, stride=2, padding=3)))
-        tune.explain(g, "nvvm:sm_90")
+        tuning_commands.explain(g, "nvvm:sm_90")
         out = capsys.readouterr().out
         assert ("choice: conv_space_to_depth_wgmma" in out) == picked, out
         if not picked:
@@ -785,18 +785,18 @@ def test_space_to_depth_picked_for_the_stem(capsys):
 def test_wgmma_fallback_named_by_explain(target, stride, dtype, why, capsys):
     """Where the warpgroup kernel does not apply, mma.sync (or the SIMT kernel) is chosen and `explain`
     says why; a stride-1 f16 convolution on sm_90 takes it."""
-    from openprim.tuning import tune
+    from openprim import tuning_commands
     from openprim.pyfrontend import Graph
     g = Graph(layout="NHWC", dtype=dtype)
     w = g.param("w", np.random.default_rng(0).standard_normal((64, 3, 3, 64)))
     g.output(g.conv2d(g.input("x", (2, 9, 9, 64)), w, stride=stride, padding=1))
-    tune.explain(g, target)
+    tuning_commands.explain(g, target)
     out = capsys.readouterr().out
     assert re.search(rf"conv_implicit_gemm_wgmma\s+not applicable: {re.escape(why)}", out), out
     assert "choice: conv_implicit_gemm_wgmma" not in out
     g2 = Graph(layout="NHWC", dtype="f16")
     g2.output(g2.conv2d(g2.input("x", (2, 9, 9, 64)), g2.param("w", np.ones((64, 3, 3, 64))), padding=1))
-    tune.explain(g2, "nvvm:sm_90")
+    tuning_commands.explain(g2, "nvvm:sm_90")
     assert "choice: conv_implicit_gemm_wgmma" in capsys.readouterr().out
 
 
@@ -835,3 +835,109 @@ def test_gpu_grouped_conv_densified(groups, cin, cout, rng):
     got = ref.conv2d(x, dense_krsc, padding=1, layout="NHWC", filter_layout="KRSC")
     want = ref.conv2d(x, wq, padding=1, groups=groups, layout="NHWC", filter_layout="KRSC")
     np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------- problem descriptors, directions
+DESCRIPTORS = [
+    "conv2d-1x64x56x56-k64-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-RSCK-f32-none",
+    "conv2d-2x3x9x7-k5-3x3-s2x2-p1x0x2x1-d1x1-g1-NCHW-KCRS-bf16-bias+residual+relu",
+    "conv2d-1x32x14x14-k32-3x3-s1x1-p2x2x2x2-d2x2-g32-NHWC-KRSC16k-f16-clamp",
+    "conv2d-1x64x28x28-k64-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-W4KC16k-f32-residual",
+    "conv2d_bwd_data-1x64x56x56-k64-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-RSCK-f32-none",
+    "conv2d_bwd_weights-8x16x9x9-k32-1x1-s2x2-p0x0x0x0-d1x1-g1-NCHW-KCRS-f16-none",
+    "gemm-b1-m128-n256-k64-nn-f32-bias+relu",
+    "gemm-b12-m37-n37-k64-nt-batched-f16-none",
+    "gemm-b1-m49-n1024-k512-nn-panels32-f32-bias+residual",
+    "depthwise_pointwise-32x144x56x56-3x3-s2x2-p0x0x1x1-d1x1-bias+clamp-k24-f16-bias+residual",
+    "attention-b12-q128-k128-d64-causal-mask1x1x128x128-f16",
+    "attention-b12-q37-k37-d64-bshd-bf16",
+    "attention-b4-q16-k32-d128-mask32-f32",
+    "attention-b4-q16-k32-d128-mask-bshd-f16",          # a scalar mask: shape ()
+]
+
+
+@pytest.mark.parametrize("text", DESCRIPTORS)
+def test_descriptor_round_trip(text):
+    """Every problem kind reads back what it writes: text -> problem -> the same text, and a problem built
+    field by field (its kind's own dataclass) parses back equal."""
+    from openprim.solvers.problem import parse_descriptor
+    problem = parse_descriptor(text)
+    assert problem.descriptor() == text
+    assert parse_descriptor(problem.descriptor()) == problem == type(problem).from_descriptor(text)
+
+
+def test_forward_conv_descriptor_unchanged():
+    """The forward descriptor is the key of existing tuning records and the `prim.problem` attribute: it has
+    no direction in it, and reads as it always has."""
+    p = ConvProblem(2, 3, 9, 7, 5, 3, 3, 4, 4, (2, 2), (1, 0, 2, 1), (1, 1), 1, "NHWC", "RSCK", "f32", "bias+relu")
+    assert p.direction == "fwd"
+    assert p.descriptor() == "conv2d-2x3x9x7-k5-3x3-s2x2-p1x0x2x1-d1x1-g1-NHWC-RSCK-f32-bias+relu"
+
+
+@pytest.mark.parametrize("text, why", [
+    ("conv2d-garbage", "it does not read conv2d[_bwd_data|_bwd_weights]-<N>x<C>"),
+    ("conv3d-1x1x1x1", "it starts with none of conv2d, conv2d_bwd_data"),
+    ("conv2d_bwd_input-1x64x56x56-k64-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-RSCK-f32-none", "it starts with none of"),
+    ("conv2d-01x64x56x56-k64-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-RSCK-f32-none", "OpenPrim writes this problem as "
+     "'conv2d-1x64x56x56"),
+    ("conv2d-1x64x56x56-k64-3x3-s1x1-p1x1x1x1-d1x1-g3-NHWC-RSCK-f32-none", "groups 3 must divide"),
+    ("conv2d-1x64x2x2-k64-5x5-s1x1-p0x0x0x0-d1x1-g1-NHWC-RSCK-f32-none", "larger than the padded input"),
+    ("conv2d-1x64x56x56-k64-3x3-s0x1-p1x1x1x1-d1x1-g1-NHWC-RSCK-f32-none", "strides must be positive"),
+    ("conv2d-1x64x56x56-k64-3x3-s1x1-p1x1x1x1-d1x1-g1-NCWH-RSCK-f32-none", "unknown layout 'NCWH'"),
+    ("conv2d-1x64x56x56-k64-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-CKRS-f32-none", "unknown filter layout 'CKRS'"),
+    ("conv2d-1x64x56x56-k64-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-RSCK-f64-none", "unknown dtype 'f64'"),
+    ("conv2d-1x64x56x56-k64-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-RSCK-f32-relu6", "unknown activation 'relu6'"),
+    ("conv2d-1x64x56x56-k64-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-RSCK-f32-relu+bias", "in that order"),
+    ("gemm-b1-m0-n256-k64-nn-f32-none", "M must be positive"),
+    ("gemm-b1-m128-n256-k64-nt-panels16-f32-none", "non-transposed rhs stored in panels"),
+    ("gemm-b1-m128-n250-k64-nn-panels16-f32-none", "divides N=250"),
+    ("depthwise_pointwise-1x8x8x8-3x3-s1x1-p1x1x1x1-d1x1-residual-k8-f16-none", "epilogue 'residual'"),
+    ("attention-b12-q37-k37-d64-mask3x37-f16", "mask 3x37 does not broadcast to the scores"),
+    ("attention-b12-q37-k37-d64-bhsd-f16", "OpenPrim writes this problem as 'attention-b12-q37-k37-d64-f16'"),
+    ("attention-b12-q37-k37-d64-nhwc-f16", "unknown layout 'nhwc'"),
+])
+def test_descriptor_errors(text, why):
+    """A descriptor that does not parse is one OpenPrimError line: which text, why, and a valid one."""
+    from openprim.solvers.problem import parse_descriptor
+    with pytest.raises(OpenPrimError) as e:
+        parse_descriptor(text)
+    message = str(e.value)
+    assert why in message and "\n" not in message and message.startswith(f"{text!r} is not a problem descriptor")
+    assert "(e.g. " in message
+
+
+def test_conv_directions():
+    """Every conv solver states the directions it serves (forward only, today); for the others applicable()
+    says so."""
+    import dataclasses
+
+    from openprim.solvers import applicable
+    from openprim.solvers.problem import DIRECTIONS, parse_descriptor
+    conv = [s for s in SOLVERS.values() if s.op == "conv2d"]
+    assert all(s.directions == ("fwd",) for s in conv)
+    fwd = parse_descriptor("conv2d-1x16x9x9-k16-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-RSCK-f32-none")
+    for direction in DIRECTIONS:
+        p = dataclasses.replace(fwd, direction=direction)
+        reasons = [why for _, why in applicable(p, "conv2d", parse_target("cpu"))]
+        assert len(reasons) == len(conv)
+        if direction == "fwd":
+            assert None in reasons
+        else:
+            assert set(reasons) == {"serves forward only"}
+    with pytest.raises(OpenPrimError, match="convolution direction 'bwd'"):
+        dataclasses.replace(fwd, direction="bwd")
+
+
+def test_cost_needs_a_model_for_the_problem_kind():
+    """The base cost is the roofline of a convolution or a GEMM; a solver of another kind without a cost()
+    of its own says so instead of costing it as a GEMM."""
+    from openprim.solvers.base import Solver
+    from openprim.solvers.problem import parse_descriptor
+
+    class Unpriced(Solver):
+        name, op = "unpriced", "depthwise_pointwise"
+    p = parse_descriptor("depthwise_pointwise-1x16x8x8-3x3-s1x1-p1x1x1x1-d1x1-none-k16-f16-none")
+    with pytest.raises(NotImplementedError, match="solver unpriced has no cost model for a DepthwisePointwiseProblem"):
+        Unpriced().cost(p, parse_target("cpu"))
+    for text in ("conv2d-1x16x9x9-k16-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-RSCK-f32-none", "gemm-b1-m16-n32-k8-nn-f32-none"):
+        assert Unpriced().cost(parse_descriptor(text), parse_target("cpu")) > 0

@@ -4,7 +4,8 @@ conv, db, scripts/measure_tuning.py).
 
 The database cases: records round-trip, the user database wins over the system one, several processes
 write at once with nothing lost, and a missing directory, a corrupt file or a stale record each give
-one warning and are ignored. Find's measurements are planted (find.measure replaced) where a test needs
+one warning and are ignored; a tile parameter is stored by its table entry's name, so reordering the
+table keeps a record's meaning. `db add` and `db show` take every problem kind. Find's measurements are planted (find.measure replaced) where a test needs
 them deterministic; the command tests compile and time a tiny model for real.
 
     python -m pytest test/python/test_tuning.py -q
@@ -22,12 +23,16 @@ import warnings
 
 import numpy as np
 import pytest
-from mlir import ir
 
-from openprim import passes
+from openprim import cli, passes
 from openprim.base.errors import OpenPrimError
 from openprim.base.target import parse_target
+from openprim.dialect import contract
+from openprim.kernels.nvidia import depthwise_pointwise
+from openprim.kernels.nvidia import wgmma as gpu_wgmma
 from openprim.pyfrontend import to_module
+from openprim.solvers import SOLVERS
+from openprim.solvers.problem import parse_descriptor
 from openprim.tuning import db as tuning_db
 from openprim.tuning import find
 from openprim.dialect import graph_functions
@@ -78,11 +83,8 @@ def _select(options: str = ""):
     with module.context:
         for op in graph_functions(module.operation)[0].regions[0].blocks[0].operations:
             op = op.operation
-            if "prim.solver" in op.attributes:
-                a = op.attributes
-                out[op.name] = (ir.StringAttr(a["prim.solver"]).value, ir.StringAttr(a["prim.choice"]).value,
-                                {x.name: ir.IntegerAttr(x.attr).value for x in ir.DictAttr(a["prim.params"])},
-                                ir.FloatAttr(a["prim.measured_us"]).value if "prim.measured_us" in a else None)
+            if contract.solver(op) is not None:
+                out[op.name] = (contract.solver(op), contract.choice(op), contract.params(op), contract.measured_us(op))
     return out
 
 
@@ -160,6 +162,53 @@ def test_stale_record_ignored_with_one_warning(solver, params, version, why):
         _select("mode=immediate")
     assert got["prim.conv2d"][1] == "heuristic"
     assert len(_db_warnings(rec)) == 1 and why in str(rec[0].message)
+
+
+# ----------------------------------------------------------------------------- solver tables
+SM90 = parse_target("nvvm:sm_90")
+WGMMA_CONV = "conv2d-2x64x9x9-k64-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-RSCK-f16-none"
+
+
+def test_table_entries_stored_by_name(monkeypatch):
+    """A tile parameter indexes a table of kernel configurations: stored by the entry's name, a record keeps
+    its meaning when the table is reordered (read back to the entry's new index), and is ignored with one
+    warning when its entry is gone or when it stored an index (a database from before names)."""
+    solver = SOLVERS["conv_implicit_gemm_wgmma"]
+    problem = parse_descriptor(WGMMA_CONV)
+    tile = next(i for i in solver.tunables(problem)["tile"] if i != solver.default_params(problem, SM90)["tile"])
+    config, name = gpu_wgmma.CONFIGS[tile], solver.tables()["tile"][tile]
+    tuning_db.record(WGMMA_CONV, str(SM90), solver.name, {"tile": tile}, 1e-6)
+    stored = sqlite3.connect(tuning_db.user_path()).execute("SELECT params FROM records").fetchone()[0]
+    assert json.loads(stored) == {"tile": name}
+    monkeypatch.setattr(gpu_wgmma, "CONFIGS", gpu_wgmma.CONFIGS[::-1])
+    rec = tuning_db.best(problem, str(SM90), SM90)
+    assert rec.params["tile"] != tile and gpu_wgmma.CONFIGS[rec.params["tile"]] == config
+    monkeypatch.setattr(gpu_wgmma, "CONFIGS", [c for c in gpu_wgmma.CONFIGS if c != config])
+    for stored, why in ((stored, f'tile "{name}" of {solver.name} is not an entry of its table'),
+                        ('{"tile": 0}', f"tile 0 of {solver.name} is a table index")):
+        conn = sqlite3.connect(tuning_db.user_path())
+        with conn:
+            conn.execute("UPDATE records SET params = ?", (stored,))
+        conn.close()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert tuning_db.best(problem, str(SM90), SM90) is None
+        assert len(_db_warnings(caught)) == 1 and why in str(caught[0].message)
+
+
+def test_every_table_names_its_entries():
+    """Each parameter a solver declares as a table index has one distinct name per index it can take."""
+    problems = {"conv2d": parse_descriptor(WGMMA_CONV), "matmul": parse_descriptor("gemm-b1-m64-n64-k64-nn-f16-none"),
+                "depthwise_pointwise": parse_descriptor("depthwise_pointwise-2x16x8x8-3x3-s1x1-p1x1x1x1-d1x1-none-"
+                                                        "k16-f16-none"),
+                "attention": parse_descriptor("attention-b2-q64-k64-d64-f16")}
+    tabled = [s for s in SOLVERS.values() if s.tables()]
+    assert {s.name for s in tabled} >= {"conv_implicit_gemm_gpu", "conv_implicit_gemm_mma", "gemm_wgmma",
+                                        "conv_implicit_gemm_mfma", "attention_flash_wmma",
+                                        "conv_depthwise_pointwise_mma"}
+    for s in tabled:
+        for k, names in s.tables().items():
+            assert len(set(names)) == len(names) and set(s.tunables(problems[s.op])[k]) <= set(range(len(names)))
 
 
 # ----------------------------------------------------------------------------- modes
@@ -290,3 +339,59 @@ def test_bundle_measure_import(tmp_path, user_db):
     assert tuning_db.best(CONV, ARCH) is not None
     r = _cli("db", "import", str(model))
     assert r.returncode == 1 and "cannot read tuning results" in r.stderr
+
+
+# One valid record of each problem kind: (descriptor, arch, solver, parameters as `db show` prints them).
+DB_ADD = [
+    (CONV, "cpu", "conv_im2col_gemm", IM2COL),
+    (WGMMA_CONV, "nvvm:sm_90", "conv_implicit_gemm_wgmma", {"tile": "128x128-wg1-s4"}),
+    ("gemm-b1-m16-n32-k8-nn-f32-bias+relu", "cpu", "gemm", {"kt": 8, "mt": 8, "nt": 32}),
+    ("gemm-b1-m16-n32-k8-nn-panels16-f32-none", "cpu", "gemm_packed", {"mt": 6, "nt": 16, "pack": 0}),
+    ("depthwise_pointwise-2x16x8x8-3x3-s1x1-p1x1x1x1-d1x1-bias+relu-k16-f16-bias", "nvvm:sm_80",
+     "conv_depthwise_pointwise_mma", {"tile": "small"}),
+    ("attention-b2-q16-k16-d64-causal-mask1x1x16x16-f16", "nvvm:sm_80", "attention_flash_mma", {}),
+]
+
+
+def _main(capsys, *argv):
+    """(exit status, stdout, stderr) of the openprim command, in this process."""
+    rc = cli.main(list(argv))
+    out = capsys.readouterr()
+    return rc, out.out, out.err
+
+
+def test_db_add_and_show_every_problem_kind(capsys):
+    """`db add` takes a record of every problem kind (table parameters by name) and the compile finds it with
+    the solver's parameters; a record that no compile would use is refused, one error line, exit 1; `db show`
+    lists the records, of one descriptor when given, and says why one would be ignored."""
+    for key, arch, solver, params in DB_ADD:
+        rc, _, err = _main(capsys, "db", "add", key, arch, solver, json.dumps(params), "2e-5")
+        assert rc == 0, err
+        target = parse_target(arch)
+        rec = tuning_db.best(parse_descriptor(key), tuning_db.arch_of(target), target)
+        assert (rec.solver, rec.params) == (solver, tuning_db.solver_params(solver, params))
+    assert tuning_db.best(parse_descriptor(DB_ADD[4][0]), "nvvm:sm_80").params == \
+        {"tile": depthwise_pointwise.TILES.index("small")}
+    for key, arch, solver, params, why in [
+            (CONV.replace("conv2d-", "conv2d_bwd_data-"), "cpu", "conv_im2col_gemm", IM2COL, "serves forward only"),
+            (DB_ADD[5][0], "nvvm:sm_90", "attention_flash_wgmma", {}, "an additive mask"),
+            (DB_ADD[2][0], "cpu", "conv_direct", {}, "solver 'conv_direct' is for conv2d, not matmul"),
+            (DB_ADD[4][0], "nvvm:sm_80", "conv_depthwise_pointwise_mma", {"tile": 1}, "tile 1 of "
+             "conv_depthwise_pointwise_mma is a table index"),
+            (DB_ADD[4][0], "nvvm:sm_80", "conv_depthwise_pointwise_mma", {"tile": "huge"}, 'tile "huge" of '
+             "conv_depthwise_pointwise_mma is not an entry of its table (large, small)"),
+            ("gemm-b1-m16-n32-k8-nt-panels16-f32-none", "cpu", "gemm_packed", {}, "not a problem descriptor")]:
+        rc, _, err = _main(capsys, "db", "add", key, arch, solver, json.dumps(params), "2e-5")
+        assert rc == 1 and err.count("\n") == 1 and err.startswith("openprim: error: db add: ") and why in err, err
+    rc, out, _ = _main(capsys, "db", "show")
+    lines = out.splitlines()
+    assert rc == 0 and len(lines) == len(DB_ADD) + 1 and lines[-1].startswith(f"{len(DB_ADD)} records in ")
+    assert f"{DB_ADD[4][0]} nvvm:sm_80 conv_depthwise_pointwise_mma {{\"tile\": \"small\"}} 20.0 us (user db)" in lines
+    tuning_db.record(CONV, ARCH, "conv_depthwise", {"wt": 2, "ct": 8}, 1e-6)
+    rc, out, _ = _main(capsys, "db", "show", CONV)
+    lines = out.splitlines()
+    assert rc == 0 and len(lines) == 3 and all(line.startswith(CONV) for line in lines[:2])
+    assert lines[0].endswith("(user db; ignored: solver 'conv_depthwise' does not apply: not depthwise (needs "
+                             "groups = C = K))") and lines[1].endswith("(user db)")
+    rc, _, err = _main(capsys, "db", "show", "conv2d-garbage")
+    assert rc == 1 and err.count("\n") == 1 and "db show: 'conv2d-garbage' is not a problem descriptor" in err
