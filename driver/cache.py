@@ -32,7 +32,6 @@ import json
 import os
 import platform
 import shutil
-import sqlite3
 import tempfile
 import time
 import warnings
@@ -44,9 +43,11 @@ import numpy as np
 from openprim import base
 from openprim.base.errors import OpenPrimError
 from openprim.base.files import atomic_file
+from openprim.base.settings import compile_environment, user_db_path
 from openprim.base.target import Target, parse_target
 from openprim.runtime import artifact
 from openprim.timings import CompileTimings
+from openprim.tuning import store as tuning_store
 
 DEFAULT_MAX_MB = 2048
 SUFFIX = ".oprim"
@@ -116,8 +117,6 @@ def _target_text(target: Target) -> str:
     return f"{target} ({target.concrete} on {platform.machine()})" if target.kind == "cpu" else str(target)
 
 
-# Environment variables that change what a compile produces (passes/prim_select.py, solvers/nvidia.py).
-COMPILE_ENV = ("OPENPRIM_SOLVER", "OPENPRIM_FIND_MODE", "OPENPRIM_FIND_ENFORCE", "OPENPRIM_ALLOW_TF32")
 PACKAGES = ("base", "dialect", "pyfrontend", "kernels", "solvers", "passes", "backends", "tuning", "runtime")
 
 
@@ -149,30 +148,12 @@ def source_digest() -> str:
     return h.hexdigest()
 
 
-def _tuning_db_digest(path: Path) -> str:
-    """The records of a tuning database (tuning/db.py) that selection may read, or why there are none."""
-    if not path.is_file():
-        return "none"
-    try:
-        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=30.0)
-        try:
-            rows = conn.execute("SELECT problem, arch, solver, params, seconds, version FROM records "
-                                "ORDER BY problem, arch, solver, params").fetchall()
-        finally:
-            conn.close()
-    except sqlite3.DatabaseError:    # selection ignores an unusable database: so does the key
-        return "unusable"
-    return hashlib.sha256(json.dumps(rows).encode()).hexdigest()
-
-
 def _environment_lines():
-    """What besides the graph, target and options decides the compile: the environment and the tuning
-    databases (the user's: $OPENPRIM_USER_DB_PATH, else ~/.cache/openprim/tuning.sqlite, as tuning/db.py)."""
-    yield "env " + _canonical({k: os.environ.get(k, "") for k in COMPILE_ENV}, "environment")
-    user = Path(os.environ.get("OPENPRIM_USER_DB_PATH") or Path.home() / ".cache" / "openprim" / "tuning.sqlite")
-    yield f"user tuning db {_tuning_db_digest(user)}"
-    tuning = package_dirs().get("openprim.tuning")
-    yield f"system tuning db {_tuning_db_digest(tuning / 'data' / 'tuning.sqlite') if tuning else 'none'}"
+    """What besides the graph, target and options decides the compile: the environment (base/settings.py) and
+    the records of the tuning databases (tuning/store.py)."""
+    yield "env " + _canonical(compile_environment(), "environment")
+    yield f"user tuning db {tuning_store.digest(user_db_path())}"
+    yield f"system tuning db {tuning_store.digest(tuning_store.SYSTEM_DB)}"
 
 
 def _graph_lines(graph):

@@ -2,8 +2,7 @@
 kernels: implicit GEMM, im2col, Winograd and space-to-depth convolutions, GEMMs, and flash attention."""
 from __future__ import annotations
 
-import os
-
+from openprim.base.settings import ALLOW_TF32, setting
 from openprim.kernels.nvidia import depthwise_pointwise, flash_attention, flash_attention_wgmma
 from openprim.kernels.nvidia import mma as gpu_mma
 from openprim.kernels.nvidia import wgmma as gpu_wgmma
@@ -23,7 +22,7 @@ class MmaSolver:
     efficiency = 3.0
 
     def is_applicable(self, p, target):
-        if p.dtype == "f32" and os.environ.get("OPENPRIM_ALLOW_TF32", "") != "1":
+        if p.dtype == "f32" and setting(ALLOW_TF32) != "1":
             return "f32 on tensor cores needs OPENPRIM_ALLOW_TF32=1 (TF32: 10-bit mantissa)"
         return super().is_applicable(p, target) or gpu_mma.applicable(self.kernel_spec(p))
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import sqlite3
 import time
 import warnings
@@ -32,14 +31,11 @@ from pathlib import Path
 from openprim.base import __version__
 from openprim.base.errors import OpenPrimError
 from openprim.base.target import Target, parse_target
+from openprim.base.settings import user_db_path as user_path
 from openprim.solvers import SOLVERS, applicable
 
-SYSTEM_DB = Path(__file__).parent / "data" / "tuning.sqlite"
-SCHEMA = """CREATE TABLE IF NOT EXISTS records (
-    problem TEXT NOT NULL, arch TEXT NOT NULL, solver TEXT NOT NULL, params TEXT NOT NULL,
-    seconds REAL NOT NULL, version TEXT NOT NULL, timestamp REAL NOT NULL,
-    PRIMARY KEY (problem, arch, solver, params))"""
-BUSY_TIMEOUT_S = 30.0
+from .store import SYSTEM_DB, connect
+
 
 
 class TuningDBWarning(UserWarning):
@@ -66,10 +62,6 @@ def warn_once(message: str) -> None:
     if message not in _warned:
         _warned.add(message)
         warnings.warn(message, TuningDBWarning, stacklevel=3)
-
-
-def user_path() -> Path:
-    return Path(os.environ.get("OPENPRIM_USER_DB_PATH") or Path.home() / ".cache" / "openprim" / "tuning.sqlite")
 
 
 def compiler_version() -> str:
@@ -112,22 +104,13 @@ def solver_params(solver: str, stored: dict) -> dict:
     return params
 
 
-def _connect(path: Path, readonly: bool) -> sqlite3.Connection:
-    if readonly:
-        return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S)
-    conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute(SCHEMA)
-    return conn
-
-
 def _rows(path: Path, source: str, problem: str | None = None, arch: str | None = None) -> list[Record]:
     """The records of a database as stored (of one problem on one arch, when given), fastest first."""
     if str(path) in _unusable or not path.exists():
         return []
     where, args = ("WHERE problem = ? AND arch = ? ", (problem, arch)) if problem is not None else ("", ())
     try:
-        conn = _connect(path, readonly=source == "system")
+        conn = connect(path, readonly=source == "system")
         try:
             rows = conn.execute("SELECT problem, arch, solver, params, seconds, version, timestamp FROM records "
                                 f"{where}ORDER BY seconds", args).fetchall()
@@ -227,7 +210,7 @@ def record(problem: str, arch: str, solver: str, params: dict, seconds: float, v
         return False
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        conn = _connect(path, readonly=False)
+        conn = connect(path, readonly=False)
         try:
             with conn:
                 conn.execute("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?, ?)",
