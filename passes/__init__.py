@@ -12,11 +12,13 @@ from mlir import ir, passmanager
 
 from openprim import dialect
 from openprim.base.errors import OpenPrimError
+from openprim.base.target import Target, parse_target
 
-from . import batch_chunks, prim_decompose, prim_fuse, prim_gpu_map, prim_lower, prim_pipeline, prim_select, prim_tile
+from . import (batch_chunks, prim_decompose, prim_fuse, prim_gpu_map, prim_layout, prim_lower, prim_pipeline,
+               prim_select, prim_tile)
 
-PASSES = {m.NAME: m for m in (batch_chunks, prim_decompose, prim_fuse, prim_select, prim_tile, prim_lower,
-                              prim_gpu_map, prim_pipeline)}
+PASSES = {m.NAME: m for m in (batch_chunks, prim_decompose, prim_fuse, prim_layout, prim_select, prim_tile,
+                              prim_lower, prim_gpu_map, prim_pipeline)}
 
 
 def split_pipeline(text: str) -> list[tuple[str, str]]:
@@ -50,6 +52,16 @@ def split_pipeline(text: str) -> list[tuple[str, str]]:
 SERVICES = ("tuner", "timings")
 
 
+def _value(kind: type, text: str):
+    """An option's text as the type of its field's default: a boolean is 1, true or empty; a Target is
+    parsed here, the one place a pass's target text becomes a Target."""
+    if kind is bool:
+        return text.lower() in ("1", "true", "")
+    if kind is Target:
+        return parse_target(text)
+    return kind(text)
+
+
 def parse_options(cls, text: str, services: dict | None = None):
     """'a=1 b=x' into the pass's option dataclass (types from the field defaults), plus the services
     (SERVICES) that the dataclass declares."""
@@ -60,8 +72,7 @@ def parse_options(cls, text: str, services: dict | None = None):
         if key not in fields:
             raise OpenPrimError(f"unknown option '{key}' for pass '{cls.NAME}'; options: {', '.join(fields) or 'none'}")
         f = fields[key]
-        kind = type(f.default)
-        values[f.name] = (val.lower() in ("1", "true", "")) if kind is bool else kind(val)
+        values[f.name] = _value(type(f.default), val)
     return cls(**values)
 
 

@@ -31,7 +31,7 @@ from mlir import ir
 from openprim import dialect
 from openprim.base.dtypes import ITEMSIZE
 from openprim.base.ops import ELEMENTWISE, ShapeError, filter_dims, infer, numel
-from openprim.dialect import graph_functions
+from openprim.dialect import contract, graph_functions
 
 NAME = "prim-batch-chunks"
 
@@ -163,7 +163,7 @@ def split(fn: ir.Operation, a: Analysis, c: int) -> None:
     ret = block.operations[len(block.operations) - 1]
     fn.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
         [v.type for v in block.arguments], [v.type for v in ret.operands]))
-    fn.attributes["prim.batch_chunks"] = ir.IntegerAttr.get(ir.IntegerType.get_signless(64), a.n // c)
+    contract.set_batch_chunks(fn, a.n // c)
 
 
 @dataclass
@@ -178,7 +178,7 @@ class Options:
     def run(self, module_op):
         with module_op.context, ir.Location.unknown():
             for fn in graph_functions(module_op):
-                found = None if "prim.batch_chunks" in fn.attributes else analyze(fn)
+                found = None if contract.batch_chunks(fn) is not None else analyze(fn)
                 if isinstance(found, Analysis):
                     c = chunk_size(found, self.budget, self.max_intensity)
                     if c < found.n:

@@ -19,9 +19,9 @@ import numpy as np
 from mlir import ir
 
 from openprim import dialect
-from openprim.dialect import body, graph_functions
+from openprim.dialect import body, contract, graph_functions
 
-from .prim_fuse import _outline
+from .fused_functions import outline_fused
 from .rewrite import single_use
 
 
@@ -80,7 +80,7 @@ def outline_channel_shuffles(module_op) -> None:
     """Each channel-shuffle chain (module docstring) into fused functions, one per result that leaves it."""
     with module_op.context:
         count = sum(1 for op in body(module_op).operations
-                    if op.operation.name == "func.func" and "prim.fused" in op.attributes)
+                    if op.operation.name == "func.func" and contract.is_fused(op))
         for fn in graph_functions(module_op):
             for concat in [o.operation for o in fn.regions[0].blocks[0].operations if o.operation.name == "prim.concat"]:
                 chain = _shuffle_chain(concat)
@@ -99,10 +99,10 @@ def outline_channel_shuffles(module_op) -> None:
                             copy.append(c)
                             v = c.result
                     s.operands[0] = v
-                    _outline(fn, copy + [s], count)
+                    outline_fused(fn, copy + [s], count)
                     count += 1
                 if len(slices) < len(users):
-                    _outline(fn, chain, count)
+                    outline_fused(fn, chain, count)
                     count += 1
                 else:
                     for op in reversed(chain):

@@ -26,7 +26,7 @@ import numpy as np
 from mlir import ir
 
 from openprim import dialect
-from openprim.base.target import Target, parse_target
+from openprim.base.target import Target
 from openprim.dialect import graph_functions
 from openprim.solvers import applicable
 from openprim.solvers.problem import problem_of
@@ -82,15 +82,14 @@ def decompose_attention(op: ir.Operation) -> None:
 @dataclass
 class Options:
     NAME = NAME
-    target: str = "cpu"
+    target: Target = Target("cpu")
 
     def entries(self):
         return [(NAME, self.run)]
 
     def run(self, module_op):
-        target = parse_target(self.target)
         with module_op.context:
             for fn in graph_functions(module_op):
                 for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
-                    if op.name == "prim.attention" and not has_kernel(op, target):
+                    if op.name == "prim.attention" and not has_kernel(op, self.target):
                         decompose_attention(op)

@@ -1,10 +1,15 @@
-"""prim-select: choose a layout, then a solver and its parameters for every conv2d and matmul.
+"""prim-select: a solver and its parameters for every conv2d, matmul and attention, and their weights laid out for it.
 
-1. Layout. The fast CPU solvers want NHWC: an NCHW conv2d (and pooling, batch/group norm) becomes
-   transpose -> NHWC op -> transpose back; back-to-back inverse transposes then cancel, so an NCHW
-   network pays one transpose at each end instead of two per layer. The transposes first move down
-   past the ops between layers that have an NHWC form (concat, elementwise ops, channel slices and
-   ShuffleNet's channel shuffle), so that they meet the next layer's.
+0. Layout. On a graph function that prim-layout has not laid out (no prim.layout mark), prim-layout's stage
+   runs first (passes/prim_layout.py: NCHW layers in NHWC through transposes that cancel), with this
+   pass's `layout` option; on one it has, its choice stands and the mark is dropped.
+1. Problems. Each problem is put in the form its solvers read before one is chosen (prepare): a 2-d
+   transposed GEMM rhs ([N, K], a linear layer's weight) becomes [K, N]; on NVIDIA a depthwise convolution
+   that only a 1x1 convolution reads becomes one prim.depthwise_pointwise where that pays; unless a solver
+   is forced, a grouped convolution with a constant filter on a GPU becomes a denser one with a
+   block-diagonal filter, and a strided 1x1 convolution on the CPU reads a strided slice of its input,
+   where the predicted time says so; a GPU convolution with few input channels gets zero channels for the
+   matrix cores where that pays.
 2. Solver, MIOpen-style. A forced solver (`solver=` option or $OPENPRIM_SOLVER) wins; otherwise the mode
    (`mode=` option, else $OPENPRIM_FIND_MODE, else hybrid) decides where the choice comes from:
      immediate  the tuning database (tuning/db.py), else the heuristic: the applicable solver of the
@@ -25,7 +30,8 @@
    one every mode gives the heuristic.
 3. Constant weights are re-laid out once, at compile time, into the layout the solver reads
    (RSCK filters, [K, N] GEMM operands; a non-constant operand gets a transpose kernel), then packed
-   where the solver asks (filters in channel blocks, a GEMM's rhs in column panels).
+   where the solver asks (filters in channel blocks, a GEMM's rhs in column panels). Inverse transposes
+   left back to back cancel, and a transpose that moves only size-1 dims becomes a reshape (a view).
 """
 from __future__ import annotations
 
@@ -39,219 +45,23 @@ from mlir import ir
 
 from openprim import dialect
 from openprim.base.errors import OpenPrimError
-from openprim.base.ops import ELEMENTWISE, RHS_PANELS
-
-from openprim.base.target import Target, parse_target
-from openprim.dialect import graph_functions
+from openprim.base.ops import RHS_PANELS
+from openprim.base.target import Target
+from openprim.dialect import contract, graph_functions
 from openprim.solvers import SOLVERS, applicable
 from openprim.solvers.problem import DepthwisePointwiseProblem, problem_of
 
+from .prim_layout import MARK, cancel_transposes, check_layout, lay_out
 from .rewrite import (constant, create, new_constant, pad_zeros, producer, rebuild, reshape, single_use, swap,
                       transformed_constant, transpose)
 
 NAME = "prim-select"
-TO_NHWC, TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]
-LAYOUT_OPS = ("prim.conv2d", "prim.max_pool2d", "prim.avg_pool2d", "prim.global_avg_pool",
-              "prim.batch_norm", "prim.group_norm")
 FILTER_PERM = {("KCRS", "RSCK"): [2, 3, 1, 0], ("KRSC", "RSCK"): [1, 2, 3, 0], ("KCRS", "KRSC"): [0, 2, 3, 1]}
-
-
-
-def _to_nhwc(op: ir.Operation) -> None:
-    """Rewrite an NCHW layout op as transpose -> NHWC op -> transpose."""
-    spec_attrs = {k: op.attributes[k] for k in op.attributes}
-    operands = dialect.operand_groups(op)
-    with ir.InsertionPoint(op), op.location:
-        new_operands = list(operands)
-        new_operands[0] = transpose(operands[0], TO_NHWC, op.location)
-        if op.name == "prim.conv2d":
-            if operands[3] is not None:
-                new_operands[3] = transpose(operands[3], TO_NHWC, op.location)
-            if dialect.op_attrs(op)["filter_layout"] == "KCRS":
-                new_operands[1] = transpose(operands[1], FILTER_PERM[("KCRS", "KRSC")], op.location)
-                spec_attrs["filter_layout"] = dialect.make_attr("KRSC", "str")
-        spec_attrs["layout"] = dialect.make_attr("NHWC", "str")
-        out_t = op.result.type
-        nhwc_t = ir.RankedTensorType.get([out_t.shape[p] for p in TO_NHWC], out_t.element_type)
-        new = ir.Operation.create(op.name, results=[nhwc_t], operands=[v for v in new_operands if v is not None],
-                                  attributes=spec_attrs, loc=op.location)
-        back = transpose(new.result, TO_NCHW, op.location)
-    op.result.replace_all_uses_with(back)
-    op.erase()
-
-
-def _sink_past_layout_free(op: ir.Operation) -> None:
-    """op(transpose(a, p), transpose(b, p), ...) -> transpose(op(a, b, ...), p) for the ops that do not
-    care about layout: concat (its axis permuted) and elementwise ops whose operands all have the result's
-    shape. NCHW networks put such ops between layers (Inception/SqueezeNet concats, DenseNet's BN-ReLU)."""
-    kind = op.name[5:]
-    inner = [producer(v, "prim.transpose") for v in op.operands]
-    out_t = op.result.type
-    # The operands as large as the result must all be transposes by one perm; an elementwise op's
-    # broadcast operands of the same rank (an SE block's [N, C, 1, 1] scale) are transposed back
-    # instead: small, and that transpose cancels with the one that made them.
-    full = [kind == "concat" or list(v.type.shape) == list(out_t.shape) for v in op.operands]
-    movers = [t for t, f in zip(inner, full) if f]
-    if not movers or any(t is None for t in movers) or len({tuple(dialect.op_attrs(t)["perm"]) for t in movers}) != 1:
-        return
-    if any(not f and len(v.type.shape) != len(out_t.shape) for v, f in zip(op.operands, full)):
-        return  # broadcasting from a lower rank: the dims do not line up
-    perm = list(dialect.op_attrs(movers[0])["perm"])
-    inverse = [perm.index(i) for i in range(len(perm))]
-    attrs = {k: op.attributes[k] for k in op.attributes}
-    if kind == "concat":
-        attrs["axis"] = dialect.make_attr(perm[dialect.op_attrs(op)["axis"] % len(perm)], "i64")
-    with ir.InsertionPoint(op), op.location:
-        operands = [t.operands[0] if t is not None and list(dialect.op_attrs(t)["perm"]) == perm
-                    else transpose(v, inverse, op.location) for v, t in zip(op.operands, inner)]
-        _replace_transposed(op, operands, attrs, perm)
-
-
-def _replace_transposed(op: ir.Operation, operands: list, attrs: dict, perm: list) -> None:
-    """Replace op by a copy on `operands` (its operands un-transposed by perm) followed by transpose(perm)."""
-    out_t = op.result.type
-    shape = [0] * len(perm)
-    for i, p in enumerate(perm):   # transpose(x, perm)[i] is x's dim perm[i]
-        shape[p] = out_t.shape[i]
-    with ir.InsertionPoint(op), op.location:
-        new = ir.Operation.create(op.name, results=[ir.RankedTensorType.get(shape, out_t.element_type)],
-                                  operands=operands, attributes=attrs, loc=op.location)
-        back = transpose(new.result, perm, op.location)
-    op.result.replace_all_uses_with(back)
-    op.erase()
-
-
-def _sink_past_slice(op: ir.Operation) -> None:
-    """slice(transpose(x, NHWC -> NCHW)) -> transpose(slice'(x)), the bounds permuted: ShuffleNetV2's channel
-    split (a slice on C of NCHW) becomes a slice on the last axis of NHWC. Only layout transposes move:
-    another transpose read by several slices (a transformer's heads) would become one per slice."""
-    inner = producer(op.operands[0], "prim.transpose")
-    if inner is None or list(dialect.op_attrs(inner)["perm"]) != TO_NCHW:
-        return
-    perm = TO_NCHW
-    attrs = {k: op.attributes[k] for k in op.attributes}
-    for key in ("starts", "ends", "steps"):
-        values = dialect.op_attrs(op)[key]
-        moved = [0] * len(perm)
-        for i, p in enumerate(perm):
-            moved[p] = values[i]
-        attrs[key] = dialect.make_attr(moved, "i64s")
-    _replace_transposed(op, [inner.operands[0]], attrs, perm)
-
-
-def _sink_past_reduce(op: ir.Operation) -> None:
-    """reduce(transpose(x, p), axes) -> reduce(x, p[axes]) [-> a transpose of the kept axes]: a mean over
-    H and W of an NCHW map seen through NHWC (ShuffleNet's head, `x.mean([2, 3])`) reads the NHWC map
-    in place instead of a transpose kernel first (that mean: a global average pool, whose NHWC kernel reads
-    channel vectors). The transpose left moves only what the reduction kept;
-    kept in order (keepdims = 0) or as unit dims (keepdims = 1), it is none or a view."""
-    inner = producer(op.operands[0], "prim.transpose")
-    if inner is None or list(dialect.op_attrs(inner)["perm"]) != TO_NCHW:
-        return  # only layout transposes: a reduction over a transformer's permuted axes stays as written
-    attrs = dialect.op_attrs(op)
-    perm = TO_NCHW
-    rank = len(perm)
-    axes = sorted(a % rank for a in attrs["axes"])
-    moved = sorted(perm[a] for a in axes)
-    if attrs["kind"] == "mean" and rank == 4 and moved == [1, 2]:   # a global average pool: its NHWC kernel
-        with ir.InsertionPoint(op), op.location:
-            n, h, w, c = inner.operands[0].type.shape
-            pool = ir.Operation.create(
-                "prim.global_avg_pool", results=[ir.RankedTensorType.get([n, 1, 1, c], op.result.type.element_type)],
-                operands=[inner.operands[0]], attributes={"layout": dialect.make_attr("NHWC", "str")},
-                loc=op.location)
-            op.result.replace_all_uses_with(reshape(pool.result, op.result.type.shape, op.location))
-        op.erase()
-        return
-    new_attrs = {k: op.attributes[k] for k in op.attributes}
-    new_attrs["axes"] = dialect.make_attr(moved, "i64s")
-    if attrs["keepdims"]:
-        _replace_transposed(op, [inner.operands[0]], new_attrs, perm)
-        return
-    kept = [perm[i] for i in range(rank) if i not in axes]   # source axes of the result, in result order
-    order = sorted(kept)
-    with ir.InsertionPoint(op), op.location:
-        shape = [inner.operands[0].type.shape[a] for a in order]
-        new = ir.Operation.create(op.name, results=[ir.RankedTensorType.get(shape, op.result.type.element_type)],
-                                  operands=[inner.operands[0]], attributes=new_attrs, loc=op.location)
-        out = new.result if kept == order else transpose(new.result, [order.index(a) for a in kept], op.location)
-    op.result.replace_all_uses_with(out)
-    op.erase()
-
-
-def _sink_past_channel_shuffle(op: ir.Operation) -> None:
-    """The channel shuffle of an NHWC map seen through NCHW, found at its last reshape:
-        reshape(transpose(reshape(transpose(x, [0, 3, 1, 2]), [N, g1, .., gk, H, W]), q), [N, C, H, W])
-    with q permuting only the channel factors g1..gk (ShuffleNet: [N, g, C/g, H, W], q = (0, 2, 1, 3, 4))
-    -> transpose(reshape(transpose(reshape(x, [N, H, W, g1, .., gk]), q'), [N, H, W, C]), [0, 3, 1, 2]),
-    q' the same permutation of the factors on the last axes: the shuffle stays in NHWC, and the
-    transposes on either side of it cancel with those of the layers around."""
-    shuffle = producer(op.operands[0], "prim.transpose")
-    split = None if shuffle is None else producer(shuffle.operands[0], "prim.reshape")
-    to_nchw = None if split is None else producer(split.operands[0], "prim.transpose")
-    if to_nchw is None or list(dialect.op_attrs(to_nchw)["perm"]) != TO_NCHW:
-        return
-    if not single_use(shuffle.result) or not single_use(split.result):
-        return
-    n, c, h, w = to_nchw.result.type.shape
-    parts = list(split.result.type.shape)
-    q = list(dialect.op_attrs(shuffle)["perm"])
-    k = len(parts) - 3
-    if (k < 2 or parts[0] != n or parts[-2:] != [h, w] or list(op.result.type.shape) != [n, c, h, w]
-            or q[0] != 0 or q[-2:] != [k + 1, k + 2]):
-        return  # not a split of C alone, or a permutation that moves N, H or W
-    loc = op.location
-    with ir.InsertionPoint(op), loc:
-        x = reshape(to_nchw.operands[0], [n, h, w, *parts[1:-2]], loc)
-        x = transpose(x, [0, 1, 2, *[2 + d for d in q[1:-2]]], loc)
-        back = transpose(reshape(x, [n, h, w, c], loc), TO_NCHW, loc)
-    op.result.replace_all_uses_with(back)
-    op.erase()
-    shuffle.erase()
-    split.erase()
-
-
-def _sink_transposes(fn) -> None:
-    """Move the layout transposes down past the ops that have an NHWC form: concat, elementwise ops,
-    slices, reductions and channel shuffles. NCHW networks put such ops between layers; moved past them,
-    the transposes of the layers on either side meet and cancel. One pass in program order: a transpose
-    moved past one op reaches the next."""
-    sinks = {"concat": _sink_past_layout_free, "slice": _sink_past_slice, "reshape": _sink_past_channel_shuffle,
-             "reduce": _sink_past_reduce,
-             **{k: _sink_past_layout_free for k in ELEMENTWISE}}
-    for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
-        sink = sinks.get(op.name[5:])
-        if sink is not None:
-            sink(op)
-
-
-def _cancel_transposes(fn) -> None:
-    """transpose(transpose(x, p), q) with p then q the identity -> x, one transpose per (value, perm)
-    (a value read by several NCHW layers gets one transpose each); then drop unused transposes."""
-    first = {}
-    for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
-        if op.name != "prim.transpose":
-            continue
-        inner = producer(op.operands[0], "prim.transpose")
-        q = dialect.op_attrs(op)["perm"]
-        if inner is not None and [dialect.op_attrs(inner)["perm"][i] for i in q] == list(range(len(q))):
-            op.result.replace_all_uses_with(inner.operands[0])
-        elif (op.operands[0], tuple(q)) in first:
-            op.result.replace_all_uses_with(first[(op.operands[0], tuple(q))])
-        else:
-            first[(op.operands[0], tuple(q))] = op.result
-    changed = True
-    while changed:
-        changed = False
-        for op in reversed([o.operation for o in fn.regions[0].blocks[0].operations]):
-            if op.name in ("prim.transpose", "prim.constant") and not list(op.result.uses):
-                op.erase()
-                changed = True
 
 
 def _unit_transposes_to_views(fn) -> None:
     """A transpose left that moves only size-1 dims (ConvNeXt's head: [N, 1, 1, C] -> [N, C, 1, 1]) keeps
-    the element order: a reshape (a view), not a kernel. Last, so the sinking above still sees transposes."""
+    the element order: a reshape (a view), not a kernel. Last, so the layout stage's sinking sees transposes."""
     for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
         if op.name != "prim.transpose":
             continue
@@ -380,23 +190,13 @@ def _untranspose_rhs(op: ir.Operation) -> ir.Operation:
 def apply(op: ir.Operation, choice: Choice, problem) -> ir.Operation:
     """Write the choice on the op (weights re-laid out for its solver); `problem` is the descriptor's."""
     op = _relayout_weights(op, choice)
-    i64 = ir.IntegerType.get_signless(64)
-    op.attributes["prim.solver"] = ir.StringAttr.get(choice.solver.name)
-    op.attributes["prim.params"] = ir.DictAttr.get({k: ir.IntegerAttr.get(i64, v) for k, v in choice.params.items()})
-    op.attributes["prim.problem"] = ir.StringAttr.get(problem.descriptor())
-    op.attributes["prim.choice"] = ir.StringAttr.get(choice.source)
+    contract.set_solver(op, choice.solver.name)
+    contract.set_params(op, choice.params)
+    contract.set_problem(op, problem.descriptor())
+    contract.set_choice(op, choice.source)
     if choice.seconds is not None:
-        op.attributes["prim.measured_us"] = ir.FloatAttr.get_f64(choice.seconds * 1e6)
+        contract.set_measured_us(op, choice.seconds * 1e6)
     return op
-
-
-LAYOUTS = ("NHWC", "keep")
-
-
-def check_layout(layout: str) -> str:
-    if layout not in LAYOUTS:
-        raise OpenPrimError(f"unknown layout '{layout}'; layouts: NHWC (run NCHW ops in NHWC), keep (leave layouts)")
-    return layout
 
 
 FILTER_CHANNEL_DIM = {"KRSC": 3, "RSCK": 2, "KCRS": 1}
@@ -536,31 +336,27 @@ def _fuse_depthwise_pointwise(fn, target: Target, forced: str) -> None:
 
 
 def prepare(fn, layout: str, target: Target, forced: str = "") -> list[ir.Operation]:
-    """Stage 1 on a graph function (layouts, transposed GEMM operands; unless a solver is forced, dense
-    grouped convolutions on GPUs and subsampled strided 1x1 convolutions on the CPU; channel padding for
-    matrix cores); returns the conv2d/matmul ops still to choose a solver for, as selection sees them."""
+    """Stages 0 and 1 on a graph function (module docstring): the layouts unless prim-layout has laid the
+    function out, then the problems in their solvers' form; returns the conv2d/matmul ops still to choose a
+    solver for, as selection sees them."""
     ops = lambda: [o.operation for o in fn.regions[0].blocks[0].operations]  # noqa: E731
-    if layout == "NHWC":
-        for op in ops():
-            if op.name in LAYOUT_OPS and dialect.op_attrs(op)["layout"] == "NCHW":
-                _to_nhwc(op)
-        _sink_transposes(fn)
-        _cancel_transposes(fn)
+    if MARK in fn.attributes:
+        del fn.attributes[MARK]
     else:
-        check_layout(layout)
+        lay_out(fn, layout)
     _fuse_depthwise_pointwise(fn, target, forced)
     reshape_problem = (lambda op: op) if forced else \
         (lambda op: _subsample_pointwise(_densify_groups(op, target), target))
     return [_pad_channels(reshape_problem(_untranspose_rhs(op)), target) for op in ops()
-            if op.name in SELECTED_OPS and "prim.solver" not in op.attributes]
+            if op.name in SELECTED_OPS and contract.solver(op) is None]
 
 
 @dataclass
 class Options:
     NAME = NAME
-    target: str = "cpu"
+    target: Target = Target("cpu")
     solver: str = ""          # force a solver (else $OPENPRIM_SOLVER, else the heuristic)
-    layout: str = "NHWC"      # "NHWC": run NCHW ops in NHWC through transposes; "keep": leave layouts
+    layout: str = "NHWC"      # the layout stage's, where prim-layout has not run: "NHWC" or "keep"
 
     mode: str = ""            # immediate | find | hybrid (else $OPENPRIM_FIND_MODE, else hybrid)
     find_budget: float = 5.0  # seconds of find per problem
@@ -568,7 +364,6 @@ class Options:
     tuner: Tuner | None = None  # the database and Find (given by the driver, not by pipeline text)
 
     def __post_init__(self):
-        self.parsed_target = parse_target(self.target)
         check_layout(self.layout)
         for name in (self.solver, os.environ.get("OPENPRIM_SOLVER", "")):
             if name and name not in SOLVERS:
@@ -583,12 +378,12 @@ class Options:
             for fn in graph_functions(module_op):
                 choices = {}  # problem descriptor -> Choice: repeated layers are decided (and found) once
                 forced = self.solver or os.environ.get("OPENPRIM_SOLVER", "")
-                for op in prepare(fn, self.layout, self.parsed_target, forced):
+                for op in prepare(fn, self.layout, self.target, forced):
                     problem = problem_of(op)
                     key = problem.descriptor()
                     if key not in choices:
-                        choices[key] = decide(op, self.parsed_target, self.solver, self.mode, self.enforce,
+                        choices[key] = decide(op, self.target, self.solver, self.mode, self.enforce,
                                               self.find_budget, self.tuner)
                     apply(op, choices[key], problem)
-                _cancel_transposes(fn)
+                cancel_transposes(fn)
                 _unit_transposes_to_views(fn)

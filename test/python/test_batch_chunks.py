@@ -21,6 +21,7 @@ import reference as ref
 from helpers import DTYPES, TARGET, Net, assert_close
 import openprim
 from openprim.base.errors import OpenPrimError
+from openprim.base.target import Target
 from openprim.compiler import load_module
 from openprim.dialect import graph_functions
 from openprim.passes import batch_chunks, prim_pipeline
@@ -121,5 +122,5 @@ def test_choice_on_networks(build, chunk):
 
 
 def test_gpu_pipelines_do_not_chunk():
-    assert batch_chunks.NAME in [n for n, _ in prim_pipeline.Options(target="cpu").stages()]
-    assert batch_chunks.NAME not in [n for n, _ in prim_pipeline.Options(target="nvvm:sm_90").stages()]
+    assert batch_chunks.NAME in [n for n, _ in prim_pipeline.Options(target=Target("cpu")).stages()]
+    assert batch_chunks.NAME not in [n for n, _ in prim_pipeline.Options(target=Target("nvvm", "sm_90")).stages()]

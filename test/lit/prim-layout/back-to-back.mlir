@@ -1,8 +1,8 @@
 // Back-to-back NCHW layers: each is wrapped in transposes, then the inverse pairs between layers
 // cancel, so the network pays one transpose at each end.
-// RUN: openprim-opt %s -p prim-select | filecheck %s
+// RUN: openprim-opt %s -p prim-layout | filecheck %s
 // With prim-fuse first, the relu between the convs is an epilogue and the same holds.
-// RUN: openprim-opt %s -p prim-fuse,prim-select | filecheck %s --check-prefix=FUSED
+// RUN: openprim-opt %s -p prim-fuse,prim-layout | filecheck %s --check-prefix=FUSED
 
 // CHECK-LABEL: func.func @conv_conv_pool
 // CHECK-NEXT:  %[[X:.+]] = "prim.transpose"(%arg0) {perm = array<i64: 0, 2, 3, 1>} : (tensor<1x2x4x4xf32>) -> tensor<1x4x4x2xf32>

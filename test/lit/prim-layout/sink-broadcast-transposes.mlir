@@ -2,7 +2,7 @@
 // (a broadcast). The transpose of the image moves past the multiply and the scale is transposed back to
 // [N, 1, 1, C], which cancels with the transpose that made it: the block runs in NHWC between the
 // network's two layout transposes, with none around the multiply.
-// RUN: openprim-opt %s -p prim-select | filecheck %s
+// RUN: openprim-opt %s -p prim-layout | filecheck %s
 
 // CHECK-LABEL: func.func @se
 // CHECK-NEXT:  %[[X:.+]] = "prim.transpose"(%arg0) {perm = array<i64: 0, 2, 3, 1>}

@@ -2,7 +2,7 @@
 // reshape back) between two NCHW convolutions runs in NHWC: reshape [N, H, W, g, C/g], transpose of the
 // last two axes, reshape back; the transposes of the convolutions on either side cancel.
 // A reshape -> transpose -> reshape that moves a spatial axis is no channel shuffle and stays NCHW.
-// RUN: openprim-opt %s -p prim-select | filecheck %s
+// RUN: openprim-opt %s -p prim-layout | filecheck %s
 
 // CHECK-LABEL: func.func @shuffle
 // CHECK-NEXT:  %[[X:.+]] = "prim.transpose"(%arg0) {perm = array<i64: 0, 2, 3, 1>} : (tensor<1x4x5x6xf32>) -> tensor<1x5x6x4xf32>

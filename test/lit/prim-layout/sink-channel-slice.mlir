@@ -1,7 +1,7 @@
 // A slice on the channel axis of an NCHW map between two NCHW convolutions (ShuffleNetV2's channel split)
 // runs in NHWC: the transpose moves past it, the slice's bounds move to the last axis, and the
 // transposes of the two convolutions cancel. Only the network's two ends keep a transpose.
-// RUN: openprim-opt %s -p prim-select | filecheck %s
+// RUN: openprim-opt %s -p prim-layout | filecheck %s
 
 // CHECK-LABEL: func.func @split
 // CHECK-NEXT:  %[[X:.+]] = "prim.transpose"(%arg0) {perm = array<i64: 0, 2, 3, 1>} : (tensor<3x4x5x6xf32>) -> tensor<3x5x6x4xf32>

@@ -3,7 +3,7 @@
 //    map, viewed as the reduction's result (keepdims 0 and 1);
 //  - a sum over H and W reduces NHWC axes 1 and 2 in place (the kept [N, C] in order: no transpose);
 //  - a max over H alone keeps N, C, W, which NHWC holds as N, W, C: one transpose of the small result.
-// RUN: openprim-opt %s -p prim-select | filecheck %s
+// RUN: openprim-opt %s -p prim-layout | filecheck %s
 
 // CHECK-LABEL: func.func @heads
 // CHECK:       %[[Y:.+]] = "prim.conv2d"({{.*}}layout = "NHWC"{{.*}} -> tensor<2x5x6x8xf32>

@@ -2,7 +2,7 @@
 // layers (SqueezeNet's fire modules, Inception) pay one transpose at each end: concat(T(a), T(b), axis 1)
 // becomes T(concat(a, b, axis 3)), the relu after it runs in NHWC, and the input that two convolutions
 // read is transposed once.
-// RUN: openprim-opt %s -p prim-select | filecheck %s
+// RUN: openprim-opt %s -p prim-layout | filecheck %s
 
 // CHECK-LABEL: func.func @main
 // CHECK-NEXT:  %[[X:.+]] = "prim.transpose"(%arg0) {perm = array<i64: 0, 2, 3, 1>} : (tensor<1x4x5x6xf32>) -> tensor<1x5x6x4xf32>

@@ -2,10 +2,20 @@
 // constant KCRS filter is re-laid out at compile time (values checked), and the solver's choice is
 // written on the op: prim.solver, prim.params (its tunables) and prim.problem (the descriptor the tuning
 // database keys on: the problem as selection sees it, before the filter relayout, so KRSC here).
+// prim-select runs prim-layout's stage itself on a function that prim-layout has not marked, so the IR is
+// the same with prim-layout before it; a function that prim-layout left as it is (layout=keep) keeps its
+// NCHW layers, and the mark is gone either way.
 // RUN: openprim-opt %s -p prim-select | filecheck %s
+// RUN: openprim-opt %s -p prim-layout,prim-select | filecheck %s
+// RUN: openprim-opt %s -p 'prim-layout{layout=keep},prim-select' | filecheck %s --check-prefix=KEEP
+// KEEP-LABEL:  func.func @conv(%arg0: tensor<1x1x4x4xf32>) -> tensor<1x2x4x3xf32> {
+// KEEP-NEXT:   "prim.constant"
+// KEEP-NEXT:   "prim.conv2d"(%arg0, %{{[^)]+}})
+// KEEP-SAME:   prim.problem = "conv2d-1x1x4x4-k2-1x2-s1x1-p0x0x0x0-d1x1-g1-NCHW-KCRS-f32-none"
+// KEEP-NEXT:   return
 
 // Filter KCRS 2x1x1x2: W[k=0] = [1, 2], W[k=1] = [3, 4] -> RSCK 1x2x1x2: [s=0] = [1, 3], [s=1] = [2, 4].
-// CHECK-LABEL: func.func @conv(%arg0: tensor<1x1x4x4xf32>) -> tensor<1x2x4x3xf32>
+// CHECK-LABEL: func.func @conv(%arg0: tensor<1x1x4x4xf32>) -> tensor<1x2x4x3xf32> {
 // One input channel: the transpose to NHWC moves only a size-1 dim, so it is a reshape (a view).
 // CHECK-NEXT:  %[[X:.+]] = "prim.reshape"(%arg0) : (tensor<1x1x4x4xf32>) -> tensor<1x4x4x1xf32>
 // CHECK-NEXT:  %[[W:.+]] = "prim.constant"() {value = dense<{{\[\[\[\[}}1.000000e+00, 3.000000e+00]], {{\[\[}}2.000000e+00, 4.000000e+00]]]]> : tensor<1x2x1x2xf32>}
