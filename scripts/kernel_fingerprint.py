@@ -34,6 +34,10 @@ CASES = [
      ("nvvm:sm_90", "nvvm:sm_80", "rocdl:gfx942", "rocdl:gfx1100")),
     ("mobilenetv2.py", dict(batch=1, size=64), ("cpu",)),
     ("mobilenetv2.py", dict(batch=2, size=64, layout="NHWC", dtype="f16"), ("nvvm:sm_90", "rocdl:gfx942")),
+    # attention (masked, through the ONNX importer): the flash kernels on the GPUs, the fused rows on the CPU
+    ("transformer_models.py", dict(model="bert_encoder_layer", batch=2, seq=64, masked=1, via="onnx"), ("cpu",)),
+    ("transformer_models.py", dict(model="bert_encoder_layer", batch=2, seq=64, masked=1, via="onnx", dtype="f16"),
+     ("nvvm:sm_90", "nvvm:sm_80", "rocdl:gfx942")),
 ]
 
 

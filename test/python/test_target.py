@@ -10,7 +10,8 @@ import pytest
 import openprim.compiler
 import openprim.runtime
 from openprim.base.errors import OpenPrimError
-from openprim.base.target import CHIPS, KINDS, Target, archs, parse_target
+from openprim.base.target import CHIPS, KINDS, Target, archs, host_cpu, parse_target
+from openprim.runtime import kernel_files
 from openprim.pyfrontend import Graph
 
 
@@ -18,6 +19,28 @@ from openprim.pyfrontend import Graph
 def test_round_trip(kind, arch):
     t = parse_target(f"{kind}:{arch}" if arch else kind)
     assert t == Target(kind, arch) and parse_target(str(t)) == t and parse_target(t) is t
+
+
+def test_concrete_names_the_chip():
+    """Plain `cpu` (and cpu:native) is this machine's CPU: the one resolution the tuning database's arch,
+    the compile cache's key and the CPU backend's -mcpu all use."""
+    assert Target("cpu").concrete == Target("cpu", host_cpu())
+    assert Target("cpu", "native").concrete == Target("cpu", host_cpu())
+    for t in (Target("cpu", "x86-64-v3"), Target("nvvm", "sm_90"), Target("rocdl", "gfx942")):
+        assert t.concrete is t
+
+
+@pytest.mark.parametrize("kind, files, cubin_arch, device, want", [
+    ("nvvm", {"kernels.ptx": b"ptx", "kernels.cubin": b"cubin"}, "sm_90", "sm_90", b"cubin"),
+    ("nvvm", {"kernels.ptx": b"ptx", "kernels.cubin": b"cubin"}, "sm_80", "sm_90", b"ptx"),
+    ("nvvm", {"kernels.ptx": b"ptx"}, None, "sm_90", b"ptx"),
+    ("rocdl", {"kernels.hsaco": b"hsaco"}, None, "gfx942", b"hsaco"),
+])
+def test_device_image(kind, files, cubin_arch, device, want):
+    """The one rule by which the JIT and a loaded artifact pick the GPU code object: the cubin only where it
+    was assembled for exactly this chip, else the portable image."""
+    assert kernel_files.device_image(kind, files, cubin_arch, device) == want
+    assert kernel_files.required(kind) in files
 
 
 def test_table_facts():
