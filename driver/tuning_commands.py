@@ -235,7 +235,7 @@ def explain(graph, target: str) -> None:
             if mode == "find":
                 print("  choice: made by find when compiled (mode find)")
                 continue
-            c = prim_select.decide(op, target, mode="immediate", tuner=Tuner())
+            c = prim_select.decide(op, target, prim_select.forced_solver(), mode="immediate", tuner=Tuner())
             print(f"  choice: {c.solver.name} {_params(c.solver.name, c.params)} from {c.source}"
                   + (f" ({_us(c.seconds)})" if c.seconds is not None else "") + f" (mode {mode})")
 

@@ -18,7 +18,7 @@ from mlir.dialects import func
 
 from openprim import dialect
 from openprim.base.target import Target
-from openprim.dialect import body, graph_functions, kernels_module
+from openprim.dialect import body, contract, graph_functions, kernels_module
 from openprim.kernels.irtext import KernelText, V, mtype
 from openprim.kernels.semantics import EMITTERS, emit_fused
 from openprim.solvers import SOLVERS
@@ -38,10 +38,9 @@ def _value_v(v: ir.Value, name: str) -> V:
 
 def _emitter(op):
     """The op's chosen solver's build (prim-select), else its reference semantics."""
-    if "prim.solver" in op.attributes:
-        solver = SOLVERS[ir.StringAttr(op.attributes["prim.solver"]).value]
-        params = {a.name: ir.IntegerAttr(a.attr).value for a in ir.DictAttr(op.attributes["prim.params"])} \
-            if "prim.params" in op.attributes else {}
+    chosen = contract.solver(op)
+    if chosen is not None:
+        solver, params = SOLVERS[chosen], contract.params(op)
         return lambda kt, name, operands, attrs, shape, dtype: solver.build(kt, operands, attrs, shape, dtype, params)
     return EMITTERS[op.name[5:]]
 
@@ -56,7 +55,7 @@ def kernel_text(name: str, ops: list, inputs: list, result: ir.Value, gpu=False)
         env[v] = vv
     shape = tuple(result.type.shape)
     dtype = dialect.dtype_name(result.type.element_type)
-    if len(ops) > 1 and ops[0].name == "prim.concat":  # prim_fuse.outline_concat_chains: op by op
+    if len(ops) > 1 and ops[0].name == "prim.concat":  # concat_chains.outline_concat_chains: op by op
         for op in ops:
             env[op.result] = EMITTERS[op.name[5:]](kt, op.name[5:], [env[v] for v in op.operands],
                                                    dialect.op_attrs(op), tuple(op.result.type.shape), dtype)
@@ -86,7 +85,7 @@ def kernel_units(module):
                 yield op, [op], [v for v in dialect.operand_groups(op) if v is not None], op.result, None
             elif op.name == "func.call":
                 callee = syms[ir.FlatSymbolRefAttr(op.attributes["callee"]).value]
-                if "prim.fused" in callee.attributes:  # its body ops, its arguments as the kernel inputs
+                if contract.is_fused(callee):  # its body ops, its arguments as the kernel inputs
                     blk = callee.regions[0].blocks[0]
                     ops = [o.operation for o in blk.operations]
                     yield op, ops[:-1], list(blk.arguments), ops[-1].operands[0], callee
@@ -99,7 +98,7 @@ def outline(module: ir.Operation, target: Target, schedule=None) -> None:
     without it the kernel is parsed as is (reference loop nests)."""
     ctx = module.context
     km = kernels_module(module, target)
-    seen: dict[str, str] = {}
+    seen: dict[tuple, str] = {}
     fused_used = {}
     count = len(km.regions[0].blocks[0].operations)
     with ctx, ir.Location.unknown():
@@ -107,9 +106,9 @@ def outline(module: ir.Operation, target: Target, schedule=None) -> None:
             if fused is not None:
                 fused_used[ir.StringAttr(fused.attributes["sym_name"]).value] = fused
             kind = ops[0].name[5:] if len(ops) == 1 or ops[0].name == "prim.concat" else "fused_elementwise"
-            solver = ir.StringAttr(ops[0].attributes["prim.solver"]).value if "prim.solver" in ops[0].attributes else ""
+            solver = contract.solver(ops[0])
             key_text, kt = kernel_text("KERNEL", ops, inputs, result, gpu=target.is_gpu)
-            key = key_text + solver + (str(ops[0].attributes["prim.params"]) if "prim.params" in ops[0].attributes else "")
+            key = (key_text, solver, str(contract.params(ops[0])))
             name = seen.get(key)
             if name is None:
                 name = f"{kind}_{count}"
@@ -118,9 +117,9 @@ def outline(module: ir.Operation, target: Target, schedule=None) -> None:
                 text = key_text.replace("@KERNEL", f"@{name}", 1)
                 kmod = schedule(text, kt, ops) if schedule else ir.Module.parse(text)
                 kfn = next(o.operation for o in kmod.body.operations if o.operation.name == "func.func")
-                kfn.attributes["prim.op"] = ir.StringAttr.get(kind)
+                contract.set_kernel_op(kfn, kind)
                 if solver:
-                    kfn.attributes["prim.solver"] = ir.StringAttr.get(solver)
+                    contract.set_solver(kfn, solver)
                 body(km).append(kfn)  # moves it out of kmod, which must stay alive until here
                 fn = anchor.parent
                 while fn.operation.name != "func.func":
@@ -128,7 +127,7 @@ def outline(module: ir.Operation, target: Target, schedule=None) -> None:
                 with ir.InsertionPoint(fn):
                     decl = func.FuncOp(name, ([v.type for v in anchor.operands], [anchor.result.type]),
                                        visibility="private")
-                decl.attributes["prim.kernel"] = ir.UnitAttr.get()
+                contract.mark_kernel(decl)
             with ir.InsertionPoint(anchor), anchor.location:
                 call = func.CallOp([anchor.result.type], ir.FlatSymbolRefAttr.get(name), list(anchor.operands))
             anchor.result.replace_all_uses_with(call.result)

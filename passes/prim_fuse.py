@@ -28,7 +28,6 @@ from openprim.dialect import graph_functions
 from .attention_layout import attention_layouts
 from .batch_norm_fold import fold_batch_norm
 from .channel_scale import fold_channel_scale
-from .concat_chains import outline_concat_chains  # noqa: F401  prim_tile.py imports it from here
 from .concat_split import split_convolutions_over_concats
 from .constant_transposes import fold_constant_transposes
 from .conv_patches import patch_convolutions

@@ -36,7 +36,6 @@
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -45,6 +44,7 @@ from mlir import ir
 
 from openprim import dialect
 from openprim.base.errors import OpenPrimError
+from openprim.base.settings import FIND_ENFORCE, FIND_MODE, SOLVER, setting
 from openprim.base.ops import RHS_PANELS
 from openprim.base.target import Target
 from openprim.dialect import contract, graph_functions
@@ -81,7 +81,7 @@ ENFORCE = {"1": "NONE", "2": "DB_UPDATE", "3": "SEARCH", "4": "SEARCH_DB_UPDATE"
 
 def find_mode(option: str = "") -> str:
     """immediate | find | hybrid, from the pass option, else $OPENPRIM_FIND_MODE, else hybrid."""
-    text = option or os.environ.get("OPENPRIM_FIND_MODE", "") or "hybrid"
+    text = option or setting(FIND_MODE) or "hybrid"
     if text.lower() not in FIND_MODES:
         raise OpenPrimError(f"unknown find mode '{text}'; modes: immediate (2, fast), find (1, normal), hybrid (3)")
     return FIND_MODES[text.lower()]
@@ -89,20 +89,23 @@ def find_mode(option: str = "") -> str:
 
 def find_enforce(option: str = "") -> str:
     """NONE | DB_UPDATE | SEARCH | SEARCH_DB_UPDATE, from the option, else $OPENPRIM_FIND_ENFORCE."""
-    text = option or os.environ.get("OPENPRIM_FIND_ENFORCE", "") or "NONE"
+    text = option or setting(FIND_ENFORCE) or "NONE"
     if text.lower() not in ENFORCE:
         raise OpenPrimError(f"unknown find enforce '{text}'; values: NONE (1), DB_UPDATE (2), SEARCH (3), "
                             "SEARCH_DB_UPDATE (4)")
     return ENFORCE[text.lower()]
 
 
-def _forced_solver(option: str, op_kind: str):
-    name = option or os.environ.get("OPENPRIM_SOLVER", "")
-    if not name:
-        return None
-    if name not in SOLVERS:
+def forced_solver(option: str = "") -> str:
+    """The solver forced on every conv2d/matmul: the pass option, else $OPENPRIM_SOLVER, else none ("")."""
+    name = option or setting(SOLVER)
+    if name and name not in SOLVERS:
         raise OpenPrimError(f"unknown solver '{name}'; solvers: {', '.join(SOLVERS)}")
-    return SOLVERS[name] if SOLVERS[name].op == op_kind else None
+    return name
+
+
+def _forced_solver(name: str, op_kind: str):
+    return SOLVERS[name] if name and SOLVERS[name].op == op_kind else None
 
 
 @dataclass
@@ -365,9 +368,8 @@ class Options:
 
     def __post_init__(self):
         check_layout(self.layout)
-        for name in (self.solver, os.environ.get("OPENPRIM_SOLVER", "")):
-            if name and name not in SOLVERS:
-                raise OpenPrimError(f"unknown solver '{name}'; solvers: {', '.join(SOLVERS)}")
+        forced_solver()     # a bad $OPENPRIM_SOLVER is an error even where the option overrides it
+        self.solver = forced_solver(self.solver)
         self.mode, self.enforce = find_mode(self.mode), find_enforce(self.enforce)
 
     def entries(self):
@@ -377,8 +379,7 @@ class Options:
         with module_op.context:
             for fn in graph_functions(module_op):
                 choices = {}  # problem descriptor -> Choice: repeated layers are decided (and found) once
-                forced = self.solver or os.environ.get("OPENPRIM_SOLVER", "")
-                for op in prepare(fn, self.layout, self.target, forced):
+                for op in prepare(fn, self.layout, self.target, self.solver):
                     problem = problem_of(op)
                     key = problem.descriptor()
                     if key not in choices:

@@ -18,7 +18,8 @@ from mlir import ir, passmanager
 
 from openprim import dialect
 from openprim.base.errors import OpenPrimError
-from openprim.base.target import Target, parse_target
+from openprim.base.target import Target
+from openprim.dialect import contract
 from openprim.kernels import schedules
 from openprim.kernels.cpu import channel_gather as cpu_channel_gather
 from openprim.kernels.cpu import concat as cpu_concat
@@ -29,17 +30,15 @@ from openprim.solvers.problem import problem_of
 
 from .outline import outline
 from .channel_shuffle import gather_map, outline_channel_shuffles
-from .prim_fuse import outline_concat_chains
+from .concat_chains import outline_concat_chains
 
 NAME = "prim-tile"
 
 
 def _solver(op):
     """(solver, params) chosen by prim-select, or (None, {})."""
-    if "prim.solver" not in op.attributes:
-        return None, {}
-    params = {a.name: ir.IntegerAttr(a.attr).value for a in ir.DictAttr(op.attributes["prim.params"])}
-    return SOLVERS[ir.StringAttr(op.attributes["prim.solver"]).value], params
+    name = contract.solver(op)
+    return (None, {}) if name is None else (SOLVERS[name], contract.params(op))
 
 
 def hand_written(text: str, ops, target: Target) -> ir.Module | None:
@@ -95,7 +94,7 @@ def scheduled(text: str, kt, ops) -> ir.Module:
         main = solver.schedule(problem_of(op), params)
     elif threaded := schedules.threaded_final_op(kt, THREADS):
         tag, main = threaded
-        text = text.replace(tag, 'prim.role = "epilogue"}', 1)
+        text = text.replace(tag, contract.role_text("epilogue") + "}", 1)
     script = schedules.script(main, kt.aux)
     module = ir.Module.parse("module attributes {transform.with_named_sequence} {\n" + text + "\n" + script + "\n}")
     try:
@@ -110,14 +109,14 @@ def scheduled(text: str, kt, ops) -> ir.Module:
 @dataclass
 class Options:
     NAME = NAME
-    target: str = "cpu"
+    target: Target = Target("cpu")
     timings: dict | None = None   # kernel name -> seconds to build it (given by the driver, not by text)
 
     def entries(self):
         return [(NAME, self.run)]
 
     def run(self, module_op):
-        target = parse_target(self.target)
+        target = self.target
 
         def kernel(text, kt, ops):
             t0 = time.perf_counter()

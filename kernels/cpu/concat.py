@@ -4,7 +4,7 @@ prim.concat is binary (IRDL binds one type to a variadic operand group), so the 
 n-input concat as a left-nested chain concat(concat(concat(x0, x1), x2), x3). Run op by op, the chain
 copies the growing prefix again at every step: DenseNet's dense blocks (a concat of every earlier
 feature map before each layer) moved O(layers^2) bytes that way. prim-tile groups such a chain into one
-kernel (prim_fuse.outline_concat_chains) and this builds it: with the axis splitting the output into
+kernel (concat_chains.outline_concat_chains) and this builds it: with the axis splitting the output into
 `outer` rows of `row` elements, input i fills columns [off_i, off_i + inner_i) of every row.
 
     scf.forall over the thread parts            rows split between the threads (or, with fewer rows

@@ -1,4 +1,4 @@
-"""Chains of concats as one CPU copy kernel (prim_fuse.outline_concat_chains, kernels/cpu/concat.py),
+"""Chains of concats as one CPU copy kernel (concat_chains.outline_concat_chains, kernels/cpu/concat.py),
 against numpy: NCHW and NHWC graphs (prim-select moves its transposes through the single concats
 first), inputs of odd widths (vector copies and scalar tails), fewer rows than threads (each input's
 columns split), every dtype, a chain whose inner result is used elsewhere (the chain stops there), and

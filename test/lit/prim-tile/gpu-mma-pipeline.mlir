@@ -1,10 +1,10 @@
 // The mma kernel's multi-stage pipeline: the solver's "tile" parameter indexes gpu_mma.CONFIGS, (tile,
-// stages); a tuning record picks 5 = the 64x64 tile with 4 shared-memory stages. Global -> shared copies
+// stages); a tuning record picks "small-s4" (entry 5) = the 64x64 tile with 4 shared-memory stages. Global -> shared copies
 // are cp.async (nvgpu.device_async_copy, 16 bytes, L1 bypassed, the source element count 0 outside the
 // image or past K: zero fill), one commit group per k tile, S - 1 = 3 tiles issued before the loop, and
 // each iteration waits until at most S - 2 = 2 groups are pending before it multiplies its buffer.
 // RUN: rm -f %t.sqlite
-// RUN: env OPENPRIM_USER_DB_PATH=%t.sqlite openprim db add conv2d-2x16x9x9-k24-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-KRSC-f16-relu nvvm:sm_90 conv_implicit_gemm_mma '{"tile": 5}' 1e-6
+// RUN: env OPENPRIM_USER_DB_PATH=%t.sqlite openprim db add conv2d-2x16x9x9-k24-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-KRSC-f16-relu nvvm:sm_90 conv_implicit_gemm_mma '{"tile": "small-s4"}' 1e-6
 // RUN: env OPENPRIM_USER_DB_PATH=%t.sqlite openprim-opt %s -p 'prim-select{target=nvvm:sm_90 mode=immediate},prim-tile{target=nvvm:sm_90}' | filecheck %s
 // The PTX has cp.async.cg with a source size (zero fill), commit and wait groups.
 // RUN: env OPENPRIM_USER_DB_PATH=%t.sqlite openprim-opt %s -p 'prim-pipeline{target=nvvm:sm_90}' | filecheck %s --check-prefix=PTX
