@@ -15,7 +15,6 @@ import sys
 import numpy as np
 
 from openprim import compiler
-from openprim.base.target import parse_target
 from openprim.tuning import lock
 
 
@@ -39,7 +38,7 @@ def time_candidate(exe) -> float:
 def measure_here(text: str, target: str) -> tuple[np.ndarray, float]:
     """Compile (CPU: under the shared measurement lock), then run and time under the exclusive one
     (tuning/lock.py): concurrent tuners on this machine take turns while timing."""
-    parsed = parse_target(target)
+    parsed = compiler.target_of(target)
     with lock.measuring(parsed, exclusive=False) if not parsed.is_gpu else contextlib.nullcontext():
         exe = compile_candidate(text, target)
     with lock.measuring(parsed):

@@ -31,7 +31,6 @@ from mlir import ir
 
 from openprim import compiler, passes
 from openprim.base.errors import OpenPrimError
-from openprim.base.target import parse_target
 from openprim.passes import prim_select
 from openprim.dialect import graph_functions
 from openprim.pyfrontend import Graph, to_module
@@ -49,7 +48,7 @@ def layers(graph, target):
     """(module, [(op, descriptor, count)]) of the distinct conv2d/matmul/attention problems of the graph, as
     prim-select sees them for `target` (a Target or its text): after prim-decompose, as in a compile, so an
     attention that no solver takes there is its two GEMMs."""
-    target = parse_target(target)
+    target = compiler.target_of(target)
     module = to_module(graph)
     passes.run(module, f"prim-decompose{{target={target}}},prim-fuse")
     found = {}
@@ -72,7 +71,7 @@ def _us(seconds) -> str:
 
 def tune(graph, target: str, budget: float) -> list[dict]:
     """Find per distinct layer (budget seconds each), store the measurements, print one line per layer."""
-    target = parse_target(target)
+    target = compiler.target_of(target)
     why_not = find.unavailable(target)
     if why_not:
         raise OpenPrimError(why_not)
@@ -126,7 +125,7 @@ def bundle(graph, target: str, path: str, budget: float, seed: int = 0) -> int:
     candidates' weights stored once per distinct content (weights/SHA.bin; scripts/measure_tuning.py puts
     them back): candidates of a layer mostly share one filter layout, and a bundle must stay small enough
     to send to the GPU machine."""
-    target = parse_target(target)
+    target = compiler.target_of(target)
     module, todo = layers(graph, target)
     index, rng, stored_weights = [], random.Random(seed), set()
     with module.context, zipfile.ZipFile(path + ".tmp", "w", zipfile.ZIP_STORED) as z, \
@@ -188,7 +187,7 @@ def import_results(path: str) -> int:
 def decomposed_attention(graph, target) -> list[tuple[str, int, list]]:
     """[(descriptor, count, [(solver, why not)])] of the attention ops of the graph that no solver takes on
     `target`: prim-decompose splits them into two batched GEMMs (layers of their own) around a softmax."""
-    target = parse_target(target)
+    target = compiler.target_of(target)
     module = to_module(graph)
     found = {}
     with module.context:
@@ -206,7 +205,7 @@ def explain(graph, target: str) -> None:
     """Per layer: its descriptor, every solver (applicable or why not, predicted and measured time), the
     choice a compile makes now and where it comes from. Attention that no solver takes is listed first,
     with why, as decomposed; its GEMMs follow as matmul layers."""
-    target = parse_target(target)
+    target = compiler.target_of(target)
     for key, count, listed in decomposed_attention(graph, target):
         print(f"{key} x{count}")
         width = max([len(name) for name, _ in listed], default=0)
@@ -263,7 +262,7 @@ def run_conv(a) -> None:
     g, x, w = conv_graph(a, np.random.default_rng(0))
     module = to_module(g)
     solver = f" solver={a.solver}" if a.solver else ""
-    passes.run(module, f"prim-fuse,prim-select{{target={parse_target(a.target)}{solver}}}", tuner=Tuner())
+    passes.run(module, f"prim-fuse,prim-select{{target={a.target}{solver}}}", tuner=Tuner())
     op = next(o.operation for o in graph_functions(module.operation)[0].regions[0].blocks[0].operations
               if o.operation.name == "prim.conv2d")
     problem, solver, source = (ir.StringAttr(op.attributes[k]).value for k in ("prim.problem", "prim.solver", "prim.choice"))
@@ -320,7 +319,7 @@ def db_add(problem: str, arch: str, solver: str, params: str, seconds: str) -> N
         raise OpenPrimError(f"db add: unknown solver '{solver}'; solvers: {', '.join(SOLVERS)}")
     if not isinstance(values, dict):
         raise OpenPrimError("db add: PARAMS must be a JSON object, e.g. '{\"wt\": 8}'")
-    target = parse_target(arch)
+    target = compiler.target_of(arch)
     arch = tuning_db.arch_of(target)  # cpu: this machine's CPU
     try:
         prob = parse_descriptor(problem)
@@ -354,6 +353,6 @@ def db_show(problem: str | None = None) -> None:
 def _ignored(rec: tuning_db.Record) -> str | None:
     """Why a compile would not use a stored record (None: it would)."""
     try:
-        return tuning_db.invalid(rec, parse_descriptor(rec.problem), parse_target(rec.arch))
+        return tuning_db.invalid(rec, parse_descriptor(rec.problem))
     except OpenPrimError as e:
         return str(e)

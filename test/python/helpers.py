@@ -22,6 +22,7 @@ from openprim import dialect
 from openprim.pyfrontend import Graph
 from openprim.dialect import body, graph_functions, kernels_module
 from openprim.base.dtypes import from_storage, to_storage
+from openprim.base.target import parse_target
 
 DTYPES = ("f32", "f16", "bf16")
 # GPU targets: tests compile here and run on a GPU machine that has no MLIR, in two passes:
@@ -154,7 +155,7 @@ def run_on_gpu(graph, feeds, pipeline=None, solver=""):
                                         key=lambda k: int(k.rsplit("out", 1)[1]))]
     if not outs:
         pytest.skip(f"no GPU result for {key} in {replay}")
-    return module, openprim.plan.build_plan(module, TARGET)[0], tuple(outs) if len(outs) > 1 else outs[0]
+    return module, openprim.plan.build_plan(module, parse_target(TARGET))[0], tuple(outs) if len(outs) > 1 else outs[0]
 
 
 # ----------------------------------------------------------------------------- reading the IR

@@ -25,6 +25,7 @@ import pytest
 
 import openprim.compiler
 import openprim.plan
+from openprim.base.target import parse_target
 from helpers import assert_close, kernel_info
 
 torch = pytest.importorskip("torch")
@@ -70,7 +71,7 @@ def launches(name: str, target: str, dtype) -> Counter:
     graph, _ = import_exported(torch.export.export(model, (x,)))
     module = openprim.compiler.lower(graph, target)
     info = kernel_info(module)
-    return Counter(info[s["kernel"]][0] for s in openprim.plan.build_plan(module, target)[0]["steps"])
+    return Counter(info[s["kernel"]][0] for s in openprim.plan.build_plan(module, parse_target(target))[0]["steps"])
 
 
 # 2 blocks: depthwise, LayerNorm, GEMM + GELU, GEMM + bias + residual each; the stem (a patch convolution:

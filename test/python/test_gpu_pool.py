@@ -23,6 +23,7 @@ import reference as ref
 from helpers import DTYPES, TARGET, Net, assert_close
 from openprim.kernels.gpu.pool import BLOCKS, UNROLL, GlobalPoolPlan
 from openprim.pyfrontend import Graph
+from openprim.base.target import parse_target
 
 GPU = TARGET != "cpu"
 
@@ -111,7 +112,7 @@ def test_compiles(target, shape, dtype, loads, launches):
     module = _lowered(target, shape, dtype)
     text = str(module)
     assert "gpu.binary" in text
-    kernels = openprim.plan.build_plan(module, target)[0]["kernels"]
+    kernels = openprim.plan.build_plan(module, parse_target(target))[0]["kernels"]
     (kernel,) = [k for name, k in kernels.items() if name.startswith("global_avg_pool")]
     assert len(kernel["launches"]) == launches, kernel
     n, h, w, c = shape

@@ -52,7 +52,7 @@ def test_split_k_plan():
     g = Graph(layout="NHWC", dtype="f16")
     x = g.input("x", (1, 7, 7, 512))
     g.output(g.relu(g.conv2d(x, g.param("w", rng.standard_normal((512, 3, 3, 512)) * 0.02), padding=1)))
-    plan, _ = build_plan(compiler.lower(g, "nvvm:sm_90"), "nvvm:sm_90")
+    plan, _ = build_plan(compiler.lower(g, "nvvm:sm_90"), parse_target("nvvm:sm_90"))
     kernel, = plan["kernels"].values()
     gemm, reduce = kernel["launches"]
     assert gemm["grid"] == [4, 1, 18], gemm["grid"]

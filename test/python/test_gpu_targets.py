@@ -146,9 +146,9 @@ def test_nchw_conv_layout_keep(target):
                  padding=1, groups=4)
     g.output(g.relu(g.add(y, g.input("r", (2, 32, 5, 7)))))
     module = compiler.lower(g, target, layout="keep")
-    plan, _ = build_plan(module, target)
+    plan, _ = build_plan(module, parse_target(target))
     assert [s["kernel"] for s in plan["steps"]] == ["conv2d_0"], plan["steps"]
-    default, _ = build_plan(compiler.lower(g, target), target)
+    default, _ = build_plan(compiler.lower(g, target), parse_target(target))
     assert [s["kernel"].split("_")[0] for s in default["steps"]].count("transpose") == 3, default["steps"]
     if parse_target(target).kind == "nvvm":
         functions = {k["name"] for k in ptx_kernels(compiler.kernel_files(module, target)["kernels.ptx"].decode())}

@@ -24,6 +24,7 @@ import reference as ref
 from helpers import DTYPES, TARGET, Net, assert_close, kernel_info
 from openprim.base.errors import OpenPrimError
 from openprim.pyfrontend import Graph
+from openprim.base.target import parse_target
 
 # the last: every dim normalized, which no row kernel takes: the reference semantics (kernels/semantics.py)
 SHAPES = [((1, 7), 1), ((6, 37), 1), ((2, 3, 769), 1), ((64, 37), 1), ((3, 4, 37), 2), ((5, 37), 2),
@@ -97,7 +98,7 @@ def _plan_ops(g, target):
     """[(prim.op, solver)] of every launch of g compiled for target (compiled only: no device needed)."""
     module = openprim.compiler.lower(g, target)
     info = kernel_info(module)
-    return [info[s["kernel"]] for s in openprim.plan.build_plan(module, target)[0]["steps"]]
+    return [info[s["kernel"]] for s in openprim.plan.build_plan(module, parse_target(target))[0]["steps"]]
 
 
 def _row_kernel_text(g, target, op):

@@ -24,6 +24,7 @@ from openprim.base.errors import OpenPrimError
 from openprim.pyfrontend import Graph
 from openprim.runtime import artifact, codeobject, load
 from openprim.runtime import manifest as manifest_check
+from openprim.base.target import parse_target
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 
@@ -189,7 +190,7 @@ def test_crash_segfault_under_memory_limit(monkeypatch, built):
     g.output(g.conv2d(g.input("x", (2, 16, 17, 15)), g.param("w", np.ones((16, 16, 3, 3))), padding=1))
     module = compiler.lower(g, "cpu", solver="conv_im2col_gemm")
     from openprim.plan import build_plan
-    plan, _ = build_plan(module, "cpu")
+    plan, _ = build_plan(module, parse_target("cpu"))
     assert plan["scratch_bytes"] >= 2 * 17 * 15 * 16 * 9 * 4   # the im2col matrix at least
     monkeypatch.setattr(manifest_check, "host_memory", lambda: (1 << 16, "the address-space limit (ulimit -v)"))
     with pytest.raises(OpenPrimError, match=r"needs [\d.]+ MiB of host memory \(arena .* kernel scratch [\d.]+ MiB\); "

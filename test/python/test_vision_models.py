@@ -30,6 +30,7 @@ import reference as ref
 from helpers import DTYPES, TARGET, Net, assert_close, graph_ops
 from openprim import passes
 from openprim.pyfrontend import to_module
+from openprim.base.target import parse_target
 
 
 def hardsigmoid(x, alpha=1 / 6, beta=0.5):
@@ -232,7 +233,7 @@ def test_gpu_launches(vision_models, name, depthwise, se):
     g, _ = import_exported(torch.export.export(vision_models.get(name), (vision_models.example_input(2, 64),)))
     module = openprim.compiler.lower(g, "nvvm:sm_90")
     info = kernel_info(module)
-    kinds = collections.Counter(tuple(info[s["kernel"]]) for s in openprim.plan.build_plan(module, "nvvm:sm_90")[0]["steps"])
+    kinds = collections.Counter(tuple(info[s["kernel"]]) for s in openprim.plan.build_plan(module, parse_target("nvvm:sm_90"))[0]["steps"])
     assert kinds[("conv2d", "conv_depthwise_gpu")] == depthwise, kinds
     assert kinds[("transpose", "")] == 1 and kinds[("mul", "")] == se, kinds
     assert kinds[("global_avg_pool", "")] == se + 1, kinds
