@@ -1,8 +1,11 @@
 """Per-target backends, one folder per target kind (Triton's backends/<vendor>/ are the model).
 
 Each `backends/<kind>/compiler.py` holds what only that kind does:
-    lowering(target, threads, nested)      prim-lower's steps once the kernels are bufferized (GPU: mapped
-                                           onto the grid and merged into `gpu.module @device`)
+    lowering(target, threads, nested)      prim-lower's steps once the kernels are bufferized (GPU: once they
+                                           are mapped onto the grid; from the merge into `gpu.module @device`
+                                           on, gpu_common.merge_device_modules)
+    launches(module, weights_bytes)        GPU kinds: the plan's launches of each kernel and the constant
+                                           tables they read (gpu_common.launches, with the kind's host ops)
     kernel_files(module, target, device_arch=None, stage=untimed)   the artifact members holding the kernels
                                            (stage(name): a context manager around each step, for timings)
     artifact_meta(target, files)           what the manifest records about the build
@@ -17,6 +20,7 @@ from mlir import ir
 from mlir.dialects import gpu
 
 from openprim.base.errors import OpenPrimError
+from openprim.runtime.executor import ALIGN
 
 
 def device_image(module: ir.Module) -> bytes:
@@ -26,6 +30,11 @@ def device_image(module: ir.Module) -> bytes:
     if len(found) != 1:
         raise OpenPrimError(f"expected one gpu.binary in the lowered module, found {len(found)}")
     return bytes(gpu.ObjectAttr(found[0].attributes["objects"][0]).object)
+
+
+def aligned(nbytes: int) -> int:
+    """nbytes rounded up to the runtime's buffer alignment: where the next buffer of a plan may start."""
+    return (nbytes + ALIGN - 1) // ALIGN * ALIGN
 
 
 def untimed(name: str):

@@ -117,11 +117,12 @@ def compile(source, target: Target | str = "cpu", solver: str = "", pipeline: st
     return exe
 
 
-def kernel_files(module: ir.Module, target: Target, device_arch: str | None = None,
+def kernel_files(module: ir.Module, target: Target | str, device_arch: str | None = None,
                  timings: CompileTimings | None = None) -> dict[str, bytes]:
     """The artifact members holding a lowered module's kernels (the target backend's serialization):
     kernels.so (cpu), kernels.ptx + kernels.cubin (nvvm), kernels.hsaco (rocdl). device_arch: the GPU this
     process will run them on, when known; timings: record the backend's steps."""
+    target = target_of(target)
     return for_target(target).kernel_files(module, target, device_arch, timings.stage if timings else untimed)
 
 

@@ -15,6 +15,8 @@ import math
 
 import numpy as np
 
+from openprim.dialect import contract
+
 
 PAD_BLOCK = 1024  # elements copied per insert_slice when padding (one vector of at most 64 registers)
 
@@ -78,9 +80,9 @@ class KernelText:
     def tag(self, role: str | None, domain) -> str:
         """The discardable attribute that names an op's role for the schedule (see schedules.py)."""
         if role:
-            return f'prim.role = "{role}"'
+            return contract.role_text(role)
         self.aux.append([int(d) for d in domain])
-        return f"prim.aux = {len(self.aux) - 1}"
+        return contract.aux_text(len(self.aux) - 1)
 
     def fresh(self, hint="v"):
         self.n += 1

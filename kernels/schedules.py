@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import math
 
+from openprim.dialect import contract
+
 ANY = "!transform.any_op"
 # A kernel without a solver whose final op iterates over fewer points than this runs on one thread: a
 # fork/join of the OpenMP threads costs microseconds when the other core is idle and ~100 us when it is
@@ -37,7 +39,7 @@ def aux_tiling(domains: list[list[int]]) -> str:
             continue
         sizes = _tiles(dom)
         nloops = sum(1 for s in sizes if s)
-        lines += [f'  %aux{i} = transform.structured.match attributes{{prim.aux = {i}}} in %root : ({ANY}) -> {ANY}',
+        lines += [f'  %aux{i} = transform.structured.match attributes{{{contract.aux_text(i)}}} in %root : ({ANY}) -> {ANY}',
                   f'  %aux{i}_t, %aux{i}_l:{nloops} = transform.structured.tile_using_for %aux{i} tile_sizes {sizes}'
                   f' : ({ANY}) -> ({ANY}{f", {ANY}" * nloops})']
     return "\n".join(lines)
@@ -46,7 +48,7 @@ def aux_tiling(domains: list[list[int]]) -> str:
 def _fuse_main(par: list[int], reg: list[int]) -> str:
     nreg = sum(1 for s in reg if s)
     return f"""
-  %epi = transform.structured.match attributes{{prim.role = "epilogue"}} in %root : ({ANY}) -> {ANY}
+  %epi = transform.structured.match attributes{{{contract.role_text('epilogue')}}} in %root : ({ANY}) -> {ANY}
   %e1, %forall = transform.structured.fuse %epi tile_sizes {par} {{apply_cleanup, use_forall}} : ({ANY}) -> ({ANY}, {ANY})
   %e2, %regl:{nreg} = transform.structured.fuse %e1 tile_sizes {reg} {{apply_cleanup}} : ({ANY}) -> ({ANY}{f", {ANY}" * nreg})
   %f0 = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}
@@ -128,13 +130,13 @@ def grouped_gemm(par: list[int], mt: int, nt: int, kt: int, im2col_channels: int
     when there is one (im2col_channels = C), is tiled to one filter tap of one pixel and its unit dims
     folded too, so that its strided window read becomes a plain vector copy of the C channels."""
     im2col = "" if im2col_channels is None else f"""
-  %col = transform.structured.match attributes{{prim.role = "im2col"}} in %root : ({ANY}) -> {ANY}
+  %col = transform.structured.match attributes{{{contract.role_text('im2col')}}} in %root : ({ANY}) -> {ANY}
   %col1, %cl:6 = transform.structured.tile_using_for %col tile_sizes {_tiles([1] * 5 + [im2col_channels])} : ({ANY}) -> ({ANY}{f", {ANY}" * 6})
   transform.apply_patterns to %cl#0 {{
     transform.apply_patterns.linalg.fold_unit_extent_dims_via_slices
   }} : {ANY}"""
     return im2col + _fuse_main(par, [mt, 1, nt]) + f"""
-  %mm = transform.structured.match attributes{{prim.role = "contraction"}} in %root : ({ANY}) -> {ANY}
+  %mm = transform.structured.match attributes{{{contract.role_text('contraction')}}} in %root : ({ANY}) -> {ANY}
   %m2, %rl:2 = transform.structured.tile_using_for %mm tile_sizes [0, 0, 0, 1, {kt}] : ({ANY}) -> ({ANY}, {ANY}, {ANY})
   transform.apply_patterns to %rl#0 {{
     transform.apply_patterns.linalg.fold_unit_extent_dims_via_slices
@@ -152,7 +154,7 @@ def winograd(threads_batch: int, mt: int, nt: int, kt: int, epilogue_inner: list
   %b1, %forall = transform.structured.fuse %bmm tile_sizes [{threads_batch}, 0, 0] {{apply_cleanup, use_forall}} : ({ANY}) -> ({ANY}, {ANY})
   %b2, %regl:3 = transform.structured.fuse %b1 tile_sizes [1, {mt}, {nt}] {{apply_cleanup}} : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})
   %b3, %rl = transform.structured.tile_using_for %b2 tile_sizes [0, 0, 0, {kt}] : ({ANY}) -> ({ANY}, {ANY})
-  %epi = transform.structured.match attributes{{prim.role = "epilogue"}} in %root : ({ANY}) -> {ANY}
+  %epi = transform.structured.match attributes{{{contract.role_text('epilogue')}}} in %root : ({ANY}) -> {ANY}
   %e1, %el:{n} = transform.structured.tile_using_for %epi tile_sizes {epilogue_inner} : ({ANY}) -> ({ANY}{f", {ANY}" * n})
   %fw = transform.structured.match ops{{["func.func"]}} in %root : ({ANY}) -> {ANY}
   transform.apply_patterns to %fw {{
@@ -164,7 +166,7 @@ def parallel_epilogue(par: list[int], inner: list[int]) -> str:
     """Threads over one dim of a kernel's final op (its producers fused in), then a vector-sized tile."""
     n = sum(1 for t in inner if t)
     return f"""
-  %epi = transform.structured.match attributes{{prim.role = "epilogue"}} in %root : ({ANY}) -> {ANY}
+  %epi = transform.structured.match attributes{{{contract.role_text('epilogue')}}} in %root : ({ANY}) -> {ANY}
   %e1, %forall = transform.structured.fuse %epi tile_sizes {par} {{apply_cleanup, use_forall}} : ({ANY}) -> ({ANY}, {ANY})
   %e2, %inner:{n} = transform.structured.tile_using_for %e1 tile_sizes {inner} : ({ANY}) -> ({ANY}{f", {ANY}" * n})"""
 
@@ -186,7 +188,7 @@ def threaded_final_op(kt, threads: int) -> tuple[str, str] | None:
     par[dim] = domain[dim] // threads
     inner = _tiles([par[d] or n for d, n in enumerate(domain)])
     kt.aux[index] = []  # tiled by the epilogue schedule, not as an aux op
-    return f"prim.aux = {index}}}", parallel_epilogue(par, inner)
+    return contract.aux_text(index) + "}", parallel_epilogue(par, inner)
 
 
 def script(main: str | None, aux_domains: list[list[int]]) -> str:

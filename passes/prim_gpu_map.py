@@ -31,10 +31,9 @@ from dataclasses import dataclass
 from mlir import ir
 from mlir.dialects import arith, scf
 
+from openprim.backends.gpu_common import constant_int
 from openprim.base.errors import OpenPrimError
 from openprim.dialect import kernels_module
-
-from .rewrite import constant_int
 
 NAME = "prim-gpu-map"
 HOST_OPS = ("arith.constant", "memref.alloc", "memref.dealloc", "memref.get_global", "func.return", "gpu.launch",

@@ -6,7 +6,6 @@ import numpy as np
 from mlir import ir
 
 from openprim import dialect
-from openprim.base.errors import OpenPrimError
 from openprim.base.ops import OPS
 from openprim.base.dtypes import from_storage, to_storage
 
@@ -121,11 +120,3 @@ def swap(old: ir.Operation, new: ir.Operation) -> ir.Operation:
     old.result.replace_all_uses_with(new.result)
     old.erase()
     return new
-
-
-def constant_int(v: ir.Value, what: str) -> int:
-    """The value of an arith.constant integer/index; anything else is an error about `what`."""
-    owner = v.owner
-    if isinstance(owner, ir.Block) or owner.name != "arith.constant":
-        raise OpenPrimError(f"{what} is not a compile-time constant")
-    return ir.IntegerAttr(owner.attributes["value"]).value

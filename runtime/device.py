@@ -130,7 +130,7 @@ class Device:
         raise DeviceError(f"{self.kind}: kernels with {nbytes} bytes of dynamic shared memory are not supported")
 
     def tensor_map(self, address: int, spec: dict) -> int:
-        """The device address of a TMA tensor map over `address` (spec: see driver/plan.py _tensor_map)."""
+        """The device address of a TMA tensor map over `address` (spec: see backends/nvvm/compiler.py _tensor_map)."""
         raise DeviceError(f"{self.kind}: TMA tensor maps need an NVIDIA sm_90 GPU")
 
     def synchronize(self) -> None:

@@ -32,7 +32,7 @@ from openprim.base.target import Target
 from openprim.dialect import body, kernels_module
 from openprim.runtime.kernel_files import HSACO
 
-from .. import device_image, untimed
+from .. import device_image, gpu_common, untimed
 
 _ROCM = os.environ.get("ROCM_PATH", "/opt/rocm")
 
@@ -151,14 +151,20 @@ def binary(module: ir.Operation, target: Target) -> None:
 
 
 def lowering(target: Target, threads: bool, nested) -> list:
-    """prim-lower's steps after the kernels are mapped and merged into `gpu.module @device`. math.tanh is
-    expanded through exp first: convert-gpu-to-rocdl leaves it as llvm.tanh, for which the AMDGPU backend
-    has no lowering (LLVM aborts with "no libcall available for ftanh")."""
-    return [nested([f"gpu.module(fold-memref-alias-ops,expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+    """prim-lower's steps after the kernels are mapped onto the grid: merged into `gpu.module @device`, then
+    to ROCDL. math.tanh is expanded through exp first: convert-gpu-to-rocdl leaves it as llvm.tanh, for which
+    the AMDGPU backend has no lowering (LLVM aborts with "no libcall available for ftanh")."""
+    return [("prim-gpu-merge", gpu_common.merge_device_modules),
+            nested([f"gpu.module(fold-memref-alias-ops,expand-strided-metadata,lower-affine,convert-scf-to-cf,"
                     f"math-expand-ops{{ops=tanh}},"
                     f"convert-gpu-to-rocdl{{chipset={target.arch} runtime=HIP use-bare-ptr-memref-call-conv=true}})",
                     "reconcile-unrealized-casts"]),
             ("prim-gpu-binary", lambda op: binary(op, target))]
+
+
+def launches(module: ir.Module, weights_bytes: int) -> tuple[dict, bytes]:
+    """The plan's launches (gpu_common.launches): no host op of AMD's own."""
+    return gpu_common.launches(module, weights_bytes, {})
 
 
 def kernel_files(module: ir.Module, target: Target, device_arch: str | None = None, stage=untimed) -> dict[str, bytes]:

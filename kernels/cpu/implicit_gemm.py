@@ -35,6 +35,7 @@ from __future__ import annotations
 import math
 
 from openprim.base.ops import filter_block
+from openprim.dialect import contract
 from openprim.kernels.cpu import vmath
 from openprim.kernels.irtext import flit
 from openprim.kernels.semantics import activation
@@ -62,7 +63,7 @@ class Body:
         index (and no other) names it in `prim.in_place`: the memory plan may then give the output the
         residual's buffer (driver/plan.py), saving a stream of memory traffic."""
         sig = ", ".join(f"{a}: {t}" for a, t in signature)
-        attrs = f" attributes {{prim.in_place = {signature.index(residual)} : i64}}" if residual else ""
+        attrs = f" attributes {{{contract.in_place_text(signature.index(residual))}}}" if residual else ""
         return "\n".join([f"func.func @{name}({sig}){attrs} {{", *self.const_lines, *self.lines, "  return", "}"])
 
     def narrow(self, y: str, width: int, dtype: str) -> str:

@@ -23,7 +23,7 @@ each block reads whole channel rows (x viewed as [N, H*W, C], channels contiguou
 The splits are chosen to give about BLOCKS blocks (8 resident 256-thread blocks on each of an H200's 132
 SMs), each pixel range a whole number of UNROLL * PT groups, so only the last split has a ragged end;
 there, loads go to a clamped (legal) pixel and a select zeroes them, so no load waits on a branch. The
-partial sums go through a scratch buffer (the plan's scratch area, see driver/plan.gpu_launches) and a
+partial sums go through a scratch buffer (the plan's scratch area, see backends/gpu_common.launches) and a
 second launch rather than atomics: no zeroing launch, and the result does not depend on the order in
 which blocks finish. Accumulation is f32 for every dtype, rounded once at the store. NCHW pools
 (prim-select's layout=keep; by default every pool runs NHWC) keep the generic lowering.

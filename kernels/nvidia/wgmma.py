@@ -7,7 +7,7 @@ f16/bf16 with f32 accumulation, built from the sm_90 pieces that mma.sync kernel
               box lands in shared memory in the 128-byte swizzled layout wgmma reads, and coordinates
               outside the tensor (negative ones included) read zeros. The tensor map (shape, strides,
               box, swizzle) is made on the host: the runtime encodes it with cuTensorMapEncodeTiled
-              into device memory and passes its address (gpu_launches: ["tensormap", ...]).
+              into device memory and passes its address (backends/nvvm: ["tensormap", ...]).
     mbarrier  stage s's barrier completes when the TMA bytes it expects have landed (expect_tx), so
               the consumers wait on a phase bit instead of a block-wide barrier per copy.
     wgmma     nvgpu.warpgroup.mma: a warpgroup (128 threads) multiplies a BMW x 64 A tile by a 64 x BN
@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from openprim.dialect import contract
 from openprim.kernels.gpu.gemm import WG, Emitter, GemmSpec, collapse, operands
 from openprim.kernels.semantics import activation
 
@@ -194,7 +195,7 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
         e.emit(f"{cast} = memref.cast {value} : {mtype} to memref<*x{dt}>")
         tm_t = f"!nvgpu.tensormap.descriptor<tensor = memref<{'x'.join(map(str, box))}x{dt}, 3>, {SWZ}>"
         tm = e.fresh("tm")
-        attr = f" {{openprim.element_strides = array<i64: {', '.join(map(str, strides))}>}}" if any(x > 1 for x in strides) else ""
+        attr = f" {{{contract.element_strides_text(strides)}}}" if any(x > 1 for x in strides) else ""
         e.emit(f"{tm} = nvgpu.tma.create.descriptor {cast} box[{', '.join(e.c(x) for x in box)}]{attr} "
                f": memref<*x{dt}> -> {tm_t}")
         return tm, tm_t
