@@ -6,6 +6,7 @@ are checked by `verify`, which reports the first violation as `file:line:col: er
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -209,6 +210,25 @@ def verify(module: ir.Module | ir.Operation) -> None:
     root.walk(visit)
     for op in prim_ops:
         _check_op(op)
+
+
+def read_text(path: str) -> str:
+    """The MLIR text of a file ("-": standard input), refused in one line when it cannot be read or is not
+    text (a binary file would otherwise reach MLIR's parser as garbage)."""
+    name = "<stdin>" if path == "-" else str(path)
+    try:
+        if path == "-":
+            text = sys.stdin.read()
+        else:
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+    except OSError as e:
+        raise OpenPrimError(f"cannot read '{path}': {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise OpenPrimError(f"{name}: not MLIR text (byte {e.start} is not UTF-8); expected a .mlir file") from None
+    if "\0" in text:
+        raise OpenPrimError(f"{name}: not MLIR text (it contains NUL bytes); expected a .mlir file")
+    return text
 
 
 def parse(text: str, source: str, ctx: ir.Context) -> ir.Module:

@@ -35,14 +35,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     try:
         name = "<stdin>" if args.input == "-" else args.input
-        try:
-            text = sys.stdin.read() if args.input == "-" else open(args.input, encoding="utf-8").read()
-        except OSError as e:
-            raise OpenPrimError(f"cannot read '{args.input}': {e.strerror}") from None
-        except UnicodeDecodeError as e:
-            raise OpenPrimError(f"{name}: not MLIR text (byte {e.start} is not UTF-8); expected a .mlir file") from None
-        if "\0" in text:
-            raise OpenPrimError(f"{name}: not MLIR text (it contains NUL bytes); expected a .mlir file")
+        text = dialect.read_text(args.input)
         ctx = dialect.new_context()
         module = dialect.parse(text, name, ctx)
         with ctx:

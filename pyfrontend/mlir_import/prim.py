@@ -11,16 +11,7 @@ from openprim.base.errors import OpenPrimError
 def load(path, /) -> ir.Module:
     """The prim module of a `.mlir` file, verified (prim's shape rules too), with one graph function.
     Errors in the text name it as `file:line:col: error: ...`."""
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise OpenPrimError(f"cannot read '{path}': {e.strerror}") from None
-    except UnicodeDecodeError as e:
-        raise OpenPrimError(f"{path}: not MLIR text (byte {e.start} is not UTF-8)") from None
-    if "\0" in text:
-        raise OpenPrimError(f"{path}: not MLIR text (it contains NUL bytes)")
-    module = dialect.parse(text, str(path), dialect.new_context())
+    module = dialect.parse(dialect.read_text(path), str(path), dialect.new_context())
     dialect.verify(module)
     found = len(dialect.graph_functions(module.operation))
     if found != 1:
