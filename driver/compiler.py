@@ -127,27 +127,30 @@ def kernel_files(module: ir.Module, target: Target | str, device_arch: str | Non
 
 
 def save(source, path: str, target: Target | str = "cpu", solver: str = "", pipeline: str | None = None,
-         layout: str = "NHWC", timings: CompileTimings | None = None, precision: str | None = None) -> dict:
+         layout: str = "NHWC", timings: CompileTimings | None = None, precision: str | None = None,
+         meta: dict | None = None) -> dict:
     """Compile ahead of time into one .oprim file; returns its manifest (plus timing). timings: record
-    where the time went (`openprim compile --timings`); precision: as for `compile`."""
+    where the time went (`openprim compile --timings`); precision: as for `compile`; meta: as for
+    `write_artifact`."""
     target, timings = target_of(target), timings or CompileTimings()
     source, host_dtypes = in_precision(source, precision)
     info = write_artifact(lower(source, target, solver, pipeline, layout, timings), path, target, timings,
-                          host_dtypes)
+                          host_dtypes, meta)
     return {**info, "seconds": sum(timings.stages.values())}
 
 
-def write_artifact(module: ir.Module, path: str, target: Target, timings: CompileTimings | None = None,
-                   host_dtypes=None) -> dict:
-    """The .oprim file of a module lowered for `target`; returns its manifest. host_dtypes: as for `jit`."""
-    timings = timings or CompileTimings()
+def write_artifact(module: ir.Module, path: str, target: Target | str, timings: CompileTimings | None = None,
+                   host_dtypes=None, meta: dict | None = None) -> dict:
+    """The .oprim file of a module lowered for `target`; returns its manifest. host_dtypes: as for `jit`;
+    meta: more manifest entries (the compile cache's `cache_key`)."""
+    target, timings = target_of(target), timings or CompileTimings()
     with timings.stage("plan"):
         plan, weights = build_plan(module, target)
         mark_host_dtypes(plan, host_dtypes)
     kernels = kernel_files(module, target, timings=timings)
     timings.kernel_count, timings.step_count = len({s["kernel"] for s in plan["steps"]}), len(plan["steps"])
     meta = {"compiler": f"openprim {__version__}", "target": str(target),
-            **for_target(target).artifact_meta(target, kernels)}
+            **for_target(target).artifact_meta(target, kernels), **(meta or {})}
     artifact.write(path, plan, kernels, weights, meta)
     return {**meta, "plan": plan, "bytes": os.path.getsize(path)}
 
