@@ -46,7 +46,7 @@ def compiled(x, w, b, stride, dtype, old: bool):
         exe = openprim.compile(g, solver="conv_depthwise", cache=False)
     finally:
         vars(solver).pop("default_params", None)
-    assert len(exe.steps) == 1, "the epilogue was not fused"
+    assert len(exe.plan["steps"]) == 1, "the epilogue was not fused"
     return exe
 
 

@@ -69,6 +69,9 @@ class CudaDevice(Device):
     def name(self) -> str:
         return self._check("cuDeviceGetName", self.cu.cuDeviceGetName(256, self.device)).split(b"\0")[0].decode()
 
+    def make_current(self) -> None:
+        self._check("cuCtxSetCurrent", self.cu.cuCtxSetCurrent(self.context))
+
     def load_module(self, image: bytes):
         if not image.startswith(b"\x7fELF") and not image.endswith(b"\0"):
             image += b"\0"  # PTX text must be NUL-terminated

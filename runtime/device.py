@@ -32,6 +32,11 @@ class Device:
     def name(self) -> str:
         raise NotImplementedError
 
+    def make_current(self) -> None:
+        """Make this device the calling thread's: driver calls act on a per-thread current context or
+        device, and a thread that never used this one (a server's worker) has none or another."""
+        raise NotImplementedError
+
     def load_module(self, image: bytes):
         """A loaded code object (PTX/cubin for CUDA, hsaco for HIP)."""
         raise NotImplementedError

@@ -1,20 +1,25 @@
-"""Run a compiled plan: one arena of intermediates, weights, and kernel calls in order.
+"""Run a compiled plan: an arena of intermediates, weights, and kernel calls in order.
 
 The plan (a JSON-able dict, see driver/plan.py) names for each value where it lives: the arena at a
 byte offset (intermediates share it by liveness) or the weights blob. Every step calls one kernel with
 one pointer per argument, output last. This file is the same for every driver: a driver only turns a
 kernel name into a callable and owns the memory the pointers point to.
+
+The weights and the kernels are shared by every call; an arena belongs to one call in flight at a time
+(ctypes releases the GIL during a kernel, so calls from threads really overlap): concurrent calls each
+take their own from a pool (CpuExecutable).
 """
 from __future__ import annotations
 
 import ctypes
+import threading
 import time
 
 import numpy as np
 
 from openprim.base.errors import OpenPrimError
 
-from openprim.base.dtypes import STORAGE, from_storage, to_storage
+from openprim.base.dtypes import STORAGE, from_storage, host_to_storage
 
 ALIGN = 64
 
@@ -50,14 +55,7 @@ def checked_inputs(plan: dict, args, kwargs) -> list[tuple[int, np.ndarray]]:
         a = np.asarray(a)
         if tuple(a.shape) != shape:
             raise OpenPrimError(f"input '{spec['name']}' must have shape {shape}, got {a.shape}")
-        if a.dtype.kind not in "fiub":   # complex, strings, objects: no meaningful conversion to floats
-            raise OpenPrimError(f"input '{spec['name']}' has dtype {a.dtype}; expected real numbers (float, int or bool)")
-        stored = np.ascontiguousarray(to_storage(a, v["dtype"]))
-        if a.dtype.kind == "f" and a.dtype.itemsize > stored.dtype.itemsize and a.size \
-                and np.isinf(stored).any() and not np.isinf(a).any():
-            raise OpenPrimError(f"input '{spec['name']}' ({a.dtype}) has values beyond the range of {v['dtype']} "
-                                f"(largest |x| {np.nanmax(np.abs(a)):.4g}); scale it or compile in f32")
-        out.append((spec["value"], stored))
+        out.append((spec["value"], host_to_storage(a, v["dtype"], f"input '{spec['name']}'")))
     return out
 
 
@@ -68,8 +66,34 @@ def aligned_bytes(n: int) -> np.ndarray:
     return raw[off:off + n]
 
 
+class _Arena:
+    """What one call in flight writes: every plan value viewed in an arena of its own (or in the shared
+    weights), which the views keep alive, and every step's argument pointers into those views."""
+
+    __slots__ = ("views", "steps")
+
+    def __init__(self, exe: "CpuExecutable"):
+        arena = aligned_bytes(exe.plan["arena_bytes"])
+        self.views = [_view(v, arena if v["storage"] == "arena" else exe.weights) for v in exe.plan["values"]]
+        self.steps = []
+        for fn, step in zip(exe.kernels, exe.plan["steps"]):
+            ptrs = [ctypes.c_void_p(self.views[a].ctypes.data) for a in step["args"]]
+            if exe.packed:
+                ptrs = [(ctypes.c_void_p * len(ptrs))(*[ctypes.addressof(p) for p in ptrs]), ptrs]
+            self.steps.append((fn, ptrs))
+
+
+def _view(v: dict, base: np.ndarray) -> np.ndarray:
+    count = int(np.prod(v["shape"], dtype=np.int64))
+    return np.frombuffer(base, STORAGE[v["dtype"]], count, v["offset"]).reshape(v["shape"])
+
+
 class CpuExecutable:
-    """A compiled network on the CPU: call it with numpy arrays, get numpy arrays back."""
+    """A compiled network on the CPU: call it with numpy arrays, get numpy arrays back.
+
+    Calls from several threads at once are safe: each call takes an arena (with its step pointers) from a
+    free list and gives it back, and a new one is made only when every arena is in use, so N concurrent
+    callers make at most N arenas, kept for reuse. One caller at a time always reuses the same arena."""
 
     def __init__(self, plan: dict, kernel_address, weights: bytes | np.ndarray, keepalive=None, packed=False):
         """kernel_address(name) -> address of `void name(T *arg0, ...)`; with packed=True, of MLIR's
@@ -77,31 +101,36 @@ class CpuExecutable:
         self.plan = plan
         self._keepalive = keepalive
         self.packed = packed  # the JIT engine or the loaded library: kernels live as long as we do
-        self.arena = aligned_bytes(plan["arena_bytes"])
         self.weights = aligned_bytes(plan["weights_bytes"])
         if plan["weights_bytes"]:
             self.weights[:] = np.frombuffer(weights, np.uint8, plan["weights_bytes"])
-        self.views = [self._view(v) for v in plan["values"]]
-        self.steps = []
         fns = {}
         for step in plan["steps"]:
             name = step["kernel"]
-            ptrs = [ctypes.c_void_p(self.views[a].ctypes.data) for a in step["args"]]
             if name not in fns:
                 address = kernel_address(name)
                 if not address:
                     raise OpenPrimError(f"kernel '{name}' is missing from the compiled kernels")
-                proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * (1 if packed else len(ptrs))))
+                proto = ctypes.CFUNCTYPE(None, *([ctypes.c_void_p] * (1 if packed else len(step["args"]))))
                 fns[name] = proto(address)
-            if packed:
-                ptrs = [(ctypes.c_void_p * len(ptrs))(*[ctypes.addressof(p) for p in ptrs]), ptrs]
-            self.steps.append((fns[name], ptrs))
+        self.kernels = [fns[step["kernel"]] for step in plan["steps"]]   # per step
+        self._growing = threading.Lock()
+        self.arenas = 0          # made so far: the most calls that were ever in flight at once
+        self._free = [self._new_arena()]
 
-    def _view(self, v):
-        dtype = STORAGE[v["dtype"]]
-        count = int(np.prod(v["shape"], dtype=np.int64))
-        base = self.arena if v["storage"] == "arena" else self.weights
-        return np.frombuffer(base, dtype, count, v["offset"]).reshape(v["shape"])
+    def _new_arena(self) -> _Arena:
+        arena = _Arena(self)
+        with self._growing:
+            self.arenas += 1
+        return arena
+
+    def _take(self) -> _Arena:
+        """A free arena (the one given back last: warm in the caches), or a new one when all are in use.
+        list.pop and list.append are atomic, so the free list needs no lock."""
+        try:
+            return self._free.pop()
+        except IndexError:
+            return self._new_arena()
 
     @property
     def input_names(self):
@@ -109,36 +138,57 @@ class CpuExecutable:
 
     def __call__(self, *args, **kwargs):
         inputs = checked_inputs(self.plan, args, kwargs)
-        plan, values = self.plan, self.plan["values"]
+        arena = self._take()
+        try:
+            stored = self._run(arena, inputs)
+        finally:
+            self._free.append(arena)
+        values = self.plan["values"]
+        outs = [from_storage(s, values[o]["dtype"], values[o].get("host_dtype"))
+                for s, o in zip(stored, self.plan["outputs"])]
+        return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _run(self, arena: _Arena, inputs) -> list[np.ndarray]:
+        """Copy the inputs into `arena`, run the steps, return copies of the outputs (storage dtype)."""
+        plan, views, packed = self.plan, arena.views, self.packed
         chunks = plan.get("batch_chunks", 1)
         if chunks == 1:
             for value, data in inputs:
-                self.views[value][...] = data
-            self.run_steps()
-            stored = [self.views[o].copy() for o in plan["outputs"]]
-        else:  # the steps once per chunk of the batch (dim 0)
-            stored = [np.empty(host_shape(plan, o), self.views[o].dtype) for o in plan["outputs"]]
-            for i in range(chunks):
-                for value, data in inputs:
-                    n = len(self.views[value])
-                    self.views[value][...] = data[i * n:(i + 1) * n]
-                self.run_steps()
-                for out, o in zip(stored, plan["outputs"]):
-                    n = len(self.views[o])
-                    out[i * n:(i + 1) * n] = self.views[o]
-        outs = [from_storage(s, values[o]["dtype"], values[o].get("host_dtype")) for s, o in zip(stored, plan["outputs"])]
-        return outs[0] if len(outs) == 1 else tuple(outs)
+                views[value][...] = data
+            for fn, ptrs in arena.steps:
+                fn(*ptrs[:1] if packed else ptrs)
+            return [views[o].copy() for o in plan["outputs"]]
+        stored = [np.empty(host_shape(plan, o), views[o].dtype) for o in plan["outputs"]]
+        for i in range(chunks):  # the steps once per chunk of the batch (dim 0)
+            for value, data in inputs:
+                n = len(views[value])
+                views[value][...] = data[i * n:(i + 1) * n]
+            for fn, ptrs in arena.steps:
+                fn(*ptrs[:1] if packed else ptrs)
+            for out, o in zip(stored, plan["outputs"]):
+                n = len(views[o])
+                out[i * n:(i + 1) * n] = views[o]
+        return stored
 
     def run_steps(self):
-        for fn, ptrs in self.steps:
-            fn(*ptrs[:1] if self.packed else ptrs)
+        """The steps alone, on what the last call left in its arena (for timing)."""
+        arena = self._take()
+        try:
+            for fn, ptrs in arena.steps:
+                fn(*ptrs[:1] if self.packed else ptrs)
+        finally:
+            self._free.append(arena)
 
     def time_steps(self, repeat: int = 10) -> list[float]:
         """Seconds per kernel step (median of `repeat` runs; of one chunk of the batch), for profiling."""
-        times = np.zeros((repeat, len(self.steps)))
-        for r in range(repeat):
-            for i, (fn, ptrs) in enumerate(self.steps):
-                t0 = time.perf_counter()
-                fn(*ptrs[:1] if self.packed else ptrs)
-                times[r, i] = time.perf_counter() - t0
+        times = np.zeros((repeat, len(self.plan["steps"])))
+        arena = self._take()
+        try:
+            for r in range(repeat):
+                for i, (fn, ptrs) in enumerate(arena.steps):
+                    t0 = time.perf_counter()
+                    fn(*ptrs[:1] if self.packed else ptrs)
+                    times[r, i] = time.perf_counter() - t0
+        finally:
+            self._free.append(arena)
         return list(np.median(times, axis=0))

@@ -24,10 +24,17 @@ arrays (runtime/arrays.py: __cuda_array_interface__ or DLPack), which are bound 
 device-to-device on the stream) and never touch the host; `run_into` also writes the outputs into the caller's device arrays on
 the caller's stream (IO binding), without synchronizing. The arena is shared by all calls, so a call on
 another stream than the previous one first waits for the previous one's work.
+
+Threads: every call enqueues its work (the wait for the previous call, the copies in, the graph's update
+and launch, the copies out) holding the executable's lock, so calls from threads are ordered on the
+device one after another, each on its own stream, and none can change the graph or the arena while
+another one enqueues. A numpy call holds the lock until its outputs are back on the host. Driver contexts
+are current per thread: a thread's first call makes the device's current in it (_enter).
 """
 from __future__ import annotations
 
 import os
+import threading
 
 import numpy as np
 
@@ -66,6 +73,9 @@ def check_device_memory(plan: dict, device: Device) -> None:
         parts = ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in sizes.items() if v)
         raise DeviceError(f"the model needs {sum(sizes.values()) / 2**20:.1f} MiB of device memory ({parts}); "
                           f"{device.name()} has {free / 2**20:.1f} MiB free")
+
+
+_CURRENT = threading.local()   # .device: the Device an executable last made current in this thread
 
 
 def graphs_enabled(graphs: bool | None) -> bool:
@@ -127,6 +137,7 @@ class GpuExecutable:
         self.last_stream = self.stream         # where the previous call's work was enqueued
         self.graph = None                      # (graph, executable graph, its kernel nodes), at the first replay
         self.graph_targets = None              # the buffers the graph's nodes address now, per binding
+        self._lock = threading.RLock()         # held while a call enqueues: the state above is one call's
         device.synchronize()                   # the weights and tensor maps are in place before any launch
 
     def _spec(self, name: str, value: int) -> tuple:
@@ -150,9 +161,17 @@ class GpuExecutable:
     def input_names(self):
         return [i["name"] for i in self.plan["inputs"]]
 
+    def _enter(self) -> None:
+        """Make the device's context current in the calling thread, where an executable has not (a
+        server's worker thread that never used the GPU has no current context)."""
+        if getattr(_CURRENT, "device", None) is not self.device:
+            self.device.make_current()
+            _CURRENT.device = self.device
+
     def __call__(self, *args, **kwargs):
         arrays = ordered_inputs(self.plan, args, kwargs)
         on_device = [is_device_array(a) for a in arrays]
+        self._enter()
         if any(on_device):
             if not all(on_device):
                 host = self.input_names[on_device.index(False)]
@@ -162,18 +181,21 @@ class GpuExecutable:
             self.run_into(arrays, outs)
             return outs[0] if len(outs) == 1 else tuple(outs)
         inputs = checked_inputs(self.plan, arrays, {})
-        self.device.synchronize()              # the arena is free: no call is still reading it
-        for value, data in inputs:
-            self.device.copy_to_device(self.pointers[value], data)
-        self.device.synchronize()              # host copies (legacy stream) land before our stream reads them
-        self._enqueue(self.stream, self.arena_targets)
-        self.last_stream = self.stream
-        self.device.stream_synchronize(self.stream)
-        outs = []
-        for o, (_, pointer, shape, dtype, _) in zip(self.plan["outputs"], self.output_specs):
-            host = np.empty(shape, STORAGE[dtype])
-            self.device.copy_to_host(host, pointer)
-            outs.append(from_storage(host, dtype, self.plan["values"][o].get("host_dtype")))  # precision=
+        stored = []
+        with self._lock:                       # until the outputs have left the arena
+            self.device.synchronize()          # the arena is free: no call is still reading it
+            for value, data in inputs:
+                self.device.copy_to_device(self.pointers[value], data)
+            self.device.synchronize()          # host copies (legacy stream) land before our stream reads them
+            self._enqueue(self.stream, self.arena_targets)
+            self.last_stream = self.stream
+            self.device.stream_synchronize(self.stream)
+            for _, pointer, shape, dtype, _ in self.output_specs:
+                host = np.empty(shape, STORAGE[dtype])
+                self.device.copy_to_host(host, pointer)
+                stored.append(host)
+        outs = [from_storage(host, spec[3], self.plan["values"][o].get("host_dtype"))  # precision=
+                for host, spec, o in zip(stored, self.output_specs, self.plan["outputs"])]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def run_into(self, inputs, outputs, stream: int | None = None) -> None:
@@ -188,6 +210,7 @@ class GpuExecutable:
             outputs = [outputs]
         if len(outputs) != len(self.output_specs):
             raise OpenPrimError(f"expected {len(self.output_specs)} output array(s), got {len(outputs)}")
+        self._enter()
         if stream is not None:
             self.device.check_stream(stream)
         where = self.stream if stream is None else stream
@@ -220,19 +243,26 @@ class GpuExecutable:
     def run_pointers(self, inputs: list[int], outputs: list[int], stream: int) -> None:
         """run_into on raw device pointers, unchecked (a framework that checked its tensors itself): the
         buffers bound in place or copied, the plan, all enqueued on `stream`."""
+        self._enter()
+        with self._lock:
+            self._follow(stream)
+            targets = self._targets(inputs, outputs)
+            n = len(inputs)
+            copy = self.device.copy_device_to_device
+            for (_, arena, _, _, nbytes), src, target in zip(self.input_specs, inputs, targets):
+                if target != src:
+                    copy(arena, src, nbytes, stream)
+            self._enqueue(stream, targets)
+            for (_, arena, _, _, nbytes), dst, target in zip(self.output_specs, outputs, targets[n:]):
+                if target != dst:
+                    copy(dst, arena, nbytes, stream)
+
+    def _follow(self, stream) -> None:
+        """Order what is enqueued on `stream` next after the previous call's work, which may still use the
+        arena (on another stream); under the lock."""
         if stream != self.last_stream:
             self.device.wait(stream, self.last_stream)
             self.last_stream = stream
-        targets = self._targets(inputs, outputs)
-        n = len(inputs)
-        copy = self.device.copy_device_to_device
-        for (_, arena, _, _, nbytes), src, target in zip(self.input_specs, inputs, targets):
-            if target != src:
-                copy(arena, src, nbytes, stream)
-        self._enqueue(stream, targets)
-        for (_, arena, _, _, nbytes), dst, target in zip(self.output_specs, outputs, targets[n:]):
-            if target != dst:
-                copy(dst, arena, nbytes, stream)
 
     def _targets(self, inputs: list[int], outputs: list[int]) -> list[int]:
         """Per binding (inputs, then outputs), the buffer the kernels address: the caller's where it
@@ -280,35 +310,44 @@ class GpuExecutable:
             self.device.launch(fn, grid, block, self._args(k, targets), shared, stream)
 
     def run_steps(self):
-        self._launch_all(self.stream, self.arena_targets)
-        self.device.stream_synchronize(self.stream)
+        self._enter()
+        with self._lock:
+            self._follow(self.stream)
+            self._launch_all(self.stream, self.arena_targets)
+            self.device.stream_synchronize(self.stream)
 
     def time_ms(self, repeat: int = 20, warmup: int = 3, captured: int = 0) -> float:
         """Milliseconds per run of all the launches (device events; inputs already on the device).
         captured > 0 times `captured` runs recorded into one graph, launched `repeat` times: kernels
         shorter than a launch's host cost (a few microseconds) are then timed back to back."""
-        for _ in range(warmup):
-            self.run_steps()
-        if not captured:
-            return self.device.elapsed_ms(lambda: self._launch_all(self.stream, self.arena_targets), repeat,
-                                          self.stream)
-        graph = self.device.capture(self.stream, lambda: [self._launch_all(self.stream, self.arena_targets)
-                                                          for _ in range(captured)])
-        try:
-            self.device.graph_launch(graph[1], self.stream)
-            return self.device.elapsed_ms(lambda: self.device.graph_launch(graph[1], self.stream), repeat,
-                                          self.stream) / captured
-        finally:
-            self.device.destroy_graph(*graph)
+        self._enter()
+        with self._lock:
+            self._follow(self.stream)
+            for _ in range(warmup):
+                self.run_steps()
+            if not captured:
+                return self.device.elapsed_ms(lambda: self._launch_all(self.stream, self.arena_targets), repeat,
+                                              self.stream)
+            graph = self.device.capture(self.stream, lambda: [self._launch_all(self.stream, self.arena_targets)
+                                                              for _ in range(captured)])
+            try:
+                self.device.graph_launch(graph[1], self.stream)
+                return self.device.elapsed_ms(lambda: self.device.graph_launch(graph[1], self.stream), repeat,
+                                              self.stream) / captured
+            finally:
+                self.device.destroy_graph(*graph)
 
     def time_steps(self, repeat: int = 20) -> list[float]:
         """Milliseconds per plan step (all its launches), for profiling."""
+        self._enter()
         times = [0.0] * len(self.plan["steps"])
-        for i in range(len(times)):
-            mine = [x for x in self.launches if x[5] == i]
-            times[i] = self.device.elapsed_ms(
-                lambda: [self.device.launch(f, g, b, a, s, self.stream) for f, g, b, a, s, _ in mine],
-                repeat, self.stream)
+        with self._lock:
+            self._follow(self.stream)
+            for i in range(len(times)):
+                mine = [x for x in self.launches if x[5] == i]
+                times[i] = self.device.elapsed_ms(
+                    lambda: [self.device.launch(f, g, b, a, s, self.stream) for f, g, b, a, s, _ in mine],
+                    repeat, self.stream)
         return times
 
     def __del__(self):

@@ -54,6 +54,9 @@ class HipDevice(Device):
     def name(self) -> str:
         return self._props.name
 
+    def make_current(self) -> None:
+        self._call("hipSetDevice", self.index)
+
     def load_module(self, image: bytes):
         self._images.append(image)
         return self._call("hipModuleLoadData", image)
