@@ -4,10 +4,17 @@ A plan's input and output values may carry a `host_dtype` besides their `dtype`:
 caller passes and gets back when it differs from the one the kernels compute in (an fp32 model compiled
 with precision="f16" computes in f16 and still takes and returns float32). `to_storage` converts any float
 input to the stored type; `from_storage(a, dtype, host_dtype)` converts an output back at the edge.
+`host_to_storage` converts what a caller hands over (an input, a Graph param) and checks it: bf16 values
+come as floats or as `ml_dtypes.bfloat16` arrays (the ecosystem's numpy bf16, read by its name, so the
+runtime needs only numpy); a uint16 array is refused rather than read as bits (`a.view(ml_dtypes.bfloat16)`
+says bits explicitly), and so are finite values that the dtype would turn into inf. bf16 outputs come back
+as float32 (HOST), which holds every bf16 value exactly.
 """
 from __future__ import annotations
 
 import numpy as np
+
+from openprim.base.errors import OpenPrimError
 
 STORAGE = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}
 ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2}
@@ -39,3 +46,29 @@ def from_storage(a: np.ndarray, dtype: str, host_dtype: str | None = None) -> np
     if host_dtype is not None and host_dtype != dtype:
         return a.astype(HOST[host_dtype])
     return a
+
+
+def host_to_storage(a, dtype: str, what: str) -> np.ndarray:
+    """A caller's array (an input or a weight, named by `what`) in the contiguous storage of dtype: floats, ints,
+    bools and ml_dtypes.bfloat16 values. A uint16 array for bf16, another kind of data, or a finite value
+    beyond the dtype's range is one OpenPrimError."""
+    a = np.asarray(a)
+    if a.dtype.name == "bfloat16":   # ml_dtypes: its bits are the storage of bf16
+        bits = np.ascontiguousarray(a).view(np.uint16)
+        if dtype == "bf16":
+            return bits
+        a = from_storage(bits, "bf16")
+    if a.dtype.kind not in "fiub":   # complex, strings, objects: no meaningful conversion to floats
+        raise OpenPrimError(f"{what} has dtype {a.dtype}; expected real numbers (float, int, bool or "
+                            f"ml_dtypes.bfloat16)")
+    if dtype == "bf16" and a.dtype == np.uint16:
+        raise OpenPrimError(f"{what} is a uint16 array for a bf16 tensor: pass its values as floats or an "
+                            f"ml_dtypes.bfloat16 array (raw bf16 bits: a.view(ml_dtypes.bfloat16))")
+    with np.errstate(over="ignore"):
+        stored = np.ascontiguousarray(to_storage(a, dtype))
+    if a.dtype != stored.dtype and a.size:
+        finite = np.isfinite(a)
+        if (np.isinf(from_storage(stored, dtype)) & finite).any():
+            raise OpenPrimError(f"{what} ({a.dtype}) has values beyond the range of {dtype} "
+                                f"(largest |x| {np.abs(a[finite]).max():.4g}); scale it or compile in f32")
+    return stored

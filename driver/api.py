@@ -2,20 +2,26 @@
 be keyed (a Graph, the default pipeline and the native backend); anything else is compiled in-process."""
 from __future__ import annotations
 
+import os
 import sys
 
 from openprim import cache as compile_cache, compiler
 from openprim.base.target import Target
-from openprim.pyfrontend import Graph
+from openprim.pyfrontend import Graph, importers
 
 
 def compile(source, target: Target | str = "cpu", solver: str = "", pipeline: str | None = None,
             backend: str = "native", verbose=False, layout: str = "NHWC", cache: bool = True,
             precision: str | None = None):
-    """Compile a Graph (or prim module) for `target` and return a callable on numpy arrays.
+    """Compile a Graph (or prim module) for `target` and return a callable on numpy arrays. A path (str or
+    os.PathLike) of a model file (.py, .onnx, .pt2, .mlir: `importers.suffixes()`) is loaded first
+    (`importers.load`, its default options); other text is MLIR.
     cache: a Graph compiled by the default pipeline and backend goes through the compile cache (openprim.cache;
     OPENPRIM_CACHE=0 turns it off too); `.cache_hit` says whether it was loaded from there.
     precision: "f32" | "f16" | "bf16" computes the graph in that dtype, I/O in the graph's own."""
+    if isinstance(source, (str, os.PathLike)) and "\n" not in str(source) and \
+            os.path.splitext(source)[1] in importers.suffixes():
+        source = importers.load(source)
     if not (cache and compile_cache.enabled() and isinstance(source, Graph) and not pipeline and backend == "native"):
         return compiler.compile(source, target, solver, pipeline, backend, verbose, layout, precision)
     exe = compile_cache.load_or_compile(source, target, {"solver": solver, "layout": layout, "precision": precision})

@@ -18,6 +18,7 @@ takes it so; other strides are made contiguous on the device. CPU tensors run th
 """
 from __future__ import annotations
 
+import inspect
 import warnings
 
 import numpy as np
@@ -46,7 +47,9 @@ class _Compiled:
     """Runs an OpenPrim executable on torch tensors and returns torch tensors in the export's structure.
 
     in_dtypes/out_dtypes: the model's torch dtypes (the plan may compute in another one: the inputs are
-    converted to the plan's dtypes and the outputs back, on the tensors' device)."""
+    converted to the plan's dtypes and the outputs back, on the tensors' device). It keeps no state of a
+    call, so threads may call it at once as they may call the executable (docs/artifacts.md, Threads);
+    on a GPU each call runs on the calling thread's current PyTorch stream."""
 
     def __init__(self, exe, out_spec, n_out, in_dtypes=None, out_dtypes=None, channels_last=None):
         self.exe, self.out_spec, self.n_out = exe, out_spec, n_out
@@ -143,23 +146,89 @@ def _channels_last_inputs(g, tensors, target) -> list[bool]:
     return flags
 
 
+class _Function(torch.nn.Module):
+    """A plain function of tensors as a module, for torch.export."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fn = fn
+
+    def forward(self, *args):
+        return self.fn(*args)
+
+
+class _CompiledModule(_Compiled):
+    """_Compiled for compile_module: keyword arguments are bound to forward's parameters by name."""
+
+    def __init__(self, signature, *args):
+        super().__init__(*args)
+        self.signature = signature
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            if self.signature is None:
+                raise OpenPrimError("compile_module: this model's forward has no signature to bind keyword "
+                                    f"arguments {sorted(kwargs)} to; pass its inputs by position")
+            try:
+                bound = self.signature.bind(*args, **kwargs)
+            except TypeError as e:
+                raise OpenPrimError(f"compile_module: {e}; forward takes "
+                                    f"({', '.join(map(str, self.signature.parameters.values()))})") from None
+            args, kwargs = bound.args, bound.kwargs
+        return super().__call__(*args, **kwargs)
+
+
+def _signature(fn):
+    """fn's inspect.Signature, or None (a builtin without one)."""
+    try:
+        return inspect.signature(fn)
+    except (TypeError, ValueError):
+        return None
+
+
+def _check_example_inputs(example_inputs):
+    """Torch tensors, or Python constants that the export bakes in: anything else is one error naming it."""
+    for i, leaf in enumerate(torch.utils._pytree.tree_leaves(example_inputs)):
+        if isinstance(leaf, np.ndarray):
+            raise OpenPrimError(f"compile_module: example input {i} is a numpy.ndarray; pass torch tensors "
+                                f"(torch.from_numpy(a))")
+        if not isinstance(leaf, (torch.Tensor, bool, int, float, str, type(None))):
+            raise OpenPrimError(f"compile_module: example input {i} is a {type(leaf).__name__}; expected torch "
+                                f"tensors (or Python numbers)")
+
+
 def compile_module(model, example_inputs, target=None, **options):
-    """torch.export the model (in eval mode), import it and compile it through the compile cache.
+    """torch.export the model (in eval mode; each submodule's mode is restored after) and compile it through
+    the compile cache. model: a torch.nn.Module, or a plain function of tensors (wrapped in one).
 
     target: an OpenPrim target; None: the example inputs' GPU, else the CPU. options: keyword arguments of
     openprim.compiler.save (precision, layout, solver). Returns a callable taking the same (tensor)
-    arguments and returning torch tensors of the model's dtypes, on the inputs' device, structured like
-    the model's output; `.exe.cache_hit` says whether the compile was loaded from the cache."""
+    arguments, by position or by the names of forward's parameters, and returning torch tensors of the
+    model's dtypes, on the inputs' device, structured like the model's output; `.exe.cache_hit` says
+    whether the compile was loaded from the cache."""
+    if isinstance(model, torch.nn.Module):
+        signature = _signature(model.forward)
+    elif callable(model):
+        signature, model = _signature(model), _Function(model)
+    else:
+        raise OpenPrimError(f"compile_module: expected a torch.nn.Module or a function of tensors, got "
+                            f"{type(model).__name__}")
     if not isinstance(example_inputs, tuple):
         example_inputs = tuple(example_inputs) if isinstance(example_inputs, list) else (example_inputs,)
+    _check_example_inputs(example_inputs)
     default, index = _default_target(example_inputs)
-    ep = torch.export.export(model.eval(), example_inputs)
+    modes = [(m, m.training) for m in model.modules()]
+    try:
+        ep = torch.export.export(model.eval(), example_inputs)
+    finally:
+        for m, training in modes:
+            m.training = training
     g, _ = import_exported(ep)
     flat = [t for t in torch.utils._pytree.tree_leaves(example_inputs) if isinstance(t, torch.Tensor)]
     channels_last = _channels_last_inputs(g, flat, target or default)
     exe = openprim.cache.load_or_compile(g, target or default, options, device=index)
-    return _Compiled(exe, ep.call_spec.out_spec, len(g.outputs), [t.dtype for t in flat], _output_dtypes(ep),
-                     channels_last)
+    return _CompiledModule(signature, exe, ep.call_spec.out_spec, len(g.outputs), [t.dtype for t in flat],
+                           _output_dtypes(ep), channels_last)
 
 
 # ---------------------------------------------------------------------------- torch.compile backend

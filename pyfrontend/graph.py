@@ -15,7 +15,7 @@ import numpy as np
 
 from openprim.base import ops as spec
 from openprim.base.errors import OpenPrimError
-from openprim.base.dtypes import to_storage
+from openprim.base.dtypes import host_to_storage
 
 _LIBRARY_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
                       for m in (sys.modules["openprim"], sys.modules["openprim.base.errors"], spec))
@@ -75,17 +75,27 @@ def _is_number(v) -> bool:
 
 
 def _check_attr(name: str, value, kind: str) -> str | None:
-    """Why an attribute value does not fit its kind in the op table ("i64", "i64s", "f64", ...), or None.
-    The dialect stores i64 attributes as integers: 1.5 would silently become 1."""
+    """Why a value does not fit its kind in the op table ("i64", "i64s", "f64", "f64s", "str") or "bool", or
+    None. The dialect stores i64 attributes as integers: 1.5 would silently become 1."""
     if kind == "i64":
         return None if _is_int(value) else f"'{name}' must be an integer, got {value!r}"
     if kind == "f64":
         return None if _is_number(value) else f"'{name}' must be a number, got {value!r}"
+    if kind == "bool":
+        ok = isinstance(value, (bool, np.bool_)) or (_is_int(value) and value in (0, 1))
+        return None if ok else f"'{name}' must be True or False, got {value!r}"
+    if kind == "str":
+        return None if isinstance(value, str) else f"'{name}' must be a string, got {value!r}"
     if kind in ("i64s", "f64s"):
-        ok = _is_int if kind == "i64s" else _is_number
-        bad = [v for v in value if not ok(v)]
-        return f"'{name}' must be {'integers' if kind == 'i64s' else 'numbers'}, got {list(value)}" if bad else None
+        ok, what = (_is_int, "integers") if kind == "i64s" else (_is_number, "numbers")
+        if not isinstance(value, (list, tuple, np.ndarray)):
+            return f"'{name}' must be a list of {what}, got {value!r}"
+        return None if all(ok(v) for v in value) else f"'{name}' must be {what}, got {list(value)}"
     return None
+
+
+_NORMAL = {"i64": int, "bool": int, "f64": float, "str": str,
+           "i64s": lambda v: [int(i) for i in v], "f64s": lambda v: [float(i) for i in v]}
 
 
 def _pair(v, n=2):
@@ -144,18 +154,23 @@ class Graph:
         self.inputs[index] = new
 
     def param(self, name: str, value, dtype: str | None = None) -> Tensor:
-        """A weight: `value` is a numpy array (any float dtype; stored in `dtype`, default the graph's)."""
+        """A weight: `value` is a numpy array of numbers (ml_dtypes.bfloat16 too), stored in `dtype` (default the
+        graph's); a value beyond that dtype's range is an error, as for inputs (base/dtypes.host_to_storage)."""
+        loc = _user_location()
+        if not isinstance(name, str) or not name:
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: param name must be a non-empty string, got {name!r}")
         value = np.asarray(value)
-        if value.dtype.kind not in "fiu":
-            raise OpenPrimError(f"param '{name}': expected a numeric array, got dtype {value.dtype}")
         dtype = dtype or self.dtype
         self._check_dtype(dtype, f"param '{name}'")
         if value.size == 0:
-            loc = _user_location()
             raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: param '{name}' is empty (shape {list(value.shape)}); "
                                 f"every dimension must be at least 1")
+        try:
+            stored = host_to_storage(value, dtype, f"param '{name}'")
+        except OpenPrimError as e:
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: {e}") from None
         t = Tensor(self, tuple(value.shape), dtype, name)
-        self.nodes.append(Node("constant", [], {}, t, _user_location(), to_storage(value, dtype)))
+        self.nodes.append(Node("constant", [], {}, t, loc, stored))
         return t
 
     constant = param
@@ -172,12 +187,24 @@ class Graph:
 
     def _own(self, t, what):
         if not isinstance(t, Tensor) or t.graph is not self:
-            raise OpenPrimError(f"{what}: expected a Tensor of this graph, got {type(t).__name__}")
+            loc = _user_location()
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: {what}: expected a Tensor of this graph, "
+                                f"got {type(t).__name__}")
 
-    def _scalar(self, v, like: Tensor) -> Tensor:
+    def _arg(self, what: str, name: str, value, kind: str):
+        """Argument `name` of op `what` as its attribute holds it (ints, 0/1, floats, lists), checked against
+        kind (_check_attr's); otherwise one OpenPrimError at the user's line naming the op and argument."""
+        why = _check_attr(name, value, kind)
+        if why:
+            loc = _user_location()
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: {what}: {why}")
+        return _NORMAL[kind](value)
+
+    def _scalar(self, v, like: Tensor, what: str) -> Tensor:
         if isinstance(v, Tensor):
             return v
-        return self.param(f"scalar{len(self.nodes)}", np.array(v, np.float32), like.dtype)
+        value = v if isinstance(v, np.ndarray) else self._arg(what, "operand", v, "f64")
+        return self.param(f"scalar{len(self.nodes)}", np.asarray(value), like.dtype)
 
     def _emit(self, op: str, operands: list, attrs: dict, shape=None) -> Tensor:
         loc = _user_location()
@@ -215,12 +242,14 @@ class Graph:
         return self._emit("conv2d", [x, w, bias, None], {
             "strides": list(_pair(stride)), "padding": _padding4(padding), "dilations": list(_pair(dilation)),
             "groups": groups, "layout": layout, "filter_layout": filter_layout or self._filter_layout(layout),
-            "activation": activation, "activation_params": list(activation_params)})
+            "activation": activation,
+            "activation_params": self._arg("prim.conv2d", "activation_params", activation_params, "f64s")})
 
     def matmul(self, a, b, bias=None, transpose_rhs=False, activation="none", activation_params=()):
-        return self._emit("matmul", [a, b, bias, None], {"transpose_rhs": int(transpose_rhs),
-                                                          "activation": activation,
-                                                          "activation_params": list(activation_params)})
+        return self._emit("matmul", [a, b, bias, None], {
+            "transpose_rhs": self._arg("prim.matmul", "transpose_rhs", transpose_rhs, "bool"),
+            "activation": activation,
+            "activation_params": self._arg("prim.matmul", "activation_params", activation_params, "f64s")})
 
     def linear(self, x, w, bias=None):
         """x @ w.T + bias with w of shape [out_features, in_features], as torch.nn.functional.linear."""
@@ -273,17 +302,21 @@ class Graph:
 
     def _binary(self, op, a, b):
         like = a if isinstance(a, Tensor) else b
-        return self._emit(op, [self._scalar(a, like), self._scalar(b, like)], {})
+        self._own(like, f"prim.{op}")
+        return self._emit(op, [self._scalar(a, like, f"prim.{op}"), self._scalar(b, like, f"prim.{op}")], {})
 
     def max_pool2d(self, x, kernel, stride=None, padding=0, dilation=1, ceil_mode=False, layout=None):
         return self._emit("max_pool2d", [x], {
             "kernel": list(_pair(kernel)), "strides": list(_pair(stride or kernel)), "padding": _padding4(padding),
-            "dilations": list(_pair(dilation)), "ceil_mode": int(ceil_mode), "layout": layout or self.layout})
+            "dilations": list(_pair(dilation)),
+            "ceil_mode": self._arg("prim.max_pool2d", "ceil_mode", ceil_mode, "bool"),
+            "layout": layout or self.layout})
 
     def avg_pool2d(self, x, kernel, stride=None, padding=0, ceil_mode=False, count_include_pad=True, layout=None):
         return self._emit("avg_pool2d", [x], {
             "kernel": list(_pair(kernel)), "strides": list(_pair(stride or kernel)), "padding": _padding4(padding),
-            "ceil_mode": int(ceil_mode), "count_include_pad": int(count_include_pad),
+            "ceil_mode": self._arg("prim.avg_pool2d", "ceil_mode", ceil_mode, "bool"),
+            "count_include_pad": self._arg("prim.avg_pool2d", "count_include_pad", count_include_pad, "bool"),
             "layout": layout or self.layout})
 
     def global_avg_pool(self, x, layout=None):
@@ -299,14 +332,12 @@ class Graph:
         aligned), scale defaults to 1/sqrt(D)."""
         self._own(q, "prim.attention")
         scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
-        return self._emit("attention", [q, k, v, mask], {"scale": scale, "causal": int(causal), "layout": layout})
+        return self._emit("attention", [q, k, v, mask], {
+            "scale": scale, "causal": self._arg("prim.attention", "causal", causal, "bool"), "layout": layout})
 
     def reshape(self, x, shape):
         self._own(x, "prim.reshape")
-        shape = list(shape)
-        if not all(_is_int(s) for s in shape):
-            loc = _user_location()
-            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: prim.reshape: the shape must be integers, got {shape}")
+        shape = self._arg("prim.reshape", "shape", shape, "i64s")
         if shape.count(-1) > 1:
             raise OpenPrimError(f"prim.reshape: at most one -1 in {shape}")
         if -1 in shape:
@@ -319,28 +350,41 @@ class Graph:
         return self._emit("reshape", [x], {}, shape=tuple(shape))
 
     def flatten(self, x, start_dim=1):
-        return self.reshape(x, tuple(x.shape[:start_dim]) + (-1,))
+        """x with the dims from start_dim on (negative: from the end) made one, as torch.flatten."""
+        self._own(x, "flatten")
+        start_dim = self._arg("flatten", "start_dim", start_dim, "i64")
+        if not -x.ndim <= start_dim < x.ndim:
+            loc = _user_location()
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: flatten (operand {spec.fmt_shape(x.shape)}): start_dim "
+                                f"{start_dim} must be in [{-x.ndim}, {x.ndim})")
+        return self.reshape(x, tuple(x.shape[:start_dim % x.ndim]) + (-1,))
 
-    def transpose(self, x, perm): return self._emit("transpose", [x], {"perm": list(perm)})
+    def transpose(self, x, perm):
+        return self._emit("transpose", [x], {"perm": self._arg("prim.transpose", "perm", perm, "i64s")})
+
     def concat(self, xs, axis=0):
         """Concatenate along axis (a chain of binary prim.concat ops)."""
-        xs = list(xs)
-        if not xs:
-            raise OpenPrimError("prim.concat: needs at least one input")
+        if not isinstance(xs, (list, tuple)) or not xs:
+            loc = _user_location()
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: prim.concat: expected a non-empty list of Tensors, "
+                                f"got {xs!r}")
         out = xs[0]
+        self._own(out, "prim.concat")
         for x in xs[1:]:
             out = self._emit("concat", [out, x], {"axis": axis})
         return out
 
     def pad(self, x, pads, value=0.0):
-        return self._emit("pad", [x], {"pads": list(pads), "value": value})
+        return self._emit("pad", [x], {"pads": self._arg("prim.pad", "pads", pads, "i64s"), "value": value})
 
     def slice(self, x, starts, ends, axes=None, steps=None):
         """x[start:end:step] on each of `axes` (default: the first len(starts)), the other axes whole.
         Python's slicing rules: negative starts/ends count from the end, out-of-range ones are clamped."""
         self._own(x, "prim.slice")
-        axes = list(range(len(starts))) if axes is None else list(axes)
-        steps = [1] * len(axes) if steps is None else list(steps)
+        starts = self._arg("prim.slice", "starts", starts, "i64s")
+        ends = self._arg("prim.slice", "ends", ends, "i64s")
+        axes = list(range(len(starts))) if axes is None else self._arg("prim.slice", "axes", axes, "i64s")
+        steps = [1] * len(axes) if steps is None else self._arg("prim.slice", "steps", steps, "i64s")
         if not len(starts) == len(ends) == len(axes) == len(steps):
             raise OpenPrimError(f"prim.slice: starts, ends, axes and steps differ in length: {list(starts)}, "
                                 f"{list(ends)}, {axes}, {steps}")
@@ -357,21 +401,122 @@ class Graph:
     def reduce(self, x, kind, axes=None, keepdims=False):
         """sum, mean, max or min of x over `axes` (default: all)."""
         self._own(x, "prim.reduce")
-        axes = list(range(x.ndim)) if axes is None else list(axes)
-        return self._emit("reduce", [x], {"kind": kind, "axes": axes, "keepdims": int(keepdims)})
+        axes = list(range(x.ndim)) if axes is None else self._arg("prim.reduce", "axes", axes, "i64s")
+        return self._emit("reduce", [x], {"kind": self._arg("prim.reduce", "kind", kind, "str"), "axes": axes,
+                                          "keepdims": self._arg("prim.reduce", "keepdims", keepdims, "bool")})
 
-    def resize_nearest(self, x, scales):
-        """Nearest-neighbour upsampling by an integer factor per axis, out[i] = x[i // scale]: x with a unit
-        axis after each scaled one, times a broadcast tensor of ones (exact), viewed as the result."""
-        self._own(x, "resize_nearest")
-        scales = [int(s) for s in scales]
-        if len(scales) != x.ndim or any(s < 1 for s in scales):
+    def take(self, x, indices, axis=0):
+        """x's entries `indices` (in [-size, size)) along axis, in order, as numpy.take: each run that reads x
+        repeated k times with a step (a nearest resize, a strided or repeated run; `_pattern`) is a slice of
+        a broadcast multiply, and the runs are concatenated."""
+        self._own(x, "take")
+        axis = self._arg("take", "axis", axis, "i64")
+        indices = self._arg("take", "indices", indices, "i64s")
+        if not -x.ndim <= axis < x.ndim or not indices or \
+                not all(-x.shape[axis] <= i < x.shape[axis] for i in indices):
             loc = _user_location()
-            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: resize_nearest (operand {spec.fmt_shape(x.shape)}): "
-                                f"scales must be {x.ndim} positive integers, got {scales}")
-        if all(s == 1 for s in scales):
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: take (operand {spec.fmt_shape(x.shape)}): axis {axis} must "
+                                f"be in [{-x.ndim}, {x.ndim}) and the indices a non-empty list in range, got {indices}")
+        axis %= x.ndim
+        size = x.shape[axis]
+        idx = np.asarray(indices, np.int64) % size
+        if np.array_equal(idx, np.arange(size)):
+            return x
+        parts, i = [], 0
+        while i < len(idx):
+            n, k, b, a = _pattern(idx[i:])
+            lo, hi = int(idx[i]), int(idx[i + n - 1]) + 1     # the span of x that the run reads
+            part = x if (lo, hi) == (0, size) else self.slice(x, [lo], [hi], axes=[axis])
+            part = self._repeat(part, [k if d == axis else 1 for d in range(x.ndim)])
+            if (a - lo * k, b, n) != (0, 1, part.shape[axis]):
+                part = self.slice(part, [a - lo * k], [a - lo * k + b * (n - 1) + 1], axes=[axis], steps=[b])
+            parts.append(part)
+            i += n
+        return self.concat(parts, axis)
+
+    def resize_nearest(self, x, scales=None, size=None):
+        """Nearest-neighbour resize as torch.nn.functional.interpolate(mode="nearest") of a 4-d tensor (aten's
+        upsample_nearest2d), on every axis: `size` outputs (default floor(in * scale)), output i reading input
+        `nearest_sources(in, out, scale)` (`take_axes`); a scale may be None where size is given (then in / out)."""
+        self._own(x, "resize_nearest")
+        what = f"resize_nearest (operand {spec.fmt_shape(x.shape)})"
+        size = None if size is None else self._arg(what, "size", size, "i64s")
+        scales = [None] * x.ndim if scales is None else \
+            list(scales) if isinstance(scales, (list, tuple, np.ndarray)) else scales
+        given = size is not None and len(size) == x.ndim and min(size) > 0
+        if not (isinstance(scales, list) and len(scales) == x.ndim and (size is None or given) and
+                all(s is None and given or _is_number(s) and 0 < s < math.inf for s in scales)):
+            loc = _user_location()
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: {what}: scales must be {x.ndim} positive numbers (None "
+                                f"where size is given) or size {x.ndim} positive integers, got scales {scales}, "
+                                f"size {size}")
+        out = size or [math.floor(d * s) for d, s in zip(x.shape, scales)]   # as aten: in double
+        if min(out) < 1:
+            loc = _user_location()
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: {what}: the result would be empty ({spec.fmt_shape(out)}); "
+                                f"every dimension must be at least 1")
+        return self.take_axes(x, [nearest_sources(d, o, s) for d, o, s in zip(x.shape, out, scales)])
+
+    def take_axes(self, x, indices):
+        """`take` on every axis d with indices[d] (None: the axis whole); the axes whose indices repeat each
+        element k times (i // k) are one broadcast multiply together."""
+        self._own(x, "take_axes")
+        if not isinstance(indices, (list, tuple)) or len(indices) != x.ndim:
+            loc = _user_location()
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: take_axes (operand {spec.fmt_shape(x.shape)}): expected "
+                                f"{x.ndim} lists of indices (None: an axis whole), got {indices!r}")
+        reps = []
+        for d, idx in zip(x.shape, indices):
+            k = 0 if idx is None else len(idx) // d
+            reps.append(k if k > 1 and len(idx) == k * d and np.array_equal(idx, np.arange(k * d) // k) else 1)
+        y = self._repeat(x, reps)
+        for axis, (idx, r) in enumerate(zip(indices, reps)):
+            if idx is not None and r == 1:
+                y = self.take(y, idx, axis)
+        return y
+
+    def _repeat(self, x, reps):
+        """x with each element repeated reps[d] times along each axis d, out[i] = x[i // reps]: x with a unit
+        axis after each, times a broadcast tensor of ones (exact), viewed as the result."""
+        if all(r == 1 for r in reps):
             return x
         split = [d for size in x.shape for d in (size, 1)]
-        ones = self.param(f"resize_ones{len(self.nodes)}", np.ones([d for s in scales for d in (1, s)]), x.dtype)
-        y = self.mul(self.reshape(x, split), ones)
-        return self.reshape(y, [d * s for d, s in zip(x.shape, scales)])
+        ones = self.param(f"resize_ones{len(self.nodes)}", np.ones([d for r in reps for d in (1, r)]), x.dtype)
+        return self.reshape(self.mul(self.reshape(x, split), ones), [d * r for d, r in zip(x.shape, reps)])
+
+
+def nearest_sources(size: int, out: int, scale: float | None = None) -> np.ndarray:
+    """The input index each of `out` outputs reads on an axis of `size` in torch's nearest resize (aten
+    UpSample.h nearest_idx): i where out == size, i // 2 where out == 2 * size, else min(floor(i * s), size - 1)
+    in float32 with s = float32(1 / scale), or float32(size) / out without a scale."""
+    i = np.arange(out)
+    if out in (size, 2 * size):
+        return i * size // out
+    s = np.float32(1.0 / scale) if scale else np.float32(size) / np.float32(out)
+    return np.minimum(np.floor(i.astype(np.float32) * s), size - 1).astype(np.int64)
+
+
+_MAX_REPEAT, _MAX_STEP, _MAX_RUN = 64, 16, 1024
+
+
+def _pattern(idx: np.ndarray) -> tuple[int, int, int, int]:
+    """(n, k, b, a): the longest prefix of idx (n <= _MAX_RUN) with idx[i] == (a + b * i) // k, that is x
+    repeated k times and read from a with step b; 1 <= b <= _MAX_STEP (the repeated tensor at most that many
+    times the run) and k <= _MAX_REPEAT or the length of idx's leading run of one index."""
+    if len(idx) == 1 or idx[1] < idx[0]:
+        return 1, 1, 1, int(idx[0])
+    run = int(np.argmax(idx != idx[0])) or len(idx)
+    ks = np.union1d(np.arange(1, _MAX_REPEAT + 1), [run])[:, None, None]
+    bs = np.arange(1, _MAX_STEP + 1)[None, :, None]
+    width = 64
+    while True:
+        part = idx[:width]
+        i = np.arange(len(part))
+        lo = np.maximum.accumulate(part * ks - bs * i, axis=-1)       # a >= idx[i] * k - b * i
+        hi = np.minimum.accumulate((part + 1) * ks - 1 - bs * i, axis=-1)
+        fits = (lo <= hi).sum(axis=-1)
+        kb = np.unravel_index(np.argmax(fits), fits.shape)   # the longest, then the fewest repeats and step
+        n = int(fits[kb])
+        if n < len(part) or len(part) == len(idx) or width >= _MAX_RUN:
+            return n, int(ks[kb[0], 0, 0]), int(bs[0, kb[1], 0]), int(lo[kb][n - 1])
+        width *= 4

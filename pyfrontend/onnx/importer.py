@@ -9,7 +9,8 @@ with onnx's reference evaluator, and becomes a graph param only when a compute o
 
 The mapped ops are the `op_<OpType>` methods of `_Importer`: `supported_ops()` lists them with their
 opsets and `coverage_table()` with notes (docs/frontends.md shows it); `unsupported_nodes(model)` lists
-the nodes of a model that none of them maps (`openprim onnx-check`).
+the nodes of a model that none of them maps, and `check_model(model)` those and every other reason the
+import refuses the model, by the import's own checks (`openprim onnx-check`).
 
 A model older than opset 13 (the PyTorch-converted models of onnx's backend tests are opset 6-12) is
 first converted to opset 13 with onnx.version_converter, which rewrites the attributes that later
@@ -177,75 +178,22 @@ class _Importer:
             self.fail(f"axis={axis} is out of range for rank {rank}")
         return axis % rank
 
-    def take(self, x, axis, indices):
-        """x's entries `indices` (in [0, size)) along axis, in order: a run of one repeated index is a slice
-        repeated by resize_nearest, an ascending run of one step a strided slice, 0..size-1 x itself;
-        the runs are concatenated."""
-        parts, i = [], 0
-        while i < len(indices):
-            step = indices[i + 1] - indices[i] if i + 1 < len(indices) else 1
-            j = i + 1
-            if step >= 0:
-                while j < len(indices) and indices[j] - indices[j - 1] == step:
-                    j += 1
-            start, count = indices[i], j - i
-            if count == 1:
-                parts.append(self.g.slice(x, [start], [start + 1], axes=[axis]))
-            elif step == 0:
-                one = self.g.slice(x, [start], [start + 1], axes=[axis])
-                parts.append(self.g.resize_nearest(one, [count if d == axis else 1 for d in range(x.ndim)]))
-            elif start == 0 and step == 1 and count == x.shape[axis]:
-                parts.append(x)
-            else:
-                parts.append(self.g.slice(x, [start], [start + step * (count - 1) + 1], axes=[axis], steps=[step]))
-            i = j
-        return self.g.concat(parts, axis)
-
     # ------------------------------------------------------------------ entry
     def run(self):
         onnx = self.onnx
         gr = self.model.graph
-        if not (MIN_OPSET <= self.opset <= max(MAX_OPSET, onnx.defs.onnx_opset_version())):
-            raise OpenPrimError(f"ONNX model uses opset {self.opset}; OpenPrim imports opsets {MIN_OPSET}-{MAX_OPSET}")
-        for imp in self.model.opset_import:
-            if imp.domain not in ("", "ai.onnx"):
-                raise OpenPrimError(f"ONNX model imports domain '{imp.domain}', which OpenPrim does not support")
+        problems = _model_problems(self.model, self.input_shapes)
+        if problems:
+            raise OpenPrimError(problems[0])
         for init in gr.initializer:
             try:
                 self.consts[init.name] = onnx.numpy_helper.to_array(init)
             except (ValueError, KeyError, TypeError) as e:  # data of another size or type than declared
                 raise OpenPrimError(f"ONNX initializer '{init.name}' cannot be read (dims {list(init.dims)}, "
                                     f"data_type {init.data_type}): {_first_line(e)}; the file is corrupt") from None
-        for init in gr.sparse_initializer:
-            raise OpenPrimError(f"ONNX sparse initializer '{init.values.name}' is not supported")
-        unknown = set(self.input_shapes) - {i.name for i in gr.input}
-        if unknown:
-            raise OpenPrimError(f"input_shapes names unknown input(s) {sorted(unknown)}")
         for inp in gr.input:
-            if inp.name in self.consts:
-                continue  # an initializer listed as an input (IR < 4 style): a weight
-            tt = inp.type.tensor_type if inp.type.HasField("tensor_type") else None
-            if tt is None:
-                raise OpenPrimError(f"ONNX input '{inp.name}' is not a tensor")
-            if _FLOAT_NAMES.get(tt.elem_type) == "float64":
-                raise OpenPrimError(float64_message(f"ONNX input '{inp.name}'", _FLOAT64_FIX))
-            if _graph_dtype(tt.elem_type) is None:
-                raise OpenPrimError(non_float_message(f"ONNX input '{inp.name}'", _type_name(tt.elem_type)))
-            if inp.name in self.input_shapes:
-                shape = tuple(int(d) for d in self.input_shapes[inp.name])
-            else:
-                if not tt.HasField("shape"):
-                    raise OpenPrimError(f"ONNX input '{inp.name}' has no shape; pass input_shapes={{'{inp.name}': (...)}}")
-                shape = []
-                for d in tt.shape.dim:
-                    if not d.HasField("dim_value"):
-                        raise OpenPrimError(f"ONNX input '{inp.name}' has a dynamic dimension "
-                                            f"'{d.dim_param or '?'}'; pass input_shapes={{'{inp.name}': (...)}}")
-                    shape.append(d.dim_value)
-                shape = tuple(shape)
-            if any(s <= 0 for s in shape):
-                raise OpenPrimError(f"ONNX input '{inp.name}' has a non-positive dimension {shape}")
-            self.tensors[inp.name] = self.g.input(inp.name, shape)
+            if inp.name not in self.consts:  # else an initializer listed as an input (IR < 4 style): a weight
+                self.tensors[inp.name] = self.g.input(inp.name, _input_shape(inp, self.input_shapes))
         for node in gr.node:
             for name in node.input:
                 self.readers.setdefault(name, f"node '{node.name or node.output[0]}'")
@@ -502,7 +450,7 @@ class _Importer:
         w = self.g.transpose(self.g.reshape(self.t(1), grouped), (0, 2, 1, 3, 4))
         w = self.g.reshape(w, (groups * cout_g, cin // groups, *k))
         for axis in (2, 3):
-            w = self.take(w, axis, list(range(k[axis - 2] - 1, -1, -1))) if k[axis - 2] > 1 else w
+            w = self.g.take(w, list(range(k[axis - 2] - 1, -1, -1)), axis) if k[axis - 2] > 1 else w
         return w
 
     def _pool_view(self, a, x, k):
@@ -1012,11 +960,11 @@ class _Importer:
             if not begin and not end:
                 continue
             if mode == "edge":
-                x = self.take(x, ax, [0] * begin + list(range(d)) + [d - 1] * end)
+                x = self.g.take(x, [0] * begin + list(range(d)) + [d - 1] * end, ax)
                 continue
             if max(begin, end) >= d:
                 self.fail(f"reflect pads {begin} and {end} of axis {ax} must be smaller than its size {d}")
-            x = self.take(x, ax, list(range(begin, 0, -1)) + list(range(d)) + list(range(d - 2, d - 2 - end, -1)))
+            x = self.g.take(x, list(range(begin, 0, -1)) + list(range(d)) + list(range(d - 2, d - 2 - end, -1)), ax)
         return x
 
     # --- slicing, gathering, splitting, resizing
@@ -1042,7 +990,7 @@ class _Importer:
             self.fail(f"indices must be a non-empty integer tensor, got dtype {idx.dtype}, shape {idx.shape}")
         if ((idx < -n) | (idx >= n)).any():
             self.fail(f"indices {idx.reshape(-1).tolist()} are out of range for axis {axis} of size {n}")
-        y = self.take(x, axis, [int(v) % n for v in idx.reshape(-1)])
+        y = self.g.take(x, [int(v) % n for v in idx.reshape(-1)], axis)
         out = tuple(x.shape[:axis]) + idx.shape + tuple(x.shape[axis + 1:])
         return y if y.shape == out else self.g.reshape(y, out)
 
@@ -1078,11 +1026,12 @@ class _Importer:
         return self.g.reshape(y, [n * size for n, size in zip(reps, x.shape)])
 
     def op_Resize(self, a):
-        """mode nearest with integer scales, where the coordinate transformation maps output i to input
-        i // scale: the default half_pixel (any nearest_mode), asymmetric with floor (PyTorch's nearest)."""
+        """mode nearest, any scales or sizes: the input index of each output index per axis as onnx's reference
+        computes it (`_nearest_sources`: every coordinate transformation but tf_crop_and_resize, every
+        nearest_mode), read by Graph.take_axes."""
         mode = a.get("mode", "nearest")
         if mode != "nearest":
-            self.unsupported(f"mode='{mode}' (only 'nearest', with integer scales)")
+            self.unsupported(f"mode='{mode}' (only 'nearest')")
         x = self.t(0)
         r = x.ndim
         axes = [self.axis(int(v), r) for v in a.get("axes", range(r))]
@@ -1091,25 +1040,22 @@ class _Importer:
         if sizes:
             if a.get("keep_aspect_ratio_policy", "stretch") != "stretch":
                 self.unsupported(f"keep_aspect_ratio_policy='{a['keep_aspect_ratio_policy']}'")
-            given = [(s / x.shape[ax]) for ax, s in zip(axes, sizes)]
-            what = "sizes"
+            given, what = [(s / x.shape[ax]) for ax, s in zip(axes, sizes)], "sizes"
         else:
             given, what = scales.tolist(), "scales"
+            sizes = [int(f * x.shape[ax]) for ax, f in zip(axes, given)]
         if len(given) != len(axes):
             self.fail(f"{what} needs {len(axes)} values, got {len(given)}")
-        factors = [1] * r
-        for ax, f in zip(axes, given):
-            if f < 1 or f != int(f):
-                self.unsupported(f"scale {f:g} on axis {ax}: only integer upsampling factors")
-            factors[ax] = int(f)
+        if not all(f > 0 and s > 0 for f, s in zip(given, sizes)):
+            self.fail(f"{what} {[*given]} make an empty result")
         ctm = a.get("coordinate_transformation_mode", "half_pixel")
         nearest = a.get("nearest_mode", "round_prefer_floor")
-        for ax, f in enumerate(factors):
-            src = _nearest_sources(ctm, nearest, x.shape[ax], f) if f > 1 else None
-            if f > 1 and (src is None or not np.array_equal(src, np.arange(x.shape[ax] * f) // f)):
-                self.unsupported(f"coordinate_transformation_mode='{ctm}' with nearest_mode='{nearest}' does not "
-                                 f"repeat each element {f} times on axis {ax}")
-        return self.g.resize_nearest(x, factors)
+        sources = [None] * r
+        for ax, f, size in zip(axes, given, sizes):
+            sources[ax] = _nearest_sources(ctm, nearest, x.shape[ax], size, f)
+            if sources[ax] is None:
+                self.unsupported(f"coordinate_transformation_mode='{ctm}' with nearest_mode='{nearest}'")
+        return self.g.take_axes(x, sources)
 
     # --- reductions
     def _reduce(self, a, kind, before=None, after=None):
@@ -1154,17 +1100,18 @@ class _Importer:
         return self.g.div(x, self.g.pow(self.g.reshape(den, x.shape), beta))
 
 
-def _nearest_sources(ctm, nearest_mode, size, scale):
-    """The input index of every output index of an axis of `size` upsampled `scale` times (ONNX Resize,
-    mode nearest), or None for a coordinate transformation this does not know."""
-    i = np.arange(size * scale, dtype=np.float64)
-    one = size * scale == 1
-    if ctm in ("half_pixel", "half_pixel_symmetric"):  # symmetric: the same for integer scales
+def _nearest_sources(ctm, nearest_mode, size, out, scale):
+    """The input index of each of `out` output indices on an axis of `size` resized by `scale` (ONNX Resize,
+    mode nearest, as onnx's reference computes it, in float64), or None for a mode this does not know."""
+    i, width = np.arange(out, dtype=np.float64), scale * size    # width: the output length before flooring
+    if ctm == "half_pixel":
         x = (i + 0.5) / scale - 0.5
+    elif ctm == "half_pixel_symmetric":
+        x = size / 2 * (1 - out / width) + (i + 0.5) / scale - 0.5
     elif ctm == "pytorch_half_pixel":
-        x = np.zeros_like(i) if one else (i + 0.5) / scale - 0.5
+        x = np.full(out, -0.5) if width == 1 else (i + 0.5) / scale - 0.5
     elif ctm == "align_corners":
-        x = np.zeros_like(i) if one else i * (size - 1) / (size * scale - 1)
+        x = np.zeros(out) if width == 1 else i * (size - 1) / (width - 1)
     elif ctm == "asymmetric":
         x = i / scale
     else:
@@ -1175,6 +1122,56 @@ def _nearest_sources(ctm, nearest_mode, size, scale):
     if nearest_mode not in rounding:
         return None
     return np.clip(rounding[nearest_mode], 0, size - 1).astype(np.int64)
+
+
+def _input_shape(inp, input_shapes: dict) -> tuple:
+    """The static shape of a graph input (input_shapes's, where it names the input), or an OpenPrimError
+    saying why it has none: not a float tensor, float64, no shape, a dynamic or non-positive dimension."""
+    tt = inp.type.tensor_type if inp.type.HasField("tensor_type") else None
+    if tt is None:
+        raise OpenPrimError(f"ONNX input '{inp.name}' is not a tensor")
+    if _FLOAT_NAMES.get(tt.elem_type) == "float64":
+        raise OpenPrimError(float64_message(f"ONNX input '{inp.name}'", _FLOAT64_FIX))
+    if _graph_dtype(tt.elem_type) is None:
+        raise OpenPrimError(non_float_message(f"ONNX input '{inp.name}'", _type_name(tt.elem_type)))
+    if inp.name in input_shapes:
+        shape = tuple(int(d) for d in input_shapes[inp.name])
+    elif not tt.HasField("shape"):
+        raise OpenPrimError(f"ONNX input '{inp.name}' has no shape; pass input_shapes={{'{inp.name}': (...)}}")
+    else:
+        dynamic = next((d for d in tt.shape.dim if not d.HasField("dim_value")), None)
+        if dynamic is not None:
+            raise OpenPrimError(f"ONNX input '{inp.name}' has a dynamic dimension "
+                                f"'{dynamic.dim_param or '?'}'; pass input_shapes={{'{inp.name}': (...)}}")
+        shape = tuple(d.dim_value for d in tt.shape.dim)
+    if any(s <= 0 for s in shape):
+        raise OpenPrimError(f"ONNX input '{inp.name}' has a non-positive dimension {shape}")
+    return shape
+
+
+def _model_problems(model, input_shapes: dict | None = None) -> list[str]:
+    """Why the importer refuses the model as a whole, one line each, in the order it checks (it raises the
+    first): the opset, the domains, sparse initializers, input_shapes naming unknown inputs, and every input
+    that is not a float tensor of a static, positive shape."""
+    onnx = require("onnx", "the ONNX importer")
+    gr, opset, input_shapes = model.graph, model_opset(model), input_shapes or {}
+    problems = []
+    if not MIN_OPSET <= opset <= max(MAX_OPSET, onnx.defs.onnx_opset_version()):
+        problems.append(f"ONNX model uses opset {opset}; OpenPrim imports opsets {MIN_OPSET}-{MAX_OPSET}")
+    problems += [f"ONNX model imports domain '{imp.domain}', which OpenPrim does not support"
+                 for imp in model.opset_import if imp.domain not in ("", "ai.onnx")]
+    problems += [f"ONNX sparse initializer '{init.values.name}' is not supported" for init in gr.sparse_initializer]
+    unknown = set(input_shapes) - {i.name for i in gr.input}
+    if unknown:
+        problems.append(f"input_shapes names unknown input(s) {sorted(unknown)}")
+    weights = {init.name for init in gr.initializer}
+    for inp in gr.input:
+        if inp.name not in weights:
+            try:
+                _input_shape(inp, input_shapes)
+            except OpenPrimError as e:
+                problems.append(str(e))
+    return problems
 
 
 def read_model(model_or_path):
@@ -1204,13 +1201,33 @@ def import_model(model_or_path, input_shapes: dict | None = None) -> Graph:
     return _Importer(_upgrade(read_model(model_or_path)), input_shapes).run()
 
 
+def check_model(model_or_path) -> tuple[dict[str, list[str]], list[str]]:
+    """What import_model refuses in a model, as much as can be told at once (`openprim onnx-check`):
+    ({op type: [node names]} of the nodes no `op_` method maps (unsupported_nodes), [every other refusal,
+    one line each]). Those are the import's own checks: of the model as a whole (opset, domains, inputs),
+    and, where there is nothing else, the import's refusal of a node it maps (an attribute value: Resize's
+    mode, Pad's widths, ...). Both empty: the model imports."""
+    model = _upgrade(read_model(model_or_path))
+    unmapped, problems = _unmapped(model), _model_problems(model)
+    if not (unmapped or problems):
+        try:
+            _Importer(model, None).run()
+        except OpenPrimError as e:
+            problems.append(str(e))
+    return unmapped, problems
+
+
 def unsupported_nodes(model_or_path) -> dict[str, list[str]]:
     """The nodes import_model cannot map, as {op type: [node names]} in graph order: nodes of other
     domains, and nodes of an op without an `op_` method of the importer (or whose definition changed after
     MAX_OPSET), unless all their inputs are known at import time (import_model folds those). Read on the
-    model as the importer sees it (below opset 13: converted). Attribute values are not checked:
-    import_model reports the first node it cannot map for those."""
-    model = _upgrade(read_model(model_or_path))
+    model as the importer sees it (below opset 13: converted). Attribute values are not checked here
+    (check_model has the import report them)."""
+    return _unmapped(_upgrade(read_model(model_or_path)))
+
+
+def _unmapped(model) -> dict[str, list[str]]:
+    """unsupported_nodes of a model read and converted."""
     opset = model_opset(model)
     known = {init.name for init in model.graph.initializer}
     found: dict[str, list[str]] = {}
@@ -1253,8 +1270,8 @@ _NOTES = {
     "Pad": "constant pads; modes constant, reflect (pads smaller than the axis) and edge; negative pads crop",
     "Reshape": "constant shape",
     "RMSNormalization": "stash_type float; fused with a residual Add before it",
-    "Resize": "mode nearest, integer scales; coordinate modes that repeat each element (half_pixel, "
-              "asymmetric with floor, ...)",
+    "Resize": "mode nearest, any scales or sizes; every coordinate transformation mode but tf_crop_and_resize, "
+              "every nearest_mode; keep_aspect_ratio_policy stretch",
     "Shape": "of static shapes: a constant",
     "Size": "of static shapes: a constant",
     "Slice": "constant starts, ends, axes, steps; steps >= 1",
@@ -1262,7 +1279,7 @@ _NOTES = {
     "Squeeze": "constant axes",
     "Unsqueeze": "constant axes",
     "Tile": "constant repeats",
-    "Upsample": "converted to Resize (nearest, integer scales)",
+    "Upsample": "converted to Resize (nearest)",
     **{op: "any number of inputs, broadcasting" for op in ("Max", "Mean", "Min", "Sum")},
     **{op: "axes an attribute or a constant input; keepdims, noop_with_empty_axes"
        for op in ("ReduceL1", "ReduceL2", "ReduceMax", "ReduceMean", "ReduceMin", "ReduceSum", "ReduceSumSquare")},

@@ -26,8 +26,10 @@ from __future__ import annotations
 import logging
 import math
 import operator
+import warnings
 
 import numpy as np
+from openprim.base.dtypes import FINITE_MAX
 from openprim.base.errors import OpenPrimError
 from openprim.pyfrontend.graph import Graph, Tensor
 from openprim.pyfrontend.importers.common import (GRAPH_DTYPES, dominant_dtype, float64_message, inexact_int,
@@ -578,6 +580,11 @@ def h_abs(im, n, x):
     return im.g.add(im.g.relu(x), im.g.relu(im.g.mul(x, -1.0)))
 
 
+def _masked(im):
+    """The bias of a masked attention score: -1e30, or the Graph dtype's lowest finite value (f16)."""
+    return -min(1e30, FINITE_MAX[im.g.dtype])
+
+
 def h_sdpa(im, n, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
     """softmax(q @ k^T * scale + mask) @ v: prim.attention for [B, H, S, D] operands, else three prim ops
     (batch dims of q, k, v must match)."""
@@ -590,7 +597,7 @@ def h_sdpa(im, n, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale
     scale = 1.0 / float(np.sqrt(q.shape[-1])) if scale is None else float(scale)
     if attn_mask is not None:
         if isinstance(attn_mask, _Const) and attn_mask.value.dtype == np.bool_:
-            attn_mask = _Const(np.where(attn_mask.value, 0.0, -1e30), "attn_mask")
+            attn_mask = _Const(np.where(attn_mask.value, 0.0, _masked(im)), "attn_mask")
         elif isinstance(attn_mask, _Const) and attn_mask.value.dtype.kind != "f":
             raise OpenPrimError("scaled_dot_product_attention: integer attn_mask is not supported")
         attn_mask = im.tensor(attn_mask)
@@ -599,7 +606,7 @@ def h_sdpa(im, n, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale
     s = im.g.mul(im.g.matmul(q, k, transpose_rhs=True), scale)
     L, S = q.shape[-2], k.shape[-2]
     if is_causal:
-        s = im.g.add(s, im.tensor(_Const(np.triu(np.full((L, S), -1e30), 1), "causal_mask")))
+        s = im.g.add(s, im.tensor(_Const(np.triu(np.full((L, S), _masked(im)), 1), "causal_mask")))
     if attn_mask is not None:
         s = im.g.add(s, attn_mask)
     return im.g.matmul(im.g.softmax(s, -1), v)
@@ -716,6 +723,15 @@ def h_as_strided(im, n, x, size, stride, offset=0):
     return t
 
 
+def h_upsample_nearest2d(im, n, x, output_size=None, *scales):
+    """F.interpolate(mode="nearest") of a 4-d tensor: .vec (output_size or scale_factors, a list) and .default
+    (output_size, scales_h, scales_w), with torch's index rule (Graph.resize_nearest)."""
+    x = im.tensor(x)
+    factors = scales[0] if str(n.target).endswith(".vec") else scales
+    factors = [1.0, 1.0, *factors] if factors else None
+    return im.g.resize_nearest(x, factors, None if output_size is None else [*x.shape[:2], *output_size])
+
+
 def h_to_copy(im, n, x, dtype=None, **k):
     if dtype is not None and _graph_dtype(dtype, "a cast's result") is None:
         raise OpenPrimError(f"cast to {dtype} is not supported")
@@ -747,7 +763,7 @@ _HANDLERS = {
     "cat": h_cat, "concat": h_cat, "constant_pad_nd": h_constant_pad_nd,
     "clone": h_identity, "detach": h_identity, "alias": h_alias, "as_strided": h_as_strided, "contiguous": h_identity,
     "dropout": h_dropout, "native_dropout": h_native_dropout, "_to_copy": h_to_copy,
-    "lift_fresh_copy": h_identity, "slice": h_slice, "select": h_select,
+    "lift_fresh_copy": h_identity, "slice": h_slice, "select": h_select, "upsample_nearest2d": h_upsample_nearest2d,
 }
 
 SUPPORTED_OPS = tuple(sorted(k for k in _HANDLERS if k != "getitem"))
@@ -771,7 +787,9 @@ def _decompose(ep):
         kept = ("scaled_dot_product", "silu", "hardswish", "hardsigmoid", "aten.rms_norm")
         for k in [k for k in table if any(op in str(k) for op in kept)]:
             table.pop(k)
-        return ep.run_decompositions(table)
+        with warnings.catch_warnings():   # torch (2.13) deep-copies its own LeafSpecs, which warn about themselves
+            warnings.filterwarnings("ignore", r"`isinstance\(treespec, LeafSpec\)` is deprecated", FutureWarning)
+            return ep.run_decompositions(table)
     except Exception:  # noqa: BLE001 - keep the training-IR program; its ops are mapped too
         return ep
 

@@ -336,7 +336,7 @@ def test_silently_wrong_input_dimension_8_5():
         Graph().input("x", (1, 8.5))
     g = Graph()
     x = g.input("x", (2, 6))
-    with pytest.raises(OpenPrimError, match="shape must be integers"):
+    with pytest.raises(OpenPrimError, match="'shape' must be integers"):
         g.reshape(x, (3, 4.0))
 
 
