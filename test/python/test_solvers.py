@@ -415,13 +415,16 @@ def test_conv_solver_applicability(solver, layout):
                                          "|fewer than 8 output channels per group|needs input and output channels",
                "conv_implicit_gemm_wgmma": "wgmma kernel takes f16/bf16 inputs|wgmma and TMA need sm_90"
                                            "|fewer than 8 output channels per group",
-               "conv_im2col_gemm_wgmma": "wgmma kernel takes f16/bf16 inputs|wgmma and TMA need sm_90"
+               "conv_im2col_gemm_wgmma": "wgmma kernel takes f16/bf16 inputs|wgmma and TMA need sm_90|grouped convolution"
                                          "|fewer than 8 output channels per group",
                "conv_winograd_f2x3_wgmma": "not a 3x3, stride-1, undilated convolution|wgmma kernel takes "
-                                           "f16/bf16 inputs|wgmma and TMA need sm_90|fewer than 8 output channels",
+                                           "f16/bf16 inputs|wgmma and TMA need sm_90|fewer than 8 output channels"
+                                           "|grouped convolution",
                "conv_winograd_f4x3_wgmma": "not a 3x3, stride-1, undilated convolution|wgmma kernel takes "
-                                           "f16/bf16 inputs|wgmma and TMA need sm_90|fewer than 8 output channels",
+                                           "f16/bf16 inputs|wgmma and TMA need sm_90|fewer than 8 output channels"
+                                           "|grouped convolution",
                "conv_space_to_depth_wgmma": "wgmma kernel takes f16/bf16 inputs|wgmma and TMA need sm_90"
+                                            "|grouped convolution"
                                             "|fewer than 8 output channels per group|needs an ungrouped",
                "conv_winograd_f2x3": "not a 3x3, stride-1, undilated convolution|grouped convolution",
                "conv_winograd_f4x3": "not a 3x3, stride-1, undilated convolution|grouped convolution",
