@@ -16,7 +16,8 @@ each thread in `torch.cuda.stream` of its own stream under inference_mode, make 
 bitwise (torch.equal) with the variant's single-thread result for its input. Variants: the shared
 executable (its lock orders the calls on the device: one arena); one executable per thread (the artifact
 loaded --threads times: no shared arena); torch.compile(mode="reduce-overhead") with
-torch._inductor.config.freezing=True, its outputs cloned before the next call overwrites them. Prints a
+torch._inductor.config.freezing=True, its calls under a lock (its CUDA graph trees abort when replayed from
+two threads at once) and its outputs cloned before the next call overwrites them. Prints a
 table and writes DIR/serving.json; exits 1 when an OpenPrim result differs or a check fails.
 """
 from __future__ import annotations
@@ -123,14 +124,23 @@ def run(directory: str, threads: int, calls: int, warmup: int, n_inputs: int) ->
         reduce_overhead = torch.compile(model, mode="reduce-overhead")
         for _ in range(3):
             reduce_overhead(inputs[0])
+    graph_lock = threading.Lock()
+
+    def reduce_overhead_locked(x):
+        """torch.compile's CUDA graph trees are not thread-safe (concurrent replays abort in
+        cudagraph_trees._copy_inputs_and_remove_from_src, seen on the H200): a server must serialize its
+        calls, and clone each output before the next replay overwrites it."""
+        with graph_lock:
+            return reduce_overhead(x).clone()
     variants = {  # name: (the callable of thread k, clone the outputs)
         "openprim (one executable)": (lambda k: shared, False),
         "openprim (executable per thread)": (lambda k: own[k], False),
-        "torch.compile reduce-overhead": (lambda k: reduce_overhead, True)}
+        "torch.compile reduce-overhead, calls under a lock": (lambda k: reduce_overhead_locked, False)}
     print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}; {MODEL} fp16 batch 1; "
           f"{threads} threads x {calls} calls, {n_inputs} inputs")
     rows = []
     for name, (fn, clone) in variants.items():
+        print(f"{name} ...", flush=True)
         with torch.inference_mode():
             want = [fn(0)(x).clone() for x in inputs]      # the single-thread results
             torch.cuda.synchronize()
