@@ -15,7 +15,7 @@ from mlir._mlir_libs import _mlir
 from mlir.dialects import irdl
 
 from openprim.base.errors import OpenPrimError
-from openprim.base.dtypes import to_storage
+from openprim.base.dtypes import STORAGE, to_storage
 
 from openprim.base import ops as _ops
 from openprim.base.ops import OPS, ShapeError
@@ -255,11 +255,16 @@ def format_mlir_error(e: ir.MLIRError) -> str:
     return str(e).splitlines()[0]
 
 
+# One element of a printed bf16 constant: MLIR prints what decimal cannot round-trip (inf, nan) as its bits.
+_BF16_ELEMENT = re.compile(r"0x[0-9A-Fa-f]+|[-+]?[0-9.]+(?:[eE][-+]?[0-9]+)?")
+
+
 def to_numpy(attr: ir.Attribute) -> np.ndarray:
     """The data of a dense constant; bf16 comes back as its uint16 bit pattern."""
     if not isinstance(attr, ir.DenseElementsAttr):
         raise OpenPrimError(f"cannot read the data of {attr}: MLIR 22's Python bindings cannot read dense_resource "
-                            "blobs back; write the constant as dense<...>")
+                            f"blobs back; write the constant as dense<...>, or keep the {WEIGHTS_SUFFIX} file that "
+                            "`openprim emit` wrote next to the .mlir file")
     dense = attr
     t = ir.RankedTensorType(dense.type)
     if isinstance(t.element_type, ir.BF16Type):  # no buffer protocol for bf16: read the printed form
@@ -269,10 +274,66 @@ def to_numpy(attr: ir.Attribute) -> np.ndarray:
         hexdata = re.search(r'dense<"0x([0-9A-Fa-f]*)">', text)
         if hexdata:
             return np.frombuffer(bytes.fromhex(hexdata.group(1)), np.uint16).reshape(t.shape).copy()
-        body = text[text.index("<") + 1:text.rindex(">")]
-        values = [float(v) for v in re.findall(r"[-+0-9.eEinfa]+|0x[0-9A-Fa-f]+", body.split(":")[0]) if v not in "+-"]
-        return to_storage(np.array(values, np.float32).reshape(t.shape), "bf16")
+        body = text[text.index("<") + 1:text.rindex(">")].split(":")[0]
+        tokens = _BF16_ELEMENT.findall(body)
+        hexa = np.array([v.startswith("0x") for v in tokens], bool)
+        bits = np.array([int(v, 16) if h else 0 for v, h in zip(tokens, hexa)], np.uint16)
+        decimal = to_storage(np.array([0.0 if h else float(v) for v, h in zip(tokens, hexa)], np.float32), "bf16")
+        return np.where(hexa, bits, decimal).astype(np.uint16).reshape(t.shape)
     return np.array(dense)
+
+
+# ----------------------------------------------------------------------------- weights out of line
+# `openprim emit` writes model.mlir with its weights as `dense_resource<NAME>` handles without data (no
+# dialect_resources section: that would be hex text again) and the data in model.weights.npz, NAME -> array
+# in storage order (bf16: uint16 bits). Whoever reads model.mlir gives the handles their data back.
+WEIGHTS_SUFFIX = ".weights.npz"
+_HANDLE = re.compile(r"dense_resource<([A-Za-z_][\w.$]*)> : ")
+
+
+def weights_path(mlir_path) -> str:
+    """Where the out-of-line weights of a .mlir file are: model.mlir -> model.weights.npz."""
+    path = str(mlir_path)
+    return (path[:-len(".mlir")] if path.endswith(".mlir") else path) + WEIGHTS_SUFFIX
+
+
+def resource_handle(name: str, t: ir.RankedTensorType) -> ir.Attribute:
+    """`dense_resource<name> : t`, a handle without data; name: an MLIR bare identifier."""
+    return ir.Attribute.parse(f"dense_resource<{name}> : {t}")
+
+
+def load_weights(module: ir.Module, mlir_path) -> None:
+    """Replace every prim.constant's dense_resource handle with the array of its name in the .npz next to
+    mlir_path (weights_path), when that file exists; one OpenPrimError for an array that does not fit."""
+    path = weights_path(mlir_path)
+    if not Path(path).is_file():
+        return
+    try:
+        with np.load(path) as z:
+            weights = {k: z[k] for k in z.files}
+    except Exception as e:  # noqa: BLE001 - numpy's readers raise many types (BadZipFile, ValueError, ...)
+        raise OpenPrimError(f"{path}: cannot read the weights ({type(e).__name__}: {e})") from None
+    constants = []
+
+    def visit(op):
+        if op.name == "prim.constant":
+            constants.append(op)
+        return ir.WalkResult.ADVANCE
+
+    module.operation.walk(visit)
+    with module.context:
+        for op in constants:
+            value = op.attributes["value"]
+            handle = None if isinstance(value, ir.DenseElementsAttr) else _HANDLE.match(str(value))
+            if handle is None or handle.group(1) not in weights:
+                continue
+            t = ir.RankedTensorType(op.result.type)
+            data = weights[handle.group(1)]
+            want = np.dtype(STORAGE[dtype_name(t.element_type)])
+            if data.dtype != want or data.shape != tuple(t.shape):
+                raise OpenPrimError(f"{path}: '{handle.group(1)}' is {data.dtype}{list(data.shape)}; the constant at "
+                                    f"{where(op.location)} needs {want}{list(t.shape)} ({t})")
+            op.attributes["value"] = ir.DenseElementsAttr.get(data, type=t.element_type, shape=list(t.shape))
 
 
 # ----------------------------------------------------------------------------- module structure

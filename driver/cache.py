@@ -21,8 +21,10 @@ machines with the same sources building the same Graph get the same key.
 Stores are atomic: the compiler writes a temporary file in the cache directory, which is renamed over the
 entry, so two processes storing the same key both end with a valid file and readers need no lock. The
 size is bounded by `OPENPRIM_CACHE_MAX_MB` (default 2048): every hit touches the entry's mtime, and a store
-evicts the oldest entries until the rest fit. An entry that does not load (truncated, corrupt, built for
-another machine) or that another compiler version wrote is ignored with a warning and rebuilt.
+evicts the oldest entries until the rest fit. Every entry records its key in its manifest (`cache_key`). An
+entry that does not load (truncated, corrupt, built for another machine), that another compiler version
+wrote, or whose recorded key is not its name (another entry or artifact copied over it) is ignored with a
+warning and rebuilt.
 """
 from __future__ import annotations
 
@@ -253,7 +255,8 @@ def clear() -> int:
 
 def _usable(path: Path, open_entry):
     """open_entry(path) (artifact.load or artifact.read) of a stored entry, or None when there is none or it
-    must be rebuilt: unreadable, corrupt, for another machine, or from another compiler version (one warning)."""
+    must be rebuilt: unreadable, corrupt, for another machine, from another compiler version, or recording
+    another key than its name (one warning)."""
     try:
         opened = open_entry(str(path))
     except OpenPrimError as e:
@@ -265,9 +268,12 @@ def _usable(path: Path, open_entry):
     else:
         manifest = opened[0] if isinstance(opened, tuple) else opened.manifest
         built_by = manifest.get("compiler")
-        if built_by == f"openprim {base.__version__}":
+        if built_by != f"openprim {base.__version__}":
+            why = f"built by {built_by}, this is openprim {base.__version__}"
+        elif manifest.get("cache_key") != path.stem:   # another entry (or artifact) copied over it
+            why = f"it records the key {manifest.get('cache_key')}, not its name"
+        else:
             return opened
-        why = f"built by {built_by}, this is openprim {base.__version__}"
     warnings.warn(f"openprim cache: ignoring entry {path.name} ({why}); rebuilding it", stacklevel=4)
     return None
 
@@ -296,13 +302,15 @@ def _work_dir(final: Path | None):
     yield final.parent
 
 
-def _save_temp(directory: Path, graph, target: Target, options: dict, timings) -> tuple[str, dict]:
-    """Compiles into a new temporary file of `directory`: (its path, save's manifest)."""
+def _save_temp(directory: Path, graph, target: Target, options: dict, timings, final: Path | None) -> tuple[str, dict]:
+    """Compiles into a new temporary file of `directory` that records the key of its entry `final`: (its
+    path, save's manifest)."""
     from openprim import compiler          # lazy: a hit must not import MLIR
     fd, tmp = tempfile.mkstemp(prefix=TEMP_PREFIX, suffix=".part", dir=directory)
     os.close(fd)
+    meta = {"cache_key": final.stem} if final else None
     try:
-        return tmp, compiler.save(graph, tmp, target=target, timings=timings, **options)
+        return tmp, compiler.save(graph, tmp, target=target, timings=timings, meta=meta, **options)
     except BaseException:
         os.unlink(tmp)
         raise
@@ -344,10 +352,13 @@ def load_or_compile(graph, target: Target | str = "cpu", options=None, device=0)
             return exe
     with _work_dir(final) as directory:
         timings = CompileTimings()
-        tmp, _ = _save_temp(directory, graph, target, options, timings)
+        tmp, _ = _save_temp(directory, graph, target, options, timings, final)
         try:
             with timings.stage("load"):
                 exe = artifact.load(tmp, device)    # before the rename: an eviction elsewhere cannot race it
+        except OpenPrimError as e:   # it names the temporary file: name the model instead
+            os.unlink(tmp)
+            raise OpenPrimError(f"the compiled model{str(e).removeprefix(tmp)}") from None
         except BaseException:
             os.unlink(tmp)
             raise
@@ -364,7 +375,7 @@ def store(graph, target: Target | str = "cpu", options=None) -> Path:
     target, options, final = _entry(graph, target, options)
     if _usable(final, artifact.read) is None:
         with _work_dir(final) as directory:
-            tmp, _ = _save_temp(directory, graph, target, options, None)
+            tmp, _ = _save_temp(directory, graph, target, options, None, final)
             _publish(tmp, final)
     return final
 
@@ -381,7 +392,7 @@ def save_cached(graph, path: str, target: Target | str = "cpu", options=None, ti
         manifest = {k: v for k, v in opened[0].items() if k not in ("format", "version", "kernel_files")}
         return {**manifest, "bytes": os.path.getsize(path), "seconds": time.perf_counter() - t0, "cache_hit": True}
     with _work_dir(final) as directory:
-        tmp, info = _save_temp(directory, graph, target, options, timings)
+        tmp, info = _save_temp(directory, graph, target, options, timings, final)
         try:
             _copy_atomic(tmp, path)
         except BaseException:

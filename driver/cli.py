@@ -9,7 +9,8 @@
     openprim conv -n 1 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -t 1   # one conv, MIOpenDriver's flags
     openprim db import results.json                            # GPU measurements (see tuning_commands.py)
     openprim db show                                           # the tuning database's records
-    openprim onnx-check model.onnx                             # every node the ONNX importer cannot map
+    openprim onnx-check model.onnx                             # all the ONNX importer refuses in a model
+    openprim emit examples/resnet.py -o resnet.mlir            # the prim module for openprim-opt (+ .weights.npz)
     openprim cache info                                        # the compile cache: directory, entries, size
 
 A model is a file that an importer of openprim.pyfrontend.importers reads, by its suffix: Python that
@@ -148,6 +149,34 @@ def cmd_compile(args) -> int:
     return 0
 
 
+def cmd_emit(args) -> int:
+    """`openprim emit MODEL -o model.mlir`: the model's prim module, its weights in model.weights.npz."""
+    from openprim.pyfrontend import emit
+    out = writable_output(args.output or os.path.splitext(os.path.basename(args.model))[0] + ".mlir", "-o")
+    npz, n = emit.write(load_model(args.model, args.define), out)
+    print(f"emitted {args.model} -> {out} ({os.path.getsize(out) / 2**10:.1f} KiB), {n} weights in {npz} "
+          f"({os.path.getsize(npz) / 2**20:.1f} MiB)")
+    return 0
+
+
+# `run`'s options that only apply to compiling a model, with their defaults: an artifact run refuses them.
+COMPILE_ONLY = {"define": ("-D", []), "target": ("--target", "cpu"), "solver": ("--solver", ""),
+                "layout": ("--layout", "NHWC"), "precision": ("--precision", None), "no_cache": ("--no-cache", False)}
+
+
+def _compile_options(args) -> None:
+    """`run` of an .oprim artifact given an option of COMPILE_ONLY: an error; else each one unset gets its
+    default (the run parser's defaults are None, so that a given one is told from one left out)."""
+    given = [flag for dest, (flag, _) in COMPILE_ONLY.items() if getattr(args, dest) is not None]
+    if args.model.endswith(".oprim") and given:
+        raise OpenPrimError(f"{args.model} is compiled already: {', '.join(given)} "
+                            f"{'applies' if len(given) == 1 else 'apply'} only to compiling a model; recompile it "
+                            f"with `openprim compile MODEL {given[0]} ...`")
+    for dest, (_, default) in COMPILE_ONLY.items():
+        if getattr(args, dest) is None:
+            setattr(args, dest, default)
+
+
 def cmd_run(args) -> int:
     if args.output:
         writable_output(args.output, "-o")
@@ -253,18 +282,22 @@ def cmd_cache(args) -> int:
 
 
 def cmd_tune(args) -> int:
-    from openprim import tuning_commands
+    from openprim.tuning import lock
     if args.measure_on:
+        from openprim import tuning_commands
         writable_output(args.measure_on, "--measure-on")
-    graph = load_model(args.model, args.define)
-    t0 = time.perf_counter()
-    if args.measure_on:
+        graph = load_model(args.model, args.define)
+        t0 = time.perf_counter()
         n = tuning_commands.bundle(graph, args.target, args.measure_on, args.budget)
         print(f"{n} candidates compiled for {args.target} in {time.perf_counter() - t0:.1f} s -> {args.measure_on}; "
               f"run `python scripts/measure_tuning.py {args.measure_on} results.json` on the {args.target} machine, "
               f"then `openprim db import results.json`")
         return 0
-    layers = tuning_commands.tune(graph, args.target, args.budget)
+    with lock.working(args.target):   # all this process computes, under the measurement lock (tuning/lock.py)
+        from openprim import tuning_commands
+        graph = load_model(args.model, args.define)
+        t0 = time.perf_counter()
+        layers = tuning_commands.tune(graph, args.target, args.budget)
     print(f"tuned {len(layers)} distinct layers of {args.model} in {time.perf_counter() - t0:.1f} s "
           f"-> {tuning_commands.tuning_db.user_path()}")
     return 0
@@ -302,26 +335,30 @@ def cmd_db(args) -> int:
 
 
 def cmd_onnx_check(args) -> int:
-    """Every node of an ONNX model that the importer cannot map, at once: counts per op type and the
-    first node of each. Exit status 1 if there is any."""
+    """Everything that keeps the ONNX importer from importing a model, at once (importer.check_model): the
+    nodes it cannot map, counts per op type and the first node of each, and its other refusals (opset,
+    inputs, attribute values), on stdout; where there is any, one error line too, exit status 1."""
     from openprim.pyfrontend.onnx import importer
     if not os.path.isfile(args.model):
         raise OpenPrimError(f"{args.model}: {'is a directory' if os.path.isdir(args.model) else 'no such file'}")
     model = importer.read_model(args.model)
-    missing = importer.unsupported_nodes(model)
+    missing, problems = importer.check_model(model)
     gr = model.graph
     weights = {i.name for i in gr.initializer}
     inputs = ", ".join(f"{i.name} {_onnx_type(i.type)}" for i in gr.input if i.name not in weights)
     about = f"opset {importer.model_opset(model)}, inputs: {inputs or 'none'}"
-    if not missing:
+    if not (missing or problems):
         print(f"{args.model}: all {len(gr.node)} nodes supported ({about})")
         return 0
     print(f"{args.model}: {about}")
-    print(f"{sum(map(len, missing.values()))} of {len(gr.node)} nodes are not supported ({len(missing)} op types):")
-    width, count_width = max(map(len, missing)), max(len(str(len(n))) for n in missing.values())
-    for op, names in sorted(missing.items(), key=lambda kv: (-len(kv[1]), kv[0])):
-        print(f"  {op:<{width}}  x{len(names):<{count_width}}  first: '{names[0]}'")
-    return 1
+    for problem in problems:
+        print(f"not importable: {problem}")
+    if missing:
+        print(f"{sum(map(len, missing.values()))} of {len(gr.node)} nodes are not supported ({len(missing)} op types):")
+        width, count_width = max(map(len, missing)), max(len(str(len(n))) for n in missing.values())
+        for op, names in sorted(missing.items(), key=lambda kv: (-len(kv[1]), kv[0])):
+            print(f"  {op:<{width}}  x{len(names):<{count_width}}  first: '{names[0]}'")
+    raise OpenPrimError(f"{args.model} cannot be imported: {len(problems) + len(missing)} reason(s), on stdout")
 
 
 def _onnx_type(t) -> str:
@@ -347,7 +384,7 @@ def _int_at_least(low: int):
 
 
 def _seconds(text: str) -> float:
-    """An argparse type: a finite, non-negative number of seconds (0: the solvers' defaults only)."""
+    """An argparse type: a finite, non-negative number of seconds (0: only what a choice needs)."""
     value = float(text)
     if not (math.isfinite(value) and value >= 0):
         raise argparse.ArgumentTypeError(f"must be a non-negative number of seconds, got {text}")
@@ -374,7 +411,24 @@ def _conv_parser(sub):
     return v
 
 
+SIGPIPE_STATUS = 141   # what a shell reports for `cat` killed by SIGPIPE (128 + 13) in `cat big | head -1`
+
+
 def main(argv=None) -> int:
+    """The exit status of the command `argv`. A reader that closes the pipe early (`openprim inspect X |
+    head -1`) ends it quietly with status 141, as it ends `cat`: stdout is flushed here, and on a
+    BrokenPipeError pointed at /dev/null so that Python's exit does not report it again (Python's docs,
+    "Note on SIGPIPE")."""
+    try:
+        status = _command(argv)
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return SIGPIPE_STATUS
+
+
+def _command(argv) -> int:
     ap = argparse.ArgumentParser(prog="openprim", description="OpenPrim: compile and run deep-learning models")
     sub = ap.add_subparsers(dest="command", required=True)
     c = sub.add_parser("compile", help="compile a model ahead of time into one .oprim file")
@@ -391,13 +445,18 @@ def main(argv=None) -> int:
     i.add_argument("artifact")
     t = sub.add_parser("tune", help="find the fastest solver and parameters of every conv/matmul layer")
     t.add_argument("model")
-    t.add_argument("--budget", type=_seconds, default=10.0, help="seconds of search per layer (default 10)")
+    t.add_argument("--budget", type=_seconds, default=10.0, help="seconds of search per layer, compiles included (default 10)")
     t.add_argument("--measure-on", metavar="BUNDLE",
                    help="compile the candidates into BUNDLE, to time on the target's machine")
     e = sub.add_parser("explain", help="every solver of every layer, and the choice and where it comes from")
     e.add_argument("model")
     v = _conv_parser(sub)
-    o = sub.add_parser("onnx-check", help="list every node of an ONNX model that the importer cannot map")
+    m = sub.add_parser("emit", help="write a model's prim module (.mlir, for openprim-opt), its weights beside it")
+    m.add_argument("model", help="a model file: .py defining build(), .onnx or .pt2")
+    m.add_argument("-o", "--output", help="the .mlir file to write (default: MODEL.mlir); weights: MODEL.weights.npz")
+    m.add_argument("-D", "--define", action="append", default=[], help="build() keyword argument name=value")
+    o = sub.add_parser("onnx-check", help="list all that keeps the importer from importing an ONNX model: "
+                                                    "nodes it cannot map, opset, inputs, attributes")
     o.add_argument("model")
     d = sub.add_parser("db", help="the tuning database: add a record, import measured results, show the records")
     d.add_argument("action", choices=("add", "import", "show"))
@@ -419,12 +478,16 @@ def main(argv=None) -> int:
         p.add_argument("--precision", choices=("f32", "f16", "bf16"),
                        help="compute in this dtype (weights cast at compile time, f32 accumulation), "
                             "inputs and outputs in the model's own (default: the model's dtype)")
+    r.set_defaults(**dict.fromkeys(COMPILE_ONLY))
     args = ap.parse_args(argv)
     try:
+        if args.command == "run":
+            _compile_options(args)
         if getattr(args, "target", None) is not None:
             args.target = parse_target(args.target)   # the one parse: every command gets the Target
         return {"compile": cmd_compile, "run": cmd_run, "inspect": cmd_inspect, "tune": cmd_tune, "explain": cmd_explain,
-                "conv": cmd_conv, "db": cmd_db, "cache": cmd_cache, "onnx-check": cmd_onnx_check}[args.command](args)
+                "conv": cmd_conv, "db": cmd_db, "cache": cmd_cache, "onnx-check": cmd_onnx_check,
+                "emit": cmd_emit}[args.command](args)
     except OpenPrimError as e:
         print(one_line(e, "openprim"), file=sys.stderr)
         return 1

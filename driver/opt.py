@@ -3,7 +3,8 @@
     openprim-opt model.mlir -p 'prim-fuse,prim-select'      # or read stdin with '-'
     openprim-opt model.mlir -p prim-pipeline --print-ir-after-all
 
-Prints the resulting module (generic form where an op has no custom syntax). Errors are one
+Prints the resulting module (generic form where an op has no custom syntax). The out-of-line weights of
+model.mlir (`openprim emit`) are read from model.weights.npz when it is there. Errors are one
 `file:line:col: error: ...` line and exit status 1.
 """
 from __future__ import annotations
@@ -38,6 +39,8 @@ def main(argv=None) -> int:
         text = dialect.read_text(args.input)
         ctx = dialect.new_context()
         module = dialect.parse(text, name, ctx)
+        if args.input != "-":
+            dialect.load_weights(module, args.input)
         with ctx:
             if args.verify_only:
                 dialect.verify(module)

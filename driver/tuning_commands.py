@@ -28,6 +28,7 @@ import zipfile
 
 import numpy as np
 from mlir import ir
+from tqdm import tqdm
 
 from openprim import compiler, passes
 from openprim.base.errors import OpenPrimError
@@ -69,23 +70,58 @@ def _us(seconds) -> str:
     return "-" if seconds is None else f"{seconds * 1e6:.1f} us"
 
 
+class Progress:
+    """A layer's progress on stderr: a tqdm bar on a terminal, else one plain line per item (a log gets no
+    carriage returns or escape codes)."""
+
+    def __init__(self, what: str):
+        self.what = what
+        self.bar = tqdm(desc=what, unit="config", file=sys.stderr, leave=False, dynamic_ncols=True) \
+            if sys.stderr.isatty() else None
+
+    def update(self, done: int, total: int | None, item: str) -> None:
+        """`done` of `total` items (None: unknown) done, the last one `item`."""
+        if self.bar is None:
+            print(f"{self.what}: {done}{f'/{total}' if total else ''} {item}", file=sys.stderr, flush=True)
+            return
+        self.bar.total = total
+        self.bar.update(done - self.bar.n)
+        self.bar.set_postfix_str(item)   # and shows it: an item takes long enough
+
+    def note(self, line: str) -> None:
+        """A line of its own (above the bar)."""
+        (self.bar.write if self.bar is not None else print)(line, file=sys.stderr)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
 def tune(graph, target: str, budget: float) -> list[dict]:
-    """Find per distinct layer (budget seconds each), store the measurements, print one line per layer."""
+    """Find per distinct layer (budget seconds each), store the measurements, print one line per layer. An
+    OpenPrimError, before anything is measured, when the user database cannot store them."""
     target = compiler.target_of(target)
     why_not = find.unavailable(target)
     if why_not:
         raise OpenPrimError(why_not)
+    why_not = tuning_db.unwritable()
+    if why_not:
+        raise OpenPrimError(f"{why_not}: nothing would be stored; set OPENPRIM_USER_DB_PATH to a writable file")
     module, todo = layers(graph, target)
     summary = []
     with module.context:
         for i, (op, key, count) in enumerate(todo):
-            def progress(done, total, r, i=i):
-                bar = f"{done}/{total}" if total else f"{done} sampled"
-                print(f"\r[{i + 1}/{len(todo)}] {key}: {bar} configurations ", end="", file=sys.stderr, flush=True)
             t0 = time.monotonic()
-            results = find.search(op, target, budget, progress)
-            print("\r\033[K", end="", file=sys.stderr, flush=True)
-            find.store(key, target, results)
+            with Progress(f"[{i + 1}/{len(todo)}] {key}") as progress:
+                results = find.search(op, target, budget, lambda done, total, r: progress.update(
+                    done, total, f"{r.solver} {_params(r.solver, r.params)} "
+                                 f"{_us(r.seconds) if r.seconds is not None else r.error}"))
+            if not find.store(key, target, results):
+                raise OpenPrimError(f"tuning database {tuning_db.user_path()}: the measurements of {key} could not "
+                                    f"be stored (see the warning)")
             best, ref = results[0], _reference(op, target, results)
             summary.append(dict(problem=key, count=count, best=best, reference=ref, configs=len(results),
                                 seconds=time.monotonic() - t0))
@@ -138,29 +174,28 @@ def bundle(graph, target: str, path: str, budget: float, seed: int = 0) -> int:
             rng.shuffle(rest)
             deadline = time.monotonic() + budget
             entries = []
-            for n, (solver, params) in enumerate(first + rest):
-                if n >= len(first) and len(configs) > find.EXHAUSTIVE and time.monotonic() > deadline:
-                    break
-                print(f"\r[{i + 1}/{len(todo)}] {key}: {n + 1}/{len(configs)} compiled ", end="", file=sys.stderr,
-                      flush=True)
-                name = f"{len(index) + len(entries):04d}.oprim"
-                try:
-                    lowered = compiler.lower(find.candidate_module(op, solver, params), target)
-                    compiler.write_artifact(lowered, os.path.join(tmp, name), target)
-                except Exception as e:  # noqa: BLE001 - a configuration that does not compile is left out
-                    print(f"\n{key}: {solver} {_params(solver, params)} does not compile: {str(e).splitlines()[0]}",
-                          file=sys.stderr)
-                    continue
-                weights = _store_without_weights(z, os.path.join(tmp, name), name, stored_weights)
-                entries.append(dict(file=name, weights=weights, problem=key, arch=tuning_db.arch_of(target), solver=solver,
-                                    params=tuning_db.stored_params(solver, params),
-                                    tolerance=find.TOLERANCE.get(problem_of(op).dtype, 1e-4),
-                                    heuristic=solver == h.name and params == h.default_params(problem_of(op), target)))
+            with Progress(f"[{i + 1}/{len(todo)}] {key}") as progress:
+                for n, (solver, params) in enumerate(first + rest):
+                    if n >= len(first) and len(configs) > find.EXHAUSTIVE and time.monotonic() > deadline:
+                        break
+                    name = f"{len(index) + len(entries):04d}.oprim"
+                    try:
+                        lowered = compiler.lower(find.candidate_module(op, solver, params), target)
+                        compiler.write_artifact(lowered, os.path.join(tmp, name), target)
+                    except Exception as e:  # noqa: BLE001 - a configuration that does not compile is left out
+                        progress.note(f"{key}: {solver} {_params(solver, params)} does not compile: "
+                                      f"{str(e).splitlines()[0]}")
+                        continue
+                    progress.update(n + 1, len(configs), f"{solver} {_params(solver, params)} compiled")
+                    weights = _store_without_weights(z, os.path.join(tmp, name), name, stored_weights)
+                    entries.append(dict(file=name, weights=weights, problem=key, arch=tuning_db.arch_of(target),
+                                        solver=solver, params=tuning_db.stored_params(solver, params),
+                                        tolerance=find.TOLERANCE.get(problem_of(op).dtype, 1e-4),
+                                        heuristic=solver == h.name and params == h.default_params(problem_of(op), target)))
             index += entries
         z.writestr("index.json", json.dumps(dict(format=BUNDLE_FORMAT, compiler=tuning_db.compiler_version(),
                                                  target=str(target), candidates=index), indent=1))
     os.replace(path + ".tmp", path)
-    print("\r\033[K", end="", file=sys.stderr)
     return len(index)
 
 
@@ -180,8 +215,15 @@ def import_results(path: str) -> int:
             params.append(tuning_db.solver_params(r["solver"], r["params"]))
         except OpenPrimError as e:
             raise OpenPrimError(f"{path}: {r['problem']}: {e} (measure a bundle of this compiler)") from None
-    return sum(tuning_db.record(r["problem"], r["arch"], r["solver"], p, r["seconds"], data["compiler"])
-               for r, p in zip(timed, params))
+    why = tuning_db.unwritable()
+    if why:
+        raise OpenPrimError(f"{why}: nothing imported")
+    stored = sum(tuning_db.record(r["problem"], r["arch"], r["solver"], p, r["seconds"], data["compiler"])
+                 for r, p in zip(timed, params))
+    if stored < len(timed):
+        raise OpenPrimError(f"{path}: only {stored} of {len(timed)} records stored in {tuning_db.user_path()} "
+                            f"(see the warning)")
+    return stored
 
 
 def decomposed_attention(graph, target) -> list[tuple[str, int, list]]:
@@ -329,8 +371,9 @@ def db_add(problem: str, arch: str, solver: str, params: str, seconds: str) -> N
     why = tuning_db.invalid(rec, prob, target)
     if why:
         raise OpenPrimError(f"db add: the record would never be used: {why}")
-    if not tuning_db.record(problem, arch, solver, tuning_db.solver_params(solver, values), secs):
-        raise OpenPrimError(f"db add: cannot write {tuning_db.user_path()}")
+    why = tuning_db.unwritable()
+    if why or not tuning_db.record(problem, arch, solver, tuning_db.solver_params(solver, values), secs):
+        raise OpenPrimError(f"db add: {why or f'cannot write {tuning_db.user_path()}'}")
 
 
 def db_show(problem: str | None = None) -> None:

@@ -5,8 +5,9 @@
     python scripts/fuzz.py --cases 1 --seed 1234 --show      # one case: its source and variants
 
 Each case (test/fuzzing/graphs.py) is compiled with the heuristic and with every solver that applies
-forced, run, and compared with its float64 reference (test/fuzzing/check.py). A failing variant is shrunk
-and printed as a ready-to-paste pytest test (test/fuzzing/shrink.py); the exit status is 1 if any failed.
+forced, run, and compared with its float64 reference, then called from 2-4 threads at once and compared
+with a call alone (test/fuzzing/check.py). A failing variant is shrunk and printed as a ready-to-paste
+pytest test (test/fuzzing/shrink.py); the exit status is 1 if any failed.
 The seed of each case is printed before it runs, so a case that kills the process is known.
 
 A GPU target compiles the same cases and records them for the GPU machine instead of running them:
@@ -22,6 +23,7 @@ import os
 import sys
 import tempfile
 import time
+from collections import Counter
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "test"))
 
@@ -40,11 +42,12 @@ def _cases(args):
 
 def run_cpu(args) -> int:
     counts = {"cases": 0, "variants": 0, "failed": 0, "partial": 0}
-    failures = []
+    failures, ops, kinds = [], Counter(), Counter()
     t0 = time.monotonic()
     for seed in _cases(args):
         case = graphs.generate(seed)
         solvers, partial = check.variants(case)
+        ops.update(case.ops())
         print(f"{graphs.case_text(case)}; {len(solvers)} variants", flush=True)
         if args.show:
             print("\n".join("    " + line for line in graphs.render(case).source))
@@ -56,11 +59,14 @@ def run_cpu(args) -> int:
             f = check.fails(case, solver)
             if f is not None:
                 counts["failed"] += 1
+                kinds[f.kind] += 1
                 print(f"  FAIL {f}", flush=True)
                 failures.append(f)
     seconds = time.monotonic() - t0
-    print(f"\n{counts['cases']} cases, {counts['variants']} compiled variants, {counts['failed']} failed "
-          f"({counts['partial']} solvers applicable to only some ops of a case not run), {seconds:.0f} s")
+    print(f"\n{counts['cases']} cases, {counts['variants']} compiled variants (each also called from 2-4 threads), "
+          f"{counts['failed']} failed {dict(kinds)} ({counts['partial']} solvers applicable to only some ops of a "
+          f"case not run), {seconds:.0f} s")
+    print(f"ops drawn: {len(ops)} of {len(graphs.RENDER)}: " + ", ".join(f"{op} {n}" for op, n in ops.most_common()))
     shown = set()
     for f in failures:
         if (f.signature, f.solver) in shown or len(shown) >= args.shrink:

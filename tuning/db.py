@@ -201,6 +201,33 @@ def best(problem, arch: str, target: Target | None = None) -> Record | None:
     return min(user or found, key=rank, default=None)
 
 
+def _write(path: Path, row: tuple | None) -> str | None:
+    """Stores `row` in the database at `path` (None: only takes its write lock); why it cannot (None: done)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        conn = connect(path, readonly=False)
+        try:
+            with conn:
+                conn.execute("BEGIN IMMEDIATE")
+                if row is not None:
+                    conn.execute("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+        finally:
+            conn.close()
+        return None
+    except OSError as e:
+        return f": cannot create its directory ({e.strerror})"
+    except sqlite3.DatabaseError as e:  # read-only, corrupt, locked past the timeout: keep the file as it is
+        _unusable.add(str(path))
+        return f" is not writable ({e})"
+
+
+def unwritable(path: Path | None = None) -> str | None:
+    """Why the user database cannot store records, one line (None: it can; an absent one is created)."""
+    path = Path(path or user_path())
+    why = _write(path, None)
+    return why and f"tuning database {path}{why}"
+
+
 def record(problem: str, arch: str, solver: str, params: dict, seconds: float, version: str | None = None,
            path: Path | None = None) -> bool:
     """Store one measurement (the solver's parameters) in the user database, replacing the same key. False,
@@ -208,20 +235,8 @@ def record(problem: str, arch: str, solver: str, params: dict, seconds: float, v
     path = Path(path or user_path())
     if str(path) in _unusable:
         return False
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        conn = connect(path, readonly=False)
-        try:
-            with conn:
-                conn.execute("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?, ?)",
-                             (problem, arch, solver, params_key(stored_params(solver, params)), float(seconds),
-                              version or compiler_version(), time.time()))
-        finally:
-            conn.close()
-        return True
-    except OSError as e:
-        warn_once(f"tuning database {path}: cannot create its directory ({e.strerror}): results are not cached")
-    except sqlite3.DatabaseError as e:  # read-only, corrupt, locked past the timeout: keep the file as it is
-        _unusable.add(str(path))
-        warn_once(f"tuning database {path} is not writable ({e}): results are not cached")
-    return False
+    why = _write(path, (problem, arch, solver, params_key(stored_params(solver, params)), float(seconds),
+                        version or compiler_version(), time.time()))
+    if why:
+        warn_once(f"tuning database {path}{why}: results are not cached")
+    return why is None

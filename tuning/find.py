@@ -8,14 +8,16 @@ worker process: a configuration that trips an assertion in LLVM or makes its ker
 worker (restarted for the next one), not the compiler. Its output must match the heuristic
 choice's within the dtype's tolerance: a wrong solver never wins, whatever its time.
 
-Search (`plan`): every configuration when the space (applicable solvers x the cartesian product of
-their tunables) has at most EXHAUSTIVE configurations; otherwise the solvers' defaults (cheapest
-predicted first; past the budget only the two most plausible), then greedy coordinate descent from
-the best so far (one parameter changed at a time), with random samples when the descent is stuck,
-until the time budget is spent. The three fastest are re-timed and ranked by their median.
+Search (`search`): the heuristic's choice, the solvers' defaults (cheapest predicted first), then every
+other configuration when the space (applicable solvers x the cartesian product of their tunables) has at
+most EXHAUSTIVE, otherwise greedy coordinate descent from the best so far (one parameter changed at a
+time), with random samples when the descent is stuck. The budget bounds it all: a measurement starts
+only when it is expected to end in time, compile included (past the budget, still the two most plausible
+solvers). The three fastest are re-timed, from executables the worker kept, and ranked by their median.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import pickle
 import random
@@ -37,6 +39,7 @@ from openprim.solvers import SOLVERS, applicable
 from openprim.solvers.problem import problem_of
 
 from . import db as tuning_db
+from . import lock
 
 EXHAUSTIVE = 24
 TOLERANCE = {"f32": 1e-4, "f16": 2e-2, "bf16": 4e-2}   # max |error| / max(1, max |reference|)
@@ -101,19 +104,31 @@ def mismatch(out, ref, dtype: str) -> str | None:
 
 
 _worker = None
+_startup = 0.0   # seconds the worker's last start took, left out of a measurement's expected time
 
 
-def measure(text: str, target: Target) -> tuple[np.ndarray, float]:
+def digest(text: str) -> str:
+    """The name of a candidate module between find and its worker."""
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def measure(text: str, target: Target, keep=()) -> tuple[np.ndarray, float]:
     """(outputs, seconds) of a candidate module, compiled and run in the worker process (the driver's
-    find_worker.py: a program of the layer above, started by its name, not imported)."""
-    global _worker
-    if _worker is None or _worker.poll() is not None:
-        _worker = subprocess.Popen([sys.executable, "-m", "openprim.find_worker"],
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    find_worker.py: a program of the layer above, started by its name, not imported). keep: the digests
+    of the candidates whose executables the worker keeps to time again without compiling. This process
+    lets go of its measurement lock while it waits (tuning/lock.py)."""
+    global _worker, _startup
     try:
-        pickle.dump((text, str(target)), _worker.stdin)
-        _worker.stdin.flush()
-        reply = pickle.load(_worker.stdout)
+        if _worker is None or _worker.poll() is not None:
+            t0 = time.monotonic()
+            _worker = subprocess.Popen([sys.executable, "-m", "openprim.find_worker"],
+                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+            pickle.load(_worker.stdout)   # "ready": it started under this process's lock
+            _startup = time.monotonic() - t0
+        with lock.waiting():
+            pickle.dump((text, str(target), set(keep)), _worker.stdin)
+            _worker.stdin.flush()
+            reply = pickle.load(_worker.stdout)
     except (EOFError, BrokenPipeError):
         raise OpenPrimError(f"the candidate crashed the compiler or its kernel (exit status {_worker.wait()})") from None
     if isinstance(reply, str):
@@ -127,14 +142,31 @@ class Bench:
     def __init__(self, op: ir.Operation, target: Target):
         self.op, self.target = op, target
         self.problem = problem_of(op)
+        self.slowest = 0.0   # seconds of the longest measurement so far, compile included
+        self.digests: dict[str, str] = {}
+        self.results: dict[str, Result] = {}
         ref = heuristic(self.problem, op.name[5:], target)
         params = ref.default_params(self.problem, target)
-        self.reference, seconds = measure(candidate_module(op, ref.name, params), target)
-        self.results: dict[str, Result] = {self._key(ref.name, params): Result(ref.name, params, seconds)}
+        self.reference, seconds = self._measure(ref.name, params)
+        self.results[self._key(ref.name, params)] = Result(ref.name, params, seconds)
 
     @staticmethod
     def _key(solver, params):
         return solver + tuning_db.params_key(params)
+
+    def _measure(self, solver: str, params: dict, keep=None) -> tuple[np.ndarray, float]:
+        """measure() of a candidate; the worker keeps the executables of `keep` (default: the leaders) and
+        of this one. `slowest` learns how long it took, the worker's start left out."""
+        global _startup
+        text = candidate_module(self.op, solver, params)
+        self.digests[self._key(solver, params)] = digest(text)
+        keep = {self.digests[self._key(r.solver, r.params)] for r in self.leaders()} if keep is None else keep
+        t0 = time.monotonic()
+        try:
+            return measure(text, self.target, keep | {digest(text)})
+        finally:
+            self.slowest = max(self.slowest, time.monotonic() - t0 - _startup)
+            _startup = 0.0
 
     def measured(self, solver, params) -> bool:
         return self._key(solver, params) in self.results
@@ -143,57 +175,79 @@ class Bench:
         key = self._key(solver, params)
         if key not in self.results:
             try:
-                out, seconds = measure(candidate_module(self.op, solver, params), self.target)
+                out, seconds = self._measure(solver, params)
                 wrong = mismatch(out, self.reference, self.problem.dtype)
                 self.results[key] = Result(solver, params, None if wrong else seconds, wrong)
             except OpenPrimError as e:  # a configuration that does not compile is just not a candidate
                 self.results[key] = Result(solver, params, error=str(e))
         return self.results[key]
 
+    def leaders(self, top: int = 3) -> list[Result]:
+        """The `top` fastest correct results."""
+        return sorted((r for r in self.results.values() if r.seconds is not None), key=tuning_db.rank)[:top]
+
     def best(self) -> Result:
-        return min((r for r in self.results.values() if r.seconds is not None), key=tuning_db.rank)
+        return self.leaders(1)[0]
 
     def confirm(self, top: int = 3, rounds: int = 2) -> None:
-        """Time the `top` fastest again, `rounds` more times each, and keep each one's median: a single
-        short measurement on a busy machine must not decide a near-tie (nor what the database keeps)."""
-        leaders = sorted((r for r in self.results.values() if r.seconds is not None), key=tuning_db.rank)[:top]
+        """Time the `top` fastest again, `rounds` more times each (their executables, kept by the worker:
+        no compile), and keep each one's median: a single short measurement on a busy machine must not
+        decide a near-tie (nor what the database keeps)."""
+        leaders = self.leaders(top)
         if len(leaders) < 2:
             return
+        keep = {self.digests[self._key(r.solver, r.params)] for r in leaders}
         for r in leaders:
             times = [r.seconds]
             for _ in range(rounds):
                 try:
-                    times.append(measure(candidate_module(self.op, r.solver, r.params), self.target)[1])
+                    times.append(self._measure(r.solver, r.params, keep)[1])
                 except OpenPrimError:
                     break
             self.results[self._key(r.solver, r.params)] = Result(r.solver, r.params, float(np.median(times)))
 
 
 def search(op: ir.Operation, target: Target, budget: float, progress=None, seed: int = 0) -> list[Result]:
-    """Measured results, fastest first (failed ones last). The first measurement is the heuristic's
-    choice (the reference); progress(done, total, result) is called after each measurement."""
+    """Measured results, fastest first (failed ones last): the heuristic's choice (the reference), the
+    solvers' defaults, cheapest predicted first, then every other configuration of a small space, else
+    greedy descent from the best so far (random samples when stuck), then `confirm`. A measurement starts
+    only when it is expected to end within `budget` seconds of the start, expecting it to take as long
+    as the longest one so far (compile included); the reference and the next most plausible solver's
+    default are measured whatever the budget. progress(done, total, result) follows each measurement.
+    This process computes under the measurement lock meanwhile (tuning/lock.py)."""
+    with lock.working(target):
+        return _search(op, target, budget, progress, seed)
+
+
+def _search(op: ir.Operation, target: Target, budget: float, progress, seed: int) -> list[Result]:
     deadline = time.monotonic() + budget
     bench = Bench(op, target)
     configs = space(op, target)
     total = len(configs) if len(configs) <= EXHAUSTIVE else None
     rng = random.Random(seed)
 
+    def fits() -> bool:
+        return time.monotonic() + bench.slowest <= deadline
+
     def run(solver, params):
         r = bench.measure(solver, params)
         if progress:
             progress(len(bench.results), total, r)
 
+    defaults = [c for i, c in enumerate(configs) if i == 0 or configs[i - 1][0] != c[0]]
+    defaults.sort(key=lambda c: SOLVERS[c[0]].cost(bench.problem, target))
+    for n, (solver, params) in enumerate(defaults):
+        if n >= 2 and not fits():
+            break
+        run(solver, params)
     if total is not None:
         for solver, params in configs:
-            run(solver, params)
+            if not bench.measured(solver, params):
+                if not fits():
+                    break
+                run(solver, params)
     else:
-        defaults = [c for i, c in enumerate(configs) if i == 0 or configs[i - 1][0] != c[0]]
-        defaults.sort(key=lambda c: SOLVERS[c[0]].cost(bench.problem, target))
-        for n, (solver, params) in enumerate(defaults):  # the solvers' defaults, cheapest predicted first;
-            if n >= 2 and time.monotonic() > deadline:     # past the budget, only the two most plausible
-                break
-            run(solver, params)
-        while time.monotonic() < deadline:
+        while fits():
             near = [c for c in _neighbours(bench.best(), bench.problem) if not bench.measured(*c)]
             rest = [c for c in configs if not bench.measured(*c)]
             if not rest:
@@ -210,9 +264,7 @@ def _neighbours(best: Result, problem) -> list[tuple[str, dict]]:
     return [(best.solver, {**best.params, k: v}) for k in sorted(space_) for v in space_[k] if v != best.params[k]]
 
 
-def store(problem: str, target: Target, results: list[Result]) -> None:
-    """Every successful measurement into the user database."""
+def store(problem: str, target: Target, results: list[Result]) -> bool:
+    """Every successful measurement into the user database; False when one could not be written."""
     arch = tuning_db.arch_of(target)
-    for r in results:
-        if r.seconds is not None:
-            tuning_db.record(problem, arch, r.solver, r.params, r.seconds)
+    return all(tuning_db.record(problem, arch, r.solver, r.params, r.seconds) for r in results if r.seconds is not None)

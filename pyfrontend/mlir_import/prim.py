@@ -1,5 +1,5 @@
-"""`.mlir` files holding a prim-dialect module (what `openprim-opt` reads and the emission of a Graph
-writes): parsed and verified, they compile as they are."""
+"""`.mlir` files holding a prim-dialect module (what `openprim-opt` reads and `openprim emit` writes, with
+its weights in a .weights.npz next to it): parsed and verified, they compile as they are."""
 from __future__ import annotations
 
 from mlir import ir
@@ -9,9 +9,11 @@ from openprim.base.errors import OpenPrimError
 
 
 def load(path, /) -> ir.Module:
-    """The prim module of a `.mlir` file, verified (prim's shape rules too), with one graph function.
-    Errors in the text name it as `file:line:col: error: ...`."""
+    """The prim module of a `.mlir` file, verified (prim's shape rules too), with one graph function, its
+    out-of-line weights read from the .weights.npz next to it (`openprim emit`). Errors in the text name it
+    as `file:line:col: error: ...`."""
     module = dialect.parse(dialect.read_text(path), str(path), dialect.new_context())
+    dialect.load_weights(module, path)
     dialect.verify(module)
     found = len(dialect.graph_functions(module.operation))
     if found != 1:

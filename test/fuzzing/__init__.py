@@ -4,7 +4,8 @@ with the heuristic and with every applicable solver forced, compared with float6
     graphs.py   the seeded generator: a Case (inputs, symbolic steps, outputs) rendered to Python source that
                 builds the Graph and its float64 reference side by side
     refops.py   the float64 references (test/python/reference.py plus the ops it lacks)
-    check.py    which solvers apply to a case, compiling and comparing each variant, recording GPU cases
+    check.py    which solvers apply to a case, compiling and comparing each variant (and calling it from
+                several threads at once), recording GPU cases
     shrink.py   a failing case made small, printed as a ready-to-paste pytest test
 
 Used by scripts/fuzz.py (N cases or T minutes) and test/python/test_fuzz.py (a fixed-seed slice). It imports

@@ -6,13 +6,16 @@ loaded back, as `openprim compile` + `openprim run` and a second compile would; 
 compiled in-process without the cache.
 
 The variants of a case are the heuristic ("": no solver forced) and every solver that the registry says
-applies (solvers.applicable) to every conv2d, or to every matmul, of the case as prim-select sees it: after
-prim-fuse (epilogues change the problem) and prim-select's layout stage with the case's layout option. A
+applies (solvers.applicable) to every conv2d, or to every matmul, of the case as prim-select sees it with a
+solver forced: after the pipeline's stages before it (prim-decompose turns an attention into matmuls,
+prim-fuse's epilogues change the problem) and prim-select's layout stage with the case's layout option. A
 solver is forced for all ops of its kind at once (openprim.compile's solver=), so one that applies to only
 some of them cannot be forced on this case; `variants` counts those as skipped.
 
 A variant fails with an exception from compile or run (any type: a valid graph must compile), or with a
-mismatch (helpers.assert_close's AssertionError). Failure.signature tells failures apart while shrinking.
+mismatch (helpers.assert_close's AssertionError). A variant that passes is then called from 2-4 threads at
+once (`threaded`), each thread on its own inputs, and fails ("threads") if any result differs from that of
+a call alone on the same inputs. Failure.signature tells failures apart while shrinking.
 GPU targets: `record` writes the variants as NAME.oprim + NAME.npz for scripts/gpu_replay.py, and
 NAME.want.npz with the references; `verify` compares gpu_replay's outputs with them.
 """
@@ -24,6 +27,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,11 +36,12 @@ import fuzzing  # noqa: F401 - test/python on sys.path
 import openprim
 import openprim.compiler
 from fuzzing.graphs import Case, render
-from helpers import assert_close
+from helpers import assert_close, rounded
 from openprim import passes
 from openprim.base.target import parse_target
 from openprim.dialect import graph_functions
 from openprim.passes import prim_select
+from openprim.passes.prim_select import DEPTHWISE_POINTWISE
 from openprim.pyfrontend import to_module
 from openprim.solvers import SOLVERS, applicable
 from openprim.solvers.problem import problem_of
@@ -46,14 +51,14 @@ from openprim.solvers.problem import problem_of
 class Failure(Exception):
     case: Case
     solver: str          # "" for the heuristic
-    kind: str            # "mismatch" or the exception's type
+    kind: str            # "mismatch", "threads" or the exception's type
     message: str
 
     @property
     def signature(self) -> str:
         """What stays the same while the case shrinks: the kind, and for an exception its message without
         paths, numbers and names."""
-        if self.kind == "mismatch":
+        if self.kind in ("mismatch", "threads"):
             return self.kind
         return self.kind + ":" + re.sub(r"\S*/\S*|[0-9]+|'[^']*'", "#", self.message)[:80]
 
@@ -61,19 +66,31 @@ class Failure(Exception):
         return f"{self.kind} with solver {self.solver or '(heuristic)'}: {self.message.splitlines()[0][:400]}"
 
 
-def variants(case: Case, target: str = "cpu") -> tuple[list[str], list[str]]:
-    """(solvers to run: "" for the heuristic first, then each forced solver; solvers that apply to some
-    but not all ops of their kind, which cannot be forced on this case)."""
-    target = parse_target(target)
+def _applicable_by_kind(case: Case, target, forced: str) -> dict[str, list[set]]:
+    """Per op kind, the solvers that apply to each of its ops as prim-select sees them with `forced` forced."""
     module = to_module(render(case).graph)
-    passes.run(module, "prim-fuse")
+    passes.run(module, ("" if target.is_gpu else "prim-batch-chunks,") + f"prim-decompose{{target={target}}},prim-fuse")
     ok_by_kind: dict[str, list[set]] = {}
     with module.context:
         for fn in graph_functions(module.operation):
-            for op in prim_select.prepare(fn, case.compile_layout, target):
+            for op in prim_select.prepare(fn, case.compile_layout, target, forced):
                 kind = op.name[5:]
                 ok_by_kind.setdefault(kind, []).append(
                     {s.name for s, why in applicable(problem_of(op), kind, target) if why is None})
+    return ok_by_kind
+
+
+def variants(case: Case, target: str = "cpu") -> tuple[list[str], list[str]]:
+    """(solvers to run: "" for the heuristic first, then each forced solver; solvers that apply to some
+    but not all ops of their kind, which cannot be forced on this case). prim-select reshapes problems for
+    its own choice only (a strided 1x1 convolution subsampled, a grouped one made dense): a forced solver
+    sees them as they are, so they are looked at with a solver forced; the fused depthwise + pointwise op
+    exists only when its own solver is the forced one."""
+    target = parse_target(target)
+    ok_by_kind = _applicable_by_kind(case, target, "(any solver)")
+    if target.kind in SOLVERS[DEPTHWISE_POINTWISE].targets:
+        fused = _applicable_by_kind(case, target, DEPTHWISE_POINTWISE).get("depthwise_pointwise")
+        ok_by_kind.update({"depthwise_pointwise": fused} if fused else {})
     every = set().union(*(set.intersection(*sets) for sets in ok_by_kind.values())) if ok_by_kind else set()
     some = set().union(*(set.union(*sets) for sets in ok_by_kind.values())) if ok_by_kind else set()
     order = list(SOLVERS)
@@ -92,8 +109,53 @@ def private_cache() -> str:
     return _CACHE[0]
 
 
+def threads_of(case: Case) -> int:
+    """How many threads call a case's executables at once: 2, 3 or 4, by its seed."""
+    return 2 + case.seed % 3
+
+
+def threaded(exe, feeds: list, dtype: str, threads: int, calls: int = 3) -> str | None:
+    """Call exe from `threads` threads at once, `calls` times each, thread 0 on `feeds` and the others on
+    random data of the same shapes: what differs first from a call alone on the same inputs, or None."""
+    rng = np.random.default_rng(threads)
+    inputs = [feeds] + [[rounded(rng.standard_normal(f.shape), dtype).astype(np.float32) for f in feeds]
+                        for _ in range(threads - 1)]
+
+    def outputs(x):
+        got = exe(*x)
+        return got if isinstance(got, tuple) else (got,)
+
+    try:
+        alone = [outputs(x) for x in inputs]
+    except Exception as e:  # noqa: BLE001 - a call that fails alone is as much a finding
+        return f"a call alone: {type(e).__name__}: {e}"
+    start, problems = threading.Barrier(threads), []
+
+    def work(t):
+        try:
+            start.wait()
+            for c in range(calls):
+                for i, (got, want) in enumerate(zip(outputs(inputs[t]), alone[t])):
+                    if not np.array_equal(got, want, equal_nan=True):
+                        problems.append(f"thread {t} of {threads}, call {c}: output {i} differs from a call alone "
+                                        f"in {int(np.sum(got != want))} of {want.size} values")
+                        return
+        except Exception as e:  # noqa: BLE001 - any exception in a thread is a finding
+            problems.append(f"thread {t} of {threads}: {type(e).__name__}: {e}")
+
+    workers = [threading.Thread(target=work, args=(t,), daemon=True) for t in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=120)
+    if any(w.is_alive() for w in workers):
+        return f"{threads} threads: not done after 120 s"
+    return problems[0] if problems else None
+
+
 def run_variant(case: Case, solver: str) -> None:
-    """Compile `case` on the CPU (solver forced unless ""), run it and compare; raises Failure."""
+    """Compile `case` on the CPU (solver forced unless ""), run it and compare, then call it from
+    threads_of(case) threads at once; raises Failure."""
     r = render(case)
     if not solver:
         private_cache()
@@ -109,6 +171,9 @@ def run_variant(case: Case, solver: str) -> None:
             assert_close(out, want, case.dtype, red, what=f"output {i} ({case.outputs[i]})")
     except AssertionError as e:
         raise Failure(case, solver, "mismatch", str(e)) from None
+    problem = threaded(exe, r.feeds, case.dtype, threads_of(case))
+    if problem is not None:
+        raise Failure(case, solver, "threads", problem)
 
 
 def fails(case: Case, solver: str) -> Failure | None:

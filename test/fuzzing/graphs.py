@@ -34,7 +34,7 @@ DTYPES = ("f32", "f16", "bf16")
 LAYOUTS = ("NCHW", "NHWC")
 MAX_ELEMENTS = 60_000          # per value: keeps the float64 reference fast
 MAX_MACS = 4_000_000           # per conv/matmul reference
-SIZES = (1, 2, 3, 4, 5, 7, 8, 9, 11, 13, 16, 17)
+SIZES = tuple(range(1, 18))   # image sides, matrix and sequence lengths
 CHANNELS = (1, 2, 3, 4, 5, 6, 7, 8, 12, 16, 17)
 ACTIVATIONS = (("none", ()), ("none", ()), ("relu", ()), ("leaky_relu", (0.1,)), ("clamp", (-0.5, 1.5)),
                ("sigmoid", ()), ("tanh", ()), ("gelu", ()), ("gelu_tanh", ()), ("silu", ()), ("elu", (0.7,)))
@@ -97,10 +97,12 @@ class _Renderer:
         return 1 if self.case.layout == "NCHW" else rank - 1
 
     def data(self, var: str, shape, kind="normal", scale=1.0):
+        """kind "keys": an attention mask, 0 on the first `scale` keys (the last axis) and -inf after."""
         shape = tuple(int(d) for d in shape)
         draw = {"normal": f"rng.standard_normal({shape}) * {scale!r}",
                 "positive": f"rng.uniform(0.5, 2.0, {shape})",
-                "exponent": f"rng.uniform(-1.5, 1.5, {shape})"}[kind]
+                "exponent": f"rng.uniform(-1.5, 1.5, {shape})",
+                "keys": f"np.where(np.arange({shape[-1]}) < {scale!r}, 0.0, -np.inf) + np.zeros({shape})"}[kind]
         self.emit(f"{var} = rounded({draw}, {self.case.dtype!r})")
         return var
 
@@ -109,8 +111,8 @@ class _Renderer:
         self.data(var, shape, kind, scale)
         return f'g.param("{var}", {var})', var
 
-    def graph_input(self, var: str, shape) -> tuple[str, str]:
-        self.data(var, shape)
+    def graph_input(self, var: str, shape, kind="normal", scale=1.0) -> tuple[str, str]:
+        self.data(var, shape, kind, scale)
         self.emit(f"feeds.append({var}.astype(np.float32))")
         self.emit(f't_{var} = g.input("{var}", {var}.shape)')
         return f"t_{var}", var
@@ -232,16 +234,34 @@ def _batch_norm(r, s, x):
              f"layout={r.case.layout!r})")
 
 
-def _layer_norm(r, s, x):
+def _norm_input(r, s, x) -> tuple[str, str]:
+    """(graph, reference) of a row norm's input: x, or x + a residual (prim-fuse folds it into the norm)."""
+    if len(s["src"]) == 1:
+        return x, _r(x)
+    t = f"t_{s['src'][1]}"
+    return f"g.add({x}, {t})", f"fref.add({_r(x)}, {_r(t)})"
+
+
+def _layer_norm(r, s, x, *_):
     shape = r.shape(s["src"][0])
     nd = min(s["ndim"], len(shape))
     gs = rs = gh = rh = "None"
     if s["affine"]:
         gs, rs = r.param(f"scale_{s['name']}", shape[-nd:])
         gh, rh = r.param(f"shift_{s['name']}", shape[-nd:], scale=0.5)
-    r.result(s, f"g.layer_norm({x}, {gs}, {gh}, eps={s['eps']!r}, normalized_ndim={nd})",
-             f"fref.layer_norm({_r(x)}, {rs}, {rh}, eps={s['eps']!r}, normalized_ndim={nd})",
+    gx, rx = _norm_input(r, s, x)
+    r.result(s, f"g.layer_norm({gx}, {gs}, {gh}, eps={s['eps']!r}, normalized_ndim={nd})",
+             f"fref.layer_norm({rx}, {rs}, {rh}, eps={s['eps']!r}, normalized_ndim={nd})",
              math.prod(shape[-nd:]))
+
+
+def _rms_norm(r, s, x, *_):
+    shape = r.shape(s["src"][0])
+    nd = min(s["ndim"], len(shape))
+    gs, rs = r.param(f"scale_{s['name']}", shape[-nd:]) if s["affine"] else ("None", "None")
+    gx, rx = _norm_input(r, s, x)
+    r.result(s, f"g.rms_norm({gx}, {gs}, eps={s['eps']!r}, normalized_ndim={nd})",
+             f"fref.rms_norm({rx}, {rs}, eps={s['eps']!r}, normalized_ndim={nd})", math.prod(shape[-nd:]))
 
 
 def _group_norm(r, s, x):
@@ -256,6 +276,38 @@ def _group_norm(r, s, x):
     r.result(s, f"g.group_norm({x}, {groups}, {gs}, {gh}, eps={s['eps']!r})",
              f"fref.group_norm({_r(x)}, {groups}, {rs}, {rh}, eps={s['eps']!r}, layout={r.case.layout!r})",
              c // groups * math.prod(shape) // shape[0] // c)
+
+
+def _attention(r, s, q):
+    """q: the 4-d value; keys and values: q itself ("self") or inputs/parameters of a drawn length; a mask
+    (broadcast over some axes) of random values or of -inf past a drawn number of keys."""
+    shape = r.shape(s["src"][0])
+    if len(shape) != 4:
+        raise Invalid("attention needs a 4-d query")
+    bshd = s["layout"] == "BSHD"
+    swap = (0, 2, 1, 3) if bshd else (0, 1, 2, 3)
+    B, H, Sq, D = (shape[i] for i in swap)
+    n = s["name"]
+    if s["keys"] == "self":
+        (gk, rk), (gv, rv), Sk = (q, _r(q)), (q, _r(q)), Sq
+    else:
+        Sk = s["keys"]
+        if Sk < 1:
+            raise Invalid("no keys")
+        kv = tuple((B, H, Sk, D)[i] for i in swap)
+        new = r.graph_input if s["kv"] == "input" else r.param
+        (gk, rk), (gv, rv) = new(f"k_{n}", kv), new(f"v_{n}", kv)
+    gm = rm = "None"
+    if s["mask"] != "none":
+        mshape = {"full": (B, H, Sq, Sk), "keys": (Sk,), "rows": (Sq, Sk), "heads": (1, H, 1, Sk),
+                  "batch": (B, 1, Sq, Sk)}[s["mask"]]
+        kind, keep = ("keys", max(1, min(s["keep"], Sk))) if s["mask_kind"] == "keys" else ("normal", 1.0)
+        new = r.graph_input if s["mask_from"] == "input" else r.param
+        gm, rm = new(f"m_{n}", mshape, kind, keep)
+    args = f"causal={s['causal']}, scale={s['scale']!r}, layout={s['layout']!r}"
+    r.result(s, f"g.attention({q}, {gk}, {gv}, {gm}, {args})",
+             f"fref.attention({_r(q)}, {rk}, {rv}, {rm}, {args})", max(D, Sk))
+    r.macs += 2 * B * H * Sq * Sk * D
 
 
 def _unary(r, s, x):
@@ -411,14 +463,15 @@ def _resize(r, s, x):
 
 
 UNARY = ("relu", "sigmoid", "tanh", "silu", "leaky_relu", "elu", "clamp", "relu6", "gelu", "exp", "log", "sqrt",
-         "abs", "erf")
+         "abs", "erf", "hardswish", "hardsigmoid")
 BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "pow")
 RENDER = {"conv2d": _conv2d, "matmul": _matmul, "batch_norm": _batch_norm, "layer_norm": _layer_norm,
-          "group_norm": _group_norm, **{op: _unary for op in UNARY}, **{op: _binary for op in BINARY},
+          "rms_norm": _rms_norm, "group_norm": _group_norm, "attention": _attention,
+          **{op: _unary for op in UNARY}, **{op: _binary for op in BINARY},
           "max_pool2d": _pool, "avg_pool2d": _pool, "global_avg_pool": _global_avg_pool, "softmax": _softmax,
           "log_softmax": _softmax, "reshape": _reshape, "transpose": _transpose, "concat": _concat, "pad": _pad,
           "slice": _slice, "reduce": _reduce, "resize_nearest": _resize}
-FOUR_D = {"conv2d", "batch_norm", "group_norm", "max_pool2d", "avg_pool2d", "global_avg_pool"}
+FOUR_D = {"conv2d", "batch_norm", "group_norm", "max_pool2d", "avg_pool2d", "global_avg_pool", "attention"}
 # How often each op is drawn: conv2d and matmul most (they are where the solvers differ), then the other
 # ops of 4-d values (drawn only while the value is 4-d).
 WEIGHTS = {op: 3 if op in FOUR_D else 1 for op in RENDER} | {"conv2d": 10, "matmul": 6}
@@ -444,12 +497,22 @@ def _draw_step(rng: random.Random, op: str, name: str, src: str, shape: tuple, v
             s["mode"] = "nn"
     elif op == "batch_norm":
         s["eps"] = pick((1e-5, 1e-3))
-    elif op == "layer_norm":
+    elif op in ("layer_norm", "rms_norm"):
         s.update(ndim=pick((1, 1, 2)), affine=rng.random() < 0.7, eps=pick((1e-5, 1e-3)))
+        same = [n for n, shp in values.items() if n != src and shp == shape]
+        if same and rng.random() < 0.4:
+            s["src"].append(pick(same))
+    elif op == "attention":
+        s.update(layout=pick(("BHSD", "BHSD", "BSHD")), keys=pick(("self", "self") + SIZES),
+                 kv=pick(("input", "param")), mask=pick(("none", "none", "full", "keys", "rows", "heads", "batch")),
+                 mask_kind=pick(("normal", "keys")), mask_from=pick(("input", "param")), keep=rng.randint(1, 17),
+                 causal=rng.random() < 0.5, scale=pick((None, None, 0.3)))
     elif op == "group_norm":
         s.update(groups=rng.randrange(8), eps=pick((1e-5, 1e-3)))
     elif op in ("leaky_relu", "elu"):
         s["args"] = (pick((0.01, 0.2, 1.5)),)
+    elif op == "hardsigmoid":
+        s["args"] = pick(((0.2, 0.5), (0.1667, 0.5), (0.5, 0.25)))
     elif op == "clamp":
         s["args"] = pick(((-1.0, 1.0), (0.0, 0.5), (-0.25, 2.0)))
     elif op == "gelu":

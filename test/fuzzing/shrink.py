@@ -8,13 +8,14 @@ candidates and keeps the first that still fails the same way (Failure.signature)
   4. an integer attribute (channels, kernel, stride, padding, ...) made 1 or 0, halved or less by one.
 A candidate the frontend rejects (graphs.Invalid) is skipped. It stops when a round finds nothing or after
 `budget` candidates. The test it prints is the rendered source of the small case (the same data, drawn
-from the same seed), the compile with the failing solver, and helpers.assert_close on each output.
+from the same seed), the compile with the failing solver, and helpers.assert_close on each output (and for
+a "threads" failure, the calls from several threads: check.threaded).
 """
 from __future__ import annotations
 
 import time
 
-from fuzzing.check import Failure, fails
+from fuzzing.check import Failure, fails, threads_of
 from fuzzing.graphs import Case, Invalid, case_text, render
 
 
@@ -124,4 +125,7 @@ def as_test(failure: Failure) -> str:
              "    got = got if isinstance(got, tuple) else (got,)",
              "    for i, (out, ref, reduction) in enumerate(zip(got, want, reductions)):",
              f"        assert_close(out, ref, {case.dtype!r}, reduction, what=f\"output {{i}}\")"]
+    if failure.kind == "threads":
+        lines.append(f"    assert threaded(run, feeds, {case.dtype!r}, {threads_of(case)}) is None")
+        return HEADER + "from fuzzing.check import threaded  # noqa: E402\n\n\n" + "\n".join(lines) + "\n"
     return HEADER + "\n\n" + "\n".join(lines) + "\n"

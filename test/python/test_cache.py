@@ -230,6 +230,35 @@ def test_bad_entry_is_rebuilt(cache_on, damage):
     assert not caught
 
 
+def test_entry_of_another_key_is_rebuilt(cache_on):
+    """An entry records its key (manifest `cache_key`): another model's entry copied over it loaded and ran
+    as this model before; now it is a miss, with one warning, and rebuilt."""
+    a, b = build(seed=3), build(seed=9)
+    cache.load_or_compile(a)
+    cache.load_or_compile(b)
+    path_a, path_b = (cache_on / f"{cache.graph_key(g, parse_target('cpu'), {})}.oprim" for g in (a, b))
+    assert artifact.read(str(path_a))[0]["cache_key"] == path_a.stem
+    path_a.write_bytes(path_b.read_bytes())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exe = cache.load_or_compile(a)
+    assert not exe.cache_hit
+    assert len(caught) == 1 and f"{path_a.name} (it records the key {path_b.stem}, not its name)" in str(caught[0].message)
+    x = np.random.default_rng(2).standard_normal(SHAPE).astype(np.float32)
+    assert_close(exe(x), expected(x, seed=3), "f32")
+    assert cache.load_or_compile(a).cache_hit and artifact.read(str(path_a))[0]["cache_key"] == path_a.stem
+
+
+def test_errors_name_no_temporary_file(cache_on, monkeypatch):
+    """A model too large for this machine was reported as `<cache>/.tmp-xyz.part: cannot run here: ...`."""
+    from openprim.runtime import manifest
+    monkeypatch.setattr(manifest, "memory_shortfall", lambda sizes: "needs 9 GiB of host memory (arena 9 GiB)")
+    with pytest.raises(OpenPrimError) as e:
+        cache.load_or_compile(build(seed=4))
+    assert str(e.value) == "the compiled model: cannot run here: it needs 9 GiB of host memory (arena 9 GiB)"
+    assert not list(cache_on.glob(f"{cache.TEMP_PREFIX}*")), "the temporary file is removed"
+
+
 def test_cache_off(cache_on, monkeypatch):
     g = build(seed=4)
     monkeypatch.setenv("OPENPRIM_CACHE", "0")
