@@ -64,6 +64,8 @@ def host_to_storage(a, dtype: str, what: str) -> np.ndarray:
     if dtype == "bf16" and a.dtype == np.uint16:
         raise OpenPrimError(f"{what} is a uint16 array for a bf16 tensor: pass its values as floats or an "
                             f"ml_dtypes.bfloat16 array (raw bf16 bits: a.view(ml_dtypes.bfloat16))")
+    if a.dtype == STORAGE.get(dtype) and dtype != "bf16":   # already the storage (the common call): as it is
+        return np.ascontiguousarray(a)
     with np.errstate(over="ignore"):
         stored = np.ascontiguousarray(to_storage(a, dtype))
     if a.dtype != stored.dtype and a.size:
