@@ -1012,6 +1012,27 @@ class _Importer:
         return tuple(x if size == d else self.g.slice(x, [offsets[i]], [offsets[i + 1]], axes=[axis])
                      for i, size in enumerate(sizes))
 
+    def op_Expand(self, a):
+        """Constant shape, numpy's (bidirectional) broadcasting: x, left-padded with unit axes to the result's
+        rank, times a tensor of ones on the axes that it broadcasts (exact)."""
+        x = self.t(0)
+        shape = self.ints(1, "shape")
+        try:
+            out = tuple(np.broadcast_shapes(tuple(x.shape), tuple(shape)))
+        except ValueError:
+            self.fail(f"shape {shape} does not broadcast with the input's {list(x.shape)}")
+        if min(out, default=1) < 1:
+            self.fail(f"the result {list(out)} would be empty")
+        if out == tuple(x.shape):
+            return x
+        padded = (1,) * (len(out) - x.ndim) + tuple(x.shape)
+        if padded != tuple(x.shape):
+            x = self.g.reshape(x, padded)
+        if padded == out:
+            return x
+        ones = self.param(np.ones([o if d == 1 else 1 for d, o in zip(padded, out)]), "expand_ones")
+        return self.g.mul(x, ones)
+
     def op_Tile(self, a):
         """Constant repeats: x with a unit axis before each repeated one, times a broadcast tensor of ones
         (exact), viewed as the result."""
@@ -1279,6 +1300,7 @@ _NOTES = {
     "Squeeze": "constant axes",
     "Unsqueeze": "constant axes",
     "Tile": "constant repeats",
+    "Expand": "constant shape",
     "Upsample": "converted to Resize (nearest)",
     **{op: "any number of inputs, broadcasting" for op in ("Max", "Mean", "Min", "Sum")},
     **{op: "axes an attribute or a constant input; keepdims, noop_with_empty_axes"

@@ -5,9 +5,10 @@
     g = import_file("model.pt2")                   # a program saved with torch.export.save
 
 Parameters, buffers and lifted constants become `g.param` (constants: BN folds into the conv);
-user inputs become `g.input` with the static shapes the export recorded. Ops on constants only
-(the `permute` of a linear weight, a `view` of a bias) are folded in numpy at import time. An op the
-importer does not map raises OpenPrimError naming every such op of the graph.
+user inputs become `g.input` with the static shapes the export recorded. Every op computed from constants
+only (the `permute` of a linear weight, Swin's relative-position index and shifted-window mask, `arange`
+position ids) is evaluated with torch at import time, mapped or not (pyfrontend/importers/folding.py). An
+op the importer does not map and cannot fold raises OpenPrimError naming every such op of the graph.
 
 Precision. A Graph has one dtype: programs of `.half()` and `.bfloat16()` modules import as f16 and
 bf16 Graphs, fp32 ones as f32 (`program_dtype`: the type of most elements of the floating parameters,
@@ -34,6 +35,7 @@ from openprim.base.errors import OpenPrimError
 from openprim.pyfrontend.graph import Graph, Tensor
 from openprim.pyfrontend.importers.common import (GRAPH_DTYPES, dominant_dtype, float64_message, inexact_int,
                                                   non_float_message, require)
+from openprim.pyfrontend.importers.folding import const_tensors, fold_node, foldable_nodes
 
 torch = require("torch", "the torch importer")
 
@@ -142,9 +144,11 @@ class _Importer:
         to_const = dict(getattr(sig, "inputs_to_lifted_tensor_constants", {}) or {})
         user_inputs = list(sig.user_inputs)
         graph = ep.graph_module.graph
+        self.folded = const_tensors(ep, self.constant_inputs)   # fx node -> torch value known at import
+        self.foldable = foldable_nodes(graph, self.folded.__contains__)
 
-        unsupported = sorted({str(n.target) for n in graph.nodes
-                              if n.op == "call_function" and _op_key(n.target) not in _HANDLERS})
+        unsupported = sorted({str(n.target) for n in graph.nodes if n.op == "call_function"
+                              and n not in self.foldable and _op_key(n.target) not in _HANDLERS})
         if unsupported:
             raise OpenPrimError("torch import: unsupported op(s): " + ", ".join(unsupported))
 
@@ -178,6 +182,8 @@ class _Importer:
                 for part in n.target.split("."):
                     obj = getattr(obj, part)
                 self.env[n] = _Const(_np(obj), _safe(n.target))
+            elif n.op == "call_function" and n in self.foldable:
+                self.env[n] = self._fold(n)
             elif n.op == "call_function":
                 fn = _HANDLERS[_op_key(n.target)]
                 args = [self.arg(a) for a in n.args]
@@ -207,6 +213,30 @@ class _Importer:
 
     def _is_param(self, t):
         return any(p is t for _, p in self.params.values())
+
+    def _fold(self, n):
+        """A node computed from constants only (importers/folding.py), evaluated with torch: its value as
+        _Consts (named after its first constant input, as the numpy folds of the handlers do)."""
+        try:
+            val = fold_node(n, self.folded)
+        except Exception as e:  # noqa: BLE001 - torch's own error, in one line
+            first = str(e).strip().splitlines()[0] if str(e).strip() else ""
+            raise OpenPrimError(f"torch import: {n.target} ('{n.name}'): cannot fold constant node: "
+                                f"{type(e).__name__}: {first}") from None
+        self.folded[n] = val
+        src = next((self.env[i] for i in n.all_input_nodes if isinstance(self.env.get(i), _Const)), None)
+        name = src.name if src is not None else _safe(n.name)
+
+        def conv(v):
+            if isinstance(v, torch.Tensor):
+                if v.ndim and 0 in v.stride() and v.numel():   # a broadcast view (expand): kept one (h_bmm)
+                    base = v[tuple(slice(0, 1) if st == 0 else slice(None) for st in v.stride())]
+                    return _Const(np.broadcast_to(_np(base), tuple(v.shape)), name)
+                return _Const(_np(v), name)
+            if isinstance(v, (list, tuple)):
+                return type(v)(conv(x) for x in v)
+            return v
+        return conv(val)
 
 
 def _safe(name):
@@ -260,12 +290,18 @@ def h_conv2d(im, n, x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1,
 
 
 def _bn(im, x, w, b, mean, var, eps):
-    c = im.tensor(x).shape[1]
+    """prim.batch_norm is NCHW: an [N, C] or [N, C, L] input (BatchNorm1d) is viewed as [N, C, L, 1] and back."""
+    x = im.tensor(x)
+    c = x.shape[1] if x.ndim >= 2 else 0
+    if not 2 <= x.ndim <= 4:
+        raise OpenPrimError(f"batch_norm of a {x.ndim}-d input {list(x.shape)}: only 2-d, 3-d and 4-d are supported")
     if w is None:
         w = _Const(np.ones(c), "bn_scale")
     if b is None:
         b = _Const(np.zeros(c), "bn_shift")
-    return im.g.batch_norm(im.tensor(x), im.tensor(w), im.tensor(b), im.tensor(mean), im.tensor(var), float(eps))
+    x4 = x if x.ndim == 4 else im.g.reshape(x, (*x.shape, *[1] * (4 - x.ndim)))
+    y = im.g.batch_norm(x4, im.tensor(w), im.tensor(b), im.tensor(mean), im.tensor(var), float(eps))
+    return y if x.ndim == 4 else im.g.reshape(y, x.shape)
 
 
 def h_native_bn_no_training(im, n, x, w, b, mean, var, momentum, eps):
@@ -414,6 +450,37 @@ def h_mean(im, n, x, dims=None, keepdim=False, dtype=None):
     red = int(np.prod(x.shape[len(keep):]))
     y = im.g.global_avg_pool(im.g.reshape(x, (1, kept, red, 1)))
     return im.g.reshape(y, out)
+
+
+def h_sum(im, n, x, dims=None, keepdim=False, dtype=None):
+    """aten.sum (.default, .dim_IntList): prim.reduce "sum" over dims (None or []: every dim)."""
+    if dtype is not None and _graph_dtype(dtype, "a sum's result") is None:
+        raise OpenPrimError(f"sum to {dtype} is not supported")
+    x = im.tensor(x)
+    dims = list(range(x.ndim)) if dims is None or len(dims) == 0 else sorted(set(_norm_dims(dims, x.ndim)))
+    out = _out_shape(n)
+    y = im.g.reduce(x, "sum", dims, bool(keepdim))
+    return y if tuple(y.shape) == tuple(out) else im.g.reshape(y, out)
+
+
+def h_split_with_sizes(im, n, x, sizes, dim=0):
+    """aten.split_with_sizes (and split.Tensor, an int size: equal parts, the last smaller): slices of dim."""
+    shp = x.value.shape if isinstance(x, _Const) else im.tensor(x).shape
+    d = int(dim) % len(shp)
+    if isinstance(sizes, int):
+        sizes = [min(sizes, shp[d] - i) for i in range(0, shp[d], sizes)] if sizes > 0 else []
+    sizes = [int(s) for s in sizes]
+    if sum(sizes) != shp[d] or min(sizes, default=0) < 0:
+        raise OpenPrimError(f"split of dim {dim} (size {shp[d]}) into {sizes}: the sizes must add up to it")
+    offsets = np.cumsum([0] + sizes).tolist()
+    outs = []
+    for i, size in enumerate(sizes):
+        if size == 0:
+            raise OpenPrimError(f"split of dim {dim} into {sizes}: an empty part is not supported")
+        out = list(shp)
+        out[d] = size
+        outs.append(_slice(im, x, d, offsets[i], offsets[i + 1], 1, out))
+    return tuple(outs)
 
 
 def h_permute(im, n, x, perm):
@@ -752,11 +819,12 @@ _HANDLERS = {
     "clamp": h_clamp, "gelu": h_gelu, "elu": h_elu,
     "max_pool2d": h_max_pool2d, "max_pool2d_with_indices": h_max_pool2d_with_indices,
     "avg_pool2d": h_avg_pool2d, "avg_pool3d": h_avg_pool3d, "adaptive_avg_pool2d": h_adaptive_avg_pool2d,
-    "_adaptive_avg_pool2d": h_adaptive_avg_pool2d, "mean": h_mean,
+    "_adaptive_avg_pool2d": h_adaptive_avg_pool2d, "mean": h_mean, "sum": h_sum,
     "addmm": h_addmm, "mm": h_mm, "bmm": h_bmm, "matmul": h_matmul, "linear": h_linear,
     "t": h_t, "permute": h_permute, "transpose": h_transpose,
     "view": h_view, "reshape": h_view, "_unsafe_view": h_view, "flatten": h_flatten,
     "unsqueeze": h_unsqueeze, "squeeze": h_squeeze, "expand": h_expand,
+    "split_with_sizes": h_split_with_sizes, "split": h_split_with_sizes,
     "add": _binary("add", np.add), "sub": _binary("sub", np.subtract), "mul": _binary("mul", np.multiply),
     "div": _binary("div", np.divide), "pow": _binary("pow", np.power), "rsub": h_rsub, "neg": h_neg, "abs": h_abs, "scaled_dot_product_attention": h_sdpa,
     "softmax": h_softmax, "_softmax": h_softmax, "log_softmax": h_log_softmax, "_log_softmax": h_log_softmax,
@@ -771,8 +839,10 @@ SUPPORTED_OPS = tuple(sorted(k for k in _HANDLERS if k != "getitem"))
 
 def unsupported_ops(ep) -> list[str]:
     """The call_function targets of ep's graph that the importer cannot map (sorted, unique)."""
-    return sorted({str(n.target) for n in ep.graph_module.graph.nodes
-                   if n.op == "call_function" and _op_key(n.target) not in _HANDLERS})
+    graph = ep.graph_module.graph
+    foldable = foldable_nodes(graph, const_tensors(ep).__contains__)
+    return sorted({str(n.target) for n in graph.nodes
+                   if n.op == "call_function" and n not in foldable and _op_key(n.target) not in _HANDLERS})
 
 
 # ---------------------------------------------------------------------------- entry point

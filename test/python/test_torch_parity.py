@@ -1,0 +1,269 @@
+"""Parity of the torch.export importer with the ONNX one on the ops that timm/torchvision models need
+(issue 30): split_with_sizes / split (MixNet, CSPResNet, Res2Net, ShuffleNetV2), upsample_nearest2d.vec
+(HRNet), sum.dim_IntList (ResNeSt), batch norm on [N, C] and [N, C, L] inputs (RepViT), expand
+(EdgeNeXt), and ONNX Expand. Small modules with random weights and odd sizes, compiled for the CPU
+through compile_module (torch.export) and compared with eager PyTorch in float32; ONNX Expand against
+numpy. Skipped without torch (onnx for the ONNX test)."""
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+F = torch.nn.functional
+
+from openprim.pyfrontend.torch.importer import _decompose, _op_key  # noqa: E402
+from openprim.torch_backend import compile_module  # noqa: E402
+
+RTOL = 1e-5
+
+
+def aten_ops(model, inputs):
+    """The op keys (as the importer's table names them) of model's core-ATen program."""
+    ep = _decompose(torch.export.export(model, inputs))
+    return {str(n.target) for n in ep.graph_module.graph.nodes if n.op == "call_function"} | \
+        {_op_key(n.target) for n in ep.graph_module.graph.nodes if n.op == "call_function"}
+
+
+def close(got, want, what="output"):
+    got = got.detach().numpy().astype(np.float64) if isinstance(got, torch.Tensor) else np.asarray(got, np.float64)
+    want = want.detach().numpy().astype(np.float64) if isinstance(want, torch.Tensor) else np.asarray(want, np.float64)
+    assert got.shape == want.shape, f"{what}: shape {got.shape}, expected {want.shape}"
+    scale = float(np.max(np.abs(want))) if want.size else 1.0
+    err = np.abs(got - want)
+    assert np.all(err <= RTOL * (scale or 1.0) + RTOL * np.abs(want)), \
+        f"{what}: max |err| {err.max():.3g} (max |ref| {scale:.3g})"
+
+
+def compare(model, *inputs, ops=()):
+    """compile_module(model) against eager model in float32; `ops`: op keys the program must contain."""
+    model = model.eval()
+    if ops:
+        have = aten_ops(model, inputs)
+        assert set(ops) <= have, f"expected {ops} in the exported program, got {sorted(have)}"
+    with torch.no_grad():
+        want = model(*inputs)
+    got = compile_module(model, inputs)(*inputs)
+    want = want if isinstance(want, (tuple, list)) else [want]
+    got = got if isinstance(got, (tuple, list)) else [got]
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        close(g, w, f"output {i}")
+
+
+def rand(*shape, seed=0):
+    return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
+
+
+# ----------------------------------------------------------------------------- split_with_sizes / split
+class SplitSizes(nn.Module):
+    """Uneven sizes on a negative dim, each part used (Res2Net / MixNet style: a conv per part)."""
+    def __init__(self, sizes, dim):
+        super().__init__()
+        self.sizes, self.dim = sizes, dim
+
+    def forward(self, x):
+        parts = torch.split(x, self.sizes, dim=self.dim)
+        return tuple(p * (i + 1.5) for i, p in enumerate(parts))
+
+
+@pytest.mark.parametrize("sizes, dim", [([2, 3, 2], -3), ([1, 4], -1), ([3, 1, 1, 2], 1), ([5], -2)])
+def test_split_with_sizes(sizes, dim):
+    compare(SplitSizes(sizes, dim), rand(2, 7, 5, 5) if dim != -1 else rand(2, 3, 4, 5),
+            ops=("split_with_sizes",) if len(sizes) > 1 else ())
+
+
+class SplitConvCat(nn.Module):
+    """CSPResNet / MixNet: split channels unevenly, a conv on each part (its own kernel), concatenate."""
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 4, 3, padding=1)
+        self.b = nn.Conv2d(5, 6, 5, padding=2)
+
+    def forward(self, x):
+        a, b = torch.split(x, [3, 5], dim=-3)
+        return torch.cat([self.a(a), self.b(b)], 1).relu()
+
+
+def test_split_conv_cat():
+    torch.manual_seed(1)
+    compare(SplitConvCat(), rand(1, 8, 9, 7), ops=("split_with_sizes",))
+
+
+class SplitEqual(nn.Module):
+    """torch.split with one size (the last part smaller) and chunk (ShuffleNetV2's channel split)."""
+    def forward(self, x):
+        a, b, c = torch.split(x, 3, dim=1)
+        d, e = x.chunk(2, dim=-1)
+        return a - c.sum(1, keepdim=True), b * 2, d, e + 1
+
+
+def test_split_equal_parts_and_chunk():
+    compare(SplitEqual(), rand(2, 7, 3, 6))
+
+
+# ----------------------------------------------------------------------------- upsample_nearest2d.vec
+class Upsample(nn.Module):
+    def __init__(self, size=None, scale=None):
+        super().__init__()
+        self.size, self.scale = size, scale
+
+    def forward(self, x):
+        return F.interpolate(x * 1.5, size=self.size, scale_factor=self.scale, mode="nearest")
+
+
+@pytest.mark.parametrize("size, scale", [((7, 9), None), ((3, 5), None), ((6, 10), None), ((2, 4), None),
+                                         (None, 2.0), (None, (3.0, 2.0)), (None, 1.5), (None, (0.5, 1.7))])
+def test_upsample_nearest2d_vec(size, scale):
+    compare(Upsample(size, scale), rand(1, 2, 3, 5), ops=("aten.upsample_nearest2d.vec",))
+
+
+class HRNetFuse(nn.Module):
+    """HRNet's fuse layer: a low-resolution branch, 1x1 conv + BN, upsampled by 2 and added."""
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(6, 4, 1, bias=False)
+        self.bn = nn.BatchNorm2d(4)
+        with torch.no_grad():
+            self.bn.running_mean.copy_(rand(4, seed=3) * 0.2)
+            self.bn.running_var.copy_(rand(4, seed=4).abs() + 0.5)
+
+    def forward(self, hi, lo):
+        return (hi + F.interpolate(self.bn(self.conv(lo)), scale_factor=2, mode="nearest")).relu()
+
+
+def test_hrnet_fuse():
+    torch.manual_seed(2)
+    compare(HRNetFuse(), rand(1, 4, 10, 6), rand(1, 6, 5, 3, seed=1))
+
+
+# ----------------------------------------------------------------------------- sum.dim_IntList
+class Sum(nn.Module):
+    def __init__(self, dims, keepdim):
+        super().__init__()
+        self.dims, self.keepdim = dims, keepdim
+
+    def forward(self, x):
+        return x.sum(dim=self.dims, keepdim=self.keepdim) * 0.5
+
+
+@pytest.mark.parametrize("keepdim", [False, True])
+@pytest.mark.parametrize("dims", [(1, 3), (-1, 2), (0,), (-3,), (2, 3), (0, 1, 2, 3)])
+def test_sum_dims(dims, keepdim):
+    compare(Sum(dims, keepdim), rand(2, 3, 5, 7), ops=("aten.sum.dim_IntList",))
+
+
+class SplitAttention(nn.Module):
+    """ResNeSt's split attention: the radix splits summed, pooled, a 1x1 conv, softmax over the radix,
+    the weighted splits summed again (sum.dim_IntList over the radix axis)."""
+    def __init__(self, c=5, radix=2):
+        super().__init__()
+        self.radix = radix
+        self.fc = nn.Conv2d(c, c * radix, 1)
+
+    def forward(self, x):
+        b, rc, h, w = x.shape
+        xs = x.reshape(b, self.radix, rc // self.radix, h, w)
+        gap = xs.sum(dim=1).mean((2, 3), keepdim=True)
+        attn = self.fc(gap).reshape(b, self.radix, rc // self.radix, 1, 1).softmax(1)
+        return (xs * attn).sum(dim=1)
+
+
+def test_resnest_split_attention():
+    torch.manual_seed(3)
+    compare(SplitAttention(), rand(2, 10, 7, 5), ops=("aten.sum.dim_IntList",))
+
+
+# ----------------------------------------------------------------------------- batch norm on 2-d / 3-d
+class BN1d(nn.Module):
+    def __init__(self, c, affine=True, linear=False):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(c, affine=affine, eps=1e-3)
+        self.fc = nn.Linear(c, 3) if linear else None
+        with torch.no_grad():
+            self.bn.running_mean.copy_(rand(c, seed=5) * 0.3)
+            self.bn.running_var.copy_(rand(c, seed=6).abs() + 0.4)
+            if affine:
+                self.bn.weight.copy_(rand(c, seed=7) * 0.5 + 1)
+                self.bn.bias.copy_(rand(c, seed=8) * 0.3)
+
+    def forward(self, x):
+        y = self.bn(x)
+        return self.fc(y) if self.fc is not None else y
+
+
+@pytest.mark.parametrize("shape, affine, linear", [((3, 5), True, False), ((3, 5), True, True),
+                                                    ((2, 5, 7), True, False), ((1, 5, 9), False, False)])
+def test_batch_norm_2d_3d_input(shape, affine, linear):
+    """RepViT's classifier head: BatchNorm1d on [N, C] before a Linear; BatchNorm1d on [N, C, L]."""
+    torch.manual_seed(4)
+    compare(BN1d(shape[1], affine, linear), rand(*shape))
+
+
+# ----------------------------------------------------------------------------- expand
+class Expand(nn.Module):
+    def __init__(self, size):
+        super().__init__()
+        self.size = size
+
+    def forward(self, x):
+        return x.expand(*self.size) * 1.5 + 0.25
+
+
+@pytest.mark.parametrize("shape, size", [((2, 1, 4, 1), (2, 3, 4, 5)), ((1, 5), (3, 2, 5)), ((3, 1), (-1, 7)),
+                                         ((1, 1, 3), (2, 4, -1))])
+def test_expand(shape, size):
+    compare(Expand(size), rand(*shape), ops=("expand",))
+
+
+class EdgeNeXtPos(nn.Module):
+    """EdgeNeXt's positional encoding / layer scale: a per-channel parameter expanded to the batch."""
+    def __init__(self):
+        super().__init__()
+        self.gamma = nn.Parameter(rand(1, 6, 1, 1, seed=9))
+
+    def forward(self, x):
+        return x + self.gamma.expand(x.shape[0], -1, x.shape[2], x.shape[3])
+
+
+def test_edgenext_expand_parameter():
+    compare(EdgeNeXtPos(), rand(2, 6, 3, 5))
+
+
+# ----------------------------------------------------------------------------- ONNX Expand
+@pytest.mark.parametrize("shape, target", [((2, 1, 4, 1), (2, 3, 4, 5)), ((3, 1, 5), (2, 1, 4, 1)),
+                                           ((1, 5), (4, 1)), ((3, 4), (1, 1)), ((3, 4), (3, 4)),
+                                           ((5,), (2, 3, 5)), ((1, 3, 1), (7, 1, 1, 2))])
+def test_onnx_expand(shape, target):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    import openprim.onnx_backend as onnx_backend
+    out = np.broadcast_shapes(shape, target)
+    nodes = [helper.make_node("Expand", ["x", "shape"], ["e"]), helper.make_node("Mul", ["e", "k"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "expand", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, out)],
+        [numpy_helper.from_array(np.asarray(target, np.int64), "shape"),
+         numpy_helper.from_array(np.asarray(1.5, np.float32), "k")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    rep = onnx_backend.prepare(model)
+    got = rep.run([x])[0]
+    close(got, np.broadcast_to(x.astype(np.float64), out) * 1.5)
+
+
+def test_onnx_expand_bad_shape():
+    pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+    from openprim.base.errors import OpenPrimError
+    from openprim.pyfrontend.onnx import import_model
+    graph = helper.make_graph(
+        [helper.make_node("Expand", ["x", "shape"], ["y"])], "expand",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, (3, 4))],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, (2, 4))],
+        [numpy_helper.from_array(np.asarray([2, 4], np.int64), "shape")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    with pytest.raises(OpenPrimError, match="does not broadcast"):
+        import_model(model)
