@@ -48,6 +48,10 @@ def from_storage(a: np.ndarray, dtype: str, host_dtype: str | None = None) -> np
     return a
 
 
+# The bits of +-inf (sign masked off) in the 16-bit storages: an overflow shows there without a float pass.
+INF_BITS = {"f16": 0x7C00, "bf16": 0x7F80}
+
+
 def host_to_storage(a, dtype: str, what: str) -> np.ndarray:
     """A caller's array (an input or a weight, named by `what`) in the contiguous storage of dtype: floats, ints,
     bools and ml_dtypes.bfloat16 values. A uint16 array for bf16, another kind of data, or a finite value
@@ -68,8 +72,8 @@ def host_to_storage(a, dtype: str, what: str) -> np.ndarray:
         return np.ascontiguousarray(a)
     with np.errstate(over="ignore"):
         stored = np.ascontiguousarray(to_storage(a, dtype))
-    if a.dtype != stored.dtype and a.size:
-        finite = np.isfinite(a)
+    if dtype in INF_BITS and a.size and ((stored.view(np.uint16) & 0x7FFF) == INF_BITS[dtype]).any():
+        finite = np.isfinite(a)     # an inf in the storage: from a finite value, or was it there already?
         if (np.isinf(from_storage(stored, dtype)) & finite).any():
             raise OpenPrimError(f"{what} ({a.dtype}) has values beyond the range of {dtype} "
                                 f"(largest |x| {np.abs(a[finite]).max():.4g}); scale it or compile in f32")

@@ -28,6 +28,7 @@ from openprim.passes import prim_pipeline
 from openprim.passes.prim_select import check_layout
 from openprim.plan import build_plan
 from openprim.pyfrontend import Graph, to_module
+from openprim.pyfrontend.mlir_import import prim as mlir_import
 from openprim.pyfrontend.precision import io_dtypes, with_precision
 from openprim.runtime import artifact, cpu
 from openprim.runtime.executable import build_executable
@@ -51,8 +52,9 @@ def load_module(source, ctx: ir.Context | None = None) -> ir.Module:
     if not isinstance(source, (str, Path)):
         raise OpenPrimError(f"cannot compile a {type(source).__name__}: expected an openprim.pyfrontend.Graph, "
                             f"MLIR text, a pathlib.Path to a .mlir file or an mlir.ir.Module")
-    text, name = (Path(source).read_text(), str(source)) if isinstance(source, Path) else (source, "<string>")
-    return dialect.parse(text, name, ctx or dialect.new_context())
+    if isinstance(source, Path):
+        return mlir_import.load(source)     # its weights sidecar (`openprim emit`) too
+    return dialect.parse(source, "<string>", ctx or dialect.new_context())
 
 
 def lower(source, target: Target | str = "cpu", solver: str = "", pipeline: str | None = None,

@@ -27,7 +27,7 @@ import openprim.cache
 from openprim.base.errors import OpenPrimError
 from openprim.base.target import parse_target
 from openprim.pyfrontend.importers.common import DTYPE_NAMES, require
-from openprim.pyfrontend.torch.importer import _decompose, import_exported, unsupported_ops
+from openprim.pyfrontend.torch.importer import _decompose, import_exported
 from openprim.runtime.executor import host_shape
 from openprim.runtime.gpu import GpuExecutable
 
@@ -294,10 +294,6 @@ def openprim_backend(gm, example_inputs, options=None):
     try:
         ep = torch.export.export(gm, tuple(_real(t) for t in inputs))
         ep = _decompose(ep)
-        bad = unsupported_ops(ep)
-        if bad:
-            _warn_once("openprim_backend: unsupported op(s) " + ", ".join(bad) + "; running this graph eagerly")
-            return gm.forward
         g, _ = import_exported(ep, constant_inputs=frozen, decompose=False)
         options = dict(options or {})
         target, index = _default_target([inputs[i] for i in range(len(inputs)) if i not in frozen])

@@ -27,13 +27,12 @@ import time
 import zipfile
 
 import numpy as np
-from mlir import ir
 from tqdm import tqdm
 
 from openprim import compiler, passes
 from openprim.base.errors import OpenPrimError
 from openprim.passes import prim_select
-from openprim.dialect import graph_functions
+from openprim.dialect import contract, graph_functions
 from openprim.pyfrontend import Graph, to_module
 from openprim.solvers import SOLVERS, applicable
 from openprim.solvers.problem import parse_descriptor, problem_of
@@ -307,9 +306,8 @@ def run_conv(a) -> None:
     passes.run(module, f"prim-fuse,prim-select{{target={a.target}{solver}}}", tuner=Tuner())
     op = next(o.operation for o in graph_functions(module.operation)[0].regions[0].blocks[0].operations
               if o.operation.name == "prim.conv2d")
-    problem, solver, source = (ir.StringAttr(op.attributes[k]).value for k in ("prim.problem", "prim.solver", "prim.choice"))
-    chosen = ir.DictAttr(op.attributes["prim.params"])
-    params = _params(solver, {p.name: ir.IntegerAttr(p.attr).value for p in chosen})
+    problem, solver, source = contract.problem(op), contract.solver(op), contract.choice(op)
+    params = _params(solver, contract.params(op))
     exe = compiler.compile(module, a.target)  # prim-select keeps the choice written on the op
     y = np.asarray(exe(x.astype(np.float32)), np.float64)
     err = float(np.max(np.abs(y - _conv_reference(x, w, a)))) / max(1.0, float(np.max(np.abs(y))))

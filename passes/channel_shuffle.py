@@ -19,9 +19,9 @@ import numpy as np
 from mlir import ir
 
 from openprim import dialect
-from openprim.dialect import body, contract, graph_functions
+from openprim.dialect import graph_functions
 
-from .fused_functions import outline_fused
+from .fused_functions import fused_count, outline_fused
 from .rewrite import single_use
 
 
@@ -79,8 +79,7 @@ def gather_map(ops: list[ir.Operation]) -> tuple[list[ir.Value], list[tuple[int,
 def outline_channel_shuffles(module_op) -> None:
     """Each channel-shuffle chain (module docstring) into fused functions, one per result that leaves it."""
     with module_op.context:
-        count = sum(1 for op in body(module_op).operations
-                    if op.operation.name == "func.func" and contract.is_fused(op))
+        count = fused_count(module_op)
         for fn in graph_functions(module_op):
             for concat in [o.operation for o in fn.regions[0].blocks[0].operations if o.operation.name == "prim.concat"]:
                 chain = _shuffle_chain(concat)

@@ -23,9 +23,9 @@ from mlir import ir
 from openprim import dialect
 from openprim.kernels.semantics import unary_activation
 
+from .prim_layout import TO_NCHW  # the permute back to NCHW, which prim-layout cancels against NHWC layers
 from .rewrite import constant, new_constant, producer, rebuild, reshape, single_use, transpose
 
-TO_NCHW = [0, 3, 1, 2]  # the permute back to NCHW, which prim-layout cancels against the NHWC layers around it
 ACTIVATION_OPS = ("relu", "leaky_relu", "clamp", "sigmoid", "tanh", "gelu", "silu", "elu", "hardsigmoid", "hardswish")
 EPILOGUE_OPS = ("prim.add",) + tuple(f"prim.{a}" for a in ACTIVATION_OPS)   # the ops fuse_epilogue folds
 

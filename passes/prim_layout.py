@@ -39,7 +39,6 @@ NAME = "prim-layout"
 MARK = "prim.layout"   # on a graph function this pass laid out: the layout option it ran with
 LAYOUTS = ("NHWC", "keep")
 TO_NHWC, TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]
-KCRS_TO_KRSC = [0, 2, 3, 1]
 LAYOUT_OPS = ("prim.conv2d", "prim.max_pool2d", "prim.avg_pool2d", "prim.global_avg_pool",
               "prim.batch_norm", "prim.group_norm")
 
@@ -61,7 +60,7 @@ def _to_nhwc(op: ir.Operation) -> None:
             if operands[3] is not None:
                 new_operands[3] = transpose(operands[3], TO_NHWC, op.location)
             if dialect.op_attrs(op)["filter_layout"] == "KCRS":
-                new_operands[1] = transpose(operands[1], KCRS_TO_KRSC, op.location)
+                new_operands[1] = transpose(operands[1], TO_NHWC, op.location)   # KCRS -> KRSC: the same permutation
                 spec_attrs["filter_layout"] = dialect.make_attr("KRSC", "str")
         spec_attrs["layout"] = dialect.make_attr("NHWC", "str")
         out_t = op.result.type

@@ -9,6 +9,7 @@ from mlir import ir
 from mlir.dialects import func
 
 from openprim import dialect
+from openprim.dialect import contract
 from openprim.base.errors import OpenPrimError
 from openprim.base.files import atomic_file
 from openprim.base.ops import OPS
@@ -45,7 +46,7 @@ def to_module(graph, ctx: ir.Context | None = None, weights: dict | None = None)
         out_types = [dialect.tensor_type(t.shape, t.dtype) for t in graph.outputs]
         with ir.InsertionPoint(module.body):
             fn = func.FuncOp(graph.name, (in_types, out_types))
-            fn.attributes["prim.input_names"] = ir.ArrayAttr.get([ir.StringAttr.get(t.name) for t in graph.inputs])
+            contract.set_input_names(fn, [t.name for t in graph.inputs])
             block = fn.add_entry_block()
         values = {id(t): block.arguments[i] for i, t in enumerate(graph.inputs)}
         with ir.InsertionPoint(block):

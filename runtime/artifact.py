@@ -66,8 +66,8 @@ def _read(path: str) -> tuple[dict, dict[str, bytes], bytes, Target]:
                 target = parse_target(manifest.get("target", ""))
             except OpenPrimError as e:
                 raise OpenPrimError(f"{path}: {e}") from None
-            if kernel_files.required(target.kind) not in names:
-                raise OpenPrimError(f"{path}: not an OpenPrim artifact (missing {kernel_files.required(target.kind)})")
+            if kernel_files.REQUIRED[target.kind] not in names:
+                raise OpenPrimError(f"{path}: not an OpenPrim artifact (missing {kernel_files.REQUIRED[target.kind]})")
             files = manifest.get("kernel_files", [])
             if not isinstance(files, list) or not all(isinstance(m, str) for m in files):
                 raise OpenPrimError(f"{path}: corrupt artifact (kernel_files is not a list of member names)")

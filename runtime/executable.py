@@ -16,7 +16,7 @@ from .gpu import GpuExecutable, open_device
 
 def build_executable(target: Target, plan: dict, kernels: dict[str, bytes], weights: bytes, meta: dict,
                      device: int | Device = 0, graphs: bool | None = None, where: str = ""):
-    """The executable of a plan and its kernel members (kernel_files.MEMBERS) for `target`. meta: what the
+    """The executable of a plan and its kernel members (kernel_files.py's names) for `target`. meta: what the
     backend recorded of the build (`machine`, `cpu`, `cpu_features`, `cubin_arch`: the manifest's entries).
     On a GPU target it runs on GPU `device` (its index, or the Device opened for it; graphs: replay as a CUDA/HIP graph; None: unless
     OPENPRIM_GPU_GRAPHS=0). where: the artifact's path, which names what cannot run here."""

@@ -15,13 +15,8 @@ PTX = "kernels.ptx"
 CUBIN = "kernels.cubin"
 HSACO = "kernels.hsaco"
 
-# target kind -> its members, the required one first
-MEMBERS = {"cpu": (SHARED_OBJECT,), "nvvm": (PTX, CUBIN), "rocdl": (HSACO,)}
-
-
-def required(kind: str) -> str:
-    """The member every artifact of this target kind has."""
-    return MEMBERS[kind][0]
+# target kind -> the member every artifact of that kind has (an nvvm artifact may also hold a CUBIN)
+REQUIRED = {"cpu": SHARED_OBJECT, "nvvm": PTX, "rocdl": HSACO}
 
 
 def device_image(kind: str, files: dict[str, bytes], cubin_arch: str | None, device_arch: str) -> bytes:
@@ -29,4 +24,4 @@ def device_image(kind: str, files: dict[str, bytes], cubin_arch: str | None, dev
     else the portable image (PTX, which the driver compiles; the hsaco)."""
     if kind == "nvvm" and cubin_arch == device_arch and CUBIN in files:
         return files[CUBIN]
-    return files[required(kind)]
+    return files[REQUIRED[kind]]

@@ -7,7 +7,7 @@
 Parameters, buffers and lifted constants become `g.param` (constants: BN folds into the conv);
 user inputs become `g.input` with the static shapes the export recorded. Every op computed from constants
 only (the `permute` of a linear weight, Swin's relative-position index and shifted-window mask, `arange`
-position ids) is evaluated with torch at import time, mapped or not (pyfrontend/importers/folding.py). An
+position ids) is evaluated with torch at import time, mapped or not (pyfrontend/torch/folding.py). An
 op the importer does not map and cannot fold raises OpenPrimError naming every such op of the graph.
 
 Precision. A Graph has one dtype: programs of `.half()` and `.bfloat16()` modules import as f16 and
@@ -35,7 +35,7 @@ from openprim.base.errors import OpenPrimError
 from openprim.pyfrontend.graph import Graph, Tensor
 from openprim.pyfrontend.importers.common import (GRAPH_DTYPES, dominant_dtype, float64_message, inexact_int,
                                                   non_float_message, require)
-from openprim.pyfrontend.importers.folding import const_tensors, fold_node, foldable_nodes
+from openprim.pyfrontend.torch.folding import const_tensors, fold_node, foldable_nodes
 
 torch = require("torch", "the torch importer")
 
@@ -215,7 +215,7 @@ class _Importer:
         return any(p is t for _, p in self.params.values())
 
     def _fold(self, n):
-        """A node computed from constants only (importers/folding.py), evaluated with torch: its value as
+        """A node computed from constants only (torch/folding.py), evaluated with torch: its value as
         _Consts (named after its first constant input, as the numpy folds of the handlers do)."""
         try:
             val = fold_node(n, self.folded)

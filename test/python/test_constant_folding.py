@@ -1,4 +1,4 @@
-"""Constant folding at import time (pyfrontend/importers/folding.py): a subgraph computed only from
+"""Constant folding at import time (pyfrontend/torch/folding.py): a subgraph computed only from
 constants (Swin's relative-position index and shifted-window mask, BERT's position ids `arange`) is
 evaluated when the model is imported, by torch for the torch importer and by onnx's reference evaluator for
 the ONNX importer, and costs no op in the Graph. The checks: the import maps every op, the compiled model

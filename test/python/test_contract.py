@@ -15,8 +15,6 @@ from openprim.dialect import contract
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 PACKAGES = ("base", "dialect", "pyfrontend", "kernels", "solvers", "passes", "backends", "tuning", "runtime", "driver")
 NAMES = [v for k, v in vars(contract).items() if k.isupper() and isinstance(v, str)]
-# Modules of other owners that still spell contract attributes themselves (each should call contract).
-PENDING = {"driver/tuning_commands.py", "pyfrontend/emit.py"}
 
 
 def _function(text: str):
@@ -103,7 +101,4 @@ def _spellings() -> dict[str, list[str]]:
 
 def test_contract_attributes_are_spelled_only_in_the_contract():
     found = _spellings()
-    stray = {f: names for f, names in found.items() if f not in PENDING}
-    assert not stray, f"contract attributes spelled outside dialect/contract.py (use its writers/readers): {stray}"
-    done = sorted(PENDING - set(found))
-    assert not done, f"PENDING names files that no longer spell contract attributes: {done}"
+    assert not found, f"contract attributes spelled outside dialect/contract.py (use its writers/readers): {found}"

@@ -13,9 +13,8 @@ top-level folder X is `openprim.X`) form layers, from the bottom up:
     solvers     solvers (which kernel, which parameters): base, dialect, kernels, solvers
     backends    per-target lowering and serialization: base, dialect, runtime, backends
     passes      the prim-* passes: base, dialect, kernels, solvers, backends, runtime, passes
-    tuning      the database, Find and the tuner: all of the above plus pyfrontend; only the commands
-                tuning/tune.py (`openprim tune/explain/db/conv`) and tuning/worker.py (Find's worker program)
-                import the driver
+    tuning      the database, Find and the tuner: all of the above plus pyfrontend (the commands and Find's
+                worker program, which compile, are the driver's tuning_commands.py and find_worker.py)
     driver      `openprim`, `openprim.compiler`, `.plan`, `.cli`, `.opt`, `.torch_backend`, `.onnx_backend`:
                 anything
 

@@ -40,7 +40,7 @@ def test_device_image(kind, files, cubin_arch, device, want):
     """The one rule by which the JIT and a loaded artifact pick the GPU code object: the cubin only where it
     was assembled for exactly this chip, else the portable image."""
     assert kernel_files.device_image(kind, files, cubin_arch, device) == want
-    assert kernel_files.required(kind) in files
+    assert kernel_files.REQUIRED[kind] in files
 
 
 def test_table_facts():

@@ -1,18 +1,18 @@
-"""Constant folding at import time, shared by the importers.
+"""Constant folding at import time in the torch.export importer.
 
 Any subgraph computed only from constants (weights, buffers, lifted constants, shapes) is evaluated when the
 model is imported and becomes a constant, so it costs nothing at run time: the relative-position tables and
 shifted-window masks of Swin, the position ids `arange` of BERT/GPT-2, mask arithmetic on constant masks.
 
-torch: `foldable_nodes(graph, is_const)` is the set of fx nodes whose every input is a known constant (or
+`foldable_nodes(graph, is_const)` is the set of fx nodes whose every input is a known constant (or
 the result of another foldable node) and whose op is pure (no mutation, no randomness); `fold_node(node,
 values)` evaluates one with torch itself (the node's target on the constant tensors, under no_grad), so an
 op the importer has no mapping for (arange, full, where, fmod, index.Tensor, slice_scatter, eq, cumsum, ...)
 is fine there. Integer and bool results that only feed other folded nodes never reach the Graph; one that a
 real op reads is converted to the Graph's dtype where it is exact (importers/common.py: inexact_int).
 
-ONNX: the importer folds any node whose inputs are all known with onnx's reference evaluator
-(pyfrontend/onnx/importer.py: _Importer.fold), except the ops of its _NO_FOLD.
+The ONNX importer has its own: it folds any node whose inputs are all known with onnx's reference
+evaluator (pyfrontend/onnx/importer.py: _Importer.fold), except the ops of its _NO_FOLD.
 """
 from __future__ import annotations
 
