@@ -48,8 +48,10 @@ def from_storage(a: np.ndarray, dtype: str, host_dtype: str | None = None) -> np
     return a
 
 
-# The bits of +-inf (sign masked off) in the 16-bit storages: an overflow shows there without a float pass.
-INF_BITS = {"f16": 0x7C00, "bf16": 0x7F80}
+# Per storage: (its bits as integers, the mask that drops the sign, +-inf under it): an overflow shows in the
+# stored bits without a float pass over the array.
+INF_BITS = {"f32": (np.uint32, 0x7FFFFFFF, 0x7F800000), "f16": (np.uint16, 0x7FFF, 0x7C00),
+            "bf16": (np.uint16, 0x7FFF, 0x7F80)}
 
 
 def host_to_storage(a, dtype: str, what: str) -> np.ndarray:
@@ -72,7 +74,8 @@ def host_to_storage(a, dtype: str, what: str) -> np.ndarray:
         return np.ascontiguousarray(a)
     with np.errstate(over="ignore"):
         stored = np.ascontiguousarray(to_storage(a, dtype))
-    if dtype in INF_BITS and a.size and ((stored.view(np.uint16) & 0x7FFF) == INF_BITS[dtype]).any():
+    bits, mask, inf = INF_BITS[dtype]
+    if a.size and ((stored.view(bits) & mask) == inf).any():
         finite = np.isfinite(a)     # an inf in the storage: from a finite value, or was it there already?
         if (np.isinf(from_storage(stored, dtype)) & finite).any():
             raise OpenPrimError(f"{what} ({a.dtype}) has values beyond the range of {dtype} "
