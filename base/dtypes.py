@@ -9,6 +9,11 @@ come as floats or as `ml_dtypes.bfloat16` arrays (the ecosystem's numpy bf16, re
 runtime needs only numpy); a uint16 array is refused rather than read as bits (`a.view(ml_dtypes.bfloat16)`
 says bits explicitly), and so are finite values that the dtype would turn into inf. bf16 outputs come back
 as float32 (HOST), which holds every bf16 value exactly.
+
+Integer and boolean tensors (token ids, attention masks, positions) are i64, i32 and bool: numpy's int64,
+int32 and bool_. In the IR a bool is an `i8` holding 0 or 1 (`MLIR_TYPE`): a byte per element in memory on
+every target, where an `i1` vector load would read packed bits. An integer input takes integers (or floats
+with integral values), checked against the dtype's range; a bool input takes bools or 0/1.
 """
 from __future__ import annotations
 
@@ -16,10 +21,16 @@ import numpy as np
 
 from openprim.base.errors import OpenPrimError
 
-STORAGE = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16}
-ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2}
+FLOATS = ("f32", "f16", "bf16")
+INTEGERS = ("i64", "i32")
+DTYPES = FLOATS + INTEGERS + ("bool",)
+STORAGE = {"f32": np.float32, "f16": np.float16, "bf16": np.uint16, "i64": np.int64, "i32": np.int32,
+           "bool": np.bool_}
+ITEMSIZE = {"f32": 4, "f16": 2, "bf16": 2, "i64": 8, "i32": 4, "bool": 1}
 # The numpy type a caller sees for each dtype (numpy has no bfloat16: bf16 values come back as float32).
-HOST = {"f32": np.float32, "f16": np.float16, "bf16": np.float32}
+HOST = {**STORAGE, "bf16": np.float32}
+# The element type of each dtype in the IR (a bool is a byte).
+MLIR_TYPE = {**{d: d for d in DTYPES}, "bool": "i8"}
 # The largest finite value of each dtype.
 FINITE_MAX = {"f32": float(np.finfo(np.float32).max), "f16": float(np.finfo(np.float16).max),
               "bf16": 3.3895313892515355e38}
@@ -28,6 +39,8 @@ FINITE_MAX = {"f32": float(np.finfo(np.float32).max), "f16": float(np.finfo(np.f
 def to_storage(a, dtype: str) -> np.ndarray:
     """A float array in the storage format of dtype (bf16: round to nearest even)."""
     a = np.asarray(a)
+    if dtype == "bool":
+        return np.ascontiguousarray(a != 0)
     if dtype != "bf16":
         return np.ascontiguousarray(a, STORAGE[dtype])
     if a.dtype == np.uint16:
@@ -67,6 +80,8 @@ def host_to_storage(a, dtype: str, what: str) -> np.ndarray:
     if a.dtype.kind not in "fiub":   # complex, strings, objects: no meaningful conversion to floats
         raise OpenPrimError(f"{what} has dtype {a.dtype}; expected real numbers (float, int, bool or "
                             f"ml_dtypes.bfloat16)")
+    if dtype not in FLOATS:
+        return _integers(a, dtype, what)
     if dtype == "bf16" and a.dtype == np.uint16:
         raise OpenPrimError(f"{what} is a uint16 array for a bf16 tensor: pass its values as floats or an "
                             f"ml_dtypes.bfloat16 array (raw bf16 bits: a.view(ml_dtypes.bfloat16))")
@@ -81,3 +96,19 @@ def host_to_storage(a, dtype: str, what: str) -> np.ndarray:
             raise OpenPrimError(f"{what} ({a.dtype}) has values beyond the range of {dtype} "
                                 f"(largest |x| {np.abs(a[finite]).max():.4g}); scale it or compile in f32")
     return stored
+
+
+def _integers(a: np.ndarray, dtype: str, what: str) -> np.ndarray:
+    """a as the storage of an integer or bool dtype: a float array must hold integral values, every value
+    must fit the dtype (bool: 0 or 1)."""
+    if a.dtype.kind == "f":
+        if not np.isfinite(a).all() or (a != np.round(a)).any():
+            raise OpenPrimError(f"{what} holds non-integral values ({a.dtype}); a {dtype} tensor takes integers")
+    if a.dtype == STORAGE[dtype]:
+        return np.ascontiguousarray(a)
+    if a.size:
+        lo, hi = (0, 1) if dtype == "bool" else (np.iinfo(STORAGE[dtype]).min, np.iinfo(STORAGE[dtype]).max)
+        amin, amax = a.min(), a.max()
+        if amin < lo or amax > hi:
+            raise OpenPrimError(f"{what} has values in [{amin}, {amax}], beyond the range of {dtype} [{lo}, {hi}]")
+    return np.ascontiguousarray(a, STORAGE[dtype])

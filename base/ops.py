@@ -10,7 +10,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
-DTYPES = ("f32", "f16", "bf16")
+from openprim.base.dtypes import DTYPES, FLOATS, INTEGERS
+
 LAYOUTS = ("NCHW", "NHWC")
 FILTER_LAYOUTS = ("KCRS", "KRSC", "RSCK")
 # A blocked filter, "KRSC<b>k": [K/b, R, S, C, b], output channels in blocks of b innermost. prim-select packs
@@ -73,6 +74,8 @@ UNARY_ATTRS = {"relu": {}, "leaky_relu": {"alpha": "f64"}, "clamp": {"min": "f64
 UNARY_MATH = ("exp", "log", "sqrt", "abs", "erf")    # elementwise functions without attributes
 BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "pow")
 REDUCE_KINDS = ("sum", "mean", "max", "min")
+COMPARE_KINDS = ("eq", "ne", "lt", "le", "gt", "ge")
+LOGICAL_KINDS = ("and", "or", "xor")
 RHS_PANELS = 2   # matmul transpose_rhs value: the rhs is [N/NT, K, NT], NT-column panels each contiguous
 
 OPS: dict[str, OpSpec] = {s.name: s for s in [
@@ -125,8 +128,32 @@ OPS: dict[str, OpSpec] = {s.name: s for s in [
           doc="softmax(scale * q @ k^T + mask [+ causal: -inf where key > query index]) @ v per batch and head; "
               "layout BHSD: q [B,H,Sq,D], k/v [B,H,Sk,D]; BSHD: q [B,Sq,H,D], k/v [B,Sk,H,D] (the heads "
               "of a projection, untransposed); the result is shaped like q; mask broadcastable to [B,H,Sq,Sk]"),
+    _spec("cast", ("input",), doc="the input's values in the result's element type (float -> int truncates toward "
+                                  "zero, anything -> bool is != 0)"),
+    _spec("compare", ("lhs", "rhs"), {"kind": "str"},
+          doc="lhs <kind> rhs elementwise with broadcasting (eq, ne, lt, le, gt, ge): a bool tensor"),
+    _spec("logical", ("lhs", "rhs"), {"kind": "str"}, doc="and, or, xor of two bool tensors, broadcasting"),
+    _spec("logical_not", ("input",), doc="not of a bool tensor"),
+    _spec("where", ("condition", "lhs", "rhs"), doc="condition ? lhs : rhs elementwise, the three broadcast"),
+    _spec("broadcast", ("input",), doc="the input broadcast (numpy rules) to the result type's shape"),
+    _spec("gather", ("input", "indices"), {"axis": "i64"},
+          doc="out[a.., i.., b..] = input[a.., indices[i..], b..] (ONNX Gather, an embedding lookup on axis 0); "
+              "an index in [-size, 0) counts from the end, one out of range is read as the nearest in range and "
+              "reported by the plan's bounds_check"),
+    _spec("gather_elements", ("input", "indices"), {"axis": "i64"},
+          doc="out[i] = input[i with its axis coordinate replaced by indices[i]] (torch.gather); indices are "
+              "shaped like the result"),
+    _spec("cumsum", ("input",), {"axis": "i64", "exclusive": "i64", "reverse": "i64"},
+          doc="running sums along axis (exclusive: without the element itself; reverse: from the end)"),
+    _spec("bounds_check", ("indices",), {"size": "i64"},
+          doc="the number of indices outside [-size, size), a 1-element i32 tensor the runtime reads after a run"),
 ]}
 ELEMENTWISE = frozenset(UNARY_ATTRS) | frozenset(UNARY_MATH) | frozenset(BINARY)
+# Ops that move or select elements without computing on them: any dtype (their result's is the input's).
+DATA_MOVEMENT = frozenset({"constant", "reshape", "transpose", "concat", "pad", "slice", "broadcast", "gather",
+                           "gather_elements"})
+# Arithmetic that integers take too (exactly, in their own type; integer div is floor division).
+INTEGER_ARITHMETIC = frozenset({"add", "sub", "mul", "div", "maximum", "minimum", "cumsum"})
 
 
 def _need(cond, msg):
@@ -396,6 +423,53 @@ def _attention(shapes, attrs):
     return tuple(q)
 
 
+def _same_shape(shapes, attrs):
+    return tuple(shapes[0])
+
+
+def _kinds(kinds):
+    """The shape rule of a binary op with a `kind` out of kinds."""
+    def rule(shapes, attrs):
+        _need(attrs["kind"] in kinds, f"kind must be one of {kinds}, got '{attrs['kind']}'")
+        return broadcast(shapes[0], shapes[1])
+    return rule
+
+
+def _axis(attrs, rank, what="axis"):
+    axis = attrs["axis"]
+    _need(-rank <= axis < rank, f"{what} {axis} is out of range for a rank-{rank} input")
+    return axis % rank
+
+
+def _gather(shapes, attrs):
+    x, idx = shapes
+    axis = _axis(attrs, len(x))
+    return tuple(x[:axis]) + tuple(idx) + tuple(x[axis + 1:])
+
+
+def _gather_elements(shapes, attrs):
+    x, idx = shapes
+    axis = _axis(attrs, len(x))
+    _need(len(idx) == len(x), f"indices {fmt_shape(idx)} must have the input's rank {len(x)}")
+    _need(all(i <= d for a, (i, d) in enumerate(zip(idx, x)) if a != axis),
+          f"indices {fmt_shape(idx)} exceed the input {fmt_shape(x)} off the axis {axis}")
+    return tuple(idx)
+
+
+def _cumsum(shapes, attrs):
+    _axis(attrs, len(shapes[0]))
+    return tuple(shapes[0])
+
+
+def _bounds_check(shapes, attrs):
+    _need(attrs["size"] > 0, f"size must be positive, got {attrs['size']}")
+    return (1,)
+
+
+def _where(shapes, attrs):
+    return broadcast(broadcast(shapes[0], shapes[1]), shapes[2])
+
+
 _RULES = {
     "conv2d": _conv2d, "depthwise_pointwise": _depthwise_pointwise, "matmul": _matmul, "batch_norm": _batch_norm, "layer_norm": _layer_norm,
     "rms_norm": _layer_norm, "group_norm": _group_norm, "max_pool2d": _pool, "avg_pool2d": _pool,
@@ -404,7 +478,38 @@ _RULES = {
     "slice": _slice, "reduce": _reduce, "attention": _attention,
     **{n: _unary for n in (*UNARY_ATTRS, *UNARY_MATH)},
     **{n: (lambda shapes, attrs: broadcast(shapes[0], shapes[1])) for n in BINARY},
+    "cast": _same_shape, "logical_not": _same_shape, "compare": _kinds(COMPARE_KINDS), "logical": _kinds(LOGICAL_KINDS), "where": _where,
+    "gather": _gather, "gather_elements": _gather_elements, "cumsum": _cumsum, "bounds_check": _bounds_check,
 }
+
+
+def infer_dtype(name: str, dtypes: list, attrs) -> str | None:
+    """The result dtype of op `name` over its operand dtypes (None for an absent optional), or ShapeError
+    naming why they do not fit. None for `cast` and `constant`, whose result type says it."""
+    given = [d for d in dtypes if d is not None]
+    if name in ("cast", "constant"):
+        return None
+    if name == "where":
+        _need(given[0] == "bool", f"the condition must be bool, got {given[0]}")
+        _need(given[1] == given[2], f"lhs and rhs mix dtypes {given[1]} and {given[2]}")
+        return given[1]
+    if name in ("gather", "gather_elements"):
+        _need(given[1] in INTEGERS, f"indices must be integers ({', '.join(INTEGERS)}), got {given[1]}")
+        return given[0]
+    if name == "bounds_check":
+        _need(given[0] in INTEGERS, f"indices must be integers ({', '.join(INTEGERS)}), got {given[0]}")
+        return "i32"
+    _need(len(set(given)) == 1, f"operands mix dtypes {', '.join(sorted(set(given)))}")
+    dtype = given[0]
+    if name == "compare":
+        return "bool"
+    if name in ("logical", "logical_not"):
+        _need(dtype == "bool", f"operands must be bool, got {dtype}")
+        return "bool"
+    if name in DATA_MOVEMENT or (name in INTEGER_ARITHMETIC and dtype in INTEGERS):
+        return dtype
+    _need(dtype in FLOATS, f"takes float tensors ({', '.join(FLOATS)}), got {dtype}: cast the operand first")
+    return dtype
 
 
 def infer(name: str, shapes, attrs) -> tuple:

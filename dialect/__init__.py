@@ -24,7 +24,8 @@ IRDL_PATH = Path(__file__).with_name("prim.irdl.mlir")
 _mlir.globals.append_dialect_search_prefix(f"{__name__}.bindings")   # bindings/prim.py says why
 _ATTR_BASE = {"i64": "#builtin.integer", "f64": "#builtin.float", "str": "#builtin.string",
               "i64s": "#builtin.dense_array", "f64s": "#builtin.dense_array"}
-DTYPE_OF = {"f32": ir.F32Type, "f16": ir.F16Type, "bf16": ir.BF16Type}
+_FLOAT_TYPES = {"f32": ir.F32Type, "f16": ir.F16Type, "bf16": ir.BF16Type}
+_INTEGER_WIDTH = {"i64": 64, "i32": 32, "bool": 8}    # a bool is an i8 holding 0 or 1 (base/dtypes.MLIR_TYPE)
 
 
 def generate_irdl() -> str:
@@ -106,14 +107,34 @@ def op_attrs(op) -> dict:
 
 
 def dtype_name(t: ir.Type) -> str:
-    for name, cls in DTYPE_OF.items():
+    for name, cls in _FLOAT_TYPES.items():
         if isinstance(t, cls):
             return name
+    if isinstance(t, ir.IntegerType) and ir.IntegerType(t).is_signless:
+        width = ir.IntegerType(t).width
+        for name, w in _INTEGER_WIDTH.items():
+            if w == width:
+                return name
     return str(t)
 
 
+def element_type(dtype: str) -> ir.Type:
+    if dtype in _FLOAT_TYPES:
+        return _FLOAT_TYPES[dtype].get()
+    return ir.IntegerType.get_signless(_INTEGER_WIDTH[dtype])
+
+
 def tensor_type(shape, dtype: str) -> ir.RankedTensorType:
-    return ir.RankedTensorType.get(list(shape), DTYPE_OF[dtype].get())
+    return ir.RankedTensorType.get(list(shape), element_type(dtype))
+
+
+def dense_attr(data: np.ndarray, t: ir.RankedTensorType) -> ir.DenseElementsAttr:
+    """The dense elements attribute of type t holding data in its storage (base/dtypes.STORAGE): a bool
+    array is written as the i8 bytes it is in memory."""
+    data = np.asarray(data)
+    if data.dtype == np.bool_:
+        data = data.view(np.int8)
+    return ir.DenseElementsAttr.get(np.ascontiguousarray(data), type=t.element_type, shape=list(t.shape))
 
 
 def shape_of(value) -> tuple:
@@ -162,13 +183,21 @@ def _check_op(op) -> None:
     for v in values:
         if not isinstance(v.type, ir.RankedTensorType):
             raise op_error(op, f"operands must be ranked tensors, got {v.type}")
-    dtypes = {dtype_name(ir.RankedTensorType(v.type).element_type) for v in values + [result]}
-    if not dtypes <= set(_ops.DTYPES) or len(dtypes) != 1:
-        raise op_error(op, f"operands and result must share one element type out of {_ops.DTYPES}, "
-                           f"got {', '.join(sorted(dtypes))}")
+    dtypes = [None if v is None else dtype_name(ir.RankedTensorType(v.type).element_type) for v in groups]
+    result_dtype = dtype_name(ir.RankedTensorType(result.type).element_type)
+    unknown = sorted({d for d in dtypes + [result_dtype] if d is not None and d not in _ops.DTYPES})
+    if unknown:
+        raise op_error(op, f"element types must be out of {', '.join(_ops.DTYPES)} (a bool is i8), "
+                           f"got {', '.join(unknown)}")
     missing = [k for k in spec.attributes if k not in op.attributes]
     if missing:
         raise op_error(op, f"requires attribute '{missing[0]}'")
+    try:
+        want_dtype = _ops.infer_dtype(name, dtypes, op_attrs(op))
+    except ShapeError as e:
+        raise op_error(op, str(e)) from None
+    if want_dtype is not None and want_dtype != result_dtype:
+        raise op_error(op, f"result element type {result_dtype} differs from the inferred {want_dtype}")
     want_shape = shape_of(result)
     if name == "constant":
         value = op.attributes["value"]
@@ -181,6 +210,15 @@ def _check_op(op) -> None:
         if _ops.numel(shape_of(values[0])) != _ops.numel(want_shape):
             raise op_error(op, f"cannot reshape {_ops.fmt_shape(shape_of(values[0]))} to {_ops.fmt_shape(want_shape)}: "
                                "element counts differ")
+        return
+    if name == "broadcast":
+        given = shape_of(values[0])
+        try:
+            fits = _ops.broadcast(given, want_shape) == want_shape
+        except ShapeError:
+            fits = False
+        if not fits:
+            raise op_error(op, f"cannot broadcast {_ops.fmt_shape(given)} to {_ops.fmt_shape(want_shape)}")
         return
     shapes = [None if v is None else shape_of(v) for v in groups]
     try:
@@ -280,6 +318,8 @@ def to_numpy(attr: ir.Attribute) -> np.ndarray:
         bits = np.array([int(v, 16) if h else 0 for v, h in zip(tokens, hexa)], np.uint16)
         decimal = to_storage(np.array([0.0 if h else float(v) for v, h in zip(tokens, hexa)], np.float32), "bf16")
         return np.where(hexa, bits, decimal).astype(np.uint16).reshape(t.shape)
+    if dtype_name(t.element_type) == "bool":
+        return np.array(dense).astype(np.bool_)
     return np.array(dense)
 
 
@@ -333,7 +373,7 @@ def load_weights(module: ir.Module, mlir_path) -> None:
             if data.dtype != want or data.shape != tuple(t.shape):
                 raise OpenPrimError(f"{path}: '{handle.group(1)}' is {data.dtype}{list(data.shape)}; the constant at "
                                     f"{where(op.location)} needs {want}{list(t.shape)} ({t})")
-            op.attributes["value"] = ir.DenseElementsAttr.get(data, type=t.element_type, shape=list(t.shape))
+            op.attributes["value"] = dense_attr(data, t)
 
 
 # ----------------------------------------------------------------------------- module structure

@@ -27,6 +27,9 @@ prim.in_place             the argument that a kernel reads at each output index 
 prim.batch_chunks         how many chunks of its batch a graph function runs once each. Written by
                           passes/batch_chunks.py; read by batch-chunks (done already) and driver/plan.py.
 prim.input_names          a graph function's input names. Written by pyfrontend/emit.py; read by driver/plan.py.
+prim.checks               what each of a graph function's last results means when it is not 0 after a run (the
+                          bounds checks of gather's indices): those results are checks, not outputs. Written by
+                          pyfrontend/emit.py; read by driver/plan.py (the plan's "checks", which the runtime reads).
 prim.role, prim.aux       which op of a linalg kernel a schedule step tiles (a role, or the index of another op).
                           Written by kernels/irtext.py (prim-tile: a final elementwise op's role); matched by
                           kernels/schedules.py's transform.structured.match, inside prim-tile.
@@ -51,6 +54,7 @@ KERNEL = "prim.kernel"
 IN_PLACE = "prim.in_place"
 BATCH_CHUNKS = "prim.batch_chunks"
 INPUT_NAMES = "prim.input_names"
+CHECKS = "prim.checks"
 ROLE = "prim.role"
 AUX = "prim.aux"
 ELEMENT_STRIDES = "openprim.element_strides"
@@ -152,6 +156,14 @@ def set_input_names(fn, names: list[str]) -> None:
 
 def input_names(fn) -> list[str] | None:
     return [ir.StringAttr(a).value for a in fn.attributes[INPUT_NAMES]] if INPUT_NAMES in fn.attributes else None
+
+
+def set_checks(fn, messages: list[str]) -> None:
+    fn.attributes[CHECKS] = ir.ArrayAttr.get([ir.StringAttr.get(m, fn.context) for m in messages], fn.context)
+
+
+def checks(fn) -> list[str]:
+    return [ir.StringAttr(a).value for a in fn.attributes[CHECKS]] if CHECKS in fn.attributes else []
 
 
 # ----------------------------------------------------------------------------- schedule tags (IR text)

@@ -414,4 +414,94 @@ irdl.dialect @prim {
     %res = irdl.base "!builtin.tensor"
     irdl.results(result: %res)
   }
+  // the input's values in the result's element type (float -> int truncates toward zero, anything -> bool is != 0)
+  irdl.operation @cast {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // lhs <kind> rhs elementwise with broadcasting (eq, ne, lt, le, gt, ge): a bool tensor
+  irdl.operation @compare {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %t0, rhs: %t1)
+    %a0 = irdl.base "#builtin.string"
+    irdl.attributes {"kind" = %a0}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // and, or, xor of two bool tensors, broadcasting
+  irdl.operation @logical {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    irdl.operands(lhs: %t0, rhs: %t1)
+    %a0 = irdl.base "#builtin.string"
+    irdl.attributes {"kind" = %a0}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // not of a bool tensor
+  irdl.operation @logical_not {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // condition ? lhs : rhs elementwise, the three broadcast
+  irdl.operation @where {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    %t2 = irdl.base "!builtin.tensor"
+    irdl.operands(condition: %t0, lhs: %t1, rhs: %t2)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // the input broadcast (numpy rules) to the result type's shape
+  irdl.operation @broadcast {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // out[a.., i.., b..] = input[a.., indices[i..], b..] (ONNX Gather, an embedding lookup on axis 0); an index in [-size, 0) counts from the end, one out of range is read as the nearest in range and reported by the plan's bounds_check
+  irdl.operation @gather {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0, indices: %t1)
+    %a0 = irdl.base "#builtin.integer"
+    irdl.attributes {"axis" = %a0}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // out[i] = input[i with its axis coordinate replaced by indices[i]] (torch.gather); indices are shaped like the result
+  irdl.operation @gather_elements {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0, indices: %t1)
+    %a0 = irdl.base "#builtin.integer"
+    irdl.attributes {"axis" = %a0}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // running sums along axis (exclusive: without the element itself; reverse: from the end)
+  irdl.operation @cumsum {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %a0 = irdl.base "#builtin.integer"
+    %a1 = irdl.base "#builtin.integer"
+    %a2 = irdl.base "#builtin.integer"
+    irdl.attributes {"axis" = %a0, "exclusive" = %a1, "reverse" = %a2}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // the number of indices outside [-size, size), a 1-element i32 tensor the runtime reads after a run
+  irdl.operation @bounds_check {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(indices: %t0)
+    %a0 = irdl.base "#builtin.integer"
+    irdl.attributes {"size" = %a0}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
 }

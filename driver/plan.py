@@ -2,7 +2,9 @@
 
 After prim-lower, a graph function is a list of `prim.constant`s, `prim.reshape`s (views, no
 kernel) and calls of kernel declarations. `build_plan` turns it into the runtime's JSON-able plan and
-a weights blob (a GPU plan's launches come from the target's backend: backends/gpu_common.py);
+a weights blob (a GPU plan's launches come from the target's backend: backends/gpu_common.py); each step
+names its kernel and arguments, and for the profiler (runtime/profile.py) its op kind, layer location and,
+where prim-select chose one, the solver, parameters, problem descriptor and FLOPs;
 `assign_offsets` is the static memory plan: each intermediate gets a byte range of one arena, shared
 with any value whose lifetime does not overlap (greedy first-fit, biggest first).
 """
@@ -18,6 +20,7 @@ from openprim.base.errors import OpenPrimError
 from openprim.base.target import Target
 from openprim.dialect import body, contract, graph_functions, kernels_module
 from openprim.base.dtypes import ITEMSIZE
+from openprim.solvers.problem import parse_descriptor
 
 PLAN_VERSION = 3  # 2: views name the value whose storage they share (`view_of`); 3: `batch_chunks`
 
@@ -75,7 +78,8 @@ def build_plan(module: ir.Module, target: Target) -> tuple[dict, bytes]:
         elif op.name == "func.call":
             args = [ids[a] for a in op.operands]
             out = new_value(op.result, "arena")
-            steps.append({"kernel": ir.FlatSymbolRefAttr(op.attributes["callee"]).value, "args": args + [out]})
+            kernel = ir.FlatSymbolRefAttr(op.attributes["callee"]).value
+            steps.append({"kernel": kernel, "args": args + [out], **_layer(op, kernel)})
         elif op.name == "func.return":
             outputs = [ids[a] for a in op.operands]
         else:
@@ -106,10 +110,16 @@ def build_plan(module: ir.Module, target: Target) -> tuple[dict, bytes]:
             v["offset"] = values[roots[i]]["offset"]
         if roots[i] != i:
             v["view_of"] = roots[i]   # the runtime binds a caller's buffer to a value and all its views
+    checks = contract.checks(fn)   # the last results: read by the runtime after a run, not returned
+    if checks:
+        plan_checks = [{"value": v, "message": m} for v, m in zip(outputs[len(outputs) - len(checks):], checks)]
+        outputs = outputs[:len(outputs) - len(checks)]
     plan = {"format": "openprim-plan", "version": PLAN_VERSION, "compiler": f"openprim {__version__}",
             "target": str(target), "values": values, "inputs": inputs, "outputs": outputs, "steps": steps,
             "arena_bytes": arena, "weights_bytes": weight_off,
             "naive_bytes": sum(sizes)}
+    if checks:
+        plan["checks"] = plan_checks
     if (chunks_of_batch := contract.batch_chunks(fn)) is not None:  # passes/batch_chunks.py: once per chunk
         plan["batch_chunks"] = chunks_of_batch
     km = kernels_module(module.operation)
@@ -121,6 +131,26 @@ def build_plan(module: ir.Module, target: Target) -> tuple[dict, bytes]:
         plan["weights_bytes"] += len(tables)
         chunks.append(tables)
     return plan, b"".join(chunks)
+
+
+def _layer(call: ir.Operation, kernel: str) -> dict:
+    """What a step records for `openprim profile` (runtime/profile.py) beside its kernel and arguments: the op
+    kind (a kernel is named `<kind>_<n>`: passes/outline.py), the layer's source location, and where
+    prim-select chose a solver (its choice is on the call) the solver, its parameters, the problem descriptor
+    and the problem's FLOPs (solvers/problem.py; once per batch chunk)."""
+    info = {"op": kernel.rsplit("_", 1)[0]}
+    if (loc := dialect.where(call.location)) != "<unknown>":
+        info["loc"] = loc
+    if (solver := contract.solver(call)) is None:
+        return info
+    info.update(solver=solver, params=contract.params(call))
+    if (problem := contract.problem(call)) is not None:
+        info["problem"] = problem
+        try:
+            info["flops"] = int(parse_descriptor(problem).flops)
+        except OpenPrimError:   # a descriptor this compiler does not parse: no FLOPs, the step still runs
+            pass
+    return info
 
 
 def _in_place_args(module: ir.Module) -> dict[str, int]:

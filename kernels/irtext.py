@@ -15,18 +15,24 @@ import math
 
 import numpy as np
 
+from openprim.base.dtypes import FLOATS, MLIR_TYPE
 from openprim.dialect import contract
 
 
 PAD_BLOCK = 1024  # elements copied per insert_slice when padding (one vector of at most 64 registers)
 
 
+def elem(dtype) -> str:
+    """The IR element type of a dtype (a bool is an i8; base/dtypes.MLIR_TYPE)."""
+    return MLIR_TYPE.get(dtype, dtype)
+
+
 def ttype(shape, dtype) -> str:
-    return f"tensor<{''.join(f'{d}x' for d in shape)}{dtype}>"
+    return f"tensor<{''.join(f'{d}x' for d in shape)}{elem(dtype)}>"
 
 
 def mtype(shape, dtype) -> str:
-    return f"memref<{''.join(f'{d}x' for d in shape)}{dtype}>"
+    return f"memref<{''.join(f'{d}x' for d in shape)}{elem(dtype)}>"
 
 
 def _loop_ranges(operands: list, maps: list, ndim: int) -> list[int]:
@@ -49,7 +55,9 @@ INF_BITS = {"f32": ("0x7F800000", "0xFF800000"), "f16": ("0x7C00", "0xFC00"), "b
 
 
 def flit(v: float, dtype: str = "f32") -> str:
-    """A float literal of `dtype` that MLIR parses exactly (hex bits for infinities)."""
+    """A literal of `dtype` that MLIR parses exactly (hex bits for float infinities; integers as integers)."""
+    if dtype not in FLOATS and dtype in MLIR_TYPE:
+        return str(int(v))
     if math.isinf(v):
         return INF_BITS[dtype][0 if v > 0 else 1]
     return repr(float(np.float32(v)))
@@ -100,8 +108,8 @@ class KernelText:
     def filled(self, shape, dtype, value: float, role: str | None = None) -> V:
         e = self.empty(shape, dtype)
         c, n = self.fresh("c"), self.fresh("f")
-        self.emit(f"{c} = arith.constant {flit(value, dtype)} : {dtype}")
-        self.emit(f"{n} = linalg.fill {{{self.tag(role, shape)}}} ins({c} : {dtype}) outs({e.name} : {e.type}) -> {e.type}")
+        self.emit(f"{c} = arith.constant {flit(value, dtype)} : {elem(dtype)}")
+        self.emit(f"{n} = linalg.fill {{{self.tag(role, shape)}}} ins({c} : {elem(dtype)}) outs({e.name} : {e.type}) -> {e.type}")
         return V(n, shape, dtype)
 
     def generic(self, ins: list, maps: list, out: V, out_map: str, iterators: list, body, role=None) -> V:
@@ -117,9 +125,9 @@ class KernelText:
             self.generics[n] = (len(self.aux) - 1, domain, list(iterators))
         self.emit(f"{n} = linalg.generic {{indexing_maps = [{all_maps}], iterator_types = [{its}], {tag}}} "
                   f"{ins_txt}outs({out.name} : {out.type}) {{")
-        self.emit(f"^bb0({', '.join(f'{a}: {v.dtype}' for a, v in zip(args, ins + [out]))}):")
+        self.emit(f"^bb0({', '.join(f'{a}: {elem(v.dtype)}' for a, v in zip(args, ins + [out]))}):")
         res = body(args, self)
-        self.emit(f"  linalg.yield {res} : {out.dtype}")
+        self.emit(f"  linalg.yield {res} : {elem(out.dtype)}")
         self.emit(f"}} -> {out.type}")
         return V(n, out.shape, out.dtype)
 
@@ -130,7 +138,8 @@ class KernelText:
 
     def const(self, v: float, ty="f32") -> str:
         n = self.fresh("k")
-        self.emit(f"  {n} = arith.constant {flit(v)} : {ty}")
+        literal = flit(v) if ty in ("f32", "f16", "bf16") else str(int(v))
+        self.emit(f"  {n} = arith.constant {literal} : {ty}")
         return n
 
     def to_f32(self, a: str, dtype: str) -> str:

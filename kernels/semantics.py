@@ -11,9 +11,10 @@ import math
 
 import numpy as np
 
+from openprim.base.dtypes import FLOATS
 from openprim.base.ops import ELEMENTWISE, RHS_PANELS, attention_dims, filter_block
 
-from .irtext import KernelText, V, amap, ttype
+from .irtext import KernelText, V, amap, elem, ttype
 
 
 # -------------------------------------------------------------------------- scalar activation bodies
@@ -135,7 +136,191 @@ UNARY_MATH_OP = {"exp": "math.exp", "log": "math.log", "sqrt": "math.sqrt", "abs
 
 
 def emit_elementwise(kt, op, operands, attrs, shape, dtype):
+    if dtype not in FLOATS:
+        return typed_elementwise(kt, operands, shape, dtype,
+                                 lambda kt, xs: kt.scalar(INTEGER_BINARY_OP[op], *xs, ty=elem(dtype)))
     return elementwise(kt, operands, shape, dtype, lambda kt, xs: scalar_op(kt, op, attrs, xs))
+
+
+# -------------------------------------------------------------------------- integers, bools, indexing
+# Integers compute exactly in their own type (div is floor division); a bool is an i8 holding 0 or 1.
+INTEGER_BINARY_OP = {"add": "arith.addi", "sub": "arith.subi", "mul": "arith.muli", "div": "arith.floordivsi",
+                     "maximum": "arith.maxsi", "minimum": "arith.minsi"}
+FLOAT_PREDICATE = {"eq": "oeq", "ne": "une", "lt": "olt", "le": "ole", "gt": "ogt", "ge": "oge"}
+INTEGER_PREDICATE = {"eq": "eq", "ne": "ne", "lt": "slt", "le": "sle", "gt": "sgt", "ge": "sge"}
+INTEGER_BITS = {"i64": 64, "i32": 32, "bool": 8}
+
+
+def typed_elementwise(kt: KernelText, inputs: list, out_shape, dtype, fn) -> V:
+    """out[i] = fn(inputs[i]...) with numpy broadcasting, the scalars in their own types (no f32)."""
+    ins, maps = zip(*[_broadcast_operand(kt, x, out_shape) for x in inputs])
+    R = len(out_shape)
+    return kt.generic(list(ins), list(maps), kt.empty(out_shape, dtype), amap(R, [f"d{i}" for i in range(R)]),
+                      ["parallel"] * R, lambda args, kt: fn(kt, args[:len(ins)]))
+
+
+def _bool_of(kt, i1: str) -> str:
+    """An i1 condition as a bool (i8 0/1)."""
+    return kt.scalar("arith.extui", i1, ty="i1 to i8")
+
+
+def convert(kt: KernelText, a: str, src: str, dst: str) -> str:
+    """Scalar a of dtype src as dtype dst: floats through f32, float -> integer truncating toward zero,
+    anything -> bool as a != 0."""
+    if src == dst:
+        return a
+    if dst == "bool":
+        if src in FLOATS:
+            return _bool_of(kt, _cmp_typed(kt, "arith.cmpf une", kt.to_f32(a, src), kt.const(0.0), "f32"))
+        return _bool_of(kt, _cmp_typed(kt, "arith.cmpi ne", a, kt.const(0, elem(src)), elem(src)))
+    if src in FLOATS and dst in FLOATS:
+        return kt.from_f32(kt.to_f32(a, src), dst)
+    if src in FLOATS:
+        return kt.scalar("arith.fptosi", kt.to_f32(a, src), ty=f"f32 to {dst}")
+    if dst in FLOATS:
+        to_float = "arith.uitofp" if src == "bool" else "arith.sitofp"
+        return kt.from_f32(kt.scalar(to_float, a, ty=f"{elem(src)} to f32"), dst)
+    widen = "arith.extui" if src == "bool" else "arith.extsi"
+    op = widen if INTEGER_BITS[dst] > INTEGER_BITS[src] else "arith.trunci"
+    return kt.scalar(op, a, ty=f"{elem(src)} to {elem(dst)}")
+
+
+def _cmp_typed(kt, op: str, a: str, b: str, ty: str) -> str:
+    n = kt.fresh("b")
+    kt.emit(f"  {n} = {op}, {a}, {b} : {ty}")
+    return n
+
+
+def emit_cast(kt, op, operands, attrs, shape, dtype):
+    src = operands[0].dtype
+    return typed_elementwise(kt, operands, shape, dtype, lambda kt, xs: convert(kt, xs[0], src, dtype))
+
+
+def emit_compare(kt, op, operands, attrs, shape, dtype):
+    src, kind = operands[0].dtype, attrs["kind"]
+
+    def body(kt, xs):
+        if src in FLOATS:
+            a, b = (kt.to_f32(x, src) for x in xs)
+            return _bool_of(kt, _cmp_typed(kt, f"arith.cmpf {FLOAT_PREDICATE[kind]}", a, b, "f32"))
+        return _bool_of(kt, _cmp_typed(kt, f"arith.cmpi {INTEGER_PREDICATE[kind]}", *xs, elem(src)))
+    return typed_elementwise(kt, operands, shape, dtype, body)
+
+
+def emit_logical(kt, op, operands, attrs, shape, dtype):
+    return typed_elementwise(kt, operands, shape, dtype,
+                             lambda kt, xs: kt.scalar(f"arith.{attrs['kind']}i", *xs, ty="i8"))
+
+
+def emit_logical_not(kt, op, operands, attrs, shape, dtype):
+    return typed_elementwise(kt, operands, shape, dtype,
+                             lambda kt, xs: kt.scalar("arith.xori", xs[0], kt.const(1, "i8"), ty="i8"))
+
+
+def emit_where(kt, op, operands, attrs, shape, dtype):
+    def body(kt, xs):
+        c = _cmp_typed(kt, "arith.cmpi ne", xs[0], kt.const(0, "i8"), "i8")
+        n = kt.fresh("s")
+        kt.emit(f"  {n} = arith.select {c}, {xs[1]}, {xs[2]} : {elem(dtype)}")
+        return n
+    return typed_elementwise(kt, operands, shape, dtype, body)
+
+
+def emit_broadcast(kt, op, operands, attrs, shape, dtype):
+    return typed_elementwise(kt, operands, shape, dtype, lambda kt, xs: xs[0])
+
+
+def _clamped_index(kt: KernelText, i: str, idtype: str, size: int) -> str:
+    """Index value i (an i64/i32 scalar) as an `index` within [0, size): negative ones count from the end,
+    one still outside is clamped (its bounds_check reports it; no read leaves the tensor)."""
+    ix = kt.scalar("arith.index_cast", i, ty=f"{elem(idtype)} to index")
+    zero, n = kt.const(0, "index"), kt.const(size, "index")
+    neg = _cmp_typed(kt, "arith.cmpi slt", ix, zero, "index")
+    wrapped = kt.fresh("s")
+    kt.emit(f"  {wrapped} = arith.select {neg}, {kt.scalar('arith.addi', ix, n, ty='index')}, {ix} : index")
+    low = kt.scalar("arith.maxsi", wrapped, zero, ty="index")
+    return kt.scalar("arith.minsi", low, kt.const(size - 1, "index"), ty="index")
+
+
+def _loop_index(kt: KernelText, d: int) -> str:
+    n = kt.fresh("ix")
+    kt.emit(f"  {n} = linalg.index {d} : index")
+    return n
+
+
+def _extract(kt: KernelText, x: V, coords: list) -> str:
+    n = kt.fresh("e")
+    kt.emit(f"  {n} = tensor.extract {x.name}[{', '.join(coords)}] : {x.type}")
+    return n
+
+
+def emit_gather(kt, op, operands, attrs, shape, dtype):
+    """One generic over the result reading the indices at the axis' loop dims and x with tensor.extract."""
+    x, idx = operands
+    axis, R, r = attrs["axis"] % len(x.shape), len(shape), len(idx.shape)
+
+    def body(args, kt):
+        i = _clamped_index(kt, args[0], idx.dtype, x.shape[axis])
+        coords = [_loop_index(kt, d) for d in range(axis)] + [i] + \
+                 [_loop_index(kt, d + r - 1) for d in range(axis + 1, len(x.shape))]
+        return _extract(kt, x, coords)
+    imap = amap(R, [f"d{axis + k}" for k in range(r)])
+    return kt.generic([idx], [imap], kt.empty(shape, dtype), amap(R, [f"d{k}" for k in range(R)]),
+                      ["parallel"] * R, body)
+
+
+def emit_gather_elements(kt, op, operands, attrs, shape, dtype):
+    x, idx = operands
+    axis, R = attrs["axis"] % len(x.shape), len(shape)
+
+    def body(args, kt):
+        coords = [_clamped_index(kt, args[0], idx.dtype, x.shape[axis]) if d == axis else _loop_index(kt, d)
+                  for d in range(R)]
+        return _extract(kt, x, coords)
+    ident = amap(R, [f"d{k}" for k in range(R)])
+    return kt.generic([idx], [ident], kt.empty(shape, dtype), ident, ["parallel"] * R, body)
+
+
+def emit_cumsum(kt, op, operands, attrs, shape, dtype):
+    """out[.., j, ..] = sum of x[.., k, ..] over k <= j (k < j exclusive; k >= j, k > j reversed): one generic
+    with k as an inner reduction loop, the axis' length squared per row (fine for position ids and masks);
+    floats accumulate in f32."""
+    x = operands[0]
+    R = len(shape)
+    axis = attrs["axis"] % R
+    pred = {(0, 0): "sle", (1, 0): "slt", (0, 1): "sge", (1, 1): "sgt"}[(attrs["exclusive"], attrs["reverse"])]
+    acc_dtype = "f32" if dtype in FLOATS else dtype
+    xmap = amap(R + 1, [f"d{R}" if d == axis else f"d{d}" for d in range(R)])
+    omap = amap(R + 1, [f"d{d}" for d in range(R)])
+
+    def body(args, kt):
+        k, j = _loop_index(kt, R), _loop_index(kt, axis)
+        inside = _cmp_typed(kt, f"arith.cmpi {pred}", k, j, "index")
+        v = convert(kt, args[0], dtype, acc_dtype)
+        n = kt.fresh("s")
+        kt.emit(f"  {n} = arith.select {inside}, {v}, {kt.const(0, elem(acc_dtype))} : {elem(acc_dtype)}")
+        add = "arith.addf" if acc_dtype in FLOATS else "arith.addi"
+        return kt.scalar(add, args[1], n, ty=elem(acc_dtype))
+    acc = kt.generic([x], [xmap], kt.filled(shape, acc_dtype, 0), omap, ["parallel"] * R + ["reduction"], body)
+    if acc_dtype == dtype:
+        return acc
+    return typed_elementwise(kt, [acc], shape, dtype, lambda kt, xs: convert(kt, xs[0], acc_dtype, dtype))
+
+
+def emit_bounds_check(kt, op, operands, attrs, shape, dtype):
+    """The count of indices outside [-size, size): a loop of one over all of them (d0 is the result's
+    single element, the parallel loop a GPU maps)."""
+    idx, size = operands[0], attrs["size"]
+    r = len(idx.shape)
+    ty = elem(idx.dtype)
+
+    def body(args, kt):
+        low = _cmp_typed(kt, "arith.cmpi slt", args[0], kt.const(-size, ty), ty)
+        high = _cmp_typed(kt, "arith.cmpi sge", args[0], kt.const(size, ty), ty)
+        bad = kt.scalar("arith.extui", kt.scalar("arith.ori", low, high, ty="i1"), ty="i1 to i32")
+        return kt.scalar("arith.addi", args[1], bad, ty="i32")
+    return kt.generic([idx], [amap(r + 1, [f"d{k + 1}" for k in range(r)])], kt.filled(shape, "i32", 0),
+                      amap(r + 1, ["d0"]), ["parallel"] + ["reduction"] * r, body)
 
 
 def epilogue(kt, acc: V, bias, residual, channel_dim: int, attrs, dtype, always=False) -> V:
@@ -622,6 +807,9 @@ EMITTERS = {
     "log_softmax": emit_softmax, "transpose": emit_transpose, "concat": emit_concat, "pad": emit_pad,
     "reshape": emit_reshape, "slice": emit_slice, "reduce": emit_reduce, "attention": emit_attention,
     **{n: emit_elementwise for n in ELEMENTWISE},
+    "cast": emit_cast, "compare": emit_compare, "logical": emit_logical, "logical_not": emit_logical_not,
+    "where": emit_where, "broadcast": emit_broadcast, "gather": emit_gather, "gather_elements": emit_gather_elements,
+    "cumsum": emit_cumsum, "bounds_check": emit_bounds_check,
 }
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from mlir import ir
 
+from openprim import dialect
+from openprim.base.dtypes import FLOATS
 from openprim.base.ops import ELEMENTWISE
 
 from .fused_functions import outline_fused
@@ -19,8 +21,8 @@ def elementwise_groups(fn) -> list[list[ir.Operation]]:
     group_of = {}
     groups = []
     for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
-        if op.name[5:] not in ELEMENTWISE:
-            continue
+        if op.name[5:] not in ELEMENTWISE or dialect.dtype_name(op.result.type.element_type) not in FLOATS:
+            continue   # integer arithmetic stays exact in kernels of its own (a fused body computes in f32)
         g = [op]
         for v in op.operands:
             prod = producer(v)

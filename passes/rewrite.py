@@ -37,8 +37,9 @@ def new_constant(data: np.ndarray, like: ir.Value, loc) -> ir.Value:
     t = like.type
     shape = list(data.shape)
     raw = to_storage(data, dialect.dtype_name(t.element_type))
-    attr = ir.DenseElementsAttr.get(raw, type=t.element_type, shape=shape)
-    op = ir.Operation.create("prim.constant", results=[ir.RankedTensorType.get(shape, t.element_type)],
+    rtype = ir.RankedTensorType.get(shape, t.element_type)
+    attr = dialect.dense_attr(raw, rtype)
+    op = ir.Operation.create("prim.constant", results=[rtype],
                              attributes={"value": attr}, loc=loc)
     return op.result
 
@@ -97,10 +98,9 @@ def transpose(v: ir.Value, perm, loc) -> ir.Value:
 
 def _stored_constant(data: np.ndarray, t, loc) -> ir.Value:
     """A prim.constant of `data` moved in storage order (bf16 bit patterns move like any other element)."""
-    data = np.ascontiguousarray(data)
-    attr = ir.DenseElementsAttr.get(data, type=t.element_type, shape=list(data.shape))
-    return ir.Operation.create("prim.constant", results=[ir.RankedTensorType.get(list(data.shape), t.element_type)],
-                               attributes={"value": attr}, loc=loc).result
+    rtype = ir.RankedTensorType.get(list(data.shape), t.element_type)
+    return ir.Operation.create("prim.constant", results=[rtype], attributes={"value": dialect.dense_attr(data, rtype)},
+                               loc=loc).result
 
 
 def transformed_constant(v: ir.Value, transform, loc) -> ir.Value | None:

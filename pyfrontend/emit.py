@@ -18,8 +18,7 @@ INLINE_ELEMENTS = 16   # write(): constants up to this size stay in the module's
 
 
 def _constant_attr(value, t: ir.RankedTensorType) -> ir.Attribute:
-    elem = t.element_type
-    return ir.DenseElementsAttr.get(value, type=elem, shape=list(t.shape))
+    return dialect.dense_attr(value, t)
 
 
 def _handle_name(name: str, taken: dict) -> str:
@@ -43,10 +42,13 @@ def to_module(graph, ctx: ir.Context | None = None, weights: dict | None = None)
     with ctx, ir.Location.unknown():
         module = ir.Module.create()
         in_types = [dialect.tensor_type(t.shape, t.dtype) for t in graph.inputs]
-        out_types = [dialect.tensor_type(t.shape, t.dtype) for t in graph.outputs]
+        results = list(graph.outputs) + [t for t, _ in graph.checks]
+        out_types = [dialect.tensor_type(t.shape, t.dtype) for t in results]
         with ir.InsertionPoint(module.body):
             fn = func.FuncOp(graph.name, (in_types, out_types))
             contract.set_input_names(fn, [t.name for t in graph.inputs])
+            if graph.checks:
+                contract.set_checks(fn, [message for _, message in graph.checks])
             block = fn.add_entry_block()
         values = {id(t): block.arguments[i] for i, t in enumerate(graph.inputs)}
         with ir.InsertionPoint(block):
@@ -68,7 +70,7 @@ def to_module(graph, ctx: ir.Context | None = None, weights: dict | None = None)
                 op = ir.Operation.create(f"prim.{node.op}", results=[rtype], operands=operands,
                                          attributes=attrs, loc=loc)
                 values[id(node.result)] = op.result
-            func.ReturnOp([values[id(t)] for t in graph.outputs])
+            func.ReturnOp([values[id(t)] for t in results])
     dialect.verify(module)
     return module
 

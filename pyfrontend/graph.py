@@ -15,7 +15,9 @@ import numpy as np
 
 from openprim.base import ops as spec
 from openprim.base.errors import OpenPrimError
-from openprim.base.dtypes import host_to_storage
+from openprim.base.dtypes import FLOATS, INTEGERS, host_to_storage
+
+from . import constant_eval
 
 _LIBRARY_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep
                       for m in (sys.modules["openprim"], sys.modules["openprim.base.errors"], spec))
@@ -121,6 +123,11 @@ class Graph:
     nodes: list = field(default_factory=list)
     inputs: list = field(default_factory=list)
     outputs: list = field(default_factory=list)
+    # Run-time checks: (a 1-element tensor that must be 0 after a run, what it means when not); the
+    # bounds of gather's indices. The emitted function returns them after the outputs.
+    checks: list = field(default_factory=list)
+    _values: dict = field(default_factory=dict, repr=False)   # id(tensor) -> the storage of a constant
+    _checked: set = field(default_factory=set, repr=False)     # (id(indices), size) with a bounds check
 
     # ------------------------------------------------------------------ leaves
     def input(self, name: str, shape, dtype: str | None = None) -> Tensor:
@@ -171,6 +178,7 @@ class Graph:
             raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: {e}") from None
         t = Tensor(self, tuple(value.shape), dtype, name)
         self.nodes.append(Node("constant", [], {}, t, loc, stored))
+        self._values[id(t)] = stored
         return t
 
     constant = param
@@ -200,20 +208,51 @@ class Graph:
             raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: {what}: {why}")
         return _NORMAL[kind](value)
 
-    def _scalar(self, v, like: Tensor, what: str) -> Tensor:
-        if isinstance(v, Tensor):
-            return v
-        value = v if isinstance(v, np.ndarray) else self._arg(what, "operand", v, "f64")
-        return self.param(f"scalar{len(self.nodes)}", np.asarray(value), like.dtype)
+    def _promoted(self, what: str, *xs) -> list:
+        """The operands (Tensors, Python numbers, numpy arrays) as Tensors of one dtype, as torch promotes:
+        a float tensor's dtype over integer and bool ones (two float dtypes do not mix), the wider integer,
+        the graph's float dtype where a float number meets only integer or bool tensors, i64 where an
+        integer number meets only bool tensors."""
+        tensors = [x for x in xs if isinstance(x, Tensor)]
+        if not tensors:
+            loc = _user_location()
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: {what}: expected at least one Tensor operand, got {xs!r}")
+        for t in tensors:
+            self._own(t, what)
+        dtypes = {t.dtype for t in tensors}
+        numbers = [np.asarray(x) for x in xs if not isinstance(x, Tensor)]
+        if dtypes & set(FLOATS):
+            dtype = min(dtypes & set(FLOATS), key=FLOATS.index)   # more than one: prim.<op> says they mix
+        elif any(n.dtype.kind == "f" for n in numbers):
+            dtype = self.dtype if self.dtype in FLOATS else "f32"
+        elif dtypes & set(INTEGERS):
+            dtype = "i64" if "i64" in dtypes else "i32"
+        else:
+            dtype = "i64" if any(n.dtype.kind in "iu" for n in numbers) else "bool"
+        return [self._as(x, dtype, what, keep_floats=True) for x in xs]
 
-    def _emit(self, op: str, operands: list, attrs: dict, shape=None) -> Tensor:
+    def _as(self, x, dtype: str, what: str, keep_floats=False) -> Tensor:
+        """x as a Tensor of dtype: a Tensor cast (a float one kept as it is with keep_floats: the op reports
+        two float dtypes that mix), a number or array a constant."""
+        if isinstance(x, Tensor):
+            return x if x.dtype == dtype or keep_floats and x.dtype in FLOATS else self.cast(x, dtype)
+        if not isinstance(x, (np.ndarray, bool, np.bool_)):
+            x = self._arg(what, "operand", x, "f64")
+        try:
+            stored = host_to_storage(np.asarray(x), dtype, f"{what}: operand")
+        except OpenPrimError as e:
+            loc = _user_location()
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: {e}") from None
+        return self.param(f"scalar{len(self.nodes)}", stored, dtype)
+
+    def _emit(self, op: str, operands: list, attrs: dict, shape=None, dtype=None) -> Tensor:
+        """Append op; its result's shape and dtype inferred (base/ops.py) unless given (reshape, broadcast: the
+        shape; cast: the dtype). An op whose operands are all constants is evaluated here
+        (pyfrontend/constant_eval.py) where that is exact: the result is a constant."""
         loc = _user_location()
         flat = [t for t in operands if t is not None]
         for t in flat:
             self._own(t, f"prim.{op}")
-        dtypes = {t.dtype for t in flat}
-        if len(dtypes) > 1:
-            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: prim.{op}: operands mix dtypes {sorted(dtypes)}")
         for key, kind in spec.OPS[op].attributes.items():
             why = _check_attr(key, attrs[key], kind) if key in attrs else None
             if why:
@@ -225,10 +264,25 @@ class Graph:
             except spec.ShapeError as e:
                 given = ", ".join("x".join(map(str, t.shape)) for t in flat)
                 raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: prim.{op} (operands {given}): {e}") from None
+        try:
+            dtype = spec.infer_dtype(op, [None if t is None else t.dtype for t in operands], attrs) or dtype
+        except spec.ShapeError as e:
+            given = ", ".join(f"{spec.fmt_shape(t.shape)} {t.dtype}" for t in flat)
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: prim.{op} (operands {given}): {e}") from None
         if 0 in tuple(shape):
             raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: prim.{op}: the result would be empty "
                                 f"({spec.fmt_shape(shape)}); every dimension must be at least 1")
-        t = Tensor(self, tuple(shape), flat[0].dtype, f"%{len(self.nodes)}")
+        t = Tensor(self, tuple(shape), dtype, f"%{len(self.nodes)}")
+        values = [self._values.get(id(o)) for o in flat]
+        if flat and all(v is not None for v in values) and constant_eval.exact(op, dtype):
+            try:
+                value = constant_eval.evaluate(op, values, attrs, t.shape, dtype)
+            except constant_eval.OutOfRange as e:
+                raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: prim.{op}: {e}") from None
+            stored = host_to_storage(value, dtype, f"prim.{op}")
+            self.nodes.append(Node("constant", [], {}, t, loc, stored))
+            self._values[id(t)] = stored
+            return t
         self.nodes.append(Node(op, operands, attrs, t, loc))
         return t
 
@@ -301,9 +355,114 @@ class Graph:
     def pow(self, a, b): return self._binary("pow", a, b)
 
     def _binary(self, op, a, b):
-        like = a if isinstance(a, Tensor) else b
-        self._own(like, f"prim.{op}")
-        return self._emit(op, [self._scalar(a, like, f"prim.{op}"), self._scalar(b, like, f"prim.{op}")], {})
+        return self._emit(op, self._promoted(f"prim.{op}", a, b), {})
+
+    def floor_divide(self, a, b):
+        """a // b of integers (floor division, Python's and torch's rule)."""
+        return self._binary("div", *[self._as(x, "i64", "floor_divide") if isinstance(x, Tensor) and x.dtype == "bool"
+                                     else x for x in (a, b)])
+
+    # ------------------------------------------------------------------ integers, bools, indexing
+    def cast(self, x, dtype: str) -> Tensor:
+        """x's values in dtype: float -> integer truncates toward zero, anything -> bool is x != 0."""
+        self._own(x, "prim.cast")
+        self._check_dtype(dtype, "prim.cast")
+        return x if x.dtype == dtype else self._emit("cast", [x], {}, dtype=dtype)
+
+    def _compare(self, kind, a, b):
+        return self._emit("compare", self._promoted(f"prim.compare {kind}", a, b), {"kind": kind})
+
+    def eq(self, a, b): return self._compare("eq", a, b)
+    def ne(self, a, b): return self._compare("ne", a, b)
+    def lt(self, a, b): return self._compare("lt", a, b)
+    def le(self, a, b): return self._compare("le", a, b)
+    def gt(self, a, b): return self._compare("gt", a, b)
+    def ge(self, a, b): return self._compare("ge", a, b)
+
+    def _logical(self, kind, a, b):
+        what = f"prim.logical {kind}"
+        return self._emit("logical", [self._as(x, "bool", what) for x in (a, b)], {"kind": kind})
+
+    def logical_and(self, a, b): return self._logical("and", a, b)
+    def logical_or(self, a, b): return self._logical("or", a, b)
+    def logical_xor(self, a, b): return self._logical("xor", a, b)
+    def logical_not(self, x): return self._emit("logical_not", [self._as(x, "bool", "prim.logical_not")], {})
+
+    def where(self, condition, a, b):
+        """condition ? a : b elementwise (condition: a bool tensor or anything != 0), the three broadcast."""
+        lhs, rhs = self._promoted("prim.where", a, b)
+        return self._emit("where", [self._as(condition, "bool", "prim.where"), lhs, rhs], {})
+
+    def broadcast_to(self, x, shape):
+        """x broadcast (numpy rules) to shape; -1 keeps x's size on that axis (torch's expand)."""
+        self._own(x, "prim.broadcast")
+        shape = self._arg("prim.broadcast", "shape", shape, "i64s")
+        lead = len(shape) - x.ndim
+        shape = tuple(x.shape[i - lead] if s == -1 and i >= lead else s for i, s in enumerate(shape))
+        try:
+            fits = lead >= 0 and spec.broadcast(x.shape, shape) == shape
+        except spec.ShapeError:
+            fits = False
+        if not fits:
+            loc = _user_location()
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: prim.broadcast: cannot broadcast "
+                                f"{spec.fmt_shape(x.shape)} to {spec.fmt_shape(shape)}")
+        return x if shape == x.shape else self._emit("broadcast", [x], {}, shape=shape)
+
+    expand = broadcast_to
+
+    def _indices(self, indices, what) -> Tensor:
+        if isinstance(indices, Tensor):
+            self._own(indices, what)
+            return indices
+        return self._as(np.asarray(indices, np.int64), "i64", what)
+
+    def _bounds_check(self, indices: Tensor, size: int, what: str) -> None:
+        """A run-time check that indices address an axis of `size` (none when they are constants: evaluating
+        the op checked them already)."""
+        if id(indices) in self._values or (id(indices), size) in self._checked:
+            return
+        self._checked.add((id(indices), size))
+        loc = _user_location()
+        t = self._emit("bounds_check", [indices], {"size": size})
+        self.checks.append((t, f"{loc[0]}:{loc[1]}: {what}: an index is outside [{-size}, {size})"))
+
+    def gather(self, x, indices, axis=0):
+        """x's entries `indices` along axis (ONNX Gather, numpy.take): out[a.., i.., b..] = x[a.., indices[i..],
+        b..]; negative indices count from the end. Indices known only at run time are checked after each run:
+        one out of range is an error (the kernel reads within x meanwhile)."""
+        self._own(x, "prim.gather")
+        idx = self._indices(indices, "prim.gather")
+        out = self._emit("gather", [x, idx], {"axis": axis})
+        if idx.dtype in INTEGERS:
+            self._bounds_check(idx, x.shape[axis], f"prim.gather (axis {axis} of {spec.fmt_shape(x.shape)})")
+        return out
+
+    def embedding(self, ids, table):
+        """The rows of table [V, D] that ids name (torch's F.embedding): [*ids.shape, D]."""
+        return self.gather(table, ids, 0)
+
+    def gather_elements(self, x, indices, axis):
+        """out[i] = x[i with its axis coordinate replaced by indices[i]] (torch.gather, ONNX GatherElements)."""
+        self._own(x, "prim.gather_elements")
+        idx = self._indices(indices, "prim.gather_elements")
+        out = self._emit("gather_elements", [x, idx], {"axis": axis})
+        if idx.dtype in INTEGERS:
+            self._bounds_check(idx, x.shape[axis], f"prim.gather_elements (axis {axis} of {spec.fmt_shape(x.shape)})")
+        return out
+
+    def cumsum(self, x, axis, exclusive=False, reverse=False):
+        """Running sums along axis (torch.cumsum; ONNX CumSum's exclusive and reverse); bools sum as i64."""
+        self._own(x, "prim.cumsum")
+        x = self.cast(x, "i64") if x.dtype == "bool" else x
+        return self._emit("cumsum", [x], {
+            "axis": axis, "exclusive": self._arg("prim.cumsum", "exclusive", exclusive, "bool"),
+            "reverse": self._arg("prim.cumsum", "reverse", reverse, "bool")})
+
+    def arange(self, start, end=None, step=1, dtype="i64"):
+        """[start, end) by step as a constant (numpy.arange; torch.arange(end) with one argument)."""
+        start, end = (0, start) if end is None else (start, end)
+        return self.param(f"arange{len(self.nodes)}", np.arange(start, end, step), dtype)
 
     def max_pool2d(self, x, kernel, stride=None, padding=0, dilation=1, ceil_mode=False, layout=None):
         return self._emit("max_pool2d", [x], {

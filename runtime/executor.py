@@ -59,6 +59,15 @@ def checked_inputs(plan: dict, args, kwargs) -> list[tuple[int, np.ndarray]]:
     return out
 
 
+def raise_failed_checks(plan: dict, read) -> None:
+    """One OpenPrimError naming every run-time check of the plan (gather's index bounds) that a run failed;
+    read(value id) -> that check's 1-element array."""
+    failed = [f"{c['message']} ({int(n)} of them)" for c in plan.get("checks", ())
+              if (n := read(c["value"]).reshape(-1)[0])]
+    if failed:
+        raise OpenPrimError("; ".join(failed))
+
+
 def aligned_bytes(n: int) -> np.ndarray:
     """A zeroed uint8 buffer of n bytes whose data pointer is 64-byte aligned."""
     raw = np.zeros(n + ALIGN, np.uint8)
@@ -157,6 +166,7 @@ class CpuExecutable:
                 views[value][...] = data
             for fn, ptrs in arena.steps:
                 fn(*ptrs[:1] if packed else ptrs)
+            raise_failed_checks(plan, views.__getitem__)
             return [views[o].copy() for o in plan["outputs"]]
         stored = [np.empty(host_shape(plan, o), views[o].dtype) for o in plan["outputs"]]
         for i in range(chunks):  # the steps once per chunk of the batch (dim 0)
@@ -165,6 +175,7 @@ class CpuExecutable:
                 views[value][...] = data[i * n:(i + 1) * n]
             for fn, ptrs in arena.steps:
                 fn(*ptrs[:1] if packed else ptrs)
+            raise_failed_checks(plan, views.__getitem__)
             for out, o in zip(stored, plan["outputs"]):
                 n = len(views[o])
                 out[i * n:(i + 1) * n] = views[o]

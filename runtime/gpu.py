@@ -45,7 +45,7 @@ from openprim.base.target import Target
 from .arrays import DeviceArray, check_bound, describe, is_device_array
 from .cuda import CudaDevice
 from .device import Device, DeviceError
-from .executor import ALIGN, checked_inputs, ordered_inputs
+from .executor import ALIGN, checked_inputs, ordered_inputs, raise_failed_checks
 from .hip import HipDevice
 
 
@@ -194,6 +194,7 @@ class GpuExecutable:
                 host = np.empty(shape, STORAGE[dtype])
                 self.device.copy_to_host(host, pointer)
                 stored.append(host)
+            raise_failed_checks(self.plan, self._read_check)
         outs = [from_storage(host, spec[3], self.plan["values"][o].get("host_dtype"))  # precision=
                 for host, spec, o in zip(stored, self.output_specs, self.plan["outputs"])]
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -222,6 +223,13 @@ class GpuExecutable:
                 array.stream = stream
         if stream is None:
             self.device.stream_synchronize(where)
+            raise_failed_checks(self.plan, self._read_check)
+
+    def _read_check(self, value: int) -> np.ndarray:
+        """A run-time check's count (plan["checks"]), read back after the run it belongs to."""
+        host = np.empty(1, np.int32)
+        self.device.copy_to_host(host, self.pointers[value])
+        return host
 
     def _bind(self, arrays, specs, what, stream) -> list:
         """DeviceViews of the caller's arrays, checked against the plan; the producer's pending writes

@@ -112,6 +112,10 @@ def _check_plan(plan: dict, weights_len: int) -> None:
     _need(isinstance(outputs, list) and outputs and all(map(is_value, outputs)),
           "plan.outputs must be a non-empty list of value ids of the plan")
     _need(isinstance(steps, list), "plan.steps must be a list")  # empty: the outputs are inputs or constants
+    checks = plan.get("checks", [])
+    _need(isinstance(checks, list) and all(isinstance(c, dict) and is_value(c.get("value"))
+                                           and isinstance(c.get("message"), str) for c in checks),
+          "plan.checks must be a list of {value, message} with value ids of the plan")
     for n, s in enumerate(steps):
         _need(isinstance(s, dict) and isinstance(s.get("kernel"), str) and isinstance(s.get("args"), list)
               and s["args"] and all(map(is_value, s["args"])),
