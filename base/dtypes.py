@@ -68,10 +68,14 @@ INF_BITS = {"f32": (np.uint32, 0x7FFFFFFF, 0x7F800000), "f16": (np.uint16, 0x7FF
 
 
 def host_to_storage(a, dtype: str, what: str) -> np.ndarray:
-    """A caller's array (an input or a weight, named by `what`) in the contiguous storage of dtype: floats, ints,
-    bools and ml_dtypes.bfloat16 values. A uint16 array for bf16, another kind of data, or a finite value
-    beyond the dtype's range is one OpenPrimError."""
+    """A caller's array (an input or a weight, named by `what`) in the contiguous storage of dtype, its shape
+    kept (numpy makes a 0-d array 1-d on the way): floats, ints, bools and ml_dtypes.bfloat16 values. A uint16
+    array for bf16, another kind of data, or a value beyond the dtype's range is one OpenPrimError."""
     a = np.asarray(a)
+    return _host_to_storage(a, dtype, what).reshape(a.shape)
+
+
+def _host_to_storage(a, dtype: str, what: str) -> np.ndarray:
     if a.dtype.name == "bfloat16":   # ml_dtypes: its bits are the storage of bf16
         bits = np.ascontiguousarray(a).view(np.uint16)
         if dtype == "bf16":

@@ -214,9 +214,6 @@ class Graph:
         the graph's float dtype where a float number meets only integer or bool tensors, i64 where an
         integer number meets only bool tensors."""
         tensors = [x for x in xs if isinstance(x, Tensor)]
-        if not tensors:
-            loc = _user_location()
-            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: {what}: expected at least one Tensor operand, got {xs!r}")
         for t in tensors:
             self._own(t, what)
         dtypes = {t.dtype for t in tensors}
@@ -239,11 +236,11 @@ class Graph:
         if not isinstance(x, (np.ndarray, bool, np.bool_)):
             x = self._arg(what, "operand", x, "f64")
         try:
-            stored = host_to_storage(np.asarray(x), dtype, f"{what}: operand")
+            host_to_storage(np.asarray(x), dtype, f"{what}: operand")   # its error names the op, not a param
         except OpenPrimError as e:
             loc = _user_location()
             raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: {e}") from None
-        return self.param(f"scalar{len(self.nodes)}", stored, dtype)
+        return self.param(f"scalar{len(self.nodes)}", np.asarray(x), dtype)
 
     def _emit(self, op: str, operands: list, attrs: dict, shape=None, dtype=None) -> Tensor:
         """Append op; its result's shape and dtype inferred (base/ops.py) unless given (reshape, broadcast: the
@@ -355,6 +352,7 @@ class Graph:
     def pow(self, a, b): return self._binary("pow", a, b)
 
     def _binary(self, op, a, b):
+        self._own(a if isinstance(a, Tensor) or not isinstance(b, Tensor) else b, f"prim.{op}")
         return self._emit(op, self._promoted(f"prim.{op}", a, b), {})
 
     def floor_divide(self, a, b):

@@ -14,9 +14,11 @@ Precision. A Graph has one dtype: programs of `.half()` and `.bfloat16()` module
 bf16 Graphs, fp32 ones as f32 (`program_dtype`: the type of most elements of the floating parameters,
 buffers and constants, or, without any, of the first floating input; a mix imports in that dominant
 dtype, and casts between float32, float16 and bfloat16 are identities). Float64 parameters, buffers,
-constants, inputs and casts are an error: OpenPrim computes in float32 at most. An integer constant that
-an op reads as data must be exact in the Graph's dtype. The ONNX importer decides all this alike:
-pyfrontend/importers/common.py.
+constants, inputs and casts are an error: OpenPrim computes in float32 at most. Integer and bool tensors
+(token ids, attention masks, position ids) keep their types: int64 and int32 inputs and constants are i64
+and i32, bool ones bool (other integer types i64); every node's result takes the dtype its export recorded
+(`_Importer.dtype_of`), so comparisons, casts and torch's promotions come out as torch computes them. The
+ONNX importer decides the float policy alike: pyfrontend/importers/common.py.
 
 This module only builds a Graph (plain data): it imports neither the compiler (`openprim.compiler`)
 nor MLIR. What compiles an imported model (`compile_module`, the torch.compile backend
@@ -33,8 +35,8 @@ import numpy as np
 from openprim.base.dtypes import FINITE_MAX
 from openprim.base.errors import OpenPrimError
 from openprim.pyfrontend.graph import Graph, Tensor
-from openprim.pyfrontend.importers.common import (GRAPH_DTYPES, dominant_dtype, float64_message, inexact_int,
-                                                  non_float_message, require)
+from openprim.base.dtypes import FLOATS
+from openprim.pyfrontend.importers.common import GRAPH_DTYPES, dominant_dtype, float64_message, require
 from openprim.pyfrontend.torch.folding import const_tensors, fold_node, foldable_nodes
 
 torch = require("torch", "the torch importer")
@@ -50,6 +52,21 @@ def _graph_dtype(dtype, what: str) -> str | None:
     if name == "float64":
         raise OpenPrimError(float64_message(what, _FLOAT64_FIX))
     return GRAPH_DTYPES.get(name)
+
+
+def _integer_dtype(dtype) -> str | None:
+    """The Graph dtype of a torch integer or bool dtype (int32 -> i32, bool, any other integer i64), else None."""
+    if dtype == torch.bool:
+        return "bool"
+    if dtype.is_floating_point or dtype.is_complex:
+        return None
+    return "i32" if dtype == torch.int32 else "i64"
+
+
+def _numpy_dtype(value: np.ndarray, float_dtype: str) -> str:
+    """The Graph dtype of a constant read as numpy (floats: the Graph's one float dtype)."""
+    kind = value.dtype.kind
+    return "bool" if kind == "b" else "i32" if value.dtype == np.int32 else "i64" if kind in "iu" else float_dtype
 
 
 def program_dtype(ep) -> str:
@@ -118,10 +135,8 @@ class _Importer:
         if isinstance(v, _Const):
             hit = self.params.get(id(v))
             if hit is None:
-                inexact = inexact_int(v.value, self.g.dtype, v.name)
-                if inexact:
-                    raise OpenPrimError(inexact)
-                t = self.g.param(v.name, v.value.astype(np.float32) if v.value.dtype.kind == "f" else v.value)
+                value = v.value.astype(np.float32) if v.value.dtype.kind == "f" else v.value
+                t = self.g.param(v.name, value, _numpy_dtype(value, self.g.dtype))
                 self.params[id(v)] = hit = (v, t)     # keeps v alive, so its id is not reused
             return hit[1]
         raise OpenPrimError(f"torch import: expected a tensor, got {type(v).__name__}")
@@ -170,9 +185,10 @@ class _Importer:
                     else:
                         dtype = getattr(n.meta.get("val"), "dtype", torch.float32)
                         what = f"torch import: input '{name}'"
-                        if _graph_dtype(dtype, what) is None:
-                            raise OpenPrimError(non_float_message(what, dtype))
-                        self.env[n] = self.g.input(_safe(name), _shape(n))
+                        graph_dtype = _graph_dtype(dtype, what) and self.g.dtype or _integer_dtype(dtype)
+                        if graph_dtype is None:
+                            raise OpenPrimError(f"{what} has element type {dtype}, which OpenPrim does not take")
+                        self.env[n] = self.g.input(_safe(name), _shape(n), graph_dtype)
                         self.input_names.append(name)
                 else:
                     raise OpenPrimError(f"torch import: placeholder '{name}' is not an input, "
@@ -189,7 +205,7 @@ class _Importer:
                 args = [self.arg(a) for a in n.args]
                 kwargs = {k: self.arg(v) for k, v in n.kwargs.items()}
                 try:
-                    self.env[n] = fn(self, n, *args, **kwargs)
+                    self.env[n] = self._recorded_dtype(n, fn(self, n, *args, **kwargs))
                 except OpenPrimError as e:
                     raise OpenPrimError(f"torch import: {n.target} ('{n.name}'): {e}") from None
             elif n.op == "output":
@@ -203,13 +219,28 @@ class _Importer:
                 for o in outs:
                     v = self.env[o] if isinstance(o, torch.fx.Node) else o
                     t = self.tensor(v)
-                    if t in self.g.inputs or t in results or self._is_param(t):
-                        t = self.g.mul(t, 1.0)   # a graph output must be computed by an op
+                    if t in self.g.inputs or t in results or self._is_param(t):   # an output must be an op's
+                        t = self.g.mul(t, 1.0) if t.dtype in FLOATS else self.g.where(True, t, t)
                     results.append(t)
                 self.g.output(*results)
             else:
                 raise OpenPrimError(f"torch import: unsupported fx node kind '{n.op}' ({n.name})")
         return self.g, self.input_names
+
+    def dtype_of(self, n) -> str | None:
+        """The Graph dtype of fx node n's result as the export recorded it (floats: the Graph's one)."""
+        dtype = getattr(n.meta.get("val"), "dtype", None)
+        if dtype is None:
+            return None
+        return self.g.dtype if dtype.is_floating_point else _integer_dtype(dtype)
+
+    def _recorded_dtype(self, n, value):
+        """A handler's Tensor result in the dtype the export recorded for n (a comparison's bool, a cast, the
+        promotion of integer and float operands); other results as they are."""
+        want = self.dtype_of(n)
+        if isinstance(value, Tensor) and want is not None and value.dtype != want:
+            return self.g.cast(value, want)
+        return value
 
     def _is_param(self, t):
         return any(p is t for _, p in self.params.values())
@@ -541,8 +572,11 @@ def h_expand(im, n, x, size, implicit=False):
         return x
     if isinstance(x, _Const):
         return _Const(np.broadcast_to(x.value, out), x.name)    # a view: h_bmm unbroadcasts an expanded weight
-    # broadcast by adding zeros of the target shape (the elementwise ops broadcast)
-    return im.g.add(im.tensor(x), im.tensor(_Const(np.zeros(out), "zeros")))
+    x = im.tensor(x)
+    if x.dtype not in FLOATS:
+        return im.g.broadcast_to(x, out)
+    # floats: broadcast by adding zeros of the target shape (fused with the elementwise ops around it)
+    return im.g.add(x, im.tensor(_Const(np.zeros(out), "zeros")))
 
 
 def h_slice(im, n, x, dim=0, start=None, end=None, step=1):
@@ -604,8 +638,9 @@ def h_getitem(im, n, x, i):
 
 def _binary(op, npop):
     def h(im, n, a, b, alpha=1, **kw):
-        if kw.get("rounding_mode") is not None:
-            raise OpenPrimError(f"div with rounding_mode='{kw['rounding_mode']}' is not supported")
+        if kw.get("rounding_mode") is not None and (kw["rounding_mode"] != "floor" or im.dtype_of(n) in FLOATS):
+            raise OpenPrimError(f"div with rounding_mode='{kw['rounding_mode']}' is supported for integer floor "
+                                f"division only")
         if alpha != 1:
             if isinstance(b, (int, float)):
                 b = b * alpha
@@ -618,10 +653,17 @@ def _binary(op, npop):
             av = a.value if isinstance(a, _Const) else a
             bv = b.value if isinstance(b, _Const) else b
             return _Const(npop(av, bv), "folded")
-        a = float(a) if isinstance(a, (int, float)) else im.tensor(a)
-        b = float(b) if isinstance(b, (int, float)) else im.tensor(b)
+        want = im.dtype_of(n)    # torch computes in the result's dtype: int / int is a float division
+        a, b = (v if isinstance(v, (int, float)) else _as_dtype(im, im.tensor(v), want) for v in (a, b))
+        if op == "div" and kw.get("rounding_mode") == "floor" and want not in FLOATS:
+            return im.g.floor_divide(a, b)
         return getattr(im.g, op)(a, b)
     return h
+
+
+def _as_dtype(im, t: Tensor, dtype: str | None) -> Tensor:
+    """t cast to dtype where torch computes in it (a float result: an integer operand becomes float)."""
+    return t if dtype is None or t.dtype == dtype else im.g.cast(t, dtype)
 
 
 def h_rsub(im, n, a, b, alpha=1):
@@ -668,6 +710,10 @@ def h_sdpa(im, n, q, k, v, attn_mask=None, dropout_p=0.0, is_causal=False, scale
         elif isinstance(attn_mask, _Const) and attn_mask.value.dtype.kind != "f":
             raise OpenPrimError("scaled_dot_product_attention: integer attn_mask is not supported")
         attn_mask = im.tensor(attn_mask)
+        if attn_mask.dtype == "bool":   # True: attend; one additive mask broadcast over the heads, not per head
+            attn_mask = im.g.where(attn_mask, 0.0, _masked(im))
+        elif attn_mask.dtype not in FLOATS:
+            raise OpenPrimError("scaled_dot_product_attention: integer attn_mask is not supported")
     if q.ndim == 4 and k.shape == v.shape:  # [B, H, S, D]: one prim.attention (flash attention where it applies)
         return im.g.attention(q, k, v, attn_mask, causal=bool(is_causal), scale=scale)
     s = im.g.mul(im.g.matmul(q, k, transpose_rhs=True), scale)
@@ -800,9 +846,95 @@ def h_upsample_nearest2d(im, n, x, output_size=None, *scales):
 
 
 def h_to_copy(im, n, x, dtype=None, **k):
-    if dtype is not None and _graph_dtype(dtype, "a cast's result") is None:
-        raise OpenPrimError(f"cast to {dtype} is not supported")
-    return x  # the Graph has one float dtype: a cast between float types is the identity
+    """A cast (`_to_copy`, `to.dtype`, `type_as`): between float types the identity (the Graph has one float
+    dtype), to and from integers and bool a prim.cast (_recorded_dtype makes it from the recorded dtype)."""
+    if dtype is not None and dtype.is_floating_point:
+        _graph_dtype(dtype, "a cast's result")   # float64: the error
+    return x
+
+
+def h_type_as(im, n, x, other):
+    return x
+
+
+def h_ignored(im, n, *a, **k):
+    """Nodes without a tensor result that only assert at export (_assert_tensor_metadata)."""
+    return None
+
+
+def h_embedding(im, n, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    """F.embedding: the rows of weight that indices name (prim.gather on axis 0, bounds checked at run time)."""
+    return im.g.embedding(im.tensor(indices), im.tensor(weight))
+
+
+def _compare(kind):
+    def h(im, n, a, b):
+        return getattr(im.g, kind)(*(v if isinstance(v, (int, float, bool)) else im.tensor(v) for v in (a, b)))
+    return h
+
+
+def _logical(kind):
+    """and/or/xor of bool tensors (`__and__`, `bitwise_and` and `logical_and` alike on bools)."""
+    def h(im, n, a, b):
+        a, b = (v if isinstance(v, (int, bool)) else im.tensor(v) for v in (a, b))
+        if str(n.target).split(".")[1].startswith(("bitwise", "__")) and \
+                any(isinstance(v, Tensor) and v.dtype != "bool" for v in (a, b)):
+            raise OpenPrimError("bitwise operations on integer tensors are not supported (bool tensors are)")
+        return getattr(im.g, f"logical_{kind}")(a, b)
+    return h
+
+
+def h_logical_not(im, n, x):
+    x = im.tensor(x)
+    if str(n.target).split(".")[1].startswith("bitwise") and x.dtype != "bool":
+        raise OpenPrimError("bitwise_not of an integer tensor is not supported (of a bool tensor it is)")
+    return im.g.logical_not(x)
+
+
+def h_where(im, n, condition, a, b):
+    a, b = (v if isinstance(v, (int, float, bool)) else im.tensor(v) for v in (a, b))
+    return im.g.where(im.tensor(condition), a, b)
+
+
+def h_cumsum(im, n, x, dim, dtype=None):
+    return im.g.cumsum(im.tensor(x), int(dim))
+
+
+def h_index(im, n, x, indices):
+    """x[i0, i1, ...] (aten.index.Tensor, None for a whole axis) with numpy's advanced-indexing rules. Constant
+    index tensors: the flat positions of x that the result reads, computed here, one prim.gather of x flattened
+    (masks built from an attention mask with aranges). One index tensor known at run time: prim.gather on
+    its axis (bounds checked)."""
+    x = im.tensor(x)
+    given = [(d, i) for d, i in enumerate(indices) if i is not None]
+    runtime = [(d, i) for d, i in given if not isinstance(i, _Const)]
+    if not runtime:
+        positions = np.arange(math.prod(x.shape)).reshape(x.shape)
+        try:
+            flat = positions[tuple(slice(None) if i is None else i.value for i in indices)]
+        except IndexError as e:
+            raise OpenPrimError(f"index: {e}") from None
+        if not flat.size:
+            raise OpenPrimError(f"index: the result of indexing {list(x.shape)} would be empty")
+        return im.g.gather(im.g.reshape(x, [-1]), flat, 0)
+    if len(given) == 1:
+        d, i = given[0]
+        return im.g.gather(x, im.tensor(i), d)
+    raise OpenPrimError("index with several index tensors, one of them computed at run time, is not supported")
+
+
+def h_gather(im, n, x, dim, index, sparse_grad=False):
+    """torch.gather: out[i] = x[i with dim's coordinate index[i]] (prim.gather_elements, bounds checked)."""
+    return im.g.gather_elements(im.tensor(x), index.value if isinstance(index, _Const) else im.tensor(index), int(dim))
+
+
+def h_rsqrt(im, n, x):
+    return im.g.div(1.0, im.g.sqrt(im.tensor(x)))
+
+
+def h_full_like(im, n, x, value, **k):
+    """full_like of a run-time tensor: a constant of its shape (its values are never read)."""
+    return _Const(np.full(_out_shape(n), value), "full")
 
 
 _HANDLERS = {
@@ -830,11 +962,25 @@ _HANDLERS = {
     "softmax": h_softmax, "_softmax": h_softmax, "log_softmax": h_log_softmax, "_log_softmax": h_log_softmax,
     "cat": h_cat, "concat": h_cat, "constant_pad_nd": h_constant_pad_nd,
     "clone": h_identity, "detach": h_identity, "alias": h_alias, "as_strided": h_as_strided, "contiguous": h_identity,
-    "dropout": h_dropout, "native_dropout": h_native_dropout, "_to_copy": h_to_copy,
+    "dropout": h_dropout, "native_dropout": h_native_dropout, "_to_copy": h_to_copy, "to": h_to_copy,
+    "type_as": h_type_as, "_assert_tensor_metadata": h_ignored, "embedding": h_embedding,
+    "eq": _compare("eq"), "ne": _compare("ne"), "lt": _compare("lt"), "le": _compare("le"),
+    "gt": _compare("gt"), "ge": _compare("ge"),
+    "__and__": _logical("and"), "bitwise_and": _logical("and"), "logical_and": _logical("and"),
+    "__or__": _logical("or"), "bitwise_or": _logical("or"), "logical_or": _logical("or"),
+    "__xor__": _logical("xor"), "bitwise_xor": _logical("xor"), "logical_xor": _logical("xor"),
+    "bitwise_not": h_logical_not, "logical_not": h_logical_not, "where": h_where, "cumsum": h_cumsum,
+    "index": h_index, "full_like": h_full_like, "gather": h_gather, "rsqrt": h_rsqrt,
     "lift_fresh_copy": h_identity, "slice": h_slice, "select": h_select, "upsample_nearest2d": h_upsample_nearest2d,
 }
 
 SUPPORTED_OPS = tuple(sorted(k for k in _HANDLERS if k != "getitem"))
+
+
+def maps(target) -> bool:
+    """Whether the importer has a mapping for the fx call_function `target` (any overload of a mapped op;
+    pyfrontend/torch/check.py lists the nodes of a program without one)."""
+    return _op_key(target) in _HANDLERS
 
 
 def unsupported_ops(ep) -> list[str]:

@@ -1,3 +1,6 @@
+import contextlib
+import os
+import sys
 import zlib
 
 import numpy as np
@@ -5,6 +8,23 @@ import pytest
 
 from openprim.backends.rocdl import compiler as rocdl
 from openprim.base.errors import OpenPrimError
+
+
+def _hub_kernels_from_site_packages():
+    """`python -m pytest` puts the checkout on sys.path, where this repository's `kernels/` folder shadows the
+    `kernels` package that transformers (5.x) imports from its integrations. Import that one first, from
+    site-packages, so the language-model tests see transformers as users have it."""
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    saved = sys.path[:]
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != root]
+    try:
+        with contextlib.suppress(ImportError):
+            import kernels  # noqa: F401 - the hub package, cached in sys.modules for transformers
+    finally:
+        sys.path[:] = saved
+
+
+_hub_kernels_from_site_packages()
 
 
 @pytest.fixture
