@@ -335,6 +335,36 @@ def _bn(im, x, w, b, mean, var, eps):
     return y if x.ndim == 4 else im.g.reshape(y, x.shape)
 
 
+def _batch_statistics(im, x, w, b, eps):
+    """Batch norm with the batch's own statistics (training-mode BN, instance norm through its [1, N*C, ...]
+    view, NFNet's weight standardization when it is not folded): per channel (dim 1), mean and biased variance
+    over every other dim, in the Graph's ops (two reductions and one elementwise pass)."""
+    x = im.tensor(x)
+    if x.ndim < 2:
+        raise OpenPrimError(f"batch_norm with batch statistics of a {x.ndim}-d input: expected [N, C, ...]")
+    axes = [0, *range(2, x.ndim)]
+    mean = im.g.reduce(x, "mean", axes, keepdims=True)
+    d = im.g.sub(x, mean)
+    var = im.g.reduce(im.g.mul(d, d), "mean", axes, keepdims=True)
+    y = im.g.div(d, im.g.sqrt(im.g.add(var, float(eps))))
+    per_channel = (x.shape[1], *[1] * (x.ndim - 2))
+    if w is not None:
+        y = im.g.mul(y, im.g.reshape(im.tensor(w), per_channel))
+    if b is not None:
+        y = im.g.add(y, im.g.reshape(im.tensor(b), per_channel))
+    return y
+
+
+def h_native_bn_legit(im, n, x, w, b, *rest):
+    """aten._native_batch_norm_legit: .no_stats (training, momentum, eps) and .default with running statistics
+    (mean, var, training, momentum, eps). Training uses the batch's statistics (the running ones are not
+    updated: an inference artifact keeps none); otherwise the running statistics."""
+    if len(rest) == 3:
+        return (_batch_statistics(im, x, w, b, rest[2]), None, None)
+    mean, var, training, _, eps = rest
+    return (_batch_statistics(im, x, w, b, eps) if training else _bn(im, x, w, b, mean, var, eps), None, None)
+
+
 def h_native_bn_no_training(im, n, x, w, b, mean, var, momentum, eps):
     return (_bn(im, x, w, b, mean, var, eps), None, None)
 
@@ -940,7 +970,7 @@ def h_full_like(im, n, x, value, **k):
 _HANDLERS = {
     "getitem": h_getitem,
     "convolution": h_convolution, "conv2d": h_conv2d,
-    "_native_batch_norm_legit_no_training": h_native_bn_no_training,
+    "_native_batch_norm_legit_no_training": h_native_bn_no_training, "_native_batch_norm_legit": h_native_bn_legit,
     "native_batch_norm": h_native_batch_norm, "batch_norm": h_batch_norm,
     "native_layer_norm": h_native_layer_norm, "layer_norm": h_layer_norm, "rms_norm": h_rms_norm,
     "native_group_norm": h_native_group_norm, "group_norm": h_group_norm,

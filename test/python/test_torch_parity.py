@@ -267,3 +267,31 @@ def test_onnx_expand_bad_shape():
     model.ir_version = 8
     with pytest.raises(OpenPrimError, match="does not broadcast"):
         import_model(model)
+
+
+# ----------------------------------------------------------------------------- batch statistics
+class BatchStatistics(nn.Module):
+    """Batch norm with the batch's statistics (training=True on activations: _native_batch_norm_legit
+    .no_stats), and InstanceNorm2d (the same through its [1, N*C, H, W] view), each with an affine."""
+    def __init__(self, c=5):
+        super().__init__()
+        self.conv = nn.Conv2d(3, c, 3, padding=1)
+        self.norm = nn.InstanceNorm2d(c, affine=True)
+        self.w, self.b = nn.Parameter(rand(c, seed=1) + 1), nn.Parameter(rand(c, seed=2))
+
+    def forward(self, x):
+        y = F.batch_norm(self.conv(x), None, None, self.w, self.b, training=True, eps=1e-3)
+        return self.norm(y.relu()) * 0.5 + y
+
+
+@pytest.mark.parametrize("shape", [(3, 3, 9, 11), (1, 3, 7, 5)])
+def test_batch_statistics(shape):
+    compare(BatchStatistics(), rand(*shape) * 3 + 1, ops=("_native_batch_norm_legit",))
+
+
+def test_batch_statistics_1d():
+    """[N, C, L] and [N, C] inputs (BatchNorm1d in training mode)."""
+    class M(nn.Module):
+        def forward(self, x):
+            return F.batch_norm(x, None, None, training=True) + F.batch_norm(x.mean(-1), None, None, training=True)[..., None]
+    compare(M(), rand(4, 6, 7) * 2 - 1)
