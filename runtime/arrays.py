@@ -32,12 +32,14 @@ from openprim.base.errors import OpenPrimError
 
 # DLPack's device types (dlpack.h) and data type codes.
 KDL_CPU, KDL_CUDA, KDL_CUDA_HOST, KDL_ROCM, KDL_ROCM_HOST, KDL_CUDA_MANAGED = 1, 2, 3, 10, 11, 13
-KDL_FLOAT, KDL_BFLOAT = 2, 4
+KDL_INT, KDL_FLOAT, KDL_BFLOAT, KDL_BOOL = 0, 2, 4, 6
 HOST_DEVICE_TYPES = (KDL_CPU, KDL_CUDA_HOST, KDL_ROCM_HOST)
 DEVICE_TYPE = {"cuda": KDL_CUDA, "hip": KDL_ROCM}             # Device.kind -> DLPack device type
 
-_TYPESTR = {"<f4": "f32", "<f2": "f16"}                        # __cuda_array_interface__ typestr -> dtype
-_DLPACK_DTYPE = {(KDL_FLOAT, 32): "f32", (KDL_FLOAT, 16): "f16", (KDL_BFLOAT, 16): "bf16"}
+_TYPESTR = {"<f4": "f32", "<f2": "f16", "<i8": "i64", "<i4": "i32", "|b1": "bool"}   # CAI typestr -> dtype
+_DLPACK_DTYPE = {(KDL_FLOAT, 32): "f32", (KDL_FLOAT, 16): "f16", (KDL_BFLOAT, 16): "bf16", (KDL_INT, 64): "i64",
+                 (KDL_INT, 32): "i32", (KDL_BOOL, 8): "bool"}
+_DLPACK_CODE = {dtype: code for code, dtype in _DLPACK_DTYPE.items()}   # dtype -> (type code, bits)
 
 
 class DLDevice(ctypes.Structure):
@@ -185,7 +187,7 @@ class DeviceArray:
             self.device.wait(stream, self.stream)
         key = next(_KEYS)
         shape = (ctypes.c_int64 * max(len(self.shape), 1))(*self.shape)
-        code, bits = (KDL_BFLOAT, 16) if self.dtype == "bf16" else (KDL_FLOAT, 8 * ITEMSIZE[self.dtype])
+        code, bits = _DLPACK_CODE[self.dtype]
         managed = DLManagedTensor(
             DLTensor(self.pointer, DLDevice(*self.__dlpack_device__()), len(self.shape), DLDataType(code, bits, 1),
                      shape, None, 0), key, _deleter)
@@ -234,4 +236,4 @@ def check_bound(view: DeviceView, what: str, name: str, shape, dtype: str, devic
                             f"(e.g. tensor.contiguous())")
 
 
-_TORCH_NAME = {"f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+_TORCH_NAME = {"f32": "float32", "f16": "float16", "bf16": "bfloat16", "i64": "int64", "i32": "int32", "bool": "bool"}

@@ -17,8 +17,9 @@ from openprim.base.errors import OpenPrimError
 
 # Source dtype name -> Graph dtype.
 GRAPH_DTYPES = {"float32": "f32", "float16": "f16", "bfloat16": "bf16"}
-# Graph dtype -> its name in torch and numpy (ml_dtypes' bfloat16), for the backends that convert back.
-DTYPE_NAMES = {dtype: name for name, dtype in GRAPH_DTYPES.items()}
+# Graph dtype -> its name in torch and numpy (ml_dtypes' bfloat16), for the backends that convert back (the
+# integer and bool dtypes too).
+DTYPE_NAMES = {**{dtype: name for name, dtype in GRAPH_DTYPES.items()}, "i64": "int64", "i32": "int32", "bool": "bool"}
 # The largest integer magnitude below which every integer is exact in each dtype (2^(mantissa bits + 1)).
 EXACT_INT = {"f32": 2 ** 24, "f16": 2 ** 11, "bf16": 2 ** 8}
 

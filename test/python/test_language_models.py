@@ -95,3 +95,20 @@ def test_constants_fold_away():
         integer_ops = [n.op for n in g.nodes if n.op not in ("constant", "bounds_check", "reshape")
                        and n.result.dtype in ("i64", "i32")]
         assert integer_ops == [], (name, integer_ops)
+
+
+def test_torch_compile_runs_openprim_for_int_inputs():
+    """torch.compile(model, backend=openprim_backend) on token ids: OpenPrim runs the graph (no fallback
+    warning) and matches eager."""
+    import warnings
+    from openprim.torch_backend import _WARNED, openprim_backend
+    model = lm.get("gpt2")
+    inputs = lm.example_input(model)
+    torch._dynamo.reset()
+    _WARNED.clear()
+    with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        warnings.simplefilter("always")
+        got = torch.compile(model, backend=openprim_backend)(**inputs)[0].numpy()
+    assert not [w for w in caught if "openprim_backend" in str(w.message)]
+    want = lm.reference(model, inputs)
+    assert np.abs(got - want).max() / max(1.0, np.abs(want).max()) <= 1e-5
