@@ -457,6 +457,26 @@ class Graph:
             "axis": axis, "exclusive": self._arg("prim.cumsum", "exclusive", exclusive, "bool"),
             "reverse": self._arg("prim.cumsum", "reverse", reverse, "bool")})
 
+    def isnan(self, x):
+        """x != x (a bool tensor)."""
+        return self.ne(x, x)
+
+    def isinf(self, x):
+        """|x| == inf (a bool tensor)."""
+        return self.eq(self.abs(x), math.inf)
+
+    def any(self, x, axes=None, keepdims=False):
+        """Whether any element over axes (default all) is true or nonzero: the max of x as 0/1, compared."""
+        self._own(x, "any")
+        flags = self.cast(self.cast(x, "bool"), self.dtype if self.dtype in FLOATS else "f32")
+        return self.gt(self.reduce(flags, "max", axes, keepdims), 0.0)
+
+    def all(self, x, axes=None, keepdims=False):
+        """Whether every element over axes (default all) is true or nonzero: the min of x as 0/1, compared."""
+        self._own(x, "all")
+        flags = self.cast(self.cast(x, "bool"), self.dtype if self.dtype in FLOATS else "f32")
+        return self.gt(self.reduce(flags, "min", axes, keepdims), 0.0)
+
     def arange(self, start, end=None, step=1, dtype="i64"):
         """[start, end) by step as a constant (numpy.arange; torch.arange(end) with one argument)."""
         start, end = (0, start) if end is None else (start, end)

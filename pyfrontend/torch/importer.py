@@ -431,9 +431,30 @@ def h_hardtanh(im, n, x, lo=-1.0, hi=1.0):
 
 
 def h_clamp(im, n, x, lo=None, hi=None):
-    if lo is None or hi is None or not all(isinstance(v, (int, float)) for v in (lo, hi)):
-        raise OpenPrimError("clamp needs both scalar bounds")
-    return im.g.clamp(im.tensor(x), float(lo), float(hi))
+    """clamp with number bounds (prim.clamp), or with tensor bounds or one side only (maximum, minimum:
+    T5's f16 clamp by a value computed at run time)."""
+    x = im.tensor(x)
+    if all(isinstance(v, (int, float)) for v in (lo, hi)):
+        return im.g.clamp(x, float(lo), float(hi))
+    bound = lambda v: v if isinstance(v, (int, float)) else im.tensor(v)   # noqa: E731
+    y = x if lo is None else im.g.maximum(x, bound(lo))
+    return y if hi is None else im.g.minimum(y, bound(hi))
+
+
+def h_isnan(im, n, x):
+    return im.g.isnan(im.tensor(x))
+
+
+def h_isinf(im, n, x):
+    return im.g.isinf(im.tensor(x))
+
+
+def h_any(im, n, x, dim=None, keepdim=False):
+    return im.g.any(im.tensor(x), None if dim is None else _ints(dim, 1), keepdim)
+
+
+def h_all(im, n, x, dim=None, keepdim=False):
+    return im.g.all(im.tensor(x), None if dim is None else _ints(dim, 1), keepdim)
 
 
 def h_relu6(im, n, x):
@@ -1000,7 +1021,8 @@ _HANDLERS = {
     "__or__": _logical("or"), "bitwise_or": _logical("or"), "logical_or": _logical("or"),
     "__xor__": _logical("xor"), "bitwise_xor": _logical("xor"), "logical_xor": _logical("xor"),
     "bitwise_not": h_logical_not, "logical_not": h_logical_not, "where": h_where, "cumsum": h_cumsum,
-    "index": h_index, "full_like": h_full_like, "gather": h_gather, "rsqrt": h_rsqrt,
+    "index": h_index, "full_like": h_full_like, "gather": h_gather, "rsqrt": h_rsqrt, "isnan": h_isnan,
+    "isinf": h_isinf, "any": h_any, "all": h_all,
     "lift_fresh_copy": h_identity, "slice": h_slice, "select": h_select, "upsample_nearest2d": h_upsample_nearest2d,
 }
 

@@ -288,3 +288,17 @@ def test_artifact_keeps_its_checks(tmp_path):
     np.testing.assert_array_equal(exe(np.array([0, 5, -1, 2], np.int32)), np.arange(12.0).reshape(6, 2)[[0, 5, -1, 2]])
     with pytest.raises(OpenPrimError, match=r"an index is outside \[-6, 6\) \(2 of them\)"):
         exe(np.array([6, 0, -7, 1], np.int32))
+
+
+def test_isnan_isinf_any_all():
+    x = np.array([[1.0, np.nan, -np.inf], [0.0, 2.0, 3.0]], np.float32)
+    g = Graph()
+    t = g.input("x", x.shape)
+    i = g.input("i", (2, 3), "i64")
+    outs = run(g, [x, np.array([[0, 0, 5], [0, 0, 0]])], g.isnan(t), g.isinf(t), g.any(g.isinf(t)),
+               g.all(g.gt(t, -1.0), [1], True), g.any(i, [0]))
+    np.testing.assert_array_equal(outs[0], np.isnan(x))
+    np.testing.assert_array_equal(outs[1], np.isinf(x))
+    assert outs[2].dtype == np.bool_ and bool(outs[2]) is True
+    np.testing.assert_array_equal(outs[3], [[False], [True]])
+    np.testing.assert_array_equal(outs[4], [False, False, True])

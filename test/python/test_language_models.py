@@ -112,3 +112,17 @@ def test_torch_compile_runs_openprim_for_int_inputs():
     assert not [w for w in caught if "openprim_backend" in str(w.message)]
     want = lm.reference(model, inputs)
     assert np.abs(got - want).max() / max(1.0, np.abs(want).max()) <= 1e-5
+
+
+@pytest.mark.parametrize("name", ["bert", "t5_encoder"])
+def test_half_precision(name):
+    """The model in .half() imports as an f16 Graph (ids stay i64); T5's f16 clamp (isinf, any, a clamp by a
+    value computed at run time) too; within f16 tolerance of the float32 eager model."""
+    g = lm.build(name, dtype="f16")
+    assert g.dtype == "f16" and [t.dtype for t in g.inputs] == ["i64", "i64"]
+    model = lm.get(name)
+    inputs = lm.example_input(model)
+    out = openprim.compile(g)(**{k: v.numpy() for k, v in inputs.items()})
+    got = (out[0] if isinstance(out, tuple) else out).astype(np.float32)
+    want = lm.reference(model, inputs)
+    assert np.abs(got - want).max() / max(1.0, np.abs(want).max()) <= 1e-2
