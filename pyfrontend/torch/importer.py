@@ -307,10 +307,18 @@ def h_convolution(im, n, x, w, bias=None, stride=(1, 1), padding=(0, 0), dilatio
                   transposed=False, output_padding=(0, 0), groups=1):
     if transposed:
         raise OpenPrimError("transposed convolution is not supported")
-    if im.tensor(x).ndim != 4:
-        raise OpenPrimError(f"only 2-d convolution (4-d input) is supported, got rank {im.tensor(x).ndim}")
     if isinstance(padding, str):
         raise OpenPrimError(f"padding='{padding}' is not supported; give explicit padding")
+    if im.tensor(x).ndim == 3:   # 1-d (ConvBERT, SqueezeBERT): [N, C, L] as [N, C, L, 1] with a (k, 1) filter
+        x3 = im.tensor(x)
+        w4 = _Const(w.value[..., None], w.name) if isinstance(w, _Const) else \
+            im.g.reshape(im.tensor(w), (*im.tensor(w).shape, 1))
+        y = im.g.conv2d(im.g.reshape(x3, (*x3.shape, 1)), im.tensor(w4), None if bias is None else im.tensor(bias),
+                        stride=(_ints(stride, 1)[0], 1), padding=[_ints(padding, 1)[0], 0, _ints(padding, 1)[0], 0],
+                        dilation=(_ints(dilation, 1)[0], 1), groups=int(groups))
+        return im.g.reshape(y, y.shape[:3])
+    if im.tensor(x).ndim != 4:
+        raise OpenPrimError(f"only 1-d and 2-d convolution (3-d, 4-d input) is supported, got rank {im.tensor(x).ndim}")
     return im.g.conv2d(im.tensor(x), im.tensor(w), None if bias is None else im.tensor(bias),
                        stride=tuple(_ints(stride)), padding=_pad4(padding), dilation=tuple(_ints(dilation)),
                        groups=int(groups))
@@ -983,6 +991,45 @@ def h_rsqrt(im, n, x):
     return im.g.div(1.0, im.g.sqrt(im.tensor(x)))
 
 
+def h_index_select(im, n, x, dim, index):
+    """x's entries `index` along dim (prim.gather; run-time indices bounds checked)."""
+    return im.g.gather(im.tensor(x), index.value if isinstance(index, _Const) else im.tensor(index), int(dim))
+
+
+def h_vector_norm(im, n, x, ord=2, dim=None, keepdim=False, dtype=None):
+    """linalg.vector_norm for ord 2 (sqrt of the sum of squares), 1 (sum of |x|) and inf (max |x|)."""
+    x = im.tensor(x)
+    axes = None if dim is None else _ints(dim, 1)
+    if ord == 2:
+        return im.g.sqrt(im.g.reduce(im.g.mul(x, x), "sum", axes, keepdim))
+    if ord == 1:
+        return im.g.reduce(im.g.abs(x), "sum", axes, keepdim)
+    if ord == math.inf:
+        return im.g.reduce(im.g.abs(x), "max", axes, keepdim)
+    raise OpenPrimError(f"linalg.vector_norm with ord={ord} is not supported (2, 1 and inf are)")
+
+
+def h_repeat(im, n, x, repeats):
+    """Tensor.repeat (numpy.tile): x with a unit axis before each axis, broadcast to the repeats, viewed whole."""
+    x = im.tensor(x)
+    reps = list(repeats)
+    lead = len(reps) - x.ndim
+    shape = (1,) * lead + x.shape
+    tiled = im.g.broadcast_to(im.g.reshape(x, [d for s in shape for d in (1, s)]),
+                              [d for r, s in zip(reps, shape) for d in (r, s)])
+    return im.g.reshape(tiled, [r * s for r, s in zip(reps, shape)])
+
+
+def _math(name):
+    def h(im, n, x):
+        return getattr(im.g, name)(im.tensor(x))
+    return h
+
+
+def h_reciprocal(im, n, x):
+    return im.g.div(1.0, im.tensor(x))
+
+
 def h_full_like(im, n, x, value, **k):
     """full_like of a run-time tensor: a constant of its shape (its values are never read)."""
     return _Const(np.full(_out_shape(n), value), "full")
@@ -1022,7 +1069,9 @@ _HANDLERS = {
     "__xor__": _logical("xor"), "bitwise_xor": _logical("xor"), "logical_xor": _logical("xor"),
     "bitwise_not": h_logical_not, "logical_not": h_logical_not, "where": h_where, "cumsum": h_cumsum,
     "index": h_index, "full_like": h_full_like, "gather": h_gather, "rsqrt": h_rsqrt, "isnan": h_isnan,
-    "isinf": h_isinf, "any": h_any, "all": h_all,
+    "isinf": h_isinf, "any": h_any, "all": h_all, "index_select": h_index_select,
+    "linalg_vector_norm": h_vector_norm, "repeat": h_repeat, "sqrt": _math("sqrt"), "exp": _math("exp"),
+    "log": _math("log"), "erf": _math("erf"), "reciprocal": h_reciprocal,
     "lift_fresh_copy": h_identity, "slice": h_slice, "select": h_select, "upsample_nearest2d": h_upsample_nearest2d,
 }
 

@@ -295,3 +295,41 @@ def test_batch_statistics_1d():
         def forward(self, x):
             return F.batch_norm(x, None, None, training=True) + F.batch_norm(x.mean(-1), None, None, training=True)[..., None]
     compare(M(), rand(4, 6, 7) * 2 - 1)
+
+
+# ----------------------------------------------------------------------------- ops the HF coverage run missed
+class Conv1d(nn.Module):
+    """ConvBERT / SqueezeBERT: 1-d convolutions (viewed as [N, C, L, 1] around conv2d)."""
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv1d(6, 9, 3, stride=2, padding=2, dilation=2)
+        self.b = nn.Conv1d(9, 9, 5, padding=2, groups=9)
+
+    def forward(self, x):
+        return self.b(self.a(x)).relu()
+
+
+def test_conv1d():
+    compare(Conv1d(), rand(2, 6, 17))
+
+
+class Norms(nn.Module):
+    """linalg.vector_norm (ConvNeXtV2's GRN, SwinV2's cosine attention, SwiftFormer), repeat, index_select,
+    and the unary math ops as aten spells them."""
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("idx", torch.tensor([2, 0, 4, 4]))
+
+    def forward(self, x, i):
+        g = torch.linalg.vector_norm(x, dim=(1, 2), keepdim=True)
+        n1 = torch.linalg.vector_norm(x, ord=1, dim=-1)
+        ninf = torch.linalg.vector_norm(x, ord=float("inf"), dim=1)
+        rep = x.repeat(2, 1, 3)[:, :, :5]
+        sel = torch.index_select(x, 2, self.idx).sum(-1, keepdim=True) + torch.index_select(x, 1, i)[:, :1]
+        math_ops = torch.sqrt(x.abs() + 1) + torch.exp(-x.abs()) + torch.log(x.abs() + 2) + torch.erf(x) + \
+            torch.reciprocal(x.abs() + 1)
+        return x / g + n1[..., None] + ninf[:, None] + rep[:2] + sel + math_ops
+
+
+def test_norms_repeat_index_select():
+    compare(Norms(), rand(2, 3, 5), torch.tensor([1, 0, 2]))
