@@ -5,8 +5,9 @@
     rep = onnx_backend.prepare(model, "CUDA")  # for this machine's NVIDIA GPU ("CUDA:1": GPU 1)
     outputs = rep.run([x])                     # a tuple of numpy arrays, one per graph output
 
-Numpy inputs are cast to float32 (float16/float32/float64 inputs only); each output comes back in the
-element type the model declares for it (float32 when it declares none). On "CUDA", device arrays
+Numpy inputs of float inputs are cast to the model's float type (float16/float32/float64 arrays only);
+integer and bool inputs (token ids, masks) are taken as integers and bools, checked against their range;
+each output comes back in the element type the model declares for it (float32 when it declares none). On "CUDA", device arrays
 (__cuda_array_interface__ / DLPack: CuPy, PyTorch) are taken too and give DeviceArrays back, never
 through the host. `supports_device("CUDA")` is True when the CUDA driver finds a GPU.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 import openprim.cache
+from openprim.base.dtypes import FLOATS
 from openprim.base.errors import OpenPrimError
 from openprim.pyfrontend.importers.common import require
 from openprim.pyfrontend.onnx.importer import import_model
@@ -30,7 +32,8 @@ onnx = require("onnx", "the ONNX backend")
 from onnx.backend.base import Backend, BackendRep  # noqa: E402 - after the check that onnx is installed
 
 _NP_OF = {onnx.TensorProto.FLOAT: np.float32, onnx.TensorProto.FLOAT16: np.float16,
-          onnx.TensorProto.DOUBLE: np.float64}
+          onnx.TensorProto.DOUBLE: np.float64, onnx.TensorProto.INT64: np.int64, onnx.TensorProto.INT32: np.int32,
+          onnx.TensorProto.BOOL: np.bool_}
 
 
 def _device(device) -> tuple[str, int]:
@@ -67,6 +70,7 @@ class OpenPrimBackendRep(BackendRep):
             et = o.type.tensor_type.elem_type if o.type.HasField("tensor_type") else 0
             self.output_dtypes.append(_NP_OF.get(et, np.float32))
         self.input_shapes = [t.shape for t in graph.inputs]
+        self.input_dtypes = [t.dtype for t in graph.inputs]
 
     def run(self, inputs, **kwargs):
         if isinstance(inputs, dict):
@@ -82,11 +86,12 @@ class OpenPrimBackendRep(BackendRep):
         if any(is_device_array(v) for v in inputs):   # device arrays: bound as they are, outputs stay there
             return tuple(self.exe(*inputs)) if len(self.output_names) > 1 else (self.exe(*inputs),)
         args = []
-        for name, v in zip(self.input_names, inputs):
+        for name, dtype, v in zip(self.input_names, self.input_dtypes, inputs):
             v = np.asarray(v)
-            if v.dtype.kind != "f":
-                raise OpenPrimError(f"input '{name}' has dtype {v.dtype}; OpenPrim supports float tensors only")
-            args.append(np.array(v, np.float32))  # keeps 0-d arrays 0-d
+            if dtype in FLOATS and v.dtype.kind != "f":
+                raise OpenPrimError(f"input '{name}' has dtype {v.dtype}; the model takes a float tensor there "
+                                    f"({dtype})")
+            args.append(np.array(v, np.float32) if dtype in FLOATS else v)  # np.array keeps 0-d arrays 0-d
         outs = self.exe(*args)
         if not isinstance(outs, tuple):
             outs = (outs,)

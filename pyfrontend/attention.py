@@ -11,11 +11,19 @@ product of every scalar factor found.
 `match_attention(graph)` rewrites every such chain, whose intermediates have no other use, into
 `graph.attention(q, k, v, mask, scale=...)` in place: the final MatMul's node becomes the attention node (its
 result tensor, which later nodes use, stays), K's transpose is undone (a transpose whose perm swaps the last
-two axes is dropped; another gets the swapped perm), and the nodes left without uses are removed. On a target
-with a flash-attention kernel that keeps the S x S scores out of memory; elsewhere prim-decompose expands it
-again into the same ops.
+two axes is dropped; another gets the swapped perm; so is a chain of reshapes and transposes that moves K's
+elements as one transpose would, as torch.onnx's Reshape [B*H, S, D] -> Transpose -> Reshape [B, H, D, S]),
+and the nodes left without uses are removed. On a target with a flash-attention kernel that keeps the S x S
+scores out of memory; elsewhere prim-decompose expands it again into the same ops.
+
+torch.onnx writes scaled_dot_product_attention with a NaN guard between the Softmax and the last MatMul,
+Where(IsNaN(p), 0, p) (the ONNX importer's where(ne(p, p), 0, p)): a query row whose keys are all masked
+(-inf) is 0 rather than NaN. The chain takes it, and the same guard goes on the attention's result instead
+(a row of NaN there is such a row; the result is the same but where V itself holds NaN or inf).
 """
 from __future__ import annotations
+
+import itertools
 
 import numpy as np
 
@@ -62,14 +70,58 @@ def _unscale(x: Tensor, prod: dict, uses: dict) -> tuple[Tensor, float, list[Nod
     return x0, 1.0 / c if node.op == "div" else c, [node]
 
 
+def _nan_guard(node: Node | None, prod: dict, uses: dict):
+    """(the guarded tensor's producer, [the guard's nodes], the zero) when node is where(ne(p, p), 0, p)
+    and the guard is the only use of p and of its condition, else None."""
+    if node is None or node.op != "where":
+        return None
+    cond, zero, p = node.operands
+    test = prod.get(id(cond))
+    if test is None or test.op != "compare" or test.attrs["kind"] != "ne" or \
+            test.operands[0] is not p or test.operands[1] is not p or uses[id(cond)] != 1 or uses[id(p)] != 3 or \
+            _scalar(prod.get(id(zero))) != 0.0 or tuple(p.shape) != tuple(node.result.shape):
+        return None
+    return prod.get(id(p)), [node, test], zero
+
+
+def _moved_like_transpose(x: Tensor, prod: dict, uses: dict):
+    """(k0, perm, [nodes]) when x is a tensor k0 (4-d) moved by a chain of at most 4 reshapes and transposes,
+    each result used only by the next, that together are transpose(k0, perm); the longest such chain, or None.
+    The chain is replayed on the positions of k0's elements."""
+    chain, found, t = [], None, x
+    for _ in range(4):
+        node = prod.get(id(t))
+        if node is None or node.op not in ("reshape", "transpose") or uses[id(t)] != 1:
+            break
+        chain.append(node)
+        t = node.operands[0]
+        if t.ndim != 4:
+            continue
+        moved = np.arange(int(np.prod(t.shape))).reshape(t.shape)
+        for n in reversed(chain):
+            moved = moved.reshape(n.result.shape) if n.op == "reshape" else moved.transpose(n.attrs["perm"])
+        flat = moved.reshape(-1)
+        for perm in itertools.permutations(range(4)):
+            if tuple(t.shape[p] for p in perm) == tuple(x.shape) and \
+                    np.array_equal(np.arange(flat.size).reshape(t.shape).transpose(perm).reshape(-1), flat):
+                found = (t, list(perm), list(chain))
+                break
+    return found
+
+
 def _match(pv: Node, prod: dict, uses: dict):
-    """(q, k or (k0, perm), v, mask, scale, dead nodes) when `pv` ends an attention chain, else None."""
+    """(q, k or (k0, perm), v, mask, scale, dead nodes, the NaN guard's zero or None) when `pv` ends an
+    attention chain, else None."""
     if not _plain_matmul(pv) or pv.attrs["transpose_rhs"] or pv.result.ndim != 4:
         return None
-    soft = prod.get(id(pv.operands[0]))
-    if soft is None or soft.op != "softmax" or soft.attrs["axis"] % 4 != 3 or uses[id(soft.result)] != 1:
+    soft, dead, zero = prod.get(id(pv.operands[0])), [], None
+    guard = _nan_guard(soft, prod, uses) if uses[id(pv.operands[0])] == 1 else None
+    if guard is not None:
+        soft, dead, zero = guard
+    if soft is None or soft.op != "softmax" or soft.attrs["axis"] % 4 != 3 or \
+            uses[id(soft.result)] != (1 if zero is None else 3):
         return None
-    dead, x, mask, scale = [soft], soft.operands[0], None, 1.0
+    dead, x, mask, scale = dead + [soft], soft.operands[0], None, 1.0
     node = prod.get(id(x))
     if node is not None and node.op == "add" and uses[id(x)] == 1:
         inner = [o for o in node.operands if prod.get(id(o)) is not None and prod[id(o)].op in ("div", "mul", "matmul")]
@@ -90,13 +142,13 @@ def _match(pv: Node, prod: dict, uses: dict):
     if node.attrs["transpose_rhs"]:
         k = rhs
     else:
-        t = prod.get(id(rhs))
-        if t is None or t.op != "transpose" or uses[id(rhs)] != 1:
+        moved = _moved_like_transpose(rhs, prod, uses)
+        if moved is None:
             return None
-        perm = list(t.attrs["perm"])
+        k0, perm, chain = moved
         perm[-2], perm[-1] = perm[-1], perm[-2]
-        k = (t.operands[0], perm)
-        dead.append(t)
+        k = (k0, perm)
+        dead += chain
     v = pv.operands[1]
     k_shape = rhs.shape if node.attrs["transpose_rhs"] else tuple(rhs.shape[:2]) + (rhs.shape[3], rhs.shape[2])
     try:
@@ -104,7 +156,7 @@ def _match(pv: Node, prod: dict, uses: dict):
                    {"scale": scale, "causal": 0, "layout": "BHSD"})
     except spec.ShapeError:
         return None
-    return q, k, v, mask, scale, dead
+    return q, k, v, mask, scale, dead, zero
 
 
 def match_attention(graph: Graph) -> int:
@@ -115,7 +167,7 @@ def match_attention(graph: Graph) -> int:
         m = _match(pv, prod, uses)
         if m is None:
             continue
-        q, k, v, mask, scale, dead = m
+        q, k, v, mask, scale, dead, zero = m
         if isinstance(k, tuple):
             k0, perm = k
             if perm == list(range(4)):
@@ -123,8 +175,16 @@ def match_attention(graph: Graph) -> int:
             else:
                 k = Tensor(graph, tuple(k0.shape[p] for p in perm), k0.dtype, f"%{len(graph.nodes)}")
                 graph.nodes.insert(graph.nodes.index(pv), Node("transpose", [k0], {"perm": perm}, k, pv.loc))
-        pv.op, pv.operands = "attention", [q, k, v, mask]
-        pv.attrs = {"scale": float(np.float64(scale)), "causal": 0, "layout": "BHSD"}
+        attrs = {"scale": float(np.float64(scale)), "causal": 0, "layout": "BHSD"}
+        if zero is None:
+            pv.op, pv.operands, pv.attrs = "attention", [q, k, v, mask], attrs
+        else:   # the NaN guard on the attention's result: pv becomes where(ne(y, y), 0, y)
+            y = Tensor(graph, pv.result.shape, pv.result.dtype, f"%{len(graph.nodes)}")
+            nan = Tensor(graph, pv.result.shape, "bool", f"%{len(graph.nodes) + 1}")
+            at = graph.nodes.index(pv)
+            graph.nodes[at:at] = [Node("attention", [q, k, v, mask], attrs, y, pv.loc),
+                                  Node("compare", [y, y], {"kind": "ne"}, nan, pv.loc)]
+            pv.op, pv.operands, pv.attrs = "where", [nan, zero, y], {}
         gone = {id(n) for n in dead}
         graph.nodes = [n for n in graph.nodes if id(n) not in gone]
         _drop_unused_constants(graph, dead)

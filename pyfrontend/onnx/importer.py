@@ -18,40 +18,66 @@ became inputs (Pad's pads, Clip's bounds, Unsqueeze's axes) and the changed Soft
 A model whose opset is newer than 21 is accepted node by node: a node passes only if its op's
 definition at that opset has the same inputs, outputs and attributes as at opset 21 (Conv-22 or
 Reshape-25 only add element types), or, for an op first defined later (Attention-23), if the importer
-reads that definition (_NEWER_OPS). Unsupported ops and attributes, dynamic shapes and non-float
-tensors are reported as one-line `OpenPrimError`s naming the node, its op type and the opset.
+reads that definition (_NEWER_OPS). Unsupported ops and attributes, dynamic shapes and tensors of other
+element types (strings, complex, float8) are reported as one-line `OpenPrimError`s naming the node, its op
+type and the opset.
 
-Precision. A Graph has one dtype: float, float16 and bfloat16 models import as f32, f16 and bf16 Graphs,
-and a model that mixes them (an f16 model with float inputs and outputs, Casts around a LayerNormalization
-kept in float) imports in its dominant dtype, `model_dtype`: the type of most elements of its float
-initializers, or, without any, of its first float input. Casts between these types are identities, and
-every weight is rounded to the Graph's dtype (the runtime converts inputs of another float type; the
+Precision. A Graph has one float dtype: float, float16 and bfloat16 models import as f32, f16 and bf16
+Graphs, and a model that mixes them (an f16 model with float inputs and outputs, Casts around a
+LayerNormalization kept in float) imports in its dominant dtype, `model_dtype`: the type of most elements of
+its float initializers, or, without any, of its first float input. Casts between these types are identities,
+and every weight is rounded to the Graph's dtype (the runtime converts inputs of another float type; the
 outputs come back in the Graph's dtype, and the ONNX backend casts them to the declared types). Float64
 tensors are an error wherever they are computed (an input, a weight a compute node reads, a Cast of a
-computed tensor): OpenPrim computes in f32 at most. Integer tensors are fine where they are shapes,
-indices, axes or pads (read at import time); an integer constant that a compute node reads as data must
-be exact in the Graph's dtype. The torch importer decides all this alike: pyfrontend/importers/common.py.
+computed tensor): OpenPrim computes in f32 at most. An integer constant that a float op reads as data (Pow's
+exponent) must be exact in the Graph's dtype.
+
+Integers and bools. Integer and bool tensors keep their types: int64 -> i64, int32 -> i32, bool -> bool,
+and the other integer types (int8, int16, uint8, uint16, uint32, uint64) compute in i64, which holds their
+values (a uint64 constant beyond it is an error; an input, at run time). Inputs (token ids, attention
+masks), constants and every node's result have the Graph dtype of their ONNX type: where a mapping gives
+another one (the Graph's torch-style promotion), the result is cast to the type ONNX infers for it
+(`_Importer.recorded`). Comparisons, logical ops, Where, Gather with run-time indices (an embedding lookup;
+its indices are bounds-checked after each run), GatherElements, GatherND with constant indices, CumSum and
+integer arithmetic map to the Graph's ops; integer Div truncates toward zero as ONNX does (floor division
+where both operands are known non-negative, else corrected by the remainder's sign). The torch importer
+decides the float dtypes alike: pyfrontend/importers/common.py.
+
+Attention. Exporters' attention chains are folded into prim.attention by pyfrontend/attention.py after the
+import, the NaN guard of torch.onnx's scaled_dot_product_attention (Where(IsNaN(softmax), 0, softmax), which
+makes a query row without any key 0) included: it becomes the same guard on the attention's result.
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
 
+from openprim.base.dtypes import FLOATS, INTEGERS, from_storage
 from openprim.base.errors import OpenPrimError
 from openprim.pyfrontend.attention import match_attention
 from openprim.pyfrontend.graph import Graph, Tensor
 from openprim.pyfrontend.importers.common import (GRAPH_DTYPES, dominant_dtype, float64_message, inexact_int,
-                                                  non_float_message, require)
+                                                  require)
 
 MIN_OPSET, MAX_OPSET = 13, 21
 # Ops first defined after MAX_OPSET that the importer maps: the definitions (their since_version) it reads.
 _NEWER_OPS = {"Attention": (23, 24, 25), "RMSNormalization": (23,)}
 # TensorProto's float elem types (FLOAT, FLOAT16, BFLOAT16, DOUBLE) by the names of importers/common.py.
 _FLOAT_NAMES = {1: "float32", 10: "float16", 16: "bfloat16", 11: "float64"}
+# TensorProto's integer and bool elem types as Graph dtypes: INT64, INT32, BOOL as themselves; INT8, INT16,
+# UINT8, UINT16, UINT32 and UINT64 compute in i64, which holds their values (UINT64's up to 2^63 - 1).
+_INT_DTYPES = {7: "i64", 6: "i32", 9: "bool", 3: "i64", 5: "i64", 2: "i64", 4: "i64", 12: "i64", 13: "i64"}
 # What to change in a float64 model.
 _FLOAT64_FIX = "convert the model to float32 first"
 _F32_MAX = float(np.finfo(np.float32).max)
+# Integer results known to be >= 0: op -> the inputs that must be (every input: "all"; none: always).
+_NONNEG = {**{op: (0,) for op in ("Cast", "CumSum", "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten",
+                                   "Identity", "Expand", "Tile", "Slice", "Split", "Gather", "GatherElements",
+                                   "GatherND", "ReduceMax", "ReduceMin")},
+           **{op: "all" for op in ("Add", "Mul", "Div", "Min", "Max", "Sum", "Concat")},
+           "Where": (1, 2), "Abs": (), "Relu": ()}
 # Ops that are never folded at import time even when all inputs are known: random ones,
 # BatchNormalization, whose onnx reference implementation for opsets 9-13 mixes in batch statistics,
 # and If, whose branches read values of the graph around them (op_If imports the branch it takes).
@@ -100,6 +126,8 @@ class _Importer:
         self.tensors: dict[str, Tensor] = {}     # name -> graph value
         self.consts: dict[str, np.ndarray] = {}  # name -> value known at import time
         self.readers: dict[str, str] = {}       # name -> the first node (or graph output) that reads it
+        self.types = _elem_types(model)         # name -> the ONNX elem type of a value (shape inference)
+        self.nonneg: set[str] = set()           # names of computed integer values known to be >= 0
         self.node = None
         self.nparams = 0
 
@@ -138,18 +166,19 @@ class _Importer:
         return self.consts[name]
 
     def t(self, i):
-        """Input i as a graph Tensor (a known constant becomes a param)."""
+        """Input i as a graph Tensor (a known constant becomes a param of its own dtype: floats the Graph's,
+        integers and bools as _array_dtype says)."""
         name = self.node.input[i]
         if name in self.tensors:
             return self.tensors[name]
         if name in self.consts:
             v = self.consts[name]
-            if not _is_float(v.dtype) and v.dtype.kind not in "iub":
+            dtype = _array_dtype(v, self.g.dtype)
+            if dtype is None:
                 self.unsupported(f"constant '{name}' has dtype {v.dtype}")
-            inexact = inexact_int(v, self.g.dtype, name)
-            if inexact:
-                self.fail(inexact)
-            t = self.g.param(self._pname(name), v.astype(np.float32))
+            if v.dtype == np.uint64 and v.size and v.max() > np.iinfo(np.int64).max:
+                self.fail(f"uint64 constant '{name}' has values beyond int64, which OpenPrim computes them in")
+            t = self.g.param(self._pname(name), v.astype(np.float32) if dtype in FLOATS else v, dtype)
             self.tensors[name] = t
             return t
         raise OpenPrimError(f"ONNX node '{self.node.name or self.node.output[0]}' ({self.node.op_type}): "
@@ -193,7 +222,8 @@ class _Importer:
                                     f"data_type {init.data_type}): {_first_line(e)}; the file is corrupt") from None
         for inp in gr.input:
             if inp.name not in self.consts:  # else an initializer listed as an input (IR < 4 style): a weight
-                self.tensors[inp.name] = self.g.input(inp.name, _input_shape(inp, self.input_shapes))
+                self.tensors[inp.name] = self.g.input(inp.name, _input_shape(inp, self.input_shapes),
+                                                      _elem_dtype(inp.type.tensor_type.elem_type, self.g.dtype))
         for node in gr.node:
             for name in node.input:
                 self.readers.setdefault(name, f"node '{node.name or node.output[0]}'")
@@ -206,11 +236,14 @@ class _Importer:
                 outs.append(self.tensors[o.name])
             elif o.name in self.consts:
                 v = self.consts[o.name]
-                if not _is_float(v.dtype):
-                    raise OpenPrimError(non_float_message(f"ONNX output '{o.name}' (a constant)", v.dtype.name))
-                # A constant output: materialise it through a no-op so it is a computed value.
-                p = self.param(v, o.name)
-                outs.append(self.g.reshape(p, p.shape))
+                dtype = _array_dtype(v, self.g.dtype)
+                if dtype is None:
+                    raise OpenPrimError(f"ONNX output '{o.name}' (a constant) has dtype {v.dtype}; "
+                                        f"{_TYPES_SUPPORTED}")
+                # A constant output: materialise it through a no-op so it is a computed value (integers and
+                # bools are constants whatever the Graph does with them: they stay one).
+                p = self.g.param(self._pname(o.name), v.astype(np.float32) if dtype in FLOATS else v, dtype)
+                outs.append(self.g.reshape(p, p.shape) if dtype in FLOATS else p)
             else:
                 raise OpenPrimError(f"ONNX output '{o.name}' is not produced by any node")
         self.g.output(*outs)
@@ -222,11 +255,16 @@ class _Importer:
         name = self.node.output[i]
         if isinstance(value, Tensor):
             self.tensors[name] = value
+            stored = self.g._values.get(id(value))   # a constant the Graph evaluated: known here too
+            if stored is not None:
+                self.consts[name] = from_storage(stored, value.dtype)
         else:
             self.consts[name] = np.asarray(value)
 
-    def fold(self, node):
-        """Evaluate a node whose inputs are all known with onnx's reference implementation."""
+    def fold(self, node) -> bool:
+        """Evaluate a node whose inputs are all known with onnx's reference implementation (_reference_ops:
+        its repairs); where that fails, False for an op the importer maps (the mapping computes it, the
+        Graph evaluating what it can at build time), else the error."""
         from onnx import helper
         from onnx.reference import ReferenceEvaluator
         ins = [i for i in node.input if i]
@@ -236,11 +274,15 @@ class _Importer:
         m = helper.make_model(helper.make_graph([node], "fold", vis, outs),
                               opset_imports=[helper.make_opsetid("", self.opset)])
         try:
-            res = ReferenceEvaluator(m).run(None, {i: self.consts[i] for i in ins})
+            with np.errstate(all="ignore"):   # log(0), a cast of inf: as the model computes them (T5's buckets)
+                res = ReferenceEvaluator(m, new_ops=_reference_ops()).run(None, {i: self.consts[i] for i in ins})
         except Exception as e:  # noqa: BLE001
+            if hasattr(self, "op_" + node.op_type):
+                return False
             self.fail(f"cannot fold constant node: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}")
         for name, v in zip([o for o in node.output if o], res):
             self.consts[name] = np.asarray(v)
+        return True
 
     def convert_all(self, nodes):
         for node in nodes:
@@ -254,8 +296,8 @@ class _Importer:
         op = node.op_type
         a = self.attrs(node)
         ins = [i for i in node.input if i]
-        if ins and op not in _NO_FOLD and all(i in self.consts for i in ins):
-            return self.fold(node)
+        if ins and op not in _NO_FOLD and all(i in self.consts for i in ins) and self.fold(node):
+            return
         fn = getattr(self, "op_" + op, None)
         if fn is None:
             self.unsupported()
@@ -280,7 +322,26 @@ class _Importer:
             self.unsupported(f"only the first {len(res)} output(s) are supported")
         for i, r in enumerate(res[:n_out]):
             if node.output[i] and r is not None:  # None: an output nothing reads (Dropout's mask)
-                self.set(i, r)
+                self.set(i, self.recorded(node.output[i], r))
+        keeps = _NONNEG.get(op)
+        if keeps is not None and all(self.nonnegative(n) for n in (ins if keeps == "all" else
+                                                                     [node.input[j] for j in keeps])):
+            self.nonneg.update(o for o in node.output if o in self.tensors and self.tensors[o].dtype in INTEGERS)
+
+    def recorded(self, name, value):
+        """A Tensor result in the Graph dtype of the type ONNX infers for it (a cast where the mapping's
+        result has another: the Graph promotes as torch does); other results as they are."""
+        want = _elem_dtype(self.types.get(name), self.g.dtype)
+        if isinstance(value, Tensor) and want is not None and value.dtype != want:
+            return self.g.cast(value, want)
+        return value
+
+    def nonnegative(self, name) -> bool:
+        """Whether the integer value `name` is known to be >= 0: a constant, a bool, or what _NONNEG derives."""
+        if name in self.consts:
+            v = self.consts[name]
+            return v.dtype.kind in "iub" and (v.dtype.kind != "i" or not v.size or v.min() >= 0)
+        return name in self.nonneg or (name in self.tensors and self.tensors[name].dtype == "bool")
 
     def op_If(self, a):
         """A constant condition: the nodes of the branch it takes, imported in its place."""
@@ -603,16 +664,22 @@ class _Importer:
         return x, k, vec
 
     # --- activations
-    def op_Relu(self, a): return self.g.relu(self.t(0))
+    def op_Relu(self, a):
+        x = self.t(0)
+        return self.g.relu(x) if x.dtype in FLOATS else self.g.maximum(x, 0)
     def op_Sigmoid(self, a): return self.g.sigmoid(self.t(0))
     def op_Tanh(self, a): return self.g.tanh(self.t(0))
     def op_LeakyRelu(self, a): return self.g.leaky_relu(self.t(0), float(a.get("alpha", 0.01)))
     def op_Elu(self, a): return self.g.elu(self.t(0), float(a.get("alpha", 1.0)))
-    def op_Neg(self, a): return self.g.mul(self.t(0), -1.0)
+    def op_Neg(self, a):
+        x = self.t(0)
+        return self.g.mul(x, -1.0 if x.dtype in FLOATS else -1)
     def op_Exp(self, a): return self.g.exp(self.t(0))
     def op_Log(self, a): return self.g.log(self.t(0))
     def op_Sqrt(self, a): return self.g.sqrt(self.t(0))
-    def op_Abs(self, a): return self.g.abs(self.t(0))
+    def op_Abs(self, a):
+        x = self.t(0)
+        return self.g.abs(x) if x.dtype in FLOATS else self.g.where(self.g.lt(x, 0), self.g.mul(x, -1), x)
     def op_Erf(self, a): return self.g.erf(self.t(0))
     def op_Reciprocal(self, a): return self.g.div(1.0, self.t(0))
 
@@ -650,7 +717,8 @@ class _Importer:
         return self.g.gelu(self.t(0), approx)
 
     def op_Clip(self, a):
-        if any(self.has(i) and not self.is_const(self.node.input[i]) for i in (1, 2)):  # computed bounds
+        if self.t(0).dtype not in FLOATS or \
+                any(self.has(i) and not self.is_const(self.node.input[i]) for i in (1, 2)):  # integers, computed bounds
             y = self.g.maximum(self.t(0), self.t(1)) if self.has(1) else self.t(0)
             return self.g.minimum(y, self.t(2)) if self.has(2) else y
         lo = float(self.const(1, "min").reshape(())) if self.has(1) else -_F32_MAX
@@ -670,12 +738,72 @@ class _Importer:
             np.broadcast_shapes(*shapes)
         except ValueError:
             self.fail(f"shapes {shapes[0]} and {shapes[1]} do not broadcast")
-        return fn(self.t(0), self.t(1))
+        x, y = self.t(0), self.t(1)
+        for i, other in ((0, y), (1, x)):   # an integer constant a float op reads (Pow's exponent): exact
+            name = self.node.input[i]
+            if other.dtype in FLOATS and name in self.consts:
+                inexact = inexact_int(self.consts[name], self.g.dtype, name)
+                if inexact:
+                    self.fail(inexact)
+        return fn(x, y)
 
     def op_Add(self, a): return self._binary(self.g.add)
     def op_Sub(self, a): return self._binary(self.g.sub)
     def op_Mul(self, a): return self._binary(self.g.mul)
-    def op_Div(self, a): return self._binary(self.g.div)
+
+    def op_Div(self, a):
+        """Integers: ONNX truncates toward zero. The Graph's integer division floors: the same where both
+        operands are known non-negative, else one more where the remainder is nonzero and the signs differ."""
+        if self.t(0).dtype in FLOATS or self.t(1).dtype in FLOATS:
+            return self._binary(self.g.div)
+        return self._binary(self._trunc_div)
+
+    def _trunc_div(self, x, y):
+        q = self.g.floor_divide(x, y)
+        if self.nonnegative(self.node.input[0]) and self.nonnegative(self.node.input[1]):
+            return q
+        r = self.g.sub(x, self.g.mul(q, y))
+        off = self.g.logical_and(self.g.ne(r, 0), self.g.logical_xor(self.g.lt(x, 0), self.g.lt(y, 0)))
+        return self.g.add(q, self.g.cast(off, q.dtype))
+
+    def op_Mod(self, a):
+        """Integers: fmod=0 takes the divisor's sign (x - floor(x / y) * y), fmod=1 the dividend's (C's fmod)."""
+        x, y = self.t(0), self.t(1)
+        if x.dtype in FLOATS or y.dtype in FLOATS:
+            self.unsupported("Mod of float tensors (integers only)")
+        div = self._trunc_div if a.get("fmod", 0) else self.g.floor_divide
+        return self._binary(lambda x, y: self.g.sub(x, self.g.mul(div(x, y), y)))
+
+    def op_Equal(self, a): return self._binary(self.g.eq)
+    def op_Less(self, a): return self._binary(self.g.lt)
+    def op_LessOrEqual(self, a): return self._binary(self.g.le)
+    def op_Greater(self, a): return self._binary(self.g.gt)
+    def op_GreaterOrEqual(self, a): return self._binary(self.g.ge)
+    def op_And(self, a): return self._binary(self.g.logical_and)
+    def op_Or(self, a): return self._binary(self.g.logical_or)
+    def op_Xor(self, a): return self._binary(self.g.logical_xor)
+    def op_Not(self, a): return self.g.logical_not(self.t(0))
+
+    def op_IsNaN(self, a):
+        x = self.t(0)
+        return self.g.ne(x, x)
+
+    def op_IsInf(self, a):
+        x = self.t(0)
+        pos, neg = a.get("detect_positive", 1), a.get("detect_negative", 1)
+        if pos and neg:
+            return self.g.eq(self.g.abs(x), math.inf)
+        if pos or neg:
+            return self.g.eq(x, math.inf if pos else -math.inf)
+        return self.g.logical_and(self.g.eq(x, math.inf), self.g.eq(x, -math.inf))   # neither: all False
+
+    def op_Where(self, a):
+        shapes = [self.shape(i) for i in range(3)]
+        try:
+            np.broadcast_shapes(*shapes)
+        except ValueError:
+            self.fail(f"shapes {shapes[0]}, {shapes[1]} and {shapes[2]} do not broadcast")
+        return self.g.where(self.t(0), self.t(1), self.t(2))
 
     def op_Pow(self, a): return self._binary(self.g.pow)
 
@@ -802,8 +930,10 @@ class _Importer:
                 self.fail(f"{hq} query heads are not a multiple of {hkv} key/value heads")
             k, v = (self._repeat_heads(x, hq // hkv) for x in (k, v))
         scale = float(a["scale"]) if "scale" in a else None
-        y = self.g.attention(q, k, v, self._attention_mask(q.shape[2], k.shape[2], bool(a.get("is_causal", 0))),
-                             causal=bool(a.get("is_causal", 0)), scale=scale)
+        mask, guard = self._attention_mask(q.shape[2], k.shape[2], bool(a.get("is_causal", 0)))
+        y = self.g.attention(q, k, v, mask, causal=bool(a.get("is_causal", 0)), scale=scale)
+        if guard:   # a query row that a computed boolean mask leaves no key: 0, as ONNX defines it (not NaN)
+            y = self.g.where(self.g.ne(y, y), 0.0, y)
         if not three_d:
             return y
         b, h, s, d = y.shape
@@ -816,18 +946,24 @@ class _Importer:
         return self.g.reshape(self.g.concat([x5] * n, 2), (b, h * n, s, d))
 
     def _attention_mask(self, sq, skv, causal):
-        """Attention's attn_mask (input 3) as prim.attention's additive mask, or None. A boolean one must be a
-        constant: True keeps a key (0), False removes it (-inf). A mask narrower than the keys leaves the keys
-        past it out (ONNX pads it with False / -inf). A constant mask may not remove every key of a query
-        (ONNX defines that row as 0; the decomposed softmax would give NaN)."""
+        """(Attention's attn_mask (input 3) as prim.attention's additive mask, or None; whether the result
+        needs the NaN guard). True keeps a key (0), False removes it (-inf). A mask narrower than the keys
+        leaves the keys past it out (ONNX pads it with False / -inf). A constant mask may not remove every
+        key of a query (ONNX defines that row as 0; the decomposed softmax would give NaN); a computed
+        boolean one may: its rows of NaN become 0 (the guard)."""
         if not self.has(3):
-            return None
+            return None, False
         name = self.node.input[3]
         if not self.is_const(name):
             m = self.t(3)
+            guard = m.dtype == "bool"
+            if guard:
+                m = self.g.where(m, 0.0, -math.inf)
+            elif m.dtype not in FLOATS:
+                self.fail(f"attn_mask '{name}' has dtype {m.dtype}; it must be boolean or float")
             if m.shape[-1] < skv:
-                m = self.g.pad(m, [0] * (2 * m.ndim - 1) + [skv - m.shape[-1]], -_F32_MAX)
-            return m
+                m = self.g.pad(m, [0] * (2 * m.ndim - 1) + [skv - m.shape[-1]], -math.inf if guard else -_F32_MAX)
+            return m, guard
         m = np.asarray(self.consts[name])
         if m.dtype == np.bool_:
             m = np.where(m, 0.0, -np.inf)
@@ -843,17 +979,30 @@ class _Importer:
             self.fail(f"attn_mask {m.shape} does not broadcast to the {sq} x {skv} scores")
         if np.isneginf(bias).all(axis=-1).any():
             self.unsupported("an attn_mask that removes every key of a query row")
-        return self.param(m, name)
+        return self.param(m, name), False
 
     # --- shape ops (tensors)
     def op_Identity(self, a): return self.t(0)
 
     def op_Cast(self, a):
-        if _FLOAT_NAMES.get(a.get("to")) == "float64":
+        """To any float type (the Graph's one: the identity between floats), integer type or bool: float ->
+        integer truncates toward zero, anything -> bool is != 0."""
+        return self._cast(self.t(0), a.get("to", 0))
+
+    def op_CastLike(self, a):
+        """To the type of input 1 (a constant's, or a computed tensor's Graph dtype)."""
+        like = self.node.input[1]
+        if like not in self.consts:
+            return self.g.cast(self.t(0), self.t(1).dtype)
+        return self._cast(self.t(0), self.onnx.helper.np_dtype_to_tensor_dtype(self.consts[like].dtype))
+
+    def _cast(self, x, to):
+        if _FLOAT_NAMES.get(to) == "float64":
             self.fail(float64_message("a computed tensor cast to DOUBLE", _FLOAT64_FIX))
-        if _graph_dtype(a.get("to")) is None:
-            self.unsupported(f"Cast of a computed tensor to {_type_name(a.get('to', 0))}")
-        return self.t(0)  # every computed tensor has the Graph's one dtype: a no-op
+        dtype = _elem_dtype(to, self.g.dtype)
+        if dtype is None:
+            self.unsupported(f"Cast of a computed tensor to {_type_name(to)}")
+        return self.g.cast(x, dtype)
 
     def op_Dropout(self, a):
         """Inference: the identity. The mask output imports only while nothing reads it."""
@@ -981,18 +1130,95 @@ class _Importer:
         return self.g.slice(x, starts, ends, axes, steps)
 
     def op_Gather(self, a):
-        """Constant indices: slices of the data (indices computed at run time are not supported)."""
+        """Indices computed at run time: prim.gather (an embedding lookup), its indices bounds-checked after
+        each run. Constant indices: checked here; slices of float data (Graph.take), a prim.gather of
+        integer or bool data."""
         x = self.t(0)
         axis = self.axis(int(a.get("axis", 0)), x.ndim)
-        idx = np.asarray(self.const(1, "indices"))
+        if not self.is_const(self.node.input[1]):
+            return self._checked(self.g.gather, x, self._indices(1), axis)
+        idx = self._const_indices(1, x.shape[axis], axis)
+        if x.dtype not in FLOATS:
+            return self.g.gather(x, idx, axis)
         n = x.shape[axis]
-        if idx.dtype.kind not in "iu" or idx.size == 0:
-            self.fail(f"indices must be a non-empty integer tensor, got dtype {idx.dtype}, shape {idx.shape}")
-        if ((idx < -n) | (idx >= n)).any():
-            self.fail(f"indices {idx.reshape(-1).tolist()} are out of range for axis {axis} of size {n}")
         y = self.g.take(x, [int(v) % n for v in idx.reshape(-1)], axis)
         out = tuple(x.shape[:axis]) + idx.shape + tuple(x.shape[axis + 1:])
         return y if y.shape == out else self.g.reshape(y, out)
+
+    def _indices(self, i):
+        """Input i, computed indices: an integer Tensor."""
+        idx = self.t(i)
+        if idx.dtype not in INTEGERS:
+            self.fail(f"indices '{self.node.input[i]}' must be integers, got {idx.dtype}")
+        return idx
+
+    def _const_indices(self, i, n, axis, empty_ok=False):
+        """Constant input i as indices into an axis of size n, checked: integers in [-n, n)."""
+        idx = np.asarray(self.const(i, "indices"))
+        if idx.dtype.kind not in "iu" or (idx.size == 0 and not empty_ok):
+            self.fail(f"indices must be a non-empty integer tensor, got dtype {idx.dtype}, shape {idx.shape}")
+        if ((idx < -n) | (idx >= n)).any():
+            self.fail(f"indices {idx.reshape(-1).tolist()[:16]} are out of range for axis {axis} of size {n}")
+        return idx.astype(np.int64)
+
+    def _checked(self, op, *args):
+        """Graph op `op` (gather, gather_elements) whose run-time bounds checks name this node."""
+        n = len(self.g.checks)
+        y = op(*args)
+        node, idx = self.node.name or self.node.output[0], self.node.input[1]
+        for j in range(n, len(self.g.checks)):
+            t, message = self.g.checks[j]
+            why = message.split(": ", 2)[-1] if message.count(": ") >= 2 else message
+            self.g.checks[j] = (t, f"ONNX node '{node}' ({self.node.op_type}): indices '{idx}': {why}")
+        return y
+
+    def op_GatherElements(self, a):
+        """prim.gather_elements; computed indices are bounds-checked after each run."""
+        x = self.t(0)
+        axis = self.axis(int(a.get("axis", 0)), x.ndim)
+        if self.is_const(self.node.input[1]):
+            return self.g.gather_elements(x, self._const_indices(1, x.shape[axis], axis), axis)
+        return self._checked(self.g.gather_elements, x, self._indices(1), axis)
+
+    def op_GatherND(self, a):
+        """Constant indices (any batch_dims): the flat positions of the data they read, computed here, one
+        prim.gather of the data flattened (a reshape where they read it all in order)."""
+        x = self.t(0)
+        b = int(a.get("batch_dims", 0))
+        if not self.is_const(self.node.input[1]):
+            self.unsupported("indices computed at run time (constant indices only)")
+        idx = np.asarray(self.const(1, "indices"))
+        k = idx.shape[-1] if idx.ndim else 0
+        if idx.dtype.kind not in "iu" or idx.ndim < 1 or not 1 <= k <= x.ndim - b or idx.shape[:b] != x.shape[:b]:
+            self.fail(f"indices {idx.dtype}{list(idx.shape)} do not index data {list(x.shape)} "
+                      f"with batch_dims={b}")
+        dims = np.array(x.shape[b:b + k])
+        if ((idx < -dims) | (idx >= dims)).any():
+            self.fail(f"indices out of range for the axes {list(dims)}")
+        positions = np.arange(math.prod(x.shape)).reshape(x.shape)
+        flat = _gather_nd(positions, idx % dims, b)
+        if flat.size == positions.size and np.array_equal(flat.reshape(-1), positions.reshape(-1)):
+            return self.g.reshape(x, flat.shape)
+        return self.g.gather(self.g.reshape(x, (-1,)), flat, 0)
+
+    def op_CumSum(self, a):
+        """The axis a constant input; exclusive and reverse."""
+        x = self.t(0)
+        axis = self.axis(int(np.asarray(self.const(1, "axis")).reshape(())), x.ndim)
+        return self.g.cumsum(x, axis, bool(a.get("exclusive", 0)), bool(a.get("reverse", 0)))
+
+    @_import_time
+    def op_Range(self, a):
+        """Of constants: a constant (folded before any op_ method: here the inputs are computed)."""
+        start, limit, delta = (self.const(i, what) for i, what in enumerate(("start", "limit", "delta")))
+        return np.arange(start, limit, delta).astype(start.dtype)
+
+    @_import_time
+    def op_ConstantOfShape(self, a):
+        """Of a constant shape (Shape of a static one): a constant."""
+        shape = self.ints(0, "shape")
+        value = self.onnx.numpy_helper.to_array(a["value"]) if "value" in a else np.zeros(1, np.float32)
+        return np.full(shape, value.reshape(-1)[0], value.dtype)
 
     def op_Split(self, a):
         """The split input, num_outputs, or equal parts."""
@@ -1030,6 +1256,8 @@ class _Importer:
             x = self.g.reshape(x, padded)
         if padded == out:
             return x
+        if x.dtype not in FLOATS:   # integers and bools: prim.broadcast
+            return self.g.broadcast_to(x, out)
         ones = self.param(np.ones([o if d == 1 else 1 for d, o in zip(padded, out)]), "expand_ones")
         return self.g.mul(x, ones)
 
@@ -1042,8 +1270,11 @@ class _Importer:
             self.fail(f"repeats {reps} must be {x.ndim} positive values")
         if all(n == 1 for n in reps):
             return x
-        ones = self.param(np.ones([d for n in reps for d in (n, 1)]), "tile_ones")
-        y = self.g.mul(self.g.reshape(x, [d for size in x.shape for d in (1, size)]), ones)
+        split = self.g.reshape(x, [d for size in x.shape for d in (1, size)])
+        if x.dtype not in FLOATS:   # integers and bools: prim.broadcast
+            y = self.g.broadcast_to(split, [d for n, size in zip(reps, x.shape) for d in (n, size)])
+        else:
+            y = self.g.mul(split, self.param(np.ones([d for n in reps for d in (n, 1)]), "tile_ones"))
         return self.g.reshape(y, [n * size for n, size in zip(reps, x.shape)])
 
     def op_Resize(self, a):
@@ -1121,6 +1352,34 @@ class _Importer:
         return self.g.div(x, self.g.pow(self.g.reshape(den, x.shape), beta))
 
 
+@functools.cache
+def _reference_ops() -> list:
+    """Ops of onnx's reference evaluator that fold() replaces: GatherElements (onnx 1.16-1.23 fail on
+    more than 32 values along the axis with indices narrower than the data, as torch.onnx writes BERT's
+    token_type_ids: np.choose's limit, and a fallback that reshapes wrongly)."""
+    from onnx.reference.op_run import OpRun
+
+    class GatherElements(OpRun):
+        op_domain = ""
+
+        def _run(self, data, indices, axis=0):
+            axis %= data.ndim
+            idx = np.where(indices < 0, indices + data.shape[axis], indices)
+            sub = data[tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(idx.shape))]
+            return (np.take_along_axis(sub, idx, axis),)
+    return [GatherElements]
+
+
+def _gather_nd(data: np.ndarray, indices: np.ndarray, batch_dims: int) -> np.ndarray:
+    """ONNX GatherND of numpy arrays (indices non-negative)."""
+    b, k = batch_dims, indices.shape[-1]
+    batch = math.prod(data.shape[:b])
+    d = data.reshape((batch,) + data.shape[b:])
+    i = indices.reshape((batch, -1, k))
+    out = np.stack([d[j][tuple(i[j, :, m] for m in range(k))] for j in range(batch)])
+    return out.reshape(indices.shape[:-1] + data.shape[b + k:])
+
+
 def _nearest_sources(ctm, nearest_mode, size, out, scale):
     """The input index of each of `out` output indices on an axis of `size` resized by `scale` (ONNX Resize,
     mode nearest, as onnx's reference computes it, in float64), or None for a mode this does not know."""
@@ -1147,14 +1406,16 @@ def _nearest_sources(ctm, nearest_mode, size, out, scale):
 
 def _input_shape(inp, input_shapes: dict) -> tuple:
     """The static shape of a graph input (input_shapes's, where it names the input), or an OpenPrimError
-    saying why it has none: not a float tensor, float64, no shape, a dynamic or non-positive dimension."""
+    saying why it has none: not a tensor of a type OpenPrim computes (float, integer, bool), float64, no
+    shape, a dynamic or non-positive dimension."""
     tt = inp.type.tensor_type if inp.type.HasField("tensor_type") else None
     if tt is None:
         raise OpenPrimError(f"ONNX input '{inp.name}' is not a tensor")
     if _FLOAT_NAMES.get(tt.elem_type) == "float64":
         raise OpenPrimError(float64_message(f"ONNX input '{inp.name}'", _FLOAT64_FIX))
-    if _graph_dtype(tt.elem_type) is None:
-        raise OpenPrimError(non_float_message(f"ONNX input '{inp.name}'", _type_name(tt.elem_type)))
+    if _elem_dtype(tt.elem_type, "f32") is None:
+        raise OpenPrimError(f"ONNX input '{inp.name}' has element type {_type_name(tt.elem_type)}; "
+                            f"{_TYPES_SUPPORTED}")
     if inp.name in input_shapes:
         shape = tuple(int(d) for d in input_shapes[inp.name])
     elif not tt.HasField("shape"):
@@ -1268,20 +1529,35 @@ def _unmapped(model) -> dict[str, list[str]]:
 # Ops that only exist below MIN_OPSET, which onnx.version_converter turns into a mapped op:
 # op -> (the op it becomes, first opset, last opset).
 _CONVERTED = {"Upsample": ("Resize", 7, 9)}
+_CAST_NOTE = ("to float, float16, bfloat16 (the Graph's one float dtype: between them the identity), the integer "
+              "types and bool (float -> integer truncates toward zero); not to float64, strings, float8")
 # What the coverage table says about an op beyond its name: the cases it does not map.
 _NOTES = {
-    "Attention": "3-d and 4-d, GQA/MQA; is_causal, scale, attn_mask float or constant boolean (shorter than the "
-                 "keys: padded); no KV cache (past_key/value, nonpad_kv_seqlen), softcap, sliding window, "
-                 "qk_matmul_output",
+    "Attention": "3-d and 4-d, GQA/MQA; is_causal, scale, attn_mask float or boolean (shorter than the keys: "
+                 "padded; a computed boolean one: a query row without keys is 0); no KV cache (past_key/value, "
+                 "nonpad_kv_seqlen), softcap, sliding window, qk_matmul_output",
     "AveragePool": "1-d, 2-d, 3-d with a size-1 window on depth or on height and width; no dilations",
     "BatchNormalization": "inference (training_mode=0)",
-    "Cast": "to float, float16, bfloat16 (the identity); any type on constants",
-    "Clip": "bounds constant or computed",
+    "Abs": "float and integer",
+    "Cast": _CAST_NOTE,
+    "CastLike": _CAST_NOTE,
+    "ConstantOfShape": "of a constant shape (Shape of a static one): a constant",
+    "CumSum": "axis a constant input; exclusive, reverse",
+    "Div": "integers truncate toward zero (a floor division where both operands are known non-negative)",
+    "GatherElements": "indices computed at run time (bounds-checked after each run) or constant",
+    "GatherND": "constant indices, any batch_dims",
+    "IsInf": "detect_positive, detect_negative",
+    "Mod": "integers (fmod 0 and 1)",
+    "Neg": "float and integer",
+    "Range": "of constants: a constant",
+    "Relu": "float and integer",
+    "Clip": "bounds constant or computed; float and integer",
     "Constant": "tensor, float(s) and int(s) values",
     "Conv": "1-d and 2-d; auto_pad",
     "ConvTranspose": "1-d and 2-d; output_shape, output_padding, auto_pad",
     "Dropout": "inference: the identity; the mask output only while nothing reads it",
-    "Gather": "constant indices (slices of the data)",
+    "Gather": "indices computed at run time (an embedding lookup; bounds-checked after each run) or constant (slices "
+              "of float data)",
     "If": "a constant condition: the branch taken, imported in place",
     "GlobalAveragePool": "rank >= 3",
     "GlobalMaxPool": "rank >= 3",
@@ -1300,7 +1576,7 @@ _NOTES = {
     "Squeeze": "constant axes",
     "Unsqueeze": "constant axes",
     "Tile": "constant repeats",
-    "Expand": "constant shape",
+    "Expand": "constant shape; float, integer and bool input",
     "Upsample": "converted to Resize (nearest)",
     **{op: "any number of inputs, broadcasting" for op in ("Max", "Mean", "Min", "Sum")},
     **{op: "axes an attribute or a constant input; keepdims, noop_with_empty_axes"
@@ -1346,6 +1622,47 @@ def _is_float(dtype) -> bool:
 def _graph_dtype(elem_type) -> str | None:
     """The Graph dtype of a TensorProto elem type: FLOAT, FLOAT16, BFLOAT16; None for any other."""
     return GRAPH_DTYPES.get(_FLOAT_NAMES.get(elem_type))
+
+
+_TYPES_SUPPORTED = "OpenPrim supports float (float32, float16, bfloat16), integer and bool tensors"
+
+
+def _elem_dtype(elem_type, float_dtype: str) -> str | None:
+    """The Graph dtype a value of TensorProto elem type computes in: `float_dtype` (the Graph's) for FLOAT,
+    FLOAT16 and BFLOAT16, _INT_DTYPES's for integers and BOOL; None for any other (DOUBLE, strings, ...)."""
+    return float_dtype if _graph_dtype(elem_type) else _INT_DTYPES.get(elem_type)
+
+
+def _array_dtype(v: np.ndarray, float_dtype: str) -> str | None:
+    """The Graph dtype a constant computes in (as _elem_dtype: float64 too, refused where it is computed)."""
+    if _is_float(v.dtype):
+        return float_dtype
+    if v.dtype.kind == "b":
+        return "bool"
+    if v.dtype.kind in "iu":
+        return "i32" if v.dtype == np.int32 else "i64"
+    return None
+
+
+def _elem_types(model) -> dict[str, int]:
+    """{value name: ONNX elem type} of the model's inputs, outputs and every value onnx's shape inference
+    types, inferred on the nodes alone (the initializers as typed inputs: no copy of the weights); where
+    inference fails, the value_info the model has."""
+    from onnx import helper, shape_inference
+    gr = model.graph
+    declared = {i.name for i in gr.input}
+    weights = [helper.make_tensor_value_info(i.name, i.data_type, list(i.dims)) for i in gr.initializer
+               if i.name not in declared]
+    bare = helper.make_model(helper.make_graph(list(gr.node), gr.name or "main", [*gr.input, *weights],
+                                               list(gr.output), value_info=list(gr.value_info)),
+                             opset_imports=list(model.opset_import), ir_version=model.ir_version)
+    bare.functions.extend(model.functions)
+    try:
+        gr = shape_inference.infer_shapes(bare).graph
+    except Exception:  # noqa: BLE001 - a model inference cannot type: what the model declares
+        pass
+    return {v.name: v.type.tensor_type.elem_type for v in [*gr.input, *gr.value_info, *gr.output]
+            if v.type.HasField("tensor_type") and v.type.tensor_type.elem_type}
 
 
 def _type_name(elem_type) -> str:

@@ -803,15 +803,31 @@ def test_shape_error_names_the_node():
 
 def test_non_float_inputs():
     m = helper.make_model(helper.make_graph(
-        [helper.make_node("Relu", ["x"], ["y"])], "t",
-        [helper.make_tensor_value_info("x", TensorProto.INT32, (2, 3))],
-        [helper.make_tensor_value_info("y", TensorProto.INT32, (2, 3))]),
+        [helper.make_node("Identity", ["x"], ["y"])], "t",
+        [helper.make_tensor_value_info("x", TensorProto.STRING, (2, 3))],
+        [helper.make_tensor_value_info("y", TensorProto.STRING, (2, 3))]),
         opset_imports=[helper.make_opsetid("", 17)])
-    with pytest.raises(OpenPrimError, match="ONNX input 'x' has element type INT32; OpenPrim supports float"):
+    with pytest.raises(OpenPrimError, match="ONNX input 'x' has element type STRING; OpenPrim supports float"):
         import_model(m)
     rep = onnx_backend.prepare(unary("Relu", (2, 3)))
-    with pytest.raises(OpenPrimError, match="input 'x' has dtype int64; OpenPrim supports float"):
+    with pytest.raises(OpenPrimError, match=r"input 'x' has dtype int64; the model takes a float tensor there \(f32\)"):
         rep.run([np.ones((2, 3), np.int64)])
+
+
+def test_backend_runs_integer_inputs():
+    """Token ids through the ONNX backend: an int64 input stays int64 (Gather of an embedding table), and
+    the output comes back in its declared type."""
+    table = np.arange(12, dtype=np.float32).reshape(6, 2)
+    m = helper.make_model(helper.make_graph(
+        [helper.make_node("Gather", ["table", "ids"], ["e"], axis=0),
+         helper.make_node("Cast", ["ids"], ["c"], to=TensorProto.INT32)], "t",
+        [helper.make_tensor_value_info("ids", TensorProto.INT64, (3,))],
+        [helper.make_tensor_value_info("e", TensorProto.FLOAT, (3, 2)),
+         helper.make_tensor_value_info("c", TensorProto.INT32, (3,))],
+        [numpy_helper.from_array(table, "table")]), opset_imports=[helper.make_opsetid("", 17)])
+    e, c = onnx_backend.prepare(m).run([np.array([5, 0, -1])])
+    np.testing.assert_array_equal(e, table[[5, 0, -1]])
+    assert c.dtype == np.int32 and list(c) == [5, 0, -1]
 
 
 def _gaps_model():
@@ -854,16 +870,24 @@ def test_onnx_check_command(tmp_path, capsys):
 
 
 DOC_TABLE = ("<!-- onnx-coverage: importer.coverage_table() -->", "<!-- end onnx-coverage -->")
+TORCH_DOC_TABLE = ("<!-- torch-coverage: check.coverage_table() -->", "<!-- end torch-coverage -->")
 
 
 def test_coverage_table_in_docs():
-    """docs/frontends.md shows the importer's own table (supported_ops() and its notes)."""
+    """docs/frontends.md shows each importer's own table: the ONNX importer's (supported_ops() and its notes)
+    and the torch importer's (pyfrontend/torch/check.py: SUPPORTED_OPS and its notes)."""
     doc = (Path(__file__).resolve().parents[2] / "docs" / "frontends.md").read_text()
     table = doc.split(DOC_TABLE[0])[1].split(DOC_TABLE[1])[0].strip()
     assert table == importer.coverage_table(), \
         "docs/frontends.md is stale: paste in openprim.pyfrontend.onnx.importer.coverage_table()"
     assert set(importer._NOTES) <= set(importer.supported_ops())
     assert importer.supported_ops()["Gelu"] == (20, 21) and importer.supported_ops()["Upsample"] == (7, 9)
+    pytest.importorskip("torch")
+    from openprim.pyfrontend.torch import check
+    table = doc.split(TORCH_DOC_TABLE[0])[1].split(TORCH_DOC_TABLE[1])[0].strip()
+    assert table == check.coverage_table(), \
+        "docs/frontends.md is stale: paste in openprim.pyfrontend.torch.check.coverage_table()"
+    assert set(check._NOTES) <= set(check.importer.SUPPORTED_OPS)
 
 
 # ----------------------------------------------------------------------------- (c) onnx backend tests
