@@ -1,12 +1,16 @@
-"""Benchmark: whole networks on the CPU, OpenPrim vs PyTorch eager, measured in the same run.
+"""Benchmark: whole networks on the CPU, OpenPrim vs ONNX Runtime and PyTorch eager, measured in the same run.
 
-    pip install torch==2.13.0      # the CPU build (oneDNN)
-    python bench/cpu_networks.py [--repeat 30] [--nets resnet18,mobilenetv2] [--threads 2]
+    pip install torch==2.13.0 onnxruntime      # the CPU build (oneDNN)
+    python bench/cpu_networks.py [--repeat 30] [--nets resnet18,mobilenetv2] [--threads N]
 
-Both run the same random weights at batch 1, 3x224x224, fp32, NCHW. Reports the compile time and the
+All run the same random weights at batch 1, 3x224x224, fp32, NCHW. Reports the compile time and the
 median latency of OpenPrim's three ways to run (in-process with the native backend, in-process with
-MLIR's ExecutionEngine at O3, and a .oprim artifact loaded by the runtime), PyTorch's latency, the
-ratio, and the largest difference between OpenPrim's and PyTorch's outputs relative to the output's scale.
+MLIR's ExecutionEngine at O3, and a .oprim artifact loaded by the runtime), then the peers': ONNX Runtime
+(the PyTorch replay exported to ONNX with the TorchScript exporter; bench/timing.ort_session: CPU provider,
+--threads intra-op threads, all graph optimizations: batch norm folds into the convolutions) and PyTorch
+eager (torch.nn.functional, --threads threads, inference_mode); the ratios, and the largest difference
+between OpenPrim's (and ONNX Runtime's) and PyTorch's outputs relative to the output's scale. --threads
+defaults to every core.
 """
 from __future__ import annotations
 
@@ -23,7 +27,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "examples"))
 
 import mobilenetv2  # noqa: E402
 import resnet  # noqa: E402
-from timing import median_time  # noqa: E402
+from timing import cpu_cores, median_time, ort_session, torch_cpu_threads  # noqa: E402
 
 import openprim  # noqa: E402
 from openprim import compiler  # noqa: E402
@@ -83,15 +87,41 @@ def torch_mobilenetv2(W, x, F, t):
 NETS = {"resnet18": (resnet.build, torch_resnet), "mobilenetv2": (mobilenetv2.build, torch_mobilenetv2)}
 
 
+def onnx_replay(torch_fn, W, x) -> bytes:
+    """torch_fn over the weights W as ONNX bytes: the replay as a module whose buffers are W, exported with
+    the TorchScript exporter (dynamo=False: the dynamo exporter needs onnxscript), opset 17."""
+    import io
+    import warnings
+
+    import torch
+    import torch.nn.functional as F
+    names = list(W)
+
+    class Replay(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            for i, k in enumerate(names):
+                self.register_buffer(f"w{i}", W[k])
+
+        def forward(self, x):
+            return torch_fn({k: getattr(self, f"w{i}") for i, k in enumerate(names)}, x, F, lambda a: a)
+    f = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Replay().eval(), (x,), f, dynamo=False, opset_version=17, input_names=["x"],
+                          output_names=["y"])
+    return f.getvalue()
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=30)
     ap.add_argument("--nets", default="resnet18,mobilenetv2")
-    ap.add_argument("--threads", type=int, default=os.cpu_count())
+    ap.add_argument("--threads", type=int, default=cpu_cores(), help="the peers' threads (default: every core)")
     args = ap.parse_args()
     import torch
     import torch.nn.functional as F
-    torch.set_num_threads(args.threads)
+    torch_cpu_threads(args.threads)
     rows = []
     for name in args.nets.split(","):
         build, torch_fn = NETS[name]
@@ -109,20 +139,26 @@ def main():
             aot = load(os.path.join(d, name + ".oprim"))
         W = {k: torch.tensor(v, dtype=torch.float32) for k, v in g.weights.items()}
         xt = torch.tensor(x)
+        sess = ort_session(onnx_replay(torch_fn, W, xt), args.threads)
+        feed = {sess.get_inputs()[0].name: x}
+        ort_t = median_time(lambda: sess.run(None, feed), args.repeat)
         with torch.inference_mode():
             ref = torch_fn(W, xt, F, lambda a: a).numpy()
             torch_t = median_time(lambda: torch_fn(W, xt, F, lambda a: a), args.repeat)
         outs = [jit(x), engine(x), aot(x)]
         err = max(np.abs(y - ref).max() for y in outs) / np.abs(ref).max()
+        ort_err = np.abs(sess.run(None, feed)[0] - ref).max() / np.abs(ref).max()
         times = [median_time(lambda f=f: f(x), args.repeat) for f in (jit, engine, aot)]
-        rows.append((name, (jit_s, engine_s, info["seconds"]), times, torch_t, err))
+        rows.append((name, (jit_s, engine_s, info["seconds"]), times, ort_t, torch_t, err, ort_err))
     print(f"{'network':12s} {'compile: native / engine / AOT':>31s}   {'run: native / engine / AOT':>28s} "
-          f"{'PyTorch':>9s} {'PyTorch/native':>14s} {'max rel diff':>12s}")
-    for name, cs, ts, tt, err in rows:
+          f"{'ORT':>9s} {'PyTorch':>9s} {'ORT/native':>10s} {'PyTorch/native':>14s} {'max rel diff (ORT)':>20s}")
+    for name, cs, ts, ot, tt, err, oerr in rows:
         print(f"{name:12s} {cs[0]:8.1f} s {cs[1]:7.1f} s {cs[2]:7.1f} s   "
-              f"{ts[0] * 1e3:7.2f} {ts[1] * 1e3:7.2f} {ts[2] * 1e3:7.2f} ms {tt * 1e3:6.2f} ms "
-              f"{tt / ts[0]:13.2f}x {err:12.1e}")
-    print(f"(median of {args.repeat} runs, batch 1, 3x224x224, fp32, {args.threads} threads, torch {torch.__version__})")
+              f"{ts[0] * 1e3:7.2f} {ts[1] * 1e3:7.2f} {ts[2] * 1e3:7.2f} ms {ot * 1e3:6.2f} ms {tt * 1e3:6.2f} ms "
+              f"{ot / ts[0]:9.2f}x {tt / ts[0]:13.2f}x {err:9.1e} ({oerr:.1e})")
+    import onnxruntime
+    print(f"(median of {args.repeat} runs, batch 1, 3x224x224, fp32, {args.threads} threads for ONNX Runtime "
+          f"{onnxruntime.__version__} and PyTorch {torch.__version__})")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Benchmark: the pooling layers of model-zoo networks on the CPU, old vs new kernel vs PyTorch (channels_last).
+"""Benchmark: the pooling layers of model-zoo networks on the CPU, old vs new kernel vs ONNX Runtime and PyTorch.
 
     python bench/cpu_pool.py [--models resnet18,googlenet_nolrn] [--batches 1,8] [--rounds 3] [--repeat 30]
 
@@ -10,12 +10,14 @@ adaptive_avg_pool2d to 1x1 (global_avg_pool); each distinct one is timed once, a
          strided views, scheduled by kernels/schedules.py), compiled with the CPU pool builders taken out of
          kernels/registry.OP_KERNELS;
   new    kernels/cpu/pool.py (the registry's builder);
-  torch  torch.nn.functional on a channels_last tensor (inference_mode, torch's default threads).
+  ort    ONNX Runtime: one MaxPool / AveragePool / GlobalAveragePool node on the NCHW input
+         (bench/timing.ort_layer: CPU provider, every core, all graph optimizations);
+  torch  torch.nn.functional on a channels_last tensor (inference_mode, every core).
 
-Timed in interleaved rounds: each round times the three in turn (rotating who goes first; bench/timing's
+Timed in interleaved rounds: each round times the four in turn (rotating who goes first; bench/timing's
 median of `repeat` runs after a 0.3 s sleep and warm-up), the figure is the median over rounds. GB/s counts
-the input read once and the output written once. Both compiled kernels are checked against torch (max
-|out - torch| / max |torch|). The last table sums each model's pools (times their count) per batch.
+the input read once and the output written once. Both compiled kernels and ONNX Runtime are checked against
+torch (max |out - torch| / max |torch|). The last table sums each model's pools (times their count) per batch.
 """
 from __future__ import annotations
 
@@ -34,7 +36,8 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 import zoo_models  # noqa: E402
-from timing import median_time  # noqa: E402
+from onnx import helper  # noqa: E402
+from timing import median_time, ort_layer, torch_cpu_threads  # noqa: E402
 
 from openprim import compiler  # noqa: E402
 from openprim.kernels import registry  # noqa: E402
@@ -110,6 +113,20 @@ def torch_pool(op, attrs):
     return lambda t: F.avg_pool2d(t, k, s, p, ceil, include)
 
 
+def ort_pool(op, attrs, shape_nchw):
+    """The pool as a one-node ONNX graph in ONNX Runtime."""
+    if op == "global_avg_pool":
+        node = helper.make_node("GlobalAveragePool", ["x"], ["y"])
+    else:
+        k, s, p, d, ceil, include = attrs
+        kw = dict(kernel_shape=list(k), strides=list(s), pads=[p[0], p[1], p[0], p[1]], ceil_mode=int(ceil))
+        if op == "max_pool2d":
+            node = helper.make_node("MaxPool", ["x"], ["y"], dilations=list(d), **kw)
+        else:
+            node = helper.make_node("AveragePool", ["x"], ["y"], count_include_pad=int(include), **kw)
+    return ort_layer([node], shape_nchw, {})
+
+
 def describe(op, chw, attrs):
     c, h, w = chw
     if op == "global_avg_pool":
@@ -133,9 +150,12 @@ def main():
     pools = list(dict.fromkeys(p for m in models for p in per_model[m]))
     rng = np.random.default_rng(0)
     times = {}
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads; rounds {args.rounds}, repeat {args.repeat}")
-    print(f"{'pool':42s} {'batch':>5s} {'old ms':>8s} {'new ms':>8s} {'torch ms':>8s} {'old/new':>7s} "
-          f"{'torch/new':>9s} {'new GB/s':>8s} {'err new':>8s} {'err old':>8s}")
+    import onnxruntime
+    threads = torch_cpu_threads()
+    print(f"torch {torch.__version__} and onnxruntime {onnxruntime.__version__}, {threads} threads; "
+          f"rounds {args.rounds}, repeat {args.repeat}")
+    print(f"{'pool':42s} {'batch':>5s} {'old ms':>8s} {'new ms':>8s} {'ort ms':>8s} {'torch ms':>8s} {'old/new':>7s} "
+          f"{'ort/new':>7s} {'torch/new':>9s} {'new GB/s':>8s} {'err new':>8s} {'err old':>8s} {'err ort':>8s}")
     for b in batches:
         for op, chw, attrs in pools:
             c, h, w = chw
@@ -147,26 +167,34 @@ def main():
                 want = fn(xt).permute(0, 2, 3, 1).numpy()
             runs = {"old": compiled(op, x.shape, attrs, True), "new": compiled(op, x.shape, attrs, False)}
             errs = {k: float(np.abs(e(x) - want).max() / np.abs(want).max()) for k, e in runs.items()}
-            calls = {"old": runs["old"].run_steps, "new": runs["new"].run_steps, "torch": lambda: fn(xt)}
+            sess, feed = ort_pool(op, attrs, (b, c, h, w)), {"x": np.ascontiguousarray(x.transpose(0, 3, 1, 2))}
+            got = sess.run(None, feed)[0].transpose(0, 2, 3, 1)
+            errs["ort"] = (float(np.abs(got - want).max() / np.abs(want).max()) if got.shape == want.shape
+                           else float("inf"))                   # another output shape (ceil_mode's rules)
+            calls = {"old": runs["old"].run_steps, "new": runs["new"].run_steps,
+                     "ort": lambda: sess.run(None, feed), "torch": lambda: fn(xt)}
             per_round = {k: [] for k in calls}
             order = list(calls)
             with torch.inference_mode():
                 for r in range(args.rounds):
-                    for k in order[r % 3:] + order[:r % 3]:
+                    for k in order[r % len(order):] + order[:r % len(order)]:
                         per_round[k].append(median_time(calls[k], args.repeat, warmup=3))
             t = {k: float(np.median(v)) for k, v in per_round.items()}
             times[(op, chw, attrs, b)] = t
             moved = (x.nbytes + want.nbytes) / t["new"] / 1e9
             print(f"{describe(op, chw, attrs):42s} {b:5d} {t['old'] * 1e3:8.3f} {t['new'] * 1e3:8.3f} "
-                  f"{t['torch'] * 1e3:8.3f} {t['old'] / t['new']:7.2f} {t['torch'] / t['new']:9.2f} {moved:8.1f} "
-                  f"{errs['new']:8.1e} {errs['old']:8.1e}", flush=True)
+                  f"{t['ort'] * 1e3:8.3f} {t['torch'] * 1e3:8.3f} {t['old'] / t['new']:7.2f} {t['ort'] / t['new']:7.2f} "
+                  f"{t['torch'] / t['new']:9.2f} {moved:8.1f} {errs['new']:8.1e} {errs['old']:8.1e} {errs['ort']:8.1e}",
+                  flush=True)
     print("\nPer model: the sum of its pools' times (each times its count), ms")
-    print(f"{'model':18s} {'batch':>5s} {'pools':>5s} {'old':>8s} {'new':>8s} {'torch':>8s} {'old/new':>7s} {'torch/new':>9s}")
+    print(f"{'model':18s} {'batch':>5s} {'pools':>5s} {'old':>8s} {'new':>8s} {'ort':>8s} {'torch':>8s} {'old/new':>7s} "
+          f"{'ort/new':>7s} {'torch/new':>9s}")
     for m in models:
         for b in batches:
-            s = {k: sum(n * times[(*p, b)][k] for p, n in per_model[m].items()) for k in ("old", "new", "torch")}
+            s = {k: sum(n * times[(*p, b)][k] for p, n in per_model[m].items()) for k in ("old", "new", "ort", "torch")}
             print(f"{m:18s} {b:5d} {sum(per_model[m].values()):5d} {s['old'] * 1e3:8.3f} {s['new'] * 1e3:8.3f} "
-                  f"{s['torch'] * 1e3:8.3f} {s['old'] / s['new']:7.2f} {s['torch'] / s['new']:9.2f}")
+                  f"{s['ort'] * 1e3:8.3f} {s['torch'] * 1e3:8.3f} {s['old'] / s['new']:7.2f} {s['ort'] / s['new']:7.2f} "
+                  f"{s['torch'] / s['new']:9.2f}")
 
 
 if __name__ == "__main__":

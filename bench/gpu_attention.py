@@ -9,8 +9,10 @@ on NVIDIA, one flash-attention kernel (sm_90: attention_flash_wgmma, kernels/nvi
 sm_80 or with a mask: attention_flash_mma, kernels/nvidia/flash_attention.py); elsewhere
 prim-decompose's matmul -> softmax -> matmul, with the S x S scores in memory. cases.json names the solvers.
 Before timing, every case is checked against torch's SDPA in float32 on the GPU (same rounded inputs); then ours
-(the artifact's own timer) and SDPA (triton.testing.do_bench, median) are timed and printed with TFLOP/s
-(4 B H S^2 D, halved when causal) and the ratio torch_ms / ours_ms (issue 15 asks for >= 0.8).
+(the artifact's own timer) and SDPA (PyTorch eager's scaled_dot_product_attention: its flash kernel; timed with
+bench/timing.layer_ms, the calls captured back to back in a CUDA graph, median) are timed and printed with
+TFLOP/s (4 B H S^2 D, halved when causal) and the ratio torch_ms / ours_ms (issue 15 asks for >= 0.8). Each row
+of $OUT/gpu_attention.json names its peer and holds the torch/triton versions under environment.
 """
 import argparse
 import json
@@ -21,7 +23,9 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from runtime_path import import_runtime  # noqa: E402
+from timing import layer_ms, peers_environment  # noqa: E402
 
 BATCH, HEADS = 8, 16
 
@@ -69,9 +73,9 @@ def build(directory, target, dtypes):
 
 def run(directory):
     import torch
-    import triton.testing
     F = torch.nn.functional
     runtime = import_runtime()
+    environment = peers_environment()
     summary = json.load(open(os.path.join(directory, "cases.json")))
     rows = []
     for name, meta in summary.items():
@@ -84,14 +88,14 @@ def run(directory):
         dev = [t.cuda() for t in qkv]
         ref = F.scaled_dot_product_attention(*[t.float() for t in dev], is_causal=meta["causal"]).double().cpu().numpy()
         row = {"case": name, "rel_err": float(np.abs(y - ref).max() / np.abs(ref).max()),
-               "ms": net.time_ms(repeat=50),
-               "torch_ms": triton.testing.do_bench(
-                   lambda: F.scaled_dot_product_attention(*dev, is_causal=meta["causal"]), return_mode="median")}
+               "ms": net.time_ms(repeat=50), "peer": "torch sdpa",
+               "torch_ms": layer_ms(lambda: F.scaled_dot_product_attention(*dev, is_causal=meta["causal"])),
+               "environment": environment}
         f = flops(b, h, s, d, meta["causal"])
         row.update(tflops=f / row["ms"] / 1e9, torch_tflops=f / row["torch_ms"] / 1e9,
                    ratio=row["torch_ms"] / row["ms"])
         rows.append(row)
-        print(json.dumps(row), flush=True)
+        print(json.dumps({k: v for k, v in row.items() if k != "environment"}), flush=True)
     print(f"\n{'case':28s} {'ours ms':>9s} {'TFLOP/s':>8s} {'sdpa ms':>9s} {'TFLOP/s':>8s} {'ratio':>6s}  err")
     for r in rows:
         print(f"{r['case']:28s} {r['ms']:9.3f} {r['tflops']:8.1f} {r['torch_ms']:9.3f} {r['torch_tflops']:8.1f} "

@@ -8,8 +8,9 @@ Achieved bandwidth counts the bytes the layer must move once: input, filter, bia
 given as a fraction of two copies timed in the same run: a 256 MiB device-to-device copy (the peak) and
 a copy of the layer's own bytes (input + output sized, which pays the same launch and tail as the
 layer). Each layer's output is checked against PyTorch in float64 on the same input before it is timed.
-Every kernel is timed inside a CUDA graph (ours: 50 runs captured in one graph; PyTorch's:
-triton's do_bench_cudagraph), since the small layers are shorter than a launch's host cost;
+Every kernel is timed inside a CUDA graph (ours: 50 runs captured in one graph; PyTorch's, cuDNN through
+eager F.conv2d with cudnn.benchmark: bench/timing.layer_ms, triton's do_bench_cudagraph), since the small
+layers are shorter than a launch's host cost;
 `launched_ms` keeps our time with one launch per run. A variant WTxHTxVBYTES forces conv_depthwise_gpu's
 parameters (pixels per thread along W, output rows per thread, vector bytes); without --variants the
 heuristic's choice is built.
@@ -23,7 +24,9 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from runtime_path import import_runtime  # noqa: E402
+from timing import layer_ms, peers_environment  # noqa: E402
 
 # (channels, input size, stride) of MobileNetV2's depthwise convolutions at 224x224
 LAYERS = [(32, 112, 1), (96, 112, 2), (144, 56, 1), (144, 56, 2), (192, 28, 1), (192, 28, 2), (384, 14, 1),
@@ -98,8 +101,8 @@ def run(directory):
             same_out = torch.empty_like(same)
             layers[c, h, s, dt] = (
                 ref.permute(0, 2, 3, 1).cpu().numpy(),
-                triton.testing.do_bench_cudagraph(lambda: fn(xq, wq, bq), return_mode="median"),
-                triton.testing.do_bench_cudagraph(lambda: same_out.copy_(same), return_mode="median"))
+                layer_ms(lambda: fn(xq, wq, bq)),
+                layer_ms(lambda: same_out.copy_(same)))
         ref, torch_ms, same_ms = layers[c, h, s, dt]
         net = runtime.load(os.path.join(directory, name + ".oprim"))
         err = float(np.abs(np.asarray(net(x), np.float64) - ref).max() / np.abs(ref).max())
@@ -119,7 +122,8 @@ def run(directory):
     out = os.environ.get("OUT")
     if out:
         with open(os.path.join(out, "gpu_depthwise.json"), "w") as f:
-            json.dump({"copy_gbs": copy_gbs, "rows": rows}, f, indent=1)
+            json.dump({"environment": peers_environment(), "peer": "cudnn (torch eager F.conv2d, channels_last)",
+                       "copy_gbs": copy_gbs, "rows": rows}, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,13 @@ torch.nn.functional.conv2d with TF32 off and with PyTorch's default; ResNet-50's
 cores) and a transformer layer's GEMMs (TRANSFORMER_GEMMS) against torch.matmul; and memory-bound kernels (relu,
 batch norm, 3x3/s2 max pool, softmax over rows) as achieved bandwidth over a device-to-device copy.
 Every case is also checked against torch in float64 on the same random input before it is timed.
+
+The peer of a layer is PyTorch eager's own kernel for it: cuDNN's convolution (cudnn.benchmark on; NHWC cases in
+channels_last with the filter in channels_last too, so that no layout copy runs per call; weights and biases
+cast to the case's dtype once, not per call), cuBLAS's GEMM (torch.matmul), torch's relu, max pool and softmax.
+It is timed with bench/timing.layer_ms: the calls captured back to back in a CUDA graph (triton's
+do_bench_cudagraph, median), as ours is (time_ms with captured=20). $OUT/gpu_kernels.json names the peer of
+each row and holds the torch/triton/cuDNN versions under environment.
 """
 import argparse
 import contextlib
@@ -22,7 +29,12 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from runtime_path import import_runtime  # noqa: E402
+from timing import layer_ms, peers_environment  # noqa: E402
+
+PEERS = {"conv": "cudnn", "dwpw": "cudnn", "gemm": "cublas", "relu": "torch", "max_pool3x3s2": "torch",
+         "softmax": "torch"}   # the library behind PyTorch eager's call, per case kind
 
 CONV = dict(n=32, c=128, h=28, w=28, k=128, r=3, stride=1, pad=1)
 # The ResNet-50 layers of shared/notes/h200-baselines.md (fp16 and fp32 NHWC, batch 32).
@@ -199,8 +211,21 @@ def build(directory, target, only=(), configs=()):
         json.dump(summary, f, indent=1)
 
 
+def _once_per_dtype(torch, make):
+    """make(dtype) computed at the first call with that dtype and kept: the weights of a peer in the dtype it
+    is called in (the float64 reference, the case's dtype), cast once instead of at every timed call."""
+    cache = {}
+
+    def get(dtype):
+        if dtype not in cache:
+            cache[dtype] = make(dtype)
+        return cache[dtype]
+    return get
+
+
 def torch_reference(torch, meta, x, directory, name):
-    """The same computation with PyTorch on the GPU, for the given input (numpy, the case's layout)."""
+    """The same computation with PyTorch on the GPU, for the given input (numpy, the case's layout): fn(xt, wt)
+    and the filter (or None)."""
     F = torch.nn.functional
     kind = meta["kind"]
     if kind == "conv":
@@ -208,24 +233,28 @@ def torch_reference(torch, meta, x, directory, name):
         w = torch.from_numpy(np.load(os.path.join(directory, name + ".w.npy")))
         bias_file = os.path.join(directory, name + ".bias.npy")
         bias = torch.from_numpy(np.load(bias_file)).cuda() if os.path.exists(bias_file) else None
+        biases = _once_per_dtype(torch, lambda dtype: None if bias is None else bias.to(dtype))
         nhwc, p = meta["layout"] == "NHWC", meta["conv"]
 
         def fn(xt, wt):  # PyTorch eager: cuDNN's conv (with bias), then relu when the case has an epilogue
-            b = None if bias is None else bias.to(wt.dtype)
-            y = F.conv2d(xt.permute(0, 3, 1, 2) if nhwc else xt, wt, b, stride=p["stride"], padding=p["pad"])
+            y = F.conv2d(xt.permute(0, 3, 1, 2) if nhwc else xt, wt, biases(wt.dtype), stride=p["stride"],
+                         padding=p["pad"])
             y = y if bias is None else F.relu(y)
             return y.permute(0, 2, 3, 1) if nhwc else y
-        return fn, w
+        return fn, (w.contiguous(memory_format=torch.channels_last) if nhwc else w)
     if kind == "dwpw":   # relu6(depthwise(x) + bd) -> 1x1 + bp (run() adds the residual input to the reference)
         name = meta.get("weights_of", name)
         wd, bd, wp, bp = (torch.from_numpy(np.load(os.path.join(directory, f"{name}.{k}.npy"))).cuda()
                           for k in ("wd", "bd", "wp", "bp"))
+        weights = _once_per_dtype(torch, lambda dtype: (
+            wd.to(dtype).contiguous(memory_format=torch.channels_last), bd.to(dtype),
+            wp.to(dtype).contiguous(memory_format=torch.channels_last), bp.to(dtype)))
 
         def pair(xt, _):
-            t = lambda v: v.to(xt.dtype)  # noqa: E731
-            h = F.relu6(F.conv2d(xt.permute(0, 3, 1, 2), t(wd), t(bd), stride=meta["stride"], padding=1,
-                                 groups=wd.shape[0]))
-            return F.conv2d(h, t(wp), t(bp)).permute(0, 2, 3, 1)
+            cwd, cbd, cwp, cbp = weights(xt.dtype)
+            h = F.relu6(F.conv2d(xt.permute(0, 3, 1, 2), cwd, cbd, stride=meta["stride"], padding=1,
+                                 groups=cwd.shape[0]))
+            return F.conv2d(h, cwp, cbp).permute(0, 2, 3, 1)
         return pair, None
     if kind == "gemm":
         return (lambda xt, yt: xt @ yt), None
@@ -274,12 +303,16 @@ def run(directory, only=(), skip=()):
             if meta["kind"] == "dwpw" and len(feeds) > 1:
                 ref = ref + feeds[1]
             row["rel_err"] = float(np.abs(y - ref).max() / np.abs(ref).max())
-            xq, wq = xt.to(tdt), None if w is None else w.to(dev).to(tdt)
+            xq = xt.to(tdt)
+            wq = None if w is None else w.to(dev).to(tdt).contiguous(
+                memory_format=torch.channels_last if w.dim() == 4 and meta.get("layout") == "NHWC" else
+                torch.contiguous_format)
+            row["peer"] = PEERS[meta["kind"]]
             if meta["kind"] == "conv":
                 torch.backends.cudnn.allow_tf32 = False
-                row["torch_ms_no_tf32"] = triton.testing.do_bench(lambda: fn(xq, wq), return_mode="median")
+                row["torch_ms_no_tf32"] = layer_ms(lambda: fn(xq, wq))
                 torch.backends.cudnn.allow_tf32 = True
-            row["torch_ms"] = triton.testing.do_bench(lambda: fn(xq, wq), return_mode="median")
+            row["torch_ms"] = layer_ms(lambda: fn(xq, wq))
         row["ms"] = ms
         if meta["kind"] in ("conv", "gemm"):
             if meta["kind"] == "conv":
@@ -320,7 +353,8 @@ def run(directory, only=(), skip=()):
               f"  err {r.get('rel_err', float('nan')):.1e}")
     out = os.environ.get("OUT")
     if out:
-        json.dump({"copy_gbs": copy_gbs, "rows": rows}, open(os.path.join(out, "gpu_kernels.json"), "w"), indent=1)
+        json.dump({"environment": peers_environment(), "timing": "bench/timing.layer_ms (CUDA graph, median)",
+                   "copy_gbs": copy_gbs, "rows": rows}, open(os.path.join(out, "gpu_kernels.json"), "w"), indent=1)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Issue 15's per-model table on the GPU: PyTorch eager, torch.compile with freezing and OpenPrim, compiled there.
+"""Issue 15's per-model table on the GPU: PyTorch eager, torch.compile (freezing; freezing + CUDA graphs) and OpenPrim.
 
     . scripts/device_env.sh && python bench/gpu_models.py --out "$OUT"            # on the GPU machine
     python bench/gpu_models.py --compile-only --target nvvm:sm_90 --batch 2       # here: compile only, no GPU
@@ -11,18 +11,24 @@ channels_last inputs. OpenPrim compiles it on the GPU machine itself, through th
 (scripts/device_env.sh installs MLIR there: the wheel and its libLLVM.so, carried in out/). Its output is checked against eager: max |ours - eager|
 over max |eager|, which must stay under 2e-2 (fp16).
 
-The timings are interleaved in rounds, each variant timed with CUDA events around `iters` calls on
-PyTorch's stream, and the median over the rounds is reported:
-  ours           the compiled module called with CUDA tensors (read and written in place where
-                 runtime/gpu.py can bind them, the plan replayed as one CUDA graph): what a user gets;
-  ours_kernels   the CUDA graph launched alone (the kernels, without the call's copies and Python);
-  eager          the module itself (cudnn.benchmark on);
-  torch_compile  torch.compile(model) with torch._inductor.config.freezing=True, default mode.
+The timings are interleaved in rounds (bench/timing.time_rounds), each variant timed with CUDA events around
+`iters` calls on PyTorch's stream, and the median over the rounds is reported:
+  ours                          the compiled module called with CUDA tensors (read and written in place where
+                                runtime/gpu.py can bind them, the plan replayed as one CUDA graph): what a user gets;
+  ours_kernels                  the CUDA graph launched alone (the kernels, without the call's copies and Python);
+  eager                         the module itself under inference_mode (cudnn.benchmark on);
+  inductor-freezing             torch.compile(model, dynamic=False) with torch._inductor.config.freezing=True,
+                                mode default (the key torch_compile keeps its figures, as before);
+  inductor-freezing-cudagraphs  the same with mode="reduce-overhead" (CUDA graphs).
+The three PyTorch peers come from bench/timing.torch_peers (compiled under no_grad for this batch, freezing set
+only while they compile, 3 warm-up calls); best_torch names the fastest of them and vs_best_torch is its time
+over ours.
 Then the executable's time_steps (every step's launches timed alone) gives the kernel time by kind: the plan
 names each step's kernel after its op (conv2d_7, matmul_33, ...), and the shapes of its operands tell the
 kind of convolution apart (depthwise, grouped, 1x1, other); see `kernel_kind`.
 
-The whole run must fit one device call (10 minutes): each model is compiled once by each compiler, the
+The whole run must fit one device call (10 minutes): each model is compiled once by OpenPrim and twice by
+inductor (the second compile reuses the first one's Triton kernels from inductor's cache), the
 rounds are few, a model is skipped once --budget-s has passed, and DIR/gpu_models.json is rewritten after
 every model, so a run cut short keeps what it measured. The markdown tables go to stdout. Compiling takes
 most of the time (here, at batch 2 on two cores: 10-25 s per model for OpenPrim; torch.compile's inductor
@@ -38,7 +44,6 @@ import argparse
 import json
 import os
 import re
-import statistics
 import sys
 import tempfile
 import time
@@ -47,8 +52,10 @@ import traceback
 HERE = os.path.dirname(os.path.abspath(__file__))
 EXAMPLES = os.path.join(HERE, "..", "examples")
 sys.path.insert(0, os.path.join(HERE, "..", "scripts"))
-from gpu_frameworks import cuda_ms  # noqa: E402 - scripts/: CUDA-event timing shared with the frameworks check
+sys.path.insert(0, HERE)
 from runtime_path import use_checkout  # noqa: E402 - scripts/: openprim from this checkout when not installed
+from timing import (FREEZING, TORCH_PEERS, best_peer, medians, peers_environment, release_peers,  # noqa: E402
+                    time_rounds, torch_peers)
 
 # name -> (examples module, what the model takes, batch, channels_last)
 MODELS = {
@@ -63,7 +70,8 @@ MODELS = {
 }
 IMAGE_SIZE, TOKENS = 224, 512
 TOLERANCE = 2e-2                       # fp16: max |ours - eager| / max |eager|
-VARIANTS = ("ours", "ours_kernels", "eager", "torch_compile")
+VARIANTS = ("ours", "ours_kernels") + TORCH_PEERS
+LEGACY = {"torch_compile": FREEZING}    # keys of earlier results files: the same figures under their old names
 
 
 # ------------------------------------------------------------------------------------------- the models
@@ -204,10 +212,9 @@ def max_rel_error(want, got) -> float:
 
 def measure(name: str, batch: int, tokens: int, iters: int, rounds: int, step_repeat: int,
             target: str | None = None) -> dict:
-    """One model on the GPU: compile both ways (ours for `target`, default the GPU's), check, time
-    interleaved, break our kernel time down."""
+    """One model on the GPU: compile it (ours for `target`, default the GPU's) and its torch peers, check,
+    time interleaved, break our kernel time down."""
     import torch
-    import torch._inductor.config
     from openprim.torch_backend import compile_module
     row = {"model": name, "batch": batch, **({"target": target} if target else {})}
     if MODELS[name][1] == "tokens":
@@ -227,31 +234,41 @@ def measure(name: str, batch: int, tokens: int, iters: int, rounds: int, step_re
         row["steps"], row["launches"] = len(exe.plan["steps"]), len(exe.launches)
         row["max_rel_error"] = max_rel_error(want, ours(x))
 
-        torch._inductor.config.freezing = True
-        t0 = time.perf_counter()
-        frozen = torch.compile(model)
-        row["torch_compile_max_rel_error"] = max_rel_error(want, frozen(x))
-        row["torch_compile_s"] = time.perf_counter() - t0
+    peers = torch_peers(model, (x,), dtype=torch.float16)
+    row["torch_peers"] = {}
+    for peer_name, peer in peers.items():
+        record = row["torch_peers"][peer_name] = peer.record()
+        if not peer.error:
+            record["max_rel_error"] = max_rel_error(want, peer.output())
+    row["torch_compile_s"] = peers[FREEZING].compile_s
+    row["torch_compile_max_rel_error"] = row["torch_peers"][FREEZING].get("max_rel_error")
 
-        stream = torch.cuda.current_stream().cuda_stream
-        calls = {"ours": lambda: ours(x),
-                 "ours_kernels": lambda: exe.device.graph_launch(exe.graph[1], stream),   # captured by ours(x)
-                 "eager": lambda: model(x),
-                 "torch_compile": lambda: frozen(x)}
-        times = {k: [] for k in VARIANTS}
-        for _ in range(rounds):
-            for k in VARIANTS:
-                calls[k]()
-                times[k].append(cuda_ms(calls[k], iters))
-        row["ms"] = {k: statistics.median(v) for k, v in times.items()}
-        row["ms_rounds"] = times
+    stream = torch.cuda.current_stream().cuda_stream
+    calls = {"ours": lambda: ours(x),
+             "ours_kernels": lambda: exe.device.graph_launch(exe.graph[1], stream),   # captured by ours(x)
+             **{k: p.fn for k, p in peers.items() if not p.error}}
+    modes = {"ours": torch.inference_mode, "ours_kernels": torch.inference_mode,
+             **{k: p.mode for k, p in peers.items()}}
+    times = time_rounds(calls, rounds, iters, modes)
+    row["ms"] = medians(times)
+    row["ms_rounds"] = times
+    for old, new in LEGACY.items():
+        if new in row["ms"]:
+            row["ms"][old] = row["ms"][new]
+    for peer_name in row["ms"]:
+        if peer_name in row["torch_peers"]:
+            row["torch_peers"][peer_name]["ms"] = row["ms"][peer_name]
+    with torch.inference_mode():
         torch.cuda.synchronize()
         step_ms = exe.time_steps(repeat=step_repeat)
     row["steps_ms_sum"] = sum(step_ms)
     row["kinds"] = kinds_breakdown(exe.plan, step_ms)
     row["slowest_steps"] = slowest_steps(exe.plan, step_ms)
-    row["vs_torch_compile"] = row["ms"]["torch_compile"] / row["ms"]["ours"]
-    row["vs_eager"] = row["ms"]["eager"] / row["ms"]["ours"]
+    row["vs"] = {k: row["ms"][k] / row["ms"]["ours"] for k in TORCH_PEERS if k in row["ms"]}
+    row["best_torch"] = best_peer(row["ms"])
+    row["vs_best_torch"] = row["vs"].get(row["best_torch"])
+    row["vs_torch_compile"] = row["vs"].get(FREEZING)
+    row["vs_eager"] = row["vs"].get("eager")
     return row
 
 
@@ -266,9 +283,9 @@ def environment() -> dict:
                                 text=True, timeout=10).stdout.strip() or None
     except (OSError, subprocess.SubprocessError):
         commit = None
-    return {"gpu": torch.cuda.get_device_name(), "target": device_target("cuda"), "torch": torch.__version__,
-            "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(), "python": platform.python_version(),
-            "openprim": openprim.__version__, "commit": commit}
+    return {**peers_environment(), "gpu": torch.cuda.get_device_name(), "target": device_target("cuda"),
+            "torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
+            "python": platform.python_version(), "openprim": openprim.__version__, "commit": commit}
 
 
 def write_json(path: str, data: dict) -> None:
@@ -283,23 +300,35 @@ def _size(row) -> str:
     return f"{row['batch']}x{row['tokens']}" if "tokens" in row else str(row["batch"])
 
 
+def _ms_cell(row, key) -> str:
+    if key in row["ms"]:
+        return f"{row['ms'][key]:.3f}"
+    return "failed" if row.get("torch_peers", {}).get(key, {}).get("error") else ""
+
+
 def markdown(rows: list[dict], env: dict) -> str:
-    lines = [f"{env['gpu']} ({env['target']}), torch {env['torch']}, CUDA {env['cuda']}, cuDNN {env['cudnn']}, "
-             f"openprim {env['openprim']} {env['commit'] or ''}; fp16, ms per call (median of rounds)", "",
-             "| model | batch | eager | torch.compile | ours | ours kernels | torch.compile / ours | eager / ours "
-             "| max rel err | compile s (ours / torch) | top kernel kinds (share of ours) |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [f"{env['gpu']} ({env['target']}), torch {env['torch']}, triton {env.get('triton')}, CUDA {env['cuda']}, "
+             f"cuDNN {env['cudnn']}, openprim {env['openprim']} {env['commit'] or ''}; fp16, ms per call (median of "
+             "rounds); freezing: torch.compile with torch._inductor.config.freezing=True, + CUDA graphs: "
+             'mode="reduce-overhead"', "",
+             "| model | batch | eager | torch.compile freezing | + CUDA graphs | ours | ours kernels "
+             "| best torch / ours | eager / ours | max rel err | compile s (ours / freezing / + CUDA graphs) "
+             "| top kernel kinds (share of ours) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in rows:
         if "ms" not in row:
             why = (row.get("skipped") or row.get("error") or "?").splitlines()[0][:150].replace("|", "/")
-            lines.append(f"| {row['model']} | {_size(row)} | | | | | | | | | {why} |")
+            lines.append(f"| {row['model']} | {_size(row)} | | | | | | | | | | {why} |")
             continue
-        ms, total = row["ms"], row["steps_ms_sum"]
+        ms, total, peers = row["ms"], row["steps_ms_sum"], row.get("torch_peers", {})
         top = ", ".join(f"{k} {100 * v['ms'] / total:.0f}%" for k, v in list(row["kinds"].items())[:4])
-        lines.append(f"| {row['model']} | {_size(row)} | {ms['eager']:.3f} | {ms['torch_compile']:.3f} | "
-                     f"{ms['ours']:.3f} | {ms['ours_kernels']:.3f} | {row['vs_torch_compile']:.2f}x | "
-                     f"{row['vs_eager']:.2f}x | {row['max_rel_error']:.1e} | {row['compile_s']:.0f}"
-                     f"{' (cached)' if row['cache_hit'] else ''} / {row['torch_compile_s']:.0f} | {top} |")
+        best = (f"{row['vs_best_torch']:.2f}x ({row['best_torch']})" if row.get("best_torch") else "")
+        compile_s = " / ".join(f"{peers[k]['compile_s']:.0f}" if k in peers else "-" for k in TORCH_PEERS[1:])
+        lines.append(f"| {row['model']} | {_size(row)} | " + " | ".join(_ms_cell(row, k) for k in TORCH_PEERS)
+                     + f" | {ms['ours']:.3f} | {ms['ours_kernels']:.3f} | {best} | "
+                     + (f"{row['vs_eager']:.2f}x" if row.get("vs_eager") else "")
+                     + f" | {row['max_rel_error']:.1e} | {row['compile_s']:.0f}"
+                     f"{' (cached)' if row['cache_hit'] else ''} / {compile_s} | {top} |")
     lines += ["", "Kernel time by kind (ours; every step's launches timed alone, ms and share of their sum):", "",
               "| model | steps | " + " | ".join(f"kind {i}" for i in range(1, 7)) + " |", "|---|---|" + "---|" * 6]
     for row in rows:
@@ -348,7 +377,6 @@ def main(argv=None) -> int:
         return 1 if any("error" in r for r in rows) else 0
 
     import torch
-    import torch._dynamo
     torch.backends.cudnn.benchmark = True
     env, rows, start = environment(), [], time.perf_counter()
     print(f"{env['gpu']} ({env['target']}), torch {env['torch']}; models: {', '.join(names)}", flush=True)
@@ -363,14 +391,14 @@ def main(argv=None) -> int:
         except Exception as e:  # noqa: BLE001 - one model's failure is reported, the others still run
             row = {"model": name, "batch": model_batch, "error": f"{type(e).__name__}: {e}",
                    "traceback": traceback.format_exc(limit=-6)}
-        torch._dynamo.reset()          # the frozen copies of this model's weights, and our executable, go
-        torch.cuda.empty_cache()
+        release_peers()        # the frozen copies of this model's weights, its CUDA graphs, and our executable go
         row["wall_s"] = time.perf_counter() - t0
         rows.append(row)
         if "ms" in row:
-            print(f"{name}: ours {row['ms']['ours']:.3f} ms, torch.compile {row['ms']['torch_compile']:.3f} ms, "
-                  f"eager {row['ms']['eager']:.3f} ms, error {row['max_rel_error']:.1e} ({row['wall_s']:.0f} s)",
-                  flush=True)
+            print(f"{name}: ours {row['ms']['ours']:.3f} ms; "
+                  + ", ".join(f"{k} {row['ms'][k]:.3f} ms" if k in row["ms"] else
+                              f"{k} FAILED ({row['torch_peers'][k].get('error')})" for k in TORCH_PEERS)
+                  + f"; error {row['max_rel_error']:.1e} ({row['wall_s']:.0f} s)", flush=True)
         else:
             print(f"{name}: {row.get('skipped') or row.get('error')}\n{row.get('traceback', '')}", flush=True)
         write_json(path, {"environment": env, "args": vars(args), "results": rows})
@@ -378,7 +406,11 @@ def main(argv=None) -> int:
     bad = [r["model"] for r in rows if "error" in r or r.get("max_rel_error", 0) >= TOLERANCE]
     if bad:
         print(f"\nFAILED (error, or max rel error >= {TOLERANCE}): {', '.join(bad)}")
-    return 1 if bad else 0
+    no_peer = [f"{r['model']} {k}: {v['error']}" for r in rows for k, v in r.get("torch_peers", {}).items()
+               if "error" in v]
+    if no_peer:     # a comparison without its peer is not one
+        print("\nFAILED (a torch peer did not build):\n  " + "\n  ".join(no_peer))
+    return 1 if bad or no_peer else 0
 
 
 if __name__ == "__main__":

@@ -7,7 +7,9 @@ on channels_last) and against the device-to-device copy, in the same run.
 
 Achieved bandwidth counts the bytes the pool must move once (input and output); "at copy" is the time
 those bytes take at the measured copy bandwidth. Each output is checked against PyTorch in float64 on
-the same input before it is timed.
+the same input before it is timed. PyTorch's two calls are timed with bench/timing.layer_ms (captured back to
+back in a CUDA graph, median), ours likewise (time_ms with captured=50; launched_ms: one launch per run);
+$OUT/gpu_pool.json holds the torch/triton versions under environment.
 """
 import argparse
 import json
@@ -18,7 +20,9 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from runtime_path import import_runtime  # noqa: E402
+from timing import layer_ms, peers_environment  # noqa: E402
 
 # (network, image size, channels) of the distinct SE pools (and the final pool) at 224x224
 SHAPES = [("effnet_b0", 112, 32), ("effnet_b0", 56, 96), ("effnet_b0", 56, 144), ("effnet_b0", 28, 144),
@@ -70,14 +74,15 @@ def run(directory):
         ref = xq.double().mean((1, 2)).cpu().numpy()
         err = float(np.abs(y - ref).max() / np.abs(ref).max())
         nchw = xq.permute(0, 3, 1, 2)                                  # a channels_last view, no copy
-        mean_ms = triton.testing.do_bench(lambda: xq.mean((1, 2)), return_mode="median")
-        adaptive_ms = triton.testing.do_bench(lambda: torch.nn.functional.adaptive_avg_pool2d(nchw, 1),
-                                              return_mode="median")
-        ms = net.time_ms(repeat=200)
+        mean_ms = layer_ms(lambda: xq.mean((1, 2)))
+        adaptive_ms = layer_ms(lambda: torch.nn.functional.adaptive_avg_pool2d(nchw, 1))
+        launched_ms = net.time_ms(repeat=200)          # one launch per run, as before
+        ms = net.time_ms(repeat=20, captured=50)         # back to back in a graph, as layer_ms times PyTorch
         moved = ITEM[m["dtype"]] * (n * h * h * c + n * c)
         gbs = moved / ms / 1e6
         at_copy = moved / copy_gbs / 1e6
-        row = dict(case=name, nets=m["nets"], ms=ms, torch_mean_ms=mean_ms, torch_adaptive_ms=adaptive_ms,
+        row = dict(case=name, nets=m["nets"], ms=ms, launched_ms=launched_ms, torch_mean_ms=mean_ms,
+                   torch_adaptive_ms=adaptive_ms,
                    gbs=gbs, of_copy=gbs / copy_gbs, copy_ms=at_copy, rel_err=err)
         rows.append(row)
         print(f"{name:16s} ours {ms * 1e3:7.1f} us  torch mean {mean_ms * 1e3:7.1f} us  adaptive "
@@ -89,7 +94,8 @@ def run(directory):
     if out:
         tmp = os.path.join(out, "gpu_pool.json.tmp")
         with open(tmp, "w") as f:
-            json.dump({"copy_gbs": copy_gbs, "rows": rows}, f, indent=1)
+            json.dump({"environment": peers_environment(), "peer": "torch eager: x.mean((1, 2)), adaptive_avg_pool2d",
+                       "copy_gbs": copy_gbs, "rows": rows}, f, indent=1)
         os.replace(tmp, os.path.join(out, "gpu_pool.json"))
 
 

@@ -4,9 +4,11 @@
 
 For each model (batch 1; 3x224x224 images, or 64 tokens of width 256 for the transformer block):
 the compile time through torch.export (export + import + openprim.compile) and through ONNX (export
-to ONNX + import + openprim.compile), then the median latency of both executables and of PyTorch
-eager on the same input, in the same process with 2 threads, and the largest difference from eager
-relative to the output's scale. `--append` adds the table to bench/RESULTS.md.
+to ONNX + import + openprim.compile), then the median latency of both executables and of the peers on
+the same input, in the same process: ONNX Runtime on the same ONNX file (bench/timing.ort_session: CPU
+provider, every core, all graph optimizations), then PyTorch eager (every core, inference_mode); and the
+largest difference from eager relative to the output's scale (ours; ONNX Runtime's). `--append` adds the
+table to bench/RESULTS.md.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "examples"))
 
 import torch_models  # noqa: E402
-from timing import median_time  # noqa: E402
+from timing import median_time, ort_config, ort_session, torch_cpu_threads  # noqa: E402
 
 import openprim  # noqa: E402
 
@@ -38,24 +40,33 @@ def bench(name, repeat):
         exes[via] = openprim.compile(torch_models.build(name, via=via), target="cpu")
         row[via + "_s"] = time.perf_counter() - t0
     xn = x.numpy()
-    with torch.no_grad():
+    sess = ort_session(torch_models.to_onnx(model, x))
+    feed = {sess.get_inputs()[0].name: xn}
+    with torch.inference_mode():
         want = model(x).numpy()
+        row["ort_ms"] = 1e3 * median_time(lambda: sess.run(None, feed), repeat)
         row["eager_ms"] = 1e3 * median_time(lambda: model(x), repeat)
     for via, exe in exes.items():
         row[via + "_ms"] = 1e3 * median_time(lambda: exe(xn), repeat)
-    row["diff"] = max(float(np.abs(np.asarray(exe(xn)) - want).max()) for exe in exes.values()) / float(
-        np.abs(want).max())
+    scale = float(np.abs(want).max())
+    row["diff"] = max(float(np.abs(np.asarray(exe(xn)) - want).max()) for exe in exes.values()) / scale
+    row["ort_diff"] = float(np.abs(sess.run(None, feed)[0] - want).max()) / scale
     return row
 
 
 def table(rows, repeat):
-    lines = ["| model | input | compile: torch.export / ONNX | run: ours via torch / via ONNX | PyTorch eager | "
-             "eager / ours | max rel diff |", "|---|---|---|---|---|---|---|"]
+    lines = ["| model | input | compile: torch.export / ONNX | run: ours via torch / via ONNX | ONNX Runtime | "
+             "PyTorch eager | ORT / ours | eager / ours | max rel diff (ours; ORT) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         lines.append(f"| {r['model']} | {r['input']} | {r['torch_s']:.1f} s / {r['onnx_s']:.1f} s | "
-                     f"{r['torch_ms']:.2f} / {r['onnx_ms']:.2f} ms | {r['eager_ms']:.2f} ms | "
-                     f"{r['eager_ms'] / r['torch_ms']:.2f}x | {r['diff']:.1e} |")
-    return "\n".join(lines) + f"\n\nMedians of {repeat} runs, 2 threads, fp32, batch 1.\n"
+                     f"{r['torch_ms']:.2f} / {r['onnx_ms']:.2f} ms | {r['ort_ms']:.2f} ms | {r['eager_ms']:.2f} ms | "
+                     f"{r['ort_ms'] / r['torch_ms']:.2f}x | {r['eager_ms'] / r['torch_ms']:.2f}x | "
+                     f"{r['diff']:.1e}; {r['ort_diff']:.1e} |")
+    ort = ort_config()
+    return "\n".join(lines) + (f"\n\nMedians of {repeat} runs, fp32, batch 1; ONNX Runtime {ort['onnxruntime']} "
+                               f"({ort['intra_op_num_threads']} intra-op threads, all optimizations), PyTorch "
+                               f"{torch.__version__} ({torch.get_num_threads()} threads).\n")
 
 
 def main():
@@ -64,7 +75,7 @@ def main():
     ap.add_argument("--models", default=",".join(torch_models.MODELS))
     ap.add_argument("--append", action="store_true", help="append the table to bench/RESULTS.md")
     args = ap.parse_args()
-    torch.set_num_threads(2)
+    torch_cpu_threads()
     rows = []
     for name in args.models.split(","):
         rows.append(bench(name, args.repeat))
@@ -75,7 +86,8 @@ def main():
         with open(os.path.join(HERE, "RESULTS.md"), "a") as f:
             f.write(f"\n{HEADING}\n\n`python bench/models_cpu.py --repeat {args.repeat}`: the models of\n"
                     "examples/torch_models.py (torchvision's layer structure, random weights). Compile time is\n"
-                    "export + import + openprim.compile; eager is PyTorch 2.13.0 (oneDNN) in the same process.\n\n"
+                    "export + import + openprim.compile; ONNX Runtime runs the ONNX export, eager is PyTorch (oneDNN),\n"
+                    "both in the same process on every core.\n\n"
                     + text)
 
 

@@ -14,7 +14,7 @@ database in a temporary directory (OPENPRIM_USER_DB_PATH), and reports per layer
     kernel steps, 3 rounds, median of the rounds), so the speedup is not the min-of-many-noisy-samples of
     the search;
   * PyTorch CPU: torch.nn.functional.conv2d (with bias, groups; the fused ReLU/clamp/residual is *not*
-    applied) on an NCHW float32 input of the same shape, torch.set_num_threads(2), 0.3 s sleep before each
+    applied) on an NCHW float32 input of the same shape, every core (bench/timing.torch_cpu_threads), 0.3 s sleep before each
     timing (OpenMP spin, see timing.py). matmul layers: torch.nn.functional.linear.
 
 It also reports the wall clock of tuning each whole network (every distinct layer, conv and matmul, when
@@ -42,7 +42,7 @@ os.environ["OPENPRIM_USER_DB_PATH"] = os.path.join(_TMP.name, "tuning.sqlite")
 
 import warnings  # noqa: E402
 
-from timing import median_time  # noqa: E402
+from timing import cpu_cores, median_time, torch_cpu_threads  # noqa: E402
 
 from openprim import find_worker, tuning_commands  # noqa: E402
 from openprim.tuning import db as tuning_db  # noqa: E402
@@ -207,13 +207,13 @@ def strategies(module_rows, args, log):
 def markdown(args, rows, nets, strat, total):
     L = []
     L.append(f"Command: `{args.command}`  ")
-    L.append(f"Date: {datetime.date.today().isoformat()}; host CPU `{tuning_db.arch_of(TARGET)}`, 2 threads; "
-             f"total script time {total / 60:.1f} min. Other jobs shared the 2 cores, so times are noisy.\n")
+    L.append(f"Date: {datetime.date.today().isoformat()}; host CPU `{tuning_db.arch_of(TARGET)}`, {cpu_cores()} threads; "
+             f"total script time {total / 60:.1f} min. Other jobs shared the cores, so times are noisy.\n")
     L.append("Per distinct layer (as `openprim tune` sees it: NHWC, epilogue fused; xN = occurrences). "
              "*find speedup* is find's own measurement (heuristic time / best time, in its worker); "
              "*heur.*, *find* and *PyTorch* are all re-timed in this process, interleaved (least of " f"{ROUNDS} rounds' "
              f"medians of {args.repeat} runs); *speedup* = heur./find re-timed; *PyTorch* = F.conv2d NCHW + bias "
-             "(no ReLU/clamp/residual), 2 threads; *vs PT* = PyTorch time / OpenPrim find time (>1: we are "
+             f"(no ReLU/clamp/residual), {cpu_cores()} threads; *vs PT* = PyTorch time / OpenPrim find time (>1: we are "
              "faster). `=` : find kept the heuristic's choice.\n")
     L.append("| net | layer | xN | heuristic | heur. µs | find choice | find µs | find speedup | speedup | "
              "PyTorch µs | vs PT | configs (failed) | tune s |")
@@ -279,8 +279,7 @@ def main():
     args.strategy_layers = [s for s in args.strategy_layers.split(",") if s]
     args.strategy_budgets = [float(b) for b in args.strategy_budgets.split(",") if b]
     warnings.simplefilter("ignore")
-    import torch
-    torch.set_num_threads(2)
+    torch_cpu_threads()
 
     def log(msg):
         print(msg, file=sys.stderr, flush=True)

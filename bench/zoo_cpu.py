@@ -15,8 +15,8 @@ with torchvision's structure and seeded random weights. For each model and batch
   3. compile (`openprim.compiler.save` into an .oprim artifact with `CompileTimings`): seconds per
      stage (import = the ONNX importer alone, not the export), distinct kernels against launch steps;
   4. run the artifact (openprim.runtime.load: the same code as the JIT), ONNX Runtime (CPU provider,
-     intra_op_num_threads = os.cpu_count(), all graph optimizations) and PyTorch eager (inference_mode,
-     os.cpu_count() threads) on the same input, timed in interleaved rounds in this process: each round
+     intra_op_num_threads = every core, all graph optimizations: bench/timing.ort_session) and PyTorch eager
+     (inference_mode, every core: bench/timing.torch_cpu_threads) on the same input, timed in interleaved rounds in this process: each round
      runs each in turn (rotating who goes first), after a 0.3 s sleep and one warm-up call, and takes
      the median of its runs; the result is the median over rounds. Outputs are checked against PyTorch:
      max |out - torch| / max |torch|.
@@ -47,7 +47,7 @@ sys.path.insert(0, HERE)
 import torch  # noqa: E402
 
 import zoo_models  # noqa: E402
-from timing import median_time  # noqa: E402
+from timing import cpu_cores, median_time, ort_session, torch_cpu_threads  # noqa: E402
 
 from openprim import compiler  # noqa: E402
 from openprim.base.errors import OpenPrimError  # noqa: E402
@@ -192,11 +192,7 @@ def bench(name, module, batch, tmp, rounds, budget):
             row["stages"] = dict(timings.stages)
             traceback.print_exc(file=sys.stderr)
 
-    import onnxruntime as ort
-    so = ort.SessionOptions()
-    so.intra_op_num_threads = os.cpu_count()
-    so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+    sess = ort_session(path)
     in_name = sess.get_inputs()[0].name
     fns["ort"] = lambda: sess.run(None, {in_name: xn})[0]
 
@@ -261,7 +257,7 @@ def extra_coverage(tmp, models):
 def report(rows, args, meta, skipped, extra_cov=()):
     L = ["# Model-zoo networks on the CPU: OpenPrim vs ONNX Runtime vs PyTorch eager", "",
          f"- date: {meta['date']}",
-         f"- machine: {meta['cpu']}, {meta['cores']} cores (os.cpu_count()), {meta['platform']}; "
+         f"- machine: {meta['cpu']}, {meta['cores']} cores (the process's affinity), {meta['platform']}; "
          f"load average {meta['load0']} at the start, {meta.get('load1', '?')} at the end (the machine is shared)",
          f"- versions: openprim {meta['openprim']} (git {meta['git']}), torch {torch.__version__}, "
          f"onnxruntime {meta['ort']}, onnx {meta['onnx']}, numpy {np.__version__}, Python {platform.python_version()}",
@@ -373,8 +369,7 @@ def main():
     import onnx
     import onnxruntime
     import openprim
-    cores = os.cpu_count()
-    torch.set_num_threads(cores)
+    cores = torch_cpu_threads(cpu_cores())
     cpu = next((ln.split(":", 1)[1].strip() for ln in open("/proc/cpuinfo") if ln.startswith("model name")), "?")
     try:
         git = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"], capture_output=True,

@@ -3,17 +3,21 @@
     python scripts/cudnn_layers.py BUNDLE [BUNDLE...]       # on the GPU machine (torch + triton)
 
 Reads the problem descriptors of the bundles' index.json (conv2d-NxCxHxW-kK-RxS-sAxB-pT..-dAxB-gG-LAYOUT-
-FILTER-DTYPE-EPILOGUE), times torch.nn.functional.conv2d in that layout (channels_last for NHWC) with
-cudnn.benchmark, TF32 off and on, and prints one JSON line per problem (median microseconds of
-triton.testing.do_bench).
+FILTER-DTYPE-EPILOGUE), times torch.nn.functional.conv2d in that layout (channels_last for NHWC, input and
+filter) with cudnn.benchmark, TF32 off and on, and prints one JSON line per problem: median microseconds of
+bench/timing.layer_ms (the calls captured back to back in a CUDA graph; triton's do_bench_cudagraph), with
+"peer": "cudnn". The first line is {"environment": ...}: the torch, triton and cuDNN versions and flags.
 """
 import json
+import os
 import re
 import sys
 import zipfile
 
 import torch
-import triton.testing
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench"))
+from timing import layer_ms, peers_environment  # noqa: E402
 
 DESCRIPTOR = re.compile(r"conv2d-(\d+)x(\d+)x(\d+)x(\d+)-k(\d+)-(\d+)x(\d+)-s(\d+)x(\d+)-p(\d+)x(\d+)x(\d+)x(\d+)"
                         r"-d(\d+)x(\d+)-g(\d+)-(\w+?)-\w+?-(\w+?)-")
@@ -30,16 +34,16 @@ def time_problem(descriptor: str) -> dict:
         x = torch.nn.functional.pad(x, (pl, pr, pt, pb)).to(memory_format=fmt)
         pt = pl = 0
     conv = lambda: torch.nn.functional.conv2d(x, wt, stride=(sh, sw), padding=(pt, pl), dilation=(dh, dw), groups=g)  # noqa: E731
-    row = {"problem": descriptor}
+    row = {"problem": descriptor, "peer": "cudnn"}
     for tf32 in (False, True):
         torch.backends.cudnn.allow_tf32 = tf32
-        conv()
-        row["cudnn_us_tf32" if tf32 else "cudnn_us"] = 1e3 * triton.testing.do_bench(conv, return_mode="median")
+        row["cudnn_us_tf32" if tf32 else "cudnn_us"] = 1e3 * layer_ms(conv)
     return row
 
 
 def main(bundles) -> int:
     torch.backends.cudnn.benchmark = True
+    print(json.dumps({"environment": peers_environment()}), flush=True)
     problems = []
     for path in bundles:
         with zipfile.ZipFile(path) as z:

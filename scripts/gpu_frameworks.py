@@ -17,9 +17,12 @@ target comes from the device; it must hit the cache: no MLIR there) and checks, 
 outputs (fp16 tolerance) of contiguous and channels-last inputs, torch.compile(backend=openprim_backend),
 the DeviceArray results of a plain call (torch.as_tensor through __cuda_array_interface__ and
 torch.from_dlpack, both without copies), run_into on PyTorch's stream, and the errors for a CPU tensor
-and a wrong dtype. Then it times, interleaved in one process: our call with CUDA tensors (graph replay
-on, then off), the kernels alone (exe.time_ms), PyTorch eager, torch.compile with freezing and, at batch
-1, torch.compile(mode="reduce-overhead"). It prints a table and writes DIR/out.json.
+and a wrong dtype. Then it times, interleaved in one process (bench/timing.time_rounds): our call with CUDA
+tensors (graph replay on, then off), the kernels alone (exe.time_ms), and at every batch the PyTorch peers of
+bench/timing.torch_peers: eager, inductor-freezing (torch.compile with torch._inductor.config.freezing=True)
+and inductor-freezing-cudagraphs (the same with mode="reduce-overhead"). It prints a table and writes
+DIR/out.json (the peers' configurations and torch/triton versions in it; the keys torch_compile_freezing
+and torch_compile_reduce_overhead of earlier files keep the two compiled peers' times).
 
 ResNet-50 at batch 32 is not part of DIR: its fp16 state_dict and artifact alone are 100 MB, over what
 travels to the GPU machine; `--models resnet50:32` adds it where the size does not matter.
@@ -29,7 +32,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 import warnings
@@ -37,7 +39,12 @@ import warnings
 from runtime_path import use_checkout  # scripts/: openprim from this checkout when not installed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+from timing import (CUDAGRAPHS, FREEZING, cuda_ms, medians, peers_environment,  # noqa: E402 - bench/: shared
+                    release_peers, time_rounds, torch_peers)
+
 TARGET = "nvvm:sm_90"
+LEGACY = {"torch_compile_freezing": FREEZING, "torch_compile_reduce_overhead": CUDAGRAPHS}  # earlier files' keys
 
 
 def _environment(directory: str) -> None:
@@ -131,18 +138,6 @@ def prepare(directory: str, models, state_dicts: bool) -> None:
 
 # ------------------------------------------------------------------------------------------------ run
 
-def cuda_ms(fn, iters: int) -> float:
-    """Milliseconds per call of fn (CUDA events on the current stream around `iters` calls)."""
-    import torch
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(iters):
-        fn()
-    stop.record()
-    stop.synchronize()
-    return start.elapsed_time(stop) / iters
-
-
 def _error(want, got) -> float:
     """max |got - want| / max |want| in float64."""
     want, got = want.double(), got.double()
@@ -187,7 +182,6 @@ def _prepared(directory: str, name: str, model, x):
 
 def run(directory: str, models, iters: int, rounds: int) -> int:
     import torch
-    import torch._inductor.config
     from openprim.runtime.arrays import DeviceArray
     from openprim.torch_backend import compile_module, device_target, openprim_backend
     torch.backends.cudnn.benchmark = True
@@ -252,39 +246,46 @@ def run(directory: str, models, iters: int, rounds: int) -> int:
         row["max_rel_error"] = checks
         failures += [f"{name}: {k} error {v:.3g}" for k, v in checks.items() if not v < 2e-2]
 
-        torch._inductor.config.freezing = True
-        variants = {"openprim_graph": lambda: ours(x), "openprim_nograph": lambda: ours(x), "eager": lambda: model(x)}
-        t0 = time.perf_counter()
+        peers = torch_peers(model, (x,), dtype=torch.float16)
+        row["torch_peers"] = {}
+        for peer_name, peer in peers.items():
+            record = row["torch_peers"][peer_name] = peer.record()
+            if peer.error:
+                failures.append(f"{name}: torch peer {peer_name} did not build: {peer.error}")
+            else:
+                record["max_rel_error"] = _error(want, peer.output())
+        row["torch_compile_s"] = sum(p.compile_s for k, p in peers.items() if k != "eager")
+        variants = {"openprim_graph": lambda: ours(x), "openprim_nograph": lambda: ours(x),
+                    **{k: p.fn for k, p in peers.items() if not p.error}}
+        modes = {"openprim_graph": torch.inference_mode, "openprim_nograph": torch.inference_mode,
+                 **{k: p.mode for k, p in peers.items()}}
+
+        def graphs(k):
+            exe.graphs = k != "openprim_nograph"
+        times = time_rounds(variants, rounds, iters, modes, before=graphs)
+        exe.graphs = True
+        row["ms"] = medians(times)
+        for old, new in LEGACY.items():
+            if new in row["ms"]:
+                row["ms"][old] = row["ms"][new]
+        for k in peers:
+            if k in row["ms"]:
+                row["torch_peers"][k]["ms"] = row["ms"][k]
         with torch.inference_mode():
-            frozen = torch.compile(model)
-            frozen(x)
-            variants["torch_compile_freezing"] = lambda: frozen(x)
-            if batch == 1:
-                graphs = torch.compile(model, mode="reduce-overhead")
-                for _ in range(3):
-                    graphs(x)
-                variants["torch_compile_reduce_overhead"] = lambda: graphs(x)
-            row["torch_compile_s"] = time.perf_counter() - t0
-            times = {k: [] for k in variants}
-            for _ in range(rounds):
-                for k, fn in variants.items():
-                    exe.graphs = k != "openprim_nograph"
-                    fn()
-                    times[k].append(cuda_ms(fn, iters))
-            exe.graphs = True
-            row["ms"] = {k: statistics.median(v) for k, v in times.items()}
             row["kernels_ms"] = exe.time_ms(repeat=iters)
             torch.cuda.synchronize()
             replay = cuda_ms(lambda: exe.device.graph_launch(exe.graph[1], torch.cuda.current_stream().cuda_stream),
                             iters)
             row["graph_launch_only_ms"] = replay
+        del peers, variants, modes
+        release_peers()
         # the graph launch alone is the kernels' time without Python (at batch 1 the one-by-one launches of
         # time_ms are bound by the launch rate, not by the kernels)
         row["overhead_us"] = 1000 * (row["ms"]["openprim_graph"] - row["graph_launch_only_ms"])
         results.append(row)
     _report(results, failures)
     with open(os.path.join(directory, "out.json"), "w") as f:
-        json.dump({"results": results, "failures": failures}, f, indent=1)
+        json.dump({"environment": peers_environment(), "results": results, "failures": failures}, f, indent=1)
     return 1 if failures else 0
 
 
@@ -299,7 +300,8 @@ def _report(results, failures) -> None:
         if "ms" in row:
             print(f"  {'variant':32s} {'ms':>8s}")
             for k, v in row["ms"].items():
-                print(f"  {k:32s} {v:8.3f}")
+                if k not in LEGACY:
+                    print(f"  {k:32s} {v:8.3f}")
             print(f"  {'kernels alone (time_ms)':32s} {row['kernels_ms']:8.3f}")
             print(f"  {'graph launch alone':32s} {row['graph_launch_only_ms']:8.3f}")
             print(f"  call overhead over the graph launch alone: {row['overhead_us']:.1f} us")

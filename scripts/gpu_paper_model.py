@@ -10,14 +10,17 @@ scaled_dot_product_attention, transpose back. OpenPrim meets the packed projecti
     . scripts/device_env.sh && python scripts/gpu_paper_model.py             # on the GPU machine
     python scripts/gpu_paper_model.py --compile-only                          # here: nvvm:sm_90, no GPU
 
-On the GPU: compile_module on CUDA fp16 tensors (batch 32), the error against eager, then eager,
-torch.compile (freezing) and OpenPrim timed in interleaved rounds (CUDA events), and our kernel time by kind.
+On the GPU: compile_module on CUDA fp16 tensors (batch 32), the error against eager, then OpenPrim and the
+PyTorch peers of bench/timing.torch_peers (eager, inductor-freezing: torch.compile with freezing,
+inductor-freezing-cudagraphs: the same with mode="reduce-overhead") timed in interleaved rounds (CUDA events),
+and our kernel time by kind. --json PATH (default $OUT/gpu_paper_model.json when OUT is set) writes the
+figures with the peers' configurations and the torch/triton versions.
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -32,8 +35,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "bench"))
 from runtime_path import use_checkout  # noqa: E402
 
 use_checkout()
-from gpu_frameworks import cuda_ms  # noqa: E402
 from gpu_models import kinds_breakdown, max_rel_error  # noqa: E402
+from timing import FREEZING, best_peer, medians, peers_environment, time_rounds, torch_peers  # noqa: E402
 
 
 class Attention(nn.Module):
@@ -82,6 +85,8 @@ def main(argv=None) -> int:
     ap.add_argument("--compile-only", action="store_true", help="compile for nvvm:sm_90 here (no GPU)")
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--json", default=os.path.join(os.environ["OUT"], "gpu_paper_model.json") if os.environ.get("OUT")
+                    else None, help="write the results here (default: $OUT/gpu_paper_model.json when OUT is set)")
     a = ap.parse_args(argv)
     torch.manual_seed(0)
     model = DeiT().eval()
@@ -100,8 +105,8 @@ def main(argv=None) -> int:
               + ", ".join(f"{k} {v:.1f}" for k, v in timings.stages.items()) + "); steps by kind: "
               + ", ".join(f"{k} {v['steps']}" for k, v in kinds.items()))
         return 0
-    from torch._inductor import config as inductor
     from openprim.torch_backend import compile_module
+    torch.backends.cudnn.benchmark = True
     model, x = model.half().cuda(), x.half().cuda()
     with torch.inference_mode():
         want = model(x)
@@ -109,24 +114,35 @@ def main(argv=None) -> int:
         ours = compile_module(model, (x,))
         compile_s = time.perf_counter() - t0
         error = max_rel_error(want, ours(x))
-        inductor.freezing = True
-        frozen = torch.compile(model)
-        torch_error = max_rel_error(want, frozen(x))
-        calls = {"eager": lambda: model(x), "torch_compile": lambda: frozen(x), "ours": lambda: ours(x)}
-        times = {k: [] for k in calls}
-        for _ in range(a.rounds):
-            for k, fn in calls.items():
-                fn()
-                times[k].append(cuda_ms(fn, a.iters))
-        ms = {k: statistics.median(v) for k, v in times.items()}
+    peers = torch_peers(model, (x,), dtype=torch.float16)
+    peer_errors = {k: max_rel_error(want, p.output()) for k, p in peers.items() if not p.error}
+    calls = {**{k: p.fn for k, p in peers.items() if not p.error}, "ours": lambda: ours(x)}
+    modes = {**{k: p.mode for k, p in peers.items()}, "ours": torch.inference_mode}
+    ms = medians(time_rounds(calls, a.rounds, a.iters, modes))
+    with torch.inference_mode():
         torch.cuda.synchronize()
         kinds = kinds_breakdown(ours.exe.plan, ours.exe.time_steps(repeat=10))
+    best = best_peer(ms)
     print(f"DeiT-S batch {a.batch} fp16 on {torch.cuda.get_device_name()}: compile {compile_s:.1f} s "
-          f"(cache hit: {ours.exe.cache_hit}), error vs eager {error:.1e} (torch.compile {torch_error:.1e})")
+          f"(cache hit: {ours.exe.cache_hit}), error vs eager {error:.1e} ("
+          + ", ".join(f"{k} {v:.1e}" for k, v in peer_errors.items()) + ")")
     print("ms: " + ", ".join(f"{k} {v:.3f}" for k, v in ms.items())
-          + f"; torch.compile / ours {ms['torch_compile'] / ms['ours']:.2f}x, eager / ours {ms['eager'] / ms['ours']:.2f}x")
+          + "".join(f"; {k} / ours {ms[k] / ms['ours']:.2f}x" for k in peers if k in ms)
+          + (f"; best torch ({best}) / ours {ms[best] / ms['ours']:.2f}x" if best else ""))
+    for k, p in peers.items():
+        if p.error:
+            print(f"torch peer {k} FAILED: {p.error}")
     print("ours by kind: " + ", ".join(f"{k} {v['ms']:.3f} ms ({v['steps']})" for k, v in kinds.items()))
-    return 0 if error < 2e-2 else 1
+    if a.json:
+        records = {k: {**p.record(), **({"ms": ms[k], "max_rel_error": peer_errors[k]} if k in ms else {})}
+                   for k, p in peers.items()}
+        result = {"environment": peers_environment(), "model": "deit_s", "batch": a.batch, "dtype": "f16",
+                  "compile_s": compile_s, "cache_hit": ours.exe.cache_hit, "max_rel_error": error, "ms": ms,
+                  "torch_compile_ms": ms.get(FREEZING), "torch_peers": records, "best_torch": best,
+                  "kinds": kinds}
+        with open(a.json, "w") as f:
+            json.dump(result, f, indent=1)
+    return 0 if error < 2e-2 and not any(p.error for p in peers.values()) else 1
 
 
 if __name__ == "__main__":

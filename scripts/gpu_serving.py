@@ -11,14 +11,17 @@ state_dict itself).
 `run` loads the artifact with the runtime alone and wraps it as compile_module's callable, which runs on
 the calling thread's current PyTorch stream. --inputs seeded fp16 CUDA inputs; every variant first
 computes its single-thread result for each. Then, per variant, one thread and then --threads threads,
-each thread in `torch.cuda.stream` of its own stream under inference_mode, make --warmup calls and then
---calls calls, timed from their common start until every stream is done. Every result is compared
-bitwise (torch.equal) with the variant's single-thread result for its input. Variants: the shared
-executable (its lock orders the calls on the device: one arena); one executable per thread (the artifact
-loaded --threads times: no shared arena); torch.compile(mode="reduce-overhead") with
-torch._inductor.config.freezing=True, its calls under a lock (its CUDA graph trees abort when replayed from
-two threads at once) and its outputs cloned before the next call overwrites them. Prints a
-table and writes DIR/serving.json; exits 1 when an OpenPrim result differs or a check fails.
+each thread in `torch.cuda.stream` of its own stream under the variant's grad mode (inference_mode; the
+compiled torch peers: no_grad, as they were compiled), make --warmup calls and then --calls calls, timed
+from their common start until every stream is done. Every result is compared bitwise (torch.equal) with the
+variant's single-thread result for its input. Variants: the shared executable (its lock orders the calls on
+the device: one arena); one executable per thread (the artifact loaded --threads times: no shared arena);
+and the PyTorch peers of bench/timing.torch_peers, built for batch 1: eager; inductor-freezing
+(torch.compile with torch._inductor.config.freezing=True); inductor-freezing-cudagraphs (the same with
+mode="reduce-overhead"), its calls under a lock (its CUDA graph trees abort when replayed from two threads at
+once) and its outputs cloned before the next call overwrites them. Prints a table and writes
+DIR/serving.json (rewritten after every variant; each row names its peer configuration, the versions are
+under environment); exits 1 when an OpenPrim result differs, a check fails or a peer does not build.
 """
 from __future__ import annotations
 
@@ -30,6 +33,9 @@ import threading
 import time
 
 from runtime_path import use_checkout  # scripts/: openprim from this checkout when not installed
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bench"))
+from timing import CUDAGRAPHS, EAGER, FREEZING, peers_environment, torch_peers  # noqa: E402 - bench/: shared
 
 TARGET = "nvvm:sm_90"
 MODEL = "resnet18"
@@ -52,19 +58,21 @@ def prepare(directory: str, state_dicts: bool) -> None:
           f"{info['seconds']:.1f} s, {os.path.getsize(path) / 2**20:.1f} MiB")
 
 
-def serve(fns, inputs, want, calls: int, warmup: int, clone: bool) -> dict:
-    """len(fns) threads, thread k calling fns[k] on a stream of its own, `warmup` and then `calls` times
-    (call i takes input (k + i * threads) % len(inputs)): seconds from the common start of the timed calls
-    until every stream is done, and how many results (warm-up ones too) differ bitwise from `want`."""
+def serve(fns, inputs, want, calls: int, warmup: int, clone: bool, mode=None) -> dict:
+    """len(fns) threads, thread k calling fns[k] on a stream of its own under mode() (default
+    torch.inference_mode()), `warmup` and then `calls` times (call i takes input (k + i * threads) %
+    len(inputs)): seconds from the common start of the timed calls until every stream is done, and how
+    many results (warm-up ones too) differ bitwise from `want`."""
     import torch
     threads = len(fns)
+    mode = mode or torch.inference_mode
     streams = [torch.cuda.Stream() for _ in range(threads)]
     ready = threading.Barrier(threads + 1)
     got, errors = [[] for _ in range(threads)], []
 
     def work(k):
         try:
-            with torch.cuda.stream(streams[k]), torch.inference_mode():
+            with torch.cuda.stream(streams[k]), mode():
                 for i in range(warmup + calls):
                     if i == warmup:       # torch records its CUDA graphs per thread: in the warm-up
                         streams[k].synchronize()
@@ -96,7 +104,6 @@ def serve(fns, inputs, want, calls: int, warmup: int, clone: bool) -> dict:
 
 def run(directory: str, threads: int, calls: int, warmup: int, n_inputs: int) -> int:
     import torch
-    import torch._inductor.config
     from gpu_frameworks import _build, _error, _weights_digest
     from openprim.runtime import load
     from openprim.torch_backend import _Compiled, _output_dtypes
@@ -118,36 +125,54 @@ def run(directory: str, threads: int, calls: int, warmup: int, n_inputs: int) ->
         return _Compiled(load(path), ep.call_spec.out_spec, 1, [torch.float16], _output_dtypes(ep))
     shared = compiled_module()
     own = [shared] + [compiled_module() for _ in range(threads - 1)]
-    torch._inductor.config.freezing = True
+    torch.backends.cudnn.benchmark = True
     with torch.inference_mode():
         eager = [model(x) for x in inputs]
-        reduce_overhead = torch.compile(model, mode="reduce-overhead")
-        for _ in range(3):
-            reduce_overhead(inputs[0])
-    graph_lock = threading.Lock()
+    peers = torch_peers(model, (inputs[0],), dtype=torch.float16)
+    graph_lock, last_clone = threading.Lock(), [None]
 
-    def reduce_overhead_locked(x):
+    def cudagraphs_locked(x):
         """torch.compile's CUDA graph trees are not thread-safe (concurrent replays abort in
         cudagraph_trees._copy_inputs_and_remove_from_src, seen on the H200): a server must serialize its
-        calls, and clone each output before the next replay overwrites it."""
+        calls, and clone each output before the next replay overwrites it. The lock orders the calls on the
+        host; on the device the next call's stream waits for the previous clone (each thread has a stream
+        of its own: without the wait a replay may overwrite an output another stream has not copied yet)."""
         with graph_lock:
-            return reduce_overhead(x).clone()
-    variants = {  # name: (the callable of thread k, clone the outputs)
-        "openprim (one executable)": (lambda k: shared, False),
-        "openprim (executable per thread)": (lambda k: own[k], False),
-        "torch.compile reduce-overhead, calls under a lock": (lambda k: reduce_overhead_locked, False)}
-    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}; {MODEL} fp16 batch 1; "
-          f"{threads} threads x {calls} calls, {n_inputs} inputs")
+            stream = torch.cuda.current_stream()
+            if last_clone[0] is not None:
+                stream.wait_event(last_clone[0])
+            torch.compiler.cudagraph_mark_step_begin()
+            y = peers[CUDAGRAPHS].call(x).clone()
+            last_clone[0] = stream.record_event()
+            return y
+    inference = torch.inference_mode
+    variants = {  # name: (the callable of thread k, clone the outputs, grad mode, peer configuration)
+        "openprim (one executable)": (lambda k: shared, False, inference, None),
+        "openprim (executable per thread)": (lambda k: own[k], False, inference, None),
+        "torch eager": (lambda k: peers[EAGER].call, False, peers[EAGER].mode, EAGER),
+        "torch.compile freezing": (lambda k: peers[FREEZING].call, False, peers[FREEZING].mode, FREEZING),
+        "torch.compile reduce-overhead + freezing, calls under a lock": (
+            lambda k: cudagraphs_locked, False, peers[CUDAGRAPHS].mode, CUDAGRAPHS)}
+    environment = peers_environment()
+    print(f"GPU: {torch.cuda.get_device_name()}, torch {torch.__version__}, triton {environment['triton']}; "
+          f"{MODEL} fp16 batch 1; {threads} threads x {calls} calls, {n_inputs} inputs")
     rows = []
-    for name, (fn, clone) in variants.items():
+    for name, (fn, clone, mode, config) in variants.items():
+        row = {"variant": name, "config": config or "openprim"}
+        if config:
+            row["torch_peer"] = peers[config].record()
+            if peers[config].error:
+                failures.append(f"{name}: the torch peer {config} did not build: {peers[config].error}")
+                rows.append(row)
+                continue
         print(f"{name} ...", flush=True)
-        with torch.inference_mode():
+        with mode():
             want = [fn(0)(x).clone() for x in inputs]      # the single-thread results
             torch.cuda.synchronize()
             error = max(_error(e, w) for e, w in zip(eager, want))
-        one = serve([fn(0)], inputs, want, calls, warmup, clone)
-        many = serve([fn(k) for k in range(threads)], inputs, want, calls, warmup, clone)
-        row = {"variant": name, "max_rel_error_vs_eager": error, "one_thread": one, "threads": many}
+        one = serve([fn(0)], inputs, want, calls, warmup, clone, mode)
+        many = serve([fn(k) for k in range(threads)], inputs, want, calls, warmup, clone, mode)
+        row.update(max_rel_error_vs_eager=error, one_thread=one, threads=many)
         if "error" not in one and "error" not in many:
             row["speedup"] = many["calls_per_s"] / one["calls_per_s"]
         rows.append(row)
@@ -157,15 +182,22 @@ def run(directory: str, threads: int, calls: int, warmup: int, n_inputs: int) ->
                          for r in (one, many) if r.get("wrong")]
             if not error < 2e-2:
                 failures.append(f"{name}: max rel error vs eager {error:.3g}")
+        with open(os.path.join(directory, "serving.json"), "w") as f:      # a crash keeps the rows so far
+            json.dump({"environment": environment, "threads": threads, "calls": calls, "rows": rows,
+                       "failures": failures}, f, indent=1)
     _report(rows, failures)
     with open(os.path.join(directory, "serving.json"), "w") as f:
-        json.dump({"threads": threads, "calls": calls, "rows": rows, "failures": failures}, f, indent=1)
+        json.dump({"environment": environment, "threads": threads, "calls": calls, "rows": rows,
+                   "failures": failures}, f, indent=1)
     return 1 if failures else 0
 
 
 def _report(rows, failures) -> None:
     print(f"{'variant':34s} {'threads':>7s} {'calls':>6s} {'identical':>13s} {'calls/s':>8s} {'vs 1':>5s}")
     for row in rows:
+        if "one_thread" not in row:
+            print(f"{row['variant']:34s} did not build: {row['torch_peer'].get('error')}")
+            continue
         for r in (row["one_thread"], row["threads"]):
             if "error" in r:
                 print(f"{row['variant']:34s} {r['threads']:7d} {r['error']}")

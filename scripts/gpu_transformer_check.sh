@@ -7,8 +7,8 @@
 # tests:  the test files (default: test_attention.py, test_vit_layout.py and test_norms.py) recorded for
 #         nvvm:sm_90, run by scripts/gpu_replay.py, and checked against float64 numpy (both attention layouts
 #         through the flash kernel, the warp-per-row norms); logs in $OUT.
-# models: bench/gpu_models.py (default: vit_b_16 and bert_encoder_layer) against torch.compile (freezing)
-#         and eager.
+# models: bench/gpu_models.py (default: vit_b_16 and bert_encoder_layer) against PyTorch eager,
+#         torch.compile with freezing, and with freezing and CUDA graphs (bench/timing.torch_peers).
 # gemms:  bench/gpu_kernels.py's transformer GEMMs with each wgmma configuration forced (CASE_wgmmaI) and
 #         with the heuristic's choice (CASE), against torch.matmul; $OUT/gpu_kernels.json.
 set -u
