@@ -4,12 +4,14 @@
     openprim run resnet18.oprim --input x.npy                  # runtime only (no MLIR needed)
     openprim run examples/resnet.py                            # JIT: compile in-process, then run
     openprim inspect resnet18.oprim                            # what an artifact holds: plan, kernels
+    openprim profile resnet18.oprim --top 10                   # every kernel timed: where the time goes
     openprim tune examples/resnet.py --budget 10               # find per layer, into the tuning database
     openprim explain examples/resnet.py                        # every solver per layer, and the choice
     openprim conv -n 1 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -t 1   # one conv, MIOpenDriver's flags
     openprim db import results.json                            # GPU measurements (see tuning_commands.py)
     openprim db show                                           # the tuning database's records
     openprim onnx-check model.onnx                             # all the ONNX importer refuses in a model
+    openprim torch-check model.pt2                             # every aten op the torch importer cannot map
     openprim emit examples/resnet.py -o resnet.mlir            # the prim module for openprim-opt (+ .weights.npz)
     openprim cache info                                        # the compile cache: directory, entries, size
 
@@ -33,6 +35,7 @@ from openprim.base.errors import OpenPrimError, one_line
 from openprim.base.files import atomic_file
 from openprim.base.target import archs, parse_target
 from openprim.runtime.executor import host_shape
+from openprim.runtime.profile import random_inputs
 
 
 def _value(text: str):
@@ -44,17 +47,22 @@ def _value(text: str):
     return text
 
 
-def load_model(path: str, defines: list[str], module_ok: bool = False):
-    """The model of a file, by its suffix (openprim.pyfrontend.importers: .py, .onnx, .pt2, .mlir), with
-    -D name=value as the importer's options. A Graph, or a prim ir.Module (.mlir) where module_ok."""
-    from openprim.pyfrontend import Graph, importers
+def define_options(defines: list[str]) -> dict:
+    """-D name=value options as keyword arguments (values as int or float where they parse so)."""
     kwargs = {}
     for d in defines:
         key, sep, val = d.partition("=")
         if not sep:
             raise OpenPrimError(f"-D expects name=value, got '{d}'")
         kwargs[key] = _value(val)
-    model = importers.load(path, **kwargs)
+    return kwargs
+
+
+def load_model(path: str, defines: list[str], module_ok: bool = False):
+    """The model of a file, by its suffix (openprim.pyfrontend.importers: .py, .onnx, .pt2, .mlir), with
+    -D name=value as the importer's options. A Graph, or a prim ir.Module (.mlir) where module_ok."""
+    from openprim.pyfrontend import Graph, importers
+    model = importers.load(path, **define_options(defines))
     if not (module_ok or isinstance(model, Graph)):
         raise OpenPrimError(f"{path}: a prim module; this command needs a model that imports as a Graph "
                             f"(`openprim compile` and `openprim run` take {path})")
@@ -62,7 +70,8 @@ def load_model(path: str, defines: list[str], module_ok: bool = False):
 
 
 def _inputs(exe, paths: list[str], seed: int):
-    """Arrays for the executable's inputs: from .npy files, else seeded normal random data."""
+    """Arrays for the executable's inputs: from .npy files, else seeded normal random data (zeros for integer
+    and bool inputs: valid token ids)."""
     specs = [{**exe.plan["values"][i["value"]], "shape": host_shape(exe.plan, i["value"])} for i in exe.plan["inputs"]]
     if paths:
         if len(paths) != len(specs):
@@ -74,8 +83,7 @@ def _inputs(exe, paths: list[str], seed: int):
             except Exception as e:  # noqa: BLE001 - numpy's readers raise many types (EOFError, TokenError, ...)
                 raise OpenPrimError(f"{p}: cannot read as .npy ({type(e).__name__}: {e})") from None
         return arrays
-    rng = np.random.default_rng(seed)
-    return [rng.standard_normal(s["shape"]).astype(np.float32) for s in specs]
+    return random_inputs(exe.plan, seed)
 
 
 def writable_output(path: str, what: str) -> str:
@@ -268,6 +276,12 @@ def cmd_inspect(args) -> int:
     return 0
 
 
+def cmd_profile(args) -> int:
+    """`openprim profile ARTIFACT_OR_MODEL`: every kernel timed (profile_command.py)."""
+    from openprim import profile_command
+    return profile_command.run(args)
+
+
 def cmd_cache(args) -> int:
     """`openprim cache info|clear`: the compile cache (openprim.cache)."""
     from openprim import cache
@@ -361,6 +375,26 @@ def cmd_onnx_check(args) -> int:
     raise OpenPrimError(f"{args.model} cannot be imported: {len(problems) + len(missing)} reason(s), on stdout")
 
 
+def cmd_torch_check(args) -> int:
+    """Every aten op the torch importer cannot map in a .pt2 program (or in the programs a .py model file's
+    build() imports), counts and the first node of each with its source line, on stdout
+    (openprim.pyfrontend.torch.check); where every op maps, the import's own refusal if any. Where there is
+    anything, one error line too, exit status 1."""
+    from openprim.pyfrontend.torch import check
+    reports = check.check_file(args.model, **define_options(args.define))
+    for report in reports:
+        print("\n".join(check.report_lines(report)))
+    bad = [r for r in reports if not r.ok]
+    if not bad:
+        return 0
+    ops, why = {op for r in bad for op in r.unmapped}, []
+    if ops:
+        why.append(f"{len(ops)} unmapped aten op{'s' if len(ops) != 1 else ''}")
+    if any(r.refusal for r in bad):
+        why.append("refused by the import")
+    raise OpenPrimError(f"{args.model} cannot be imported by the torch importer: {', '.join(why)}, on stdout")
+
+
 def _onnx_type(t) -> str:
     """An ONNX input's type as `float[1,3,224,224]` (`?` for a dynamic dimension)."""
     if not t.HasField("tensor_type"):
@@ -443,6 +477,15 @@ def _command(argv) -> int:
     r.add_argument("--seed", type=_int_at_least(0), default=0)
     i = sub.add_parser("inspect", help="show what an .oprim artifact holds: plan, memory, kernels and their resources")
     i.add_argument("artifact")
+    f = sub.add_parser("profile", help="time every kernel of an .oprim artifact or a model (compiled first): "
+                                       "time, share, gaps, FLOP/s and bytes/s against the chip's rates")
+    f.add_argument("model", help="an .oprim artifact (runtime only) or a model file (compiled as `run` does)")
+    f.add_argument("--runs", type=_int_at_least(1), default=20, help="profiled runs, medians over them (default 20)")
+    f.add_argument("--warmup", type=_int_at_least(0), default=3, help="runs before them, untimed (default 3)")
+    f.add_argument("--top", type=_int_at_least(1), metavar="K", help="only the K slowest steps, slowest first")
+    f.add_argument("--json", metavar="PATH", help="also write the profile to PATH as JSON")
+    f.add_argument("--input", action="append", default=[], help=".npy file per input (default: random)")
+    f.add_argument("--seed", type=_int_at_least(0), default=0)
     t = sub.add_parser("tune", help="find the fastest solver and parameters of every conv/matmul layer")
     t.add_argument("model")
     t.add_argument("--budget", type=_seconds, default=10.0, help="seconds of search per layer, compiles included (default 10)")
@@ -458,11 +501,15 @@ def _command(argv) -> int:
     o = sub.add_parser("onnx-check", help="list all that keeps the importer from importing an ONNX model: "
                                                     "nodes it cannot map, opset, inputs, attributes")
     o.add_argument("model")
+    tc = sub.add_parser("torch-check", help="list every aten op the torch importer cannot map in a .pt2 program "
+                                            "(or a .py model file's), with counts and the first node of each")
+    tc.add_argument("model", help="a .pt2 program (torch.export.save) or a .py model file whose build() imports one")
+    tc.add_argument("-D", "--define", action="append", default=[], help="build() keyword argument name=value")
     d = sub.add_parser("db", help="the tuning database: add a record, import measured results, show the records")
     d.add_argument("action", choices=("add", "import", "show"))
     d.add_argument("args", nargs="*", help="add: DESCRIPTOR ARCH (cpu: this CPU, or e.g. nvvm:sm_90) SOLVER PARAMS_JSON SECONDS; "
                                            "import: RESULTS.json; show: [DESCRIPTOR]")
-    for p in (c, r, t, e, v):
+    for p in (c, r, t, e, v, f):
         p.add_argument("--target", default="cpu", help=f"cpu (default), cpu:<mcpu>, nvvm:<{'|'.join(archs('nvvm'))}> "
                                                        f"or rocdl:<{'|'.join(archs('rocdl'))}>")
         p.add_argument("--solver", default="", help="force a convolution/GEMM solver")
@@ -470,7 +517,7 @@ def _command(argv) -> int:
             p.add_argument("-D", "--define", action="append", default=[], help="build() keyword argument name=value")
     k = sub.add_parser("cache", help="the compile cache: where it is and how big (info), or empty it (clear)")
     k.add_argument("action", choices=("info", "clear"))
-    for p in (c, r):
+    for p in (c, r, f):
         p.add_argument("--no-cache", action="store_true", help="compile even when the compile cache has the model, "
                                                                 "and do not store it there")
         p.add_argument("--layout", default="NHWC", help="NHWC (default): run NCHW convolutions and pools in NHWC; "
@@ -479,15 +526,17 @@ def _command(argv) -> int:
                        help="compute in this dtype (weights cast at compile time, f32 accumulation), "
                             "inputs and outputs in the model's own (default: the model's dtype)")
     r.set_defaults(**dict.fromkeys(COMPILE_ONLY))
+    f.set_defaults(**dict.fromkeys(COMPILE_ONLY))
     args = ap.parse_args(argv)
     try:
-        if args.command == "run":
+        if args.command in ("run", "profile"):
             _compile_options(args)
         if getattr(args, "target", None) is not None:
             args.target = parse_target(args.target)   # the one parse: every command gets the Target
         return {"compile": cmd_compile, "run": cmd_run, "inspect": cmd_inspect, "tune": cmd_tune, "explain": cmd_explain,
                 "conv": cmd_conv, "db": cmd_db, "cache": cmd_cache, "onnx-check": cmd_onnx_check,
-                "emit": cmd_emit}[args.command](args)
+                "emit": cmd_emit, "torch-check": cmd_torch_check,
+                "profile": cmd_profile}[args.command](args)
     except OpenPrimError as e:
         print(one_line(e, "openprim"), file=sys.stderr)
         return 1

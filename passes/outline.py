@@ -91,6 +91,15 @@ def kernel_units(module):
                     yield op, ops[:-1], list(blk.arguments), ops[-1].operands[0], callee
 
 
+def _mark_choice(call, op) -> None:
+    """prim-select's solver, parameters and problem descriptor of `op`, copied onto the call of its kernel."""
+    contract.set_solver(call, contract.solver(op))
+    if params := contract.params(op):
+        contract.set_params(call, params)
+    if (problem := contract.problem(op)) is not None:
+        contract.set_problem(call, problem)
+
+
 def outline(module: ir.Operation, target: Target, schedule=None) -> None:
     """Replace every compute op / fused call of the graph functions by a call to a kernel.
 
@@ -130,6 +139,8 @@ def outline(module: ir.Operation, target: Target, schedule=None) -> None:
                 contract.mark_kernel(decl)
             with ir.InsertionPoint(anchor), anchor.location:
                 call = func.CallOp([anchor.result.type], ir.FlatSymbolRefAttr.get(name), list(anchor.operands))
+            if solver:   # the layer's choice on its launch, for the plan's steps (driver/plan.py: openprim profile)
+                _mark_choice(call.operation, ops[0])
             anchor.result.replace_all_uses_with(call.result)
             anchor.erase()
         for f in fused_used.values():

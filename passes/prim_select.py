@@ -51,6 +51,7 @@ from openprim.dialect import contract, graph_functions
 from openprim.solvers import SOLVERS, applicable
 from openprim.solvers.problem import DepthwisePointwiseProblem, problem_of
 
+from . import slow_fallbacks
 from .prim_layout import MARK, cancel_transposes, check_layout, lay_out
 from .rewrite import (constant, create, new_constant, pad_zeros, producer, rebuild, reshape, single_use, swap,
                       transformed_constant, transpose)
@@ -376,6 +377,7 @@ class Options:
         return [(NAME, self.run)]
 
     def run(self, module_op):
+        slow = []   # layers left on a slow kernel where the target has matrix cores: one warning at the end
         with module_op.context:
             for fn in graph_functions(module_op):
                 choices = {}  # problem descriptor -> Choice: repeated layers are decided (and found) once
@@ -385,6 +387,11 @@ class Options:
                     if key not in choices:
                         choices[key] = decide(op, self.target, self.solver, self.mode, self.enforce,
                                               self.find_budget, self.tuner)
-                    apply(op, choices[key], problem)
+                    choice, kind = choices[key], op.name[5:]
+                    if why := slow_fallbacks.why_slow(problem, kind, choice.solver, choice.source, self.target):
+                        slow.append(slow_fallbacks.Fallback(dialect.where(op.location), kind, key,
+                                                            choice.solver.name, why))
+                    apply(op, choice, problem)
                 cancel_transposes(fn)
                 _unit_transposes_to_views(fn)
+        slow_fallbacks.warn(slow, self.target)

@@ -247,6 +247,12 @@ class CudaDevice(Device):
             self.cu.cuEventDestroy(e)
         return ms / repeat
 
+    def create_timing_event(self):
+        return self._check("cuEventCreate", self.cu.cuEventCreate(0))
+
+    def event_ms(self, start, end) -> float:
+        return self._check("cuEventElapsedTime", self.cu.cuEventElapsedTime(start, end))
+
     def function_attributes(self, function) -> dict:
         a = self.cu.CUfunction_attribute
         names = {"registers": a.CU_FUNC_ATTRIBUTE_NUM_REGS, "shared_bytes": a.CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES,

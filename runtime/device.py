@@ -145,6 +145,14 @@ class Device:
         """Milliseconds between a start and a stop event recorded on `stream` around `repeat` calls of fn()."""
         raise NotImplementedError
 
+    def create_timing_event(self) -> int:
+        """An event that takes the time when its stream reaches it (record), for event_ms; destroy_event frees it."""
+        raise NotImplementedError
+
+    def event_ms(self, start: int, end: int) -> float:
+        """Milliseconds from timing event `start` to `end`, both recorded and completed (synchronize first)."""
+        raise NotImplementedError
+
     def function_attributes(self, function) -> dict:
         """Registers, shared/local bytes, max threads of a loaded kernel, where the driver reports them."""
         return {}

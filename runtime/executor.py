@@ -146,10 +146,20 @@ class CpuExecutable:
         return [i["name"] for i in self.plan["inputs"]]
 
     def __call__(self, *args, **kwargs):
+        return self._call(args, kwargs)
+
+    def timed_call(self, *args, **kwargs):
+        """A call (as __call__) that also records when each kernel call starts and ends, for the profiler
+        (runtime/profile.py): (outputs, an array [batch chunks x steps, 2] of time.perf_counter() seconds,
+        the plan's steps in order once per chunk of the batch)."""
+        spans = np.zeros((self.plan.get("batch_chunks", 1) * len(self.plan["steps"]), 2))
+        return self._call(args, kwargs, spans), spans
+
+    def _call(self, args, kwargs, spans=None):
         inputs = checked_inputs(self.plan, args, kwargs)
         arena = self._take()
         try:
-            stored = self._run(arena, inputs)
+            stored = self._run(arena, inputs, spans)
         finally:
             self._free.append(arena)
         values = self.plan["values"]
@@ -157,15 +167,15 @@ class CpuExecutable:
                 for s, o in zip(stored, self.plan["outputs"])]
         return outs[0] if len(outs) == 1 else tuple(outs)
 
-    def _run(self, arena: _Arena, inputs) -> list[np.ndarray]:
-        """Copy the inputs into `arena`, run the steps, return copies of the outputs (storage dtype)."""
-        plan, views, packed = self.plan, arena.views, self.packed
+    def _run(self, arena: _Arena, inputs, spans=None) -> list[np.ndarray]:
+        """Copy the inputs into `arena`, run the steps, return copies of the outputs (storage dtype); spans:
+        where _steps records each kernel call's start and end, or None."""
+        plan, views = self.plan, arena.views
         chunks = plan.get("batch_chunks", 1)
         if chunks == 1:
             for value, data in inputs:
                 views[value][...] = data
-            for fn, ptrs in arena.steps:
-                fn(*ptrs[:1] if packed else ptrs)
+            self._steps(arena, spans)
             raise_failed_checks(plan, views.__getitem__)
             return [views[o].copy() for o in plan["outputs"]]
         stored = [np.empty(host_shape(plan, o), views[o].dtype) for o in plan["outputs"]]
@@ -173,20 +183,33 @@ class CpuExecutable:
             for value, data in inputs:
                 n = len(views[value])
                 views[value][...] = data[i * n:(i + 1) * n]
-            for fn, ptrs in arena.steps:
-                fn(*ptrs[:1] if packed else ptrs)
+            self._steps(arena, spans, i * len(arena.steps))
             raise_failed_checks(plan, views.__getitem__)
             for out, o in zip(stored, plan["outputs"]):
                 n = len(views[o])
                 out[i * n:(i + 1) * n] = views[o]
         return stored
 
+    def _steps(self, arena: _Arena, spans=None, row: int = 0) -> None:
+        """Call the kernels of `arena`'s steps in order. With spans (an array [rows, 2]), also record each
+        call's start and end (time.perf_counter) in rows `row` on: the profiler's path, a loop of its own so
+        that the plain one stays as it was."""
+        packed = self.packed
+        if spans is None:
+            for fn, ptrs in arena.steps:
+                fn(*ptrs[:1] if packed else ptrs)
+            return
+        clock = time.perf_counter
+        for i, (fn, ptrs) in enumerate(arena.steps, row):
+            start = clock()
+            fn(*ptrs[:1] if packed else ptrs)
+            spans[i] = start, clock()
+
     def run_steps(self):
         """The steps alone, on what the last call left in its arena (for timing)."""
         arena = self._take()
         try:
-            for fn, ptrs in arena.steps:
-                fn(*ptrs[:1] if self.packed else ptrs)
+            self._steps(arena)
         finally:
             self._free.append(arena)
 

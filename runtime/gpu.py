@@ -358,6 +358,33 @@ class GpuExecutable:
                     repeat, self.stream)
         return times
 
+    def launch_spans(self, runs: int = 20, warmup: int = 3) -> np.ndarray:
+        """For the profiler (runtime/profile.py): the plan's launches one by one on the executable's stream (no
+        graph replay), on what the arena holds (call the executable first), `runs` times after `warmup`
+        untimed runs, a timing event recorded before and after each launch. An array [runs, launches, 2]:
+        each launch's start and end in milliseconds after its run's first start (self.launches[k][5] is
+        launch k's step)."""
+        self._enter()
+        device, n = self.device, len(self.launches)
+        spans = np.zeros((runs, n, 2))
+        with self._lock:
+            self._follow(self.stream)
+            for _ in range(warmup):
+                self._launch_all(self.stream, self.arena_targets)
+            events = [device.create_timing_event() for _ in range(2 * n)]
+            try:
+                for r in range(runs):
+                    for k, (fn, grid, block, _, shared, _) in enumerate(self.launches):
+                        device.record(events[2 * k], self.stream)
+                        device.launch(fn, grid, block, self._args(k, self.arena_targets), shared, self.stream)
+                        device.record(events[2 * k + 1], self.stream)
+                    device.stream_synchronize(self.stream)
+                    spans[r] = np.reshape([device.event_ms(events[0], e) for e in events], (n, 2))
+            finally:
+                for e in events:
+                    device.destroy_event(e)
+        return spans
+
     def __del__(self):
         try:
             self.device.synchronize()

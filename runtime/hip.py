@@ -162,6 +162,12 @@ class HipDevice(Device):
             self._call("hipEventDestroy", start)
             self._call("hipEventDestroy", stop)
 
+    def create_timing_event(self):
+        return self._call("hipEventCreate")
+
+    def event_ms(self, start, end) -> float:
+        return self._call("hipEventElapsedTime", start, end)
+
     def function_attributes(self, function) -> dict:
         attr = self._hip.hipFunction_attribute
         names = {"registers": attr.HIP_FUNC_ATTRIBUTE_NUM_REGS,

@@ -89,6 +89,8 @@ LAZY_IMPORTS = {
     "pyfrontend/importers/__init__.py",
     # a compile-cache hit loads the .oprim without MLIR: the compiler (and the host CPU's name) only when needed
     "driver/cache.py",
+    # `openprim profile X.oprim` needs no MLIR: the compiler (openprim.api) only for a model file
+    "driver/profile_command.py",
 }
 
 # ------------------------------------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-// prim-lower keeps the kernels prim-tile made (name, solver) and lowers them: the scf.forall of the
+// prim-lower keeps the kernels prim-tile made (name, solver; the call carries the layer's choice, which the
+// plan records per step) and lowers them: the scf.forall of the
 // threads becomes an OpenMP parallel loop, the vector FMAs llvm.intr.fmuladd on vectors.
 // With threads=false the forall is a plain loop (no OpenMP). prim-lower alone makes the untiled
 // reference kernel instead (no solver, no OpenMP, no vectors).
@@ -7,7 +8,7 @@
 // RUN: openprim-opt %s -p prim-lower | filecheck %s --check-prefix=REF
 
 // CHECK-LABEL: func.func @main(
-// CHECK-NEXT:  call @conv2d_0(%arg0, %arg1) : (tensor<1x4x4x2xf32>, tensor<3x3x2x8xf32>) -> tensor<1x4x4x8xf32>
+// CHECK-NEXT:  call @conv2d_0(%arg0, %arg1) {prim.params = {{[{].*[}]}}, prim.problem = "conv2d-1x2x4x4-k8-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-RSCK-f32-none", prim.solver = "conv_direct"} : (tensor<1x4x4x2xf32>, tensor<3x3x2x8xf32>) -> tensor<1x4x4x8xf32>
 // CHECK:       module @kernels
 // CHECK-NOT:   func.func
 // CHECK:       llvm.func @conv2d_0(%arg0: !llvm.ptr, %arg1: !llvm.ptr, %arg2: !llvm.ptr) attributes {prim.op = "conv2d", prim.solver = "conv_direct"}
