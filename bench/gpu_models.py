@@ -7,7 +7,7 @@ Each model is a torch.nn module with its reference implementation's structure an
 (examples/torch_models.py, vision_models.py and, when it exists, transformer_models.py), run in fp16 at
 batch 32 (BERT's encoder layer: batch 8, 512 tokens), convolutional networks in channels_last with
 channels_last inputs. OpenPrim compiles it on the GPU machine itself, through the path a user takes:
-`openprim.torch_backend.compile_module(model, (x,))` with a CUDA input, so the target comes from the device
+`openprim.torch_backend.compile_module(model, inputs)` with CUDA inputs, so the target comes from the device
 (scripts/device_env.sh installs MLIR there: the wheel and its libLLVM.so, carried in out/). Its output is checked against eager: max |ours - eager|
 over max |eager|, which must stay under 2e-2 (fp16).
 
@@ -67,6 +67,10 @@ MODELS = {
     "convnext_tiny": ("vision_models", "image", 32, True),
     "vit_b_16": ("transformer_models", "image", 32, False),
     "bert_encoder_layer": ("transformer_models", "tokens", 8, False),
+    # Hugging Face models from their configs (examples/language_models.py, size "base"): token ids and an
+    # attention mask with padding (int64), the last hidden state; --batch/--tokens set the shape.
+    "bert": ("language_models", "ids", 8, False),
+    "gpt2": ("language_models", "ids", 8, False),
 }
 IMAGE_SIZE, TOKENS = 224, 512
 TOLERANCE = 2e-2                       # fp16: max |ours - eager| / max |eager|
@@ -84,26 +88,51 @@ def build_model(name: str):
         return None
     if EXAMPLES not in sys.path:
         sys.path.insert(0, EXAMPLES)
+    if MODELS[name][1] == "ids":
+        return _LastHidden(importlib.import_module(source).get(name, "base")).eval()
     return getattr(importlib.import_module(source), name)().eval()
 
 
-def example_input(name: str, model, batch: int, tokens: int):
-    """Seeded fp32 CPU input: [batch, 3, 224, 224] images, or [batch, tokens, hidden] for the BERT layer."""
+def _LastHidden(model):
+    """A Hugging Face model as a module of (input_ids, attention_mask) returning its last hidden state."""
+    import torch
+
+    class LastHidden(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.model = model
+
+        def forward(self, input_ids, attention_mask):
+            return self.model(input_ids=input_ids, attention_mask=attention_mask)[0]
+    return LastHidden()
+
+
+def example_input(name: str, model, batch: int, tokens: int) -> tuple:
+    """Seeded CPU inputs, a tuple: fp32 [batch, 3, 224, 224] images, [batch, tokens, hidden] for the BERT
+    layer, or int64 token ids and an attention mask [batch, tokens] (the last sequence padded) for a
+    language model."""
     import torch
     g = torch.Generator().manual_seed(1)
+    if MODELS[name][1] == "ids":
+        import language_models
+        feeds = language_models.example_input(model.model, batch, tokens)
+        return feeds["input_ids"], feeds["attention_mask"]
     if MODELS[name][1] == "tokens":
         hidden = model.attention.self.query.in_features      # Hugging Face BertLayer's names
-        return torch.randn(batch, tokens, hidden, generator=g)
-    return torch.randn(batch, 3, IMAGE_SIZE, IMAGE_SIZE, generator=g)
+        return (torch.randn(batch, tokens, hidden, generator=g),)
+    return (torch.randn(batch, 3, IMAGE_SIZE, IMAGE_SIZE, generator=g),)
 
 
-def prepared(name: str, model, x, device: str):
-    """The fp16 module and input on `device`; convolutional networks in channels_last memory."""
+def prepared(name: str, model, xs: tuple, device: str):
+    """The fp16 module and its inputs on `device` (floats in fp16, ids and masks as they are); convolutional
+    networks in channels_last memory."""
     import torch
-    model, x = model.half().to(device).eval(), x.half().to(device)
+    model = model.half().to(device).eval()
+    xs = tuple(x.half().to(device) if x.is_floating_point() else x.to(device) for x in xs)
     if MODELS[name][3]:
-        model, x = model.to(memory_format=torch.channels_last), x.to(memory_format=torch.channels_last)
-    return model, x
+        model, xs = model.to(memory_format=torch.channels_last), tuple(x.to(memory_format=torch.channels_last)
+                                                                         for x in xs)
+    return model, xs
 
 
 # ------------------------------------------------------------------------------------------- kernel kinds
@@ -171,10 +200,10 @@ def compile_only(names, target: str, batch: int | None, tokens: int) -> list[dic
         if module is None:
             row["skipped"] = f"examples/{MODELS[name][0]}.py does not exist"
             continue
-        model, x = prepared(name, module, example_input(name, module, row["batch"], tokens), "cpu")
+        model, xs = prepared(name, module, example_input(name, module, row["batch"], tokens), "cpu")
         t0 = time.perf_counter()
         try:
-            graph, _ = import_exported(torch.export.export(model, (x,)))
+            graph, _ = import_exported(torch.export.export(model, xs))
             row["import_s"] = time.perf_counter() - t0
             timings = CompileTimings()
             with tempfile.TemporaryDirectory(prefix="gpu-models-") as scratch:
@@ -217,24 +246,24 @@ def measure(name: str, batch: int, tokens: int, iters: int, rounds: int, step_re
     import torch
     from openprim.torch_backend import compile_module
     row = {"model": name, "batch": batch, **({"target": target} if target else {})}
-    if MODELS[name][1] == "tokens":
+    if MODELS[name][1] in ("tokens", "ids"):
         row["tokens"] = tokens
     module = build_model(name)
     if module is None:
         row["skipped"] = f"examples/{MODELS[name][0]}.py does not exist"
         return row
-    model, x = prepared(name, module, example_input(name, module, batch, tokens), "cuda")
+    model, xs = prepared(name, module, example_input(name, module, batch, tokens), "cuda")
     with torch.inference_mode():
-        want = model(x)
+        want = model(*xs)
         t0 = time.perf_counter()
-        ours = compile_module(model, (x,), target=target)
+        ours = compile_module(model, xs, target=target)
         row["compile_s"] = time.perf_counter() - t0
         exe = ours.exe
         row["cache_hit"], row["compile_stages_s"] = exe.cache_hit, exe.compile_seconds
         row["steps"], row["launches"] = len(exe.plan["steps"]), len(exe.launches)
-        row["max_rel_error"] = max_rel_error(want, ours(x))
+        row["max_rel_error"] = max_rel_error(want, ours(*xs))
 
-    peers = torch_peers(model, (x,), dtype=torch.float16)
+    peers = torch_peers(model, xs, dtype=torch.float16)
     row["torch_peers"] = {}
     for peer_name, peer in peers.items():
         record = row["torch_peers"][peer_name] = peer.record()
@@ -244,8 +273,8 @@ def measure(name: str, batch: int, tokens: int, iters: int, rounds: int, step_re
     row["torch_compile_max_rel_error"] = row["torch_peers"][FREEZING].get("max_rel_error")
 
     stream = torch.cuda.current_stream().cuda_stream
-    calls = {"ours": lambda: ours(x),
-             "ours_kernels": lambda: exe.device.graph_launch(exe.graph[1], stream),   # captured by ours(x)
+    calls = {"ours": lambda: ours(*xs),
+             "ours_kernels": lambda: exe.device.graph_launch(exe.graph[1], stream),   # captured by ours(*xs)
              **{k: p.fn for k, p in peers.items() if not p.error}}
     modes = {"ours": torch.inference_mode, "ours_kernels": torch.inference_mode,
              **{k: p.mode for k, p in peers.items()}}
