@@ -68,6 +68,12 @@ def _spec(name, operands=(), attributes=None, doc=""):
 
 
 EPILOGUE = {"activation": "str", "activation_params": "f64s"}
+CONV_ATTRS = {"strides": "i64s", "padding": "i64s", "dilations": "i64s", "groups": "i64", "layout": "str",
+              "filter_layout": "str"}
+POOL_ATTRS = {"max_pool2d": {"kernel": "i64s", "strides": "i64s", "padding": "i64s", "dilations": "i64s",
+                             "ceil_mode": "i64", "layout": "str"},
+              "avg_pool2d": {"kernel": "i64s", "strides": "i64s", "padding": "i64s", "ceil_mode": "i64",
+                             "count_include_pad": "i64", "layout": "str"}}
 UNARY_ATTRS = {"relu": {}, "leaky_relu": {"alpha": "f64"}, "clamp": {"min": "f64", "max": "f64"},
                "sigmoid": {}, "tanh": {}, "gelu": {"approximate": "str"}, "silu": {}, "elu": {"alpha": "f64"},
                "hardsigmoid": {"alpha": "f64", "beta": "f64"}, "hardswish": {}}
@@ -81,8 +87,7 @@ RHS_PANELS = 2   # matmul transpose_rhs value: the rhs is [N/NT, K, NT], NT-colu
 OPS: dict[str, OpSpec] = {s.name: s for s in [
     _spec("constant", (), {"value": "elements"}, doc="a weight or constant tensor"),
     _spec("conv2d", ("input", "filter", ("bias", "optional"), ("residual", "optional")),
-          {"strides": "i64s", "padding": "i64s", "dilations": "i64s", "groups": "i64", "layout": "str",
-           "filter_layout": "str", **EPILOGUE},
+          {**CONV_ATTRS, **EPILOGUE},
           doc="y = act(conv(x, w) + bias + residual); padding = [top, left, bottom, right]"),
     _spec("depthwise_pointwise", ("input", "dw_filter", ("dw_bias", "optional"), "filter", ("bias", "optional"),
                                   ("residual", "optional")),
@@ -107,10 +112,8 @@ OPS: dict[str, OpSpec] = {s.name: s for s in [
     *[_spec(n, ("input",), a) for n, a in UNARY_ATTRS.items()],
     *[_spec(n, ("input",)) for n in UNARY_MATH],
     *[_spec(n, ("lhs", "rhs")) for n in BINARY],
-    _spec("max_pool2d", ("input",), {"kernel": "i64s", "strides": "i64s", "padding": "i64s",
-                                     "dilations": "i64s", "ceil_mode": "i64", "layout": "str"}),
-    _spec("avg_pool2d", ("input",), {"kernel": "i64s", "strides": "i64s", "padding": "i64s",
-                                     "ceil_mode": "i64", "count_include_pad": "i64", "layout": "str"}),
+    _spec("max_pool2d", ("input",), POOL_ATTRS["max_pool2d"]),
+    _spec("avg_pool2d", ("input",), POOL_ATTRS["avg_pool2d"]),
     _spec("global_avg_pool", ("input",), {"layout": "str"}),
     _spec("softmax", ("input",), {"axis": "i64"}),
     _spec("log_softmax", ("input",), {"axis": "i64"}),
@@ -147,6 +150,51 @@ OPS: dict[str, OpSpec] = {s.name: s for s in [
           doc="running sums along axis (exclusive: without the element itself; reverse: from the end)"),
     _spec("bounds_check", ("indices",), {"size": "i64"},
           doc="the number of indices outside [-size, size), a 1-element i32 tensor the runtime reads after a run"),
+    # Training (issue 31): the gradients of the forward ops, one result each like every prim op. The attributes
+    # repeat the forward's; where the forward's result does not determine a shape (a stride > 1 leaves the
+    # input's size open, the filter's size is not in grad_output) an attribute gives it.
+    _spec("conv2d_backward_data", ("grad_output", "filter"), {**CONV_ATTRS, "input_size": "i64s"},
+          doc="grad_input of conv2d: dx[n, c, ih, iw] = sum of dy[n, k, oh, ow] * w[k, c, r, s] over the (k, r, s) of "
+              "c's group with oh * sh + r * dh - pt = ih (likewise w); input_size = the forward input's [H, W]"),
+    _spec("conv2d_backward_weights", ("input", "grad_output"), {**CONV_ATTRS, "filter_size": "i64s"},
+          doc="grad_filter of conv2d: dw[k, c, r, s] = sum over n, oh, ow of dy[n, k, oh, ow] * "
+              "x_padded[n, c, oh * sh + r * dh, ow * sw + s * dw] within k's group; filter_size = [R, S], the result "
+              "in filter_layout"),
+    _spec("batch_norm_training", ("input", "scale", "shift"), {"epsilon": "f64", "layout": "str"},
+          doc="y = (x - mean) / sqrt(var + eps) * scale + shift with the batch's statistics per channel: mean and "
+              "biased variance over N, H, W"),
+    _spec("batch_norm_statistics", ("input",), {"epsilon": "f64", "layout": "str"},
+          doc="the batch's statistics per channel as one [2, C] tensor: row 0 the mean over N, H, W, row 1 the "
+              "inverse standard deviation 1 / sqrt(biased var + eps) (what batch_norm_backward takes); one op for the "
+              "two, as a prim op has one result and both come out of the same passes over the input"),
+    _spec("batch_norm_backward", ("grad_output", "input", "scale", "saved_mean", "saved_inv_std"), {"layout": "str"},
+          doc="grad_input of batch_norm_training: dx = scale * inv_std / M * (M dy - sum(dy) - xhat sum(dy xhat)), "
+              "xhat = (x - saved_mean) * saved_inv_std, the sums over the M = N H W values of a channel"),
+    _spec("layer_norm_backward", ("grad_output", "input", ("scale", "optional")),
+          {"epsilon": "f64", "normalized_ndim": "i64"},
+          doc="grad_input of layer_norm over the trailing normalized_ndim dims (D values, the statistics recomputed): "
+              "g = dy * scale, dx = inv_std / D * (D g - sum(g) - xhat sum(g xhat))"),
+    _spec("activation_backward", ("grad_output", "input"), EPILOGUE,
+          doc="dy * act'(x) for the epilogue activations (relu6 is clamp 0..6, gelu_tanh the tanh form); at the "
+              "kinks PyTorch's choice: relu'(0) = 0, clamp' = 0 at and outside the bounds, hardswish' = x/3 + 1/2 "
+              "on (-3, 3), 0 at -3, 1 at 3"),
+    _spec("max_pool2d_backward", ("grad_output", "input"), POOL_ATTRS["max_pool2d"],
+          doc="grad_input of max_pool2d: each window's dy goes to the first maximum of the window (row-major, "
+              "padding never wins), summed where windows overlap"),
+    _spec("avg_pool2d_backward", ("grad_output",), {**POOL_ATTRS["avg_pool2d"], "input_size": "i64s"},
+          doc="grad_input of avg_pool2d: each window's dy / its divisor (count_include_pad and ceil_mode as the "
+              "forward) to every input position of the window; input_size = the forward input's [H, W] (the values "
+              "of the input are not needed)"),
+    _spec("softmax_backward", ("grad_output", "output"), {"axis": "i64"},
+          doc="grad_input of softmax from its output y: dx = y * (dy - sum(dy * y)) along axis"),
+    _spec("log_softmax_backward", ("grad_output", "output"), {"axis": "i64"},
+          doc="grad_input of log_softmax from its output y: dx = dy - exp(y) * sum(dy) along axis"),
+    _spec("cross_entropy", ("logits", "targets"),
+          doc="the mean over the N rows of logsumexp(logits[n]) - logits[n, targets[n]]: logits [N, C], integer "
+              "targets [N] (a class index, read as the nearest in range when out of it), result [1]"),
+    _spec("cross_entropy_backward", ("logits", "targets", ("grad_output", "optional")),
+          doc="grad_logits of cross_entropy: (softmax(logits) - onehot(targets)) / N, times grad_output [1] when "
+              "given"),
 ]}
 ELEMENTWISE = frozenset(UNARY_ATTRS) | frozenset(UNARY_MATH) | frozenset(BINARY)
 # Ops that move or select elements without computing on them: any dtype (their result's is the input's).
@@ -470,6 +518,124 @@ def _where(shapes, attrs):
     return broadcast(broadcast(shapes[0], shapes[1]), shapes[2])
 
 
+# ----------------------------------------------------------------------------- training: the backward ops
+def _same_as(shapes, names):
+    """Operands that must have the first one's shape (a gradient and the tensor it is the gradient of)."""
+    for shp, nm in zip(shapes[1:], names[1:]):
+        _need(tuple(shp) == tuple(shapes[0]), f"{nm} {fmt_shape(shp)} must have the shape of {names[0]} "
+              f"{fmt_shape(shapes[0])}")
+
+
+def _conv_window(attrs, h, w, r, s, oh, ow, what):
+    """The forward's window attributes checked; that an h x w input gives the oh x ow output."""
+    sh, sw = _pair(attrs, "strides", 2)
+    dh, dw = _pair(attrs, "dilations", 2)
+    pt, pl, pb, pr = _pair(attrs, "padding", 4, positive=False)
+    want = (window_out(h, r, sh, pt, pb, dh), window_out(w, s, sw, pl, pr, dw))
+    _need(want == (oh, ow), f"grad_output is {oh}x{ow} but {what} gives a {want[0]}x{want[1]} output")
+
+
+def _plain_filter_layout(attrs):
+    fl = attrs["filter_layout"]
+    _need(fl in FILTER_LAYOUTS, f"filter_layout must be one of {FILTER_LAYOUTS}, got '{fl}'")
+    return fl
+
+
+def _conv2d_backward_data(shapes, attrs):
+    dy, w = shapes
+    n, k, oh, ow = _layout(attrs, dy)
+    fl = _plain_filter_layout(attrs)
+    _need(len(w) == 4, f"expects a 4-d {fl} filter, got {fmt_shape(w)}")
+    fk, cg, r, s = filter_dims(fl, w)
+    _need(fk == k, f"grad_output has {k} channels but the filter has {fk} output channels")
+    g = attrs["groups"]
+    _need(g >= 1 and k % g == 0, f"groups={g} must divide the output channels {k}")
+    h, wd = _pair(attrs, "input_size", 2)
+    _conv_window(attrs, h, wd, r, s, oh, ow, f"a {h}x{wd} input (input_size) with a {r}x{s} filter")
+    return _nchw_out(attrs["layout"], n, cg * g, h, wd)
+
+
+def _conv2d_backward_weights(shapes, attrs):
+    x, dy = shapes
+    n, c, h, wd = _layout(attrs, x)
+    dn, k, oh, ow = _layout(attrs, dy)
+    _need(dn == n, f"grad_output has batch {dn} but the input has {n}")
+    fl = _plain_filter_layout(attrs)
+    g = attrs["groups"]
+    _need(g >= 1 and c % g == 0 and k % g == 0, f"groups={g} must divide input channels {c} and output channels {k}")
+    r, s = _pair(attrs, "filter_size", 2)
+    _conv_window(attrs, h, wd, r, s, oh, ow, f"the {h}x{wd} input with a {r}x{s} filter (filter_size)")
+    return {"KCRS": (k, c // g, r, s), "KRSC": (k, r, s, c // g), "RSCK": (r, s, c // g, k)}[fl]
+
+
+def _batch_norm_training(shapes, attrs):
+    n, c, h, w = _layout(attrs, shapes[0])
+    _channel_vec(shapes[1:], c, ("scale", "shift"))
+    _need(attrs["epsilon"] >= 0, "epsilon must be non-negative")
+    return tuple(shapes[0])
+
+
+def _batch_norm_statistics(shapes, attrs):
+    n, c, h, w = _layout(attrs, shapes[0])
+    _need(attrs["epsilon"] >= 0, "epsilon must be non-negative")
+    return (2, c)
+
+
+def _batch_norm_backward(shapes, attrs):
+    _same_as(shapes[:2], ("grad_output", "input"))
+    n, c, h, w = _layout(attrs, shapes[1])
+    _channel_vec(shapes[2:], c, ("scale", "saved_mean", "saved_inv_std"))
+    return tuple(shapes[1])
+
+
+def _layer_norm_backward(shapes, attrs):
+    _same_as(shapes[:2], ("grad_output", "input"))
+    return _layer_norm([shapes[1], shapes[2], None], attrs)
+
+
+def _activation_backward(shapes, attrs):
+    _same_as(shapes, ("grad_output", "input"))
+    _check_activation(attrs)
+    _need(attrs["activation"] != "none", "activation must not be 'none' (its gradient is grad_output)")
+    return tuple(shapes[1])
+
+
+def _pool_backward(shapes, attrs, x):
+    """The forward pool's rules on an input of shape x; that grad_output has its result's shape."""
+    out = _pool([x], attrs)
+    _need(tuple(shapes[0]) == tuple(out), f"grad_output {fmt_shape(shapes[0])} must have the pool's output shape "
+          f"{fmt_shape(out)} (input {fmt_shape(x)})")
+    return tuple(x)
+
+
+def _max_pool2d_backward(shapes, attrs):
+    return _pool_backward(shapes, attrs, tuple(shapes[1]))
+
+
+def _avg_pool2d_backward(shapes, attrs):
+    n, c, _, _ = _layout(attrs, shapes[0])
+    h, w = _pair(attrs, "input_size", 2)
+    return _pool_backward(shapes, attrs, _nchw_out(attrs["layout"], n, c, h, w))
+
+
+def _softmax_backward(shapes, attrs):
+    _same_as(shapes, ("grad_output", "output"))
+    _axis(attrs, len(shapes[0]))
+    return tuple(shapes[0])
+
+
+def _cross_entropy(shapes, attrs):
+    logits, targets = shapes[:2]
+    _need(len(logits) == 2, f"logits must be 2-d [N, C], got {fmt_shape(logits)}")
+    _need(tuple(targets) == (logits[0],), f"targets must be [{logits[0]}] (one class per row of the logits), "
+          f"got {fmt_shape(targets)}")
+    if len(shapes) > 2:   # cross_entropy_backward
+        _need(shapes[2] is None or tuple(shapes[2]) == (1,), f"grad_output must be [1] (the loss's gradient), "
+              f"got {fmt_shape(shapes[2] or ())}")
+        return tuple(logits)
+    return (1,)
+
+
 _RULES = {
     "conv2d": _conv2d, "depthwise_pointwise": _depthwise_pointwise, "matmul": _matmul, "batch_norm": _batch_norm, "layer_norm": _layer_norm,
     "rms_norm": _layer_norm, "group_norm": _group_norm, "max_pool2d": _pool, "avg_pool2d": _pool,
@@ -480,6 +646,13 @@ _RULES = {
     **{n: (lambda shapes, attrs: broadcast(shapes[0], shapes[1])) for n in BINARY},
     "cast": _same_shape, "logical_not": _same_shape, "compare": _kinds(COMPARE_KINDS), "logical": _kinds(LOGICAL_KINDS), "where": _where,
     "gather": _gather, "gather_elements": _gather_elements, "cumsum": _cumsum, "bounds_check": _bounds_check,
+    "conv2d_backward_data": _conv2d_backward_data, "conv2d_backward_weights": _conv2d_backward_weights,
+    "batch_norm_training": _batch_norm_training, "batch_norm_statistics": _batch_norm_statistics,
+    "batch_norm_backward": _batch_norm_backward, "layer_norm_backward": _layer_norm_backward,
+    "activation_backward": _activation_backward, "max_pool2d_backward": _max_pool2d_backward,
+    "avg_pool2d_backward": _avg_pool2d_backward, "softmax_backward": _softmax_backward,
+    "log_softmax_backward": _softmax_backward, "cross_entropy": _cross_entropy,
+    "cross_entropy_backward": _cross_entropy,
 }
 
 
@@ -499,6 +672,12 @@ def infer_dtype(name: str, dtypes: list, attrs) -> str | None:
     if name == "bounds_check":
         _need(given[0] in INTEGERS, f"indices must be integers ({', '.join(INTEGERS)}), got {given[0]}")
         return "i32"
+    if name in ("cross_entropy", "cross_entropy_backward"):
+        _need(given[0] in FLOATS, f"logits must be float ({', '.join(FLOATS)}), got {given[0]}")
+        _need(given[1] in INTEGERS, f"targets must be integers ({', '.join(INTEGERS)}), got {given[1]}")
+        _need(len(given) < 3 or given[2] == given[0],
+              f"grad_output must be {given[0]} like the logits, got {given[-1]}")
+        return given[0]
     _need(len(set(given)) == 1, f"operands mix dtypes {', '.join(sorted(set(given)))}")
     dtype = given[0]
     if name == "compare":

@@ -504,4 +504,161 @@ irdl.dialect @prim {
     %res = irdl.base "!builtin.tensor"
     irdl.results(result: %res)
   }
+  // grad_input of conv2d: dx[n, c, ih, iw] = sum of dy[n, k, oh, ow] * w[k, c, r, s] over the (k, r, s) of c's group with oh * sh + r * dh - pt = ih (likewise w); input_size = the forward input's [H, W]
+  irdl.operation @conv2d_backward_data {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    irdl.operands(grad_output: %t0, filter: %t1)
+    %a0 = irdl.base "#builtin.dense_array"
+    %a1 = irdl.base "#builtin.dense_array"
+    %a2 = irdl.base "#builtin.dense_array"
+    %a3 = irdl.base "#builtin.integer"
+    %a4 = irdl.base "#builtin.string"
+    %a5 = irdl.base "#builtin.string"
+    %a6 = irdl.base "#builtin.dense_array"
+    irdl.attributes {"strides" = %a0, "padding" = %a1, "dilations" = %a2, "groups" = %a3, "layout" = %a4, "filter_layout" = %a5, "input_size" = %a6}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // grad_filter of conv2d: dw[k, c, r, s] = sum over n, oh, ow of dy[n, k, oh, ow] * x_padded[n, c, oh * sh + r * dh, ow * sw + s * dw] within k's group; filter_size = [R, S], the result in filter_layout
+  irdl.operation @conv2d_backward_weights {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0, grad_output: %t1)
+    %a0 = irdl.base "#builtin.dense_array"
+    %a1 = irdl.base "#builtin.dense_array"
+    %a2 = irdl.base "#builtin.dense_array"
+    %a3 = irdl.base "#builtin.integer"
+    %a4 = irdl.base "#builtin.string"
+    %a5 = irdl.base "#builtin.string"
+    %a6 = irdl.base "#builtin.dense_array"
+    irdl.attributes {"strides" = %a0, "padding" = %a1, "dilations" = %a2, "groups" = %a3, "layout" = %a4, "filter_layout" = %a5, "filter_size" = %a6}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // y = (x - mean) / sqrt(var + eps) * scale + shift with the batch's statistics per channel: mean and biased variance over N, H, W
+  irdl.operation @batch_norm_training {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    %t2 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0, scale: %t1, shift: %t2)
+    %a0 = irdl.base "#builtin.float"
+    %a1 = irdl.base "#builtin.string"
+    irdl.attributes {"epsilon" = %a0, "layout" = %a1}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // the batch's statistics per channel as one [2, C] tensor: row 0 the mean over N, H, W, row 1 the inverse standard deviation 1 / sqrt(biased var + eps) (what batch_norm_backward takes); one op for the two, as a prim op has one result and both come out of the same passes over the input
+  irdl.operation @batch_norm_statistics {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %a0 = irdl.base "#builtin.float"
+    %a1 = irdl.base "#builtin.string"
+    irdl.attributes {"epsilon" = %a0, "layout" = %a1}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // grad_input of batch_norm_training: dx = scale * inv_std / M * (M dy - sum(dy) - xhat sum(dy xhat)), xhat = (x - saved_mean) * saved_inv_std, the sums over the M = N H W values of a channel
+  irdl.operation @batch_norm_backward {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    %t2 = irdl.base "!builtin.tensor"
+    %t3 = irdl.base "!builtin.tensor"
+    %t4 = irdl.base "!builtin.tensor"
+    irdl.operands(grad_output: %t0, input: %t1, scale: %t2, saved_mean: %t3, saved_inv_std: %t4)
+    %a0 = irdl.base "#builtin.string"
+    irdl.attributes {"layout" = %a0}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // grad_input of layer_norm over the trailing normalized_ndim dims (D values, the statistics recomputed): g = dy * scale, dx = inv_std / D * (D g - sum(g) - xhat sum(g xhat))
+  irdl.operation @layer_norm_backward {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    %t2 = irdl.base "!builtin.tensor"
+    irdl.operands(grad_output: %t0, input: %t1, scale: optional %t2)
+    %a0 = irdl.base "#builtin.float"
+    %a1 = irdl.base "#builtin.integer"
+    irdl.attributes {"epsilon" = %a0, "normalized_ndim" = %a1}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // dy * act'(x) for the epilogue activations (relu6 is clamp 0..6, gelu_tanh the tanh form); at the kinks PyTorch's choice: relu'(0) = 0, clamp' = 0 at and outside the bounds, hardswish' = x/3 + 1/2 on (-3, 3), 0 at -3, 1 at 3
+  irdl.operation @activation_backward {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    irdl.operands(grad_output: %t0, input: %t1)
+    %a0 = irdl.base "#builtin.string"
+    %a1 = irdl.base "#builtin.dense_array"
+    irdl.attributes {"activation" = %a0, "activation_params" = %a1}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // grad_input of max_pool2d: each window's dy goes to the first maximum of the window (row-major, padding never wins), summed where windows overlap
+  irdl.operation @max_pool2d_backward {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    irdl.operands(grad_output: %t0, input: %t1)
+    %a0 = irdl.base "#builtin.dense_array"
+    %a1 = irdl.base "#builtin.dense_array"
+    %a2 = irdl.base "#builtin.dense_array"
+    %a3 = irdl.base "#builtin.dense_array"
+    %a4 = irdl.base "#builtin.integer"
+    %a5 = irdl.base "#builtin.string"
+    irdl.attributes {"kernel" = %a0, "strides" = %a1, "padding" = %a2, "dilations" = %a3, "ceil_mode" = %a4, "layout" = %a5}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // grad_input of avg_pool2d: each window's dy / its divisor (count_include_pad and ceil_mode as the forward) to every input position of the window; input_size = the forward input's [H, W] (the values of the input are not needed)
+  irdl.operation @avg_pool2d_backward {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(grad_output: %t0)
+    %a0 = irdl.base "#builtin.dense_array"
+    %a1 = irdl.base "#builtin.dense_array"
+    %a2 = irdl.base "#builtin.dense_array"
+    %a3 = irdl.base "#builtin.integer"
+    %a4 = irdl.base "#builtin.integer"
+    %a5 = irdl.base "#builtin.string"
+    %a6 = irdl.base "#builtin.dense_array"
+    irdl.attributes {"kernel" = %a0, "strides" = %a1, "padding" = %a2, "ceil_mode" = %a3, "count_include_pad" = %a4, "layout" = %a5, "input_size" = %a6}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // grad_input of softmax from its output y: dx = y * (dy - sum(dy * y)) along axis
+  irdl.operation @softmax_backward {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    irdl.operands(grad_output: %t0, output: %t1)
+    %a0 = irdl.base "#builtin.integer"
+    irdl.attributes {"axis" = %a0}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // grad_input of log_softmax from its output y: dx = dy - exp(y) * sum(dy) along axis
+  irdl.operation @log_softmax_backward {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    irdl.operands(grad_output: %t0, output: %t1)
+    %a0 = irdl.base "#builtin.integer"
+    irdl.attributes {"axis" = %a0}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // the mean over the N rows of logsumexp(logits[n]) - logits[n, targets[n]]: logits [N, C], integer targets [N] (a class index, read as the nearest in range when out of it), result [1]
+  irdl.operation @cross_entropy {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    irdl.operands(logits: %t0, targets: %t1)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  // grad_logits of cross_entropy: (softmax(logits) - onehot(targets)) / N, times grad_output [1] when given
+  irdl.operation @cross_entropy_backward {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    %t2 = irdl.base "!builtin.tensor"
+    irdl.operands(logits: %t0, targets: %t1, grad_output: optional %t2)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
 }

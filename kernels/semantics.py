@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from openprim.base.dtypes import FLOATS
-from openprim.base.ops import ELEMENTWISE, RHS_PANELS, attention_dims, filter_block
+from openprim.base.ops import ELEMENTWISE, RHS_PANELS, attention_dims, filter_block, filter_dims
 
 from .irtext import KernelText, V, amap, elem, ttype
 
@@ -572,10 +572,9 @@ def _pool_geometry(x: V, attrs, shape):
     return nchw, H, W, OH, OW
 
 
-def _pool(kt, x: V, attrs, shape, pad_value: float, combine: str, dtype: str, scale: V | None = None) -> V:
-    """A window reduction as ONE elementwise generic over the kh*kw strided views of the padded input
-    (view (r, s) holds the window element (r, s) of every output position), combined with `combine`
-    and optionally multiplied by `scale[oh, ow]`. Padding grows to cover ceil_mode's last windows."""
+def _window_views(kt, x: V, attrs, shape, pad_value: float) -> list:
+    """The kh*kw strided views of the padded input, row-major over the window: view (r, s) holds the window
+    element (r, s) of every output position. Padding grows to cover ceil_mode's last windows."""
     nchw, H, W, OH, OW = _pool_geometry(x, attrs, shape)
     (kh, kw), (sh, sw) = attrs["kernel"], attrs["strides"]
     dh, dw = attrs.get("dilations", (1, 1))
@@ -593,6 +592,15 @@ def _pool(kt, x: V, attrs, shape, pad_value: float, combine: str, dtype: str, sc
             kt.emit(f"{n} = tensor.extract_slice {xp.name}[{', '.join(map(str, off))}] [{', '.join(map(str, shape))}] "
                     f"[{', '.join(map(str, strides))}] : {xp.type} to {ttype(shape, x.dtype)}")
             views.append(V(n, shape, x.dtype))
+    return views
+
+
+def _pool(kt, x: V, attrs, shape, pad_value: float, combine: str, dtype: str, scale: V | None = None) -> V:
+    """A window reduction as ONE elementwise generic over the kh*kw strided views of the padded input
+    (view (r, s) holds the window element (r, s) of every output position), combined with `combine`
+    and optionally multiplied by `scale[oh, ow]`. Padding grows to cover ceil_mode's last windows."""
+    nchw = attrs["layout"] == "NCHW"
+    views = _window_views(kt, x, attrs, shape, pad_value)
     ident = amap(4, ["d0", "d1", "d2", "d3"])
     ins, maps = list(views), [ident] * len(views)
     if scale is not None:
@@ -800,6 +808,446 @@ def emit_attention(kt, op, operands, attrs, shape, dtype):
                                                  lambda a, kt: kt.from_f32(a[0], dtype))
 
 
+# -------------------------------------------------------------------------- training: the backward ops
+# Reference forms, like the forward ops': f32 arithmetic and accumulation, one rounding at the end. Where a
+# gradient gathers from the windows that read an input element (a pool's), a stride makes the window's index
+# a quotient, so those generics read with tensor.extract (as gather does) rather than through an affine map.
+def _select_typed(kt, cond, a, b, ty="f32"):
+    n = kt.fresh("s")
+    kt.emit(f"  {n} = arith.select {cond}, {a}, {b} : {ty}")
+    return n
+
+
+def _strided_source(kt, i: str, offset: int, stride: int, count: int) -> tuple[str, str]:
+    """For an index i: (whether j = i + offset is q * stride with 0 <= q < count, q where it is, else 0)."""
+    j = kt.scalar("arith.addi", i, kt.const(offset, "index"), ty="index") if offset else i
+    zero = kt.const(0, "index")
+    valid = _cmp_typed(kt, "arith.cmpi sge", j, zero, "index")
+    q = j
+    if stride > 1:
+        s = kt.const(stride, "index")
+        q = kt.scalar("arith.divsi", j, s, ty="index")
+        exact = _cmp_typed(kt, "arith.cmpi eq", kt.scalar("arith.remsi", j, s, ty="index"), zero, "index")
+        valid = kt.scalar("arith.andi", valid, exact, ty="i1")
+    inside = _cmp_typed(kt, "arith.cmpi slt", q, kt.const(count, "index"), "index")
+    valid = kt.scalar("arith.andi", valid, inside, ty="i1")
+    return valid, _select_typed(kt, valid, q, zero, "index")
+
+
+def _pointwise(kt, operands: list, shape, dtype, fn) -> V:
+    """out[i] = fn(kt, the operands' scalars as f32) over shape; operands = [(V, its indexing map)]."""
+    R = len(shape)
+    ins = [v for v, _ in operands]
+
+    def body(args, kt):
+        return kt.from_f32(fn(kt, [kt.to_f32(a, v.dtype) for a, v in zip(args, ins)]), dtype)
+    return kt.generic(ins, [m for _, m in operands], kt.empty(shape, dtype), amap(R, [f"d{i}" for i in range(R)]),
+                      ["parallel"] * R, body)
+
+
+def _kept_reduce(kt, full: list, kept: list, keep: list, term, combine="arith.addf", init=0.0) -> V:
+    """An f32 tensor over the dims `keep` of the same-shaped tensors `full`: the combine of term(kt, full's
+    scalars, kept's scalars) over the other dims. The kept dims are the outer, parallel loops (a GPU maps a
+    thread per result), `kept` are tensors over them (statistics computed before)."""
+    shape = full[0].shape
+    R = len(shape)
+    order = keep + [d for d in range(R) if d not in keep]
+    fmap = amap(R, [f"d{order.index(d)}" for d in range(R)])
+    kmap = amap(R, [f"d{i}" for i in range(len(keep))])
+    ins = list(full) + list(kept)
+
+    def body(args, kt):
+        xs = [kt.to_f32(a, v.dtype) for a, v in zip(args, ins)]
+        return kt.scalar(combine, args[len(ins)], term(kt, xs[:len(full)], xs[len(full):]))
+    return kt.generic(ins, [fmap] * len(full) + [kmap] * len(kept), kt.filled([shape[d] for d in keep], "f32", init),
+                      kmap, ["parallel"] * len(keep) + ["reduction"] * (R - len(keep)), body)
+
+
+def _f(kt, op, *xs):
+    return kt.scalar(f"arith.{op}f", *xs)
+
+
+def _rounded(kt, acc: V, dtype: str) -> V:
+    """An f32 accumulator in dtype (itself for f32)."""
+    R = len(acc.shape)
+    return acc if dtype == acc.dtype else _pointwise(kt, [(acc, amap(R, [f"d{i}" for i in range(R)]))], acc.shape,
+                                                     dtype, lambda kt, xs: xs[0])
+
+
+def _flipped_filter(kt, w: V, layout: str) -> V:
+    """w with its taps reversed, wf[.., r, s, ..] = w[.., R-1-r, S-1-s, ..], read with tensor.extract (an affine map
+    of -r would stop the CPU schedule's tiling, which takes only positive coefficients)."""
+    rd, sd = {"KCRS": (2, 3), "KRSC": (1, 2), "RSCK": (0, 1)}[layout]
+
+    def body(args, kt):
+        idx = [_loop_index(kt, d) for d in range(4)]
+        for d in (rd, sd):
+            idx[d] = kt.scalar("arith.subi", kt.const(w.shape[d] - 1, "index"), idx[d], ty="index")
+        return _extract(kt, w, idx)
+    return kt.generic([], [], kt.empty(w.shape, w.dtype), amap(4, [f"d{i}" for i in range(4)]), ["parallel"] * 4, body)
+
+
+def emit_conv2d_backward_data(kt, op, operands, attrs, shape, dtype):
+    """dx as one stride-1 correlation over explicit group dims with the filter's taps reversed (wf): dy spread
+    `stride` apart (zeros between) into dz, padded so that dx[ih] = sum over r of dz[ih + r dh + oh0] * wf[r] reads
+    inside it, oh0 = pt + lh - (R-1) dh (likewise along the width)."""
+    dy, w = operands
+    nchw = attrs["layout"] == "NCHW"
+    G = attrs["groups"]
+    (sh, sw), (dh, dw) = attrs["strides"], attrs["dilations"]
+    pt, pl = attrs["padding"][:2]
+    H, W = attrs["input_size"]
+    K, Cg, R, S = filter_dims(attrs["filter_layout"], w.shape)
+    N, OH, OW = (dy.shape[0], dy.shape[2], dy.shape[3]) if nchw else dy.shape[:3]
+    Kg = K // G
+    lh, lw = max(0, (R - 1) * dh - pt), max(0, (S - 1) * dw - pl)      # dz's rows before dy's first
+    zh, zw = lh + max((OH - 1) * sh + 1, H + pt), lw + max((OW - 1) * sw + 1, W + pl)
+    zshape = (N, K, zh, zw) if nchw else (N, zh, zw, K)
+    hd, wd = (2, 3) if nchw else (1, 2)
+    if (sh, sw) == (1, 1):
+        low, high = [0] * 4, [0] * 4
+        low[hd], low[wd], high[hd], high[wd] = lh, lw, zh - lh - OH, zw - lw - OW
+        dz = kt.pad(dy, low, high, 0.0)
+    else:
+        def spread(args, kt):
+            idx = [_loop_index(kt, d) for d in range(4)]
+            vh, idx[hd] = _strided_source(kt, idx[hd], -lh, sh, OH)
+            vw, idx[wd] = _strided_source(kt, idx[wd], -lw, sw, OW)
+            return _select_typed(kt, kt.scalar("arith.andi", vh, vw, ty="i1"), _extract(kt, dy, idx),
+                                 kt.const(0.0, elem(dy.dtype)), elem(dy.dtype))
+        dz = kt.generic([], [], kt.empty(zshape, dy.dtype), amap(4, [f"d{i}" for i in range(4)]), ["parallel"] * 4,
+                        spread)
+    # loops: d0=n d1=g d2=c d3=ih d4=iw | d5=kg d6=r d7=s
+    ih, iw = f"d3 + d6 * {dh} + {pt + lh - (R - 1) * dh}", f"d4 + d7 * {dw} + {pl + lw - (S - 1) * dw}"
+    if nchw:
+        dz = kt.reshape(dz, (N, G, Kg, zh, zw))
+        zmap, omap, oshape = ["d0", "d1", "d5", ih, iw], ["d0", "d1", "d2", "d3", "d4"], (N, G, Cg, H, W)
+    else:
+        dz = kt.reshape(dz, (N, zh, zw, G, Kg))
+        zmap, omap, oshape = ["d0", ih, iw, "d1", "d5"], ["d0", "d3", "d4", "d1", "d2"], (N, H, W, G, Cg)
+    fl = attrs["filter_layout"]
+    wshape, wmap = {"KCRS": ((G, Kg, Cg, R, S), ["d1", "d5", "d2", "d6", "d7"]),
+                    "KRSC": ((G, Kg, R, S, Cg), ["d1", "d5", "d6", "d7", "d2"]),
+                    "RSCK": ((R, S, Cg, G, Kg), ["d6", "d7", "d2", "d1", "d5"])}[fl]
+    wf = kt.reshape(_flipped_filter(kt, w, fl), wshape)
+    acc = kt.generic([dz, wf], [amap(8, zmap), amap(8, wmap)], kt.filled(oshape, "f32", 0.0),
+                     amap(8, omap), ["parallel"] * 5 + ["reduction"] * 3, mac_body([dz.dtype, w.dtype]))
+    return _rounded(kt, kt.reshape(acc, shape), dtype)
+
+
+def emit_conv2d_backward_weights(kt, op, operands, attrs, shape, dtype):
+    """dw[g, kg, c, r, s] = sum over n, oh, ow of dy[n, g, kg, oh, ow] * x_padded[n, g, c, oh sh + r dh, ow sw + s dw]:
+    one generic, the filter's dims parallel and (n, oh, ow) the reduction."""
+    x, dy = operands
+    nchw = attrs["layout"] == "NCHW"
+    G = attrs["groups"]
+    (sh, sw), (dh, dw) = attrs["strides"], attrs["dilations"]
+    pt, pl, pb, pr = attrs["padding"]
+    R, S = attrs["filter_size"]
+    # loops: d0=g d1=kg d2=c d3=r d4=s | d5=n d6=oh d7=ow
+    ih, iw = f"d6 * {sh} + d3 * {dh}", f"d7 * {sw} + d4 * {dw}"
+    if nchw:
+        (N, C, _, _), (K, OH, OW) = x.shape, (dy.shape[1], dy.shape[2], dy.shape[3])
+        xp = kt.pad(x, [0, 0, pt, pl], [0, 0, pb, pr], 0.0)
+        xp = kt.reshape(xp, (N, G, C // G) + xp.shape[2:])
+        dyg = kt.reshape(dy, (N, G, K // G, OH, OW))
+        xmap, dmap = ["d5", "d0", "d2", ih, iw], ["d5", "d0", "d1", "d6", "d7"]
+    else:
+        (N, _, _, C), (OH, OW, K) = x.shape, dy.shape[1:]
+        xp = kt.pad(x, [0, pt, pl, 0], [0, pb, pr, 0], 0.0)
+        xp = kt.reshape(xp, xp.shape[:3] + (G, C // G))
+        dyg = kt.reshape(dy, (N, OH, OW, G, K // G))
+        xmap, dmap = ["d5", ih, iw, "d0", "d2"], ["d5", "d6", "d7", "d0", "d1"]
+    Kg, Cg = K // G, C // G
+    oshape, omap = {"KCRS": ((G, Kg, Cg, R, S), ["d0", "d1", "d2", "d3", "d4"]),
+                    "KRSC": ((G, Kg, R, S, Cg), ["d0", "d1", "d3", "d4", "d2"]),
+                    "RSCK": ((R, S, Cg, G, Kg), ["d3", "d4", "d2", "d0", "d1"])}[attrs["filter_layout"]]
+    acc = kt.generic([xp, dyg], [amap(8, xmap), amap(8, dmap)], kt.filled(oshape, "f32", 0.0), amap(8, omap),
+                     ["parallel"] * 5 + ["reduction"] * 3, mac_body([xp.dtype, dyg.dtype]))
+    return _rounded(kt, kt.reshape(acc, shape), dtype)
+
+
+def _channels_view(kt, x: V, layout: str) -> V:
+    """A 4-d activation with its channels as dim 1: NCHW [N, C, H W], NHWC [N H W, C]."""
+    if layout == "NCHW":
+        N, C, H, W = x.shape
+        return kt.reshape(x, (N, C, H * W))
+    N, H, W, C = x.shape
+    return kt.reshape(x, (N * H * W, C))
+
+
+def _statistics(kt, x: V, keep: list, count: int):
+    """f32 sums over the dims of x not in keep: (sum x, sum (x - mean)^2), the kept dims the parallel loops."""
+    total = _kept_reduce(kt, [x], [], keep, lambda kt, f, k: f[0])
+
+    def square(kt, f, k):
+        d = _f(kt, "sub", f[0], _f(kt, "mul", k[0], kt.const(1 / count)))
+        return _f(kt, "mul", d, d)
+    return total, _kept_reduce(kt, [x], [total], keep, square)
+
+
+def _mean_inv_std(kt, total: str, sq: str, count: int, eps: float) -> tuple[str, str]:
+    mean = _f(kt, "mul", total, kt.const(1 / count))
+    var = _f(kt, "mul", sq, kt.const(1 / count))
+    return mean, kt.scalar("math.rsqrt", _f(kt, "add", var, kt.const(eps)))
+
+
+def emit_batch_norm_training(kt, op, operands, attrs, shape, dtype):
+    x, scale, shift = operands
+    xv = _channels_view(kt, x, attrs["layout"])
+    count = math.prod(shape) // xv.shape[1]
+    total, sq = _statistics(kt, xv, [1], count)
+    cm = amap(len(xv.shape), ["d1"])
+    y = _normalize(kt, xv, total, sq, cm, count, attrs["epsilon"], [(scale, cm), (shift, cm)], dtype)
+    return kt.reshape(y, shape)
+
+
+def emit_batch_norm_statistics(kt, op, operands, attrs, shape, dtype):
+    """[mean; 1 / sqrt(biased var + eps)] per channel: one generic over [2, C] choosing the row by its index."""
+    xv = _channels_view(kt, operands[0], attrs["layout"])
+    count = math.prod(operands[0].shape) // xv.shape[1]
+    total, sq = _statistics(kt, xv, [1], count)
+
+    def body(kt, xs):
+        mean, inv = _mean_inv_std(kt, xs[0], xs[1], count, attrs["epsilon"])
+        first = _cmp_typed(kt, "arith.cmpi eq", _loop_index(kt, 0), kt.const(0, "index"), "index")
+        return _select(kt, first, mean, inv)
+    cm = amap(2, ["d1"])
+    return _pointwise(kt, [(total, cm), (sq, cm)], shape, dtype, body)
+
+
+def emit_batch_norm_backward(kt, op, operands, attrs, shape, dtype):
+    """dx = scale * inv_std / M * (M dy - sum(dy) - (x - mean) inv_std^2 sum(dy (x - mean))), sums per channel."""
+    dy, x, scale, mean, inv = operands
+    dyv, xv = (_channels_view(kt, v, attrs["layout"]) for v in (dy, x))
+    M = math.prod(shape) // xv.shape[1]
+    s1 = _kept_reduce(kt, [dyv], [], [1], lambda kt, f, k: f[0])
+    s2 = _kept_reduce(kt, [dyv, xv], [mean], [1], lambda kt, f, k: _f(kt, "mul", f[0], _f(kt, "sub", f[1], k[0])))
+
+    def body(kt, xs):
+        g, xx, sc, mu, iv, a, b = xs
+        xc = _f(kt, "mul", _f(kt, "sub", xx, mu), _f(kt, "mul", iv, iv))
+        t = _f(kt, "sub", _f(kt, "sub", _f(kt, "mul", g, kt.const(M)), a), _f(kt, "mul", xc, b))
+        return _f(kt, "mul", t, _f(kt, "mul", _f(kt, "mul", sc, iv), kt.const(1 / M)))
+    R = len(xv.shape)
+    ident, cm = amap(R, [f"d{i}" for i in range(R)]), amap(R, ["d1"])
+    dx = _pointwise(kt, [(dyv, ident), (xv, ident), (scale, cm), (mean, cm), (inv, cm), (s1, cm), (s2, cm)],
+                    xv.shape, dtype, body)
+    return kt.reshape(dx, shape)
+
+
+def emit_layer_norm_backward(kt, op, operands, attrs, shape, dtype):
+    """g = dy * scale; dx = inv_std / D * (D g - sum(g) - (x - mean) inv_std^2 sum(g (x - mean))) per row of D,
+    the statistics recomputed from x."""
+    dy, x, scale = operands
+    k = attrs["normalized_ndim"]
+    D = math.prod(shape[-k:])
+    rows = math.prod(shape[:-k])
+    dy2, x2 = kt.reshape(dy, (rows, D)), kt.reshape(x, (rows, D))
+    ident, row = amap(2, ["d0", "d1"]), amap(2, ["d0"])
+    g = dy2 if scale is None else _pointwise(kt, [(dy2, ident), (kt.reshape(scale, (D,)), amap(2, ["d1"]))],
+                                             (rows, D), "f32", lambda kt, xs: _f(kt, "mul", *xs))
+    total, sq = _statistics(kt, x2, [0], D)
+    s1 = _kept_reduce(kt, [g], [], [0], lambda kt, f, k: f[0])
+
+    def centered(kt, f, k):
+        return _f(kt, "mul", f[0], _f(kt, "sub", f[1], _f(kt, "mul", k[0], kt.const(1 / D))))
+    s2 = _kept_reduce(kt, [g, x2], [total], [0], centered)
+
+    def body(kt, xs):
+        gv, xx, t, q, a, b = xs
+        mean, inv = _mean_inv_std(kt, t, q, D, attrs["epsilon"])
+        xc = _f(kt, "mul", _f(kt, "sub", xx, mean), _f(kt, "mul", inv, inv))
+        u = _f(kt, "sub", _f(kt, "sub", _f(kt, "mul", gv, kt.const(D)), a), _f(kt, "mul", xc, b))
+        return _f(kt, "mul", u, _f(kt, "mul", inv, kt.const(1 / D)))
+    dx = _pointwise(kt, [(g, ident), (x2, ident), (total, row), (sq, row), (s1, row), (s2, row)], (rows, D), dtype,
+                    body)
+    return kt.reshape(dx, shape)
+
+
+def activation_backward(kt: KernelText, name: str, params, dy: str, x: str) -> str:
+    """dy * act'(x) on f32 scalars; at the kinks PyTorch's values (relu'(0) = 0, clamp' = 0 on its bounds,
+    hardswish' = x / 3 + 1/2 on (-3, 3), 0 at -3 and 1 at 3, hardsigmoid' = 0 on its bounds)."""
+    zero, one = kt.const(0.0), kt.const(1.0)
+
+    def between(v, lo, hi):
+        return kt.scalar("arith.andi", _cmp(kt, "ogt", v, kt.const(lo)), _cmp(kt, "olt", v, kt.const(hi)), ty="i1")
+    if name == "relu":
+        return _select(kt, _cmp(kt, "ogt", x, zero), dy, zero)
+    if name == "leaky_relu":
+        return _select(kt, _cmp(kt, "ogt", x, zero), dy, _f(kt, "mul", dy, kt.const(params[0])))
+    if name == "elu":
+        neg = _f(kt, "mul", dy, _f(kt, "mul", kt.scalar("math.exp", x), kt.const(params[0])))
+        return _select(kt, _cmp(kt, "ogt", x, zero), dy, neg)
+    if name == "clamp":
+        return _select(kt, between(x, params[0], params[1]), dy, zero)
+    if name == "hardsigmoid":
+        t = kt.scalar("math.fma", x, kt.const(params[0]), kt.const(params[1]))
+        return _select(kt, between(t, 0.0, 1.0), _f(kt, "mul", dy, kt.const(params[0])), zero)
+    if name == "hardswish":
+        mid = _f(kt, "mul", dy, kt.scalar("math.fma", x, kt.const(1 / 3), kt.const(0.5)))
+        above = _select(kt, _cmp(kt, "oge", x, kt.const(3.0)), dy, mid)
+        return _select(kt, _cmp(kt, "ole", x, kt.const(-3.0)), zero, above)
+    if name in ("sigmoid", "silu"):
+        s = _sigmoid(kt, x)
+        ds = _f(kt, "mul", s, _f(kt, "sub", one, s))
+        if name == "silu":      # s + x s (1 - s)
+            ds = kt.scalar("math.fma", x, ds, s)
+        return _f(kt, "mul", dy, ds)
+    if name == "tanh":
+        t = kt.scalar("math.tanh", x)
+        return _f(kt, "mul", dy, _f(kt, "sub", one, _f(kt, "mul", t, t)))
+    if name == "gelu":  # Phi(x) + x phi(x)
+        cdf = _f(kt, "mul", _f(kt, "add", kt.scalar("math.erf", _f(kt, "mul", x, kt.const(1 / math.sqrt(2)))), one),
+                 kt.const(0.5))
+        pdf = _f(kt, "mul", kt.scalar("math.exp", _f(kt, "mul", _f(kt, "mul", x, x), kt.const(-0.5))),
+                 kt.const(1 / math.sqrt(2 * math.pi)))
+        return _f(kt, "mul", dy, kt.scalar("math.fma", x, pdf, cdf))
+    if name == "gelu_tanh":  # d/dx 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3)
+        beta, kappa = math.sqrt(2 / math.pi), 0.044715
+        x2 = _f(kt, "mul", x, x)
+        u = _f(kt, "mul", _f(kt, "mul", x, kt.scalar("math.fma", x2, kt.const(kappa), one)), kt.const(beta))
+        t = kt.scalar("math.tanh", u)
+        left = _f(kt, "mul", _f(kt, "add", t, one), kt.const(0.5))
+        du = _f(kt, "mul", kt.scalar("math.fma", x2, kt.const(3 * kappa), one), kt.const(beta))
+        right = _f(kt, "mul", _f(kt, "mul", _f(kt, "mul", x, kt.const(0.5)), _f(kt, "sub", one, _f(kt, "mul", t, t))),
+                   du)
+        return _f(kt, "mul", dy, _f(kt, "add", left, right))
+    raise ValueError(f"no gradient for activation {name}")
+
+
+def emit_activation_backward(kt, op, operands, attrs, shape, dtype):
+    act, params = attrs["activation"], attrs["activation_params"]
+    return elementwise(kt, operands, shape, dtype, lambda kt, xs: activation_backward(kt, act, params, *xs))
+
+
+def _window_gradient(kt, attrs, shape, dtype, OH, OW, take) -> V:
+    """dx over the input's `shape`: at each input position, the sum over the window taps (r, s) whose window
+    (oh, ow) exists of take(kt, coords of (oh, ow) in src's layout, r * kw + s) (an f32 scalar, read with
+    tensor.extract: (oh, ow) = ((ih + pt - r dh) / sh, (iw + pl - s dw) / sw) where that divides)."""
+    nchw = attrs["layout"] == "NCHW"
+    (kh, kw), (sh, sw) = attrs["kernel"], attrs["strides"]
+    dh, dw = attrs.get("dilations", (1, 1))
+    pt, pl = attrs["padding"][:2]
+    hd, wd = (2, 3) if nchw else (1, 2)
+
+    def body(args, kt):
+        idx = [_loop_index(kt, d) for d in range(4)]
+        rows = [_strided_source(kt, idx[hd], pt - r * dh, sh, OH) for r in range(kh)]
+        cols = [_strided_source(kt, idx[wd], pl - s * dw, sw, OW) for s in range(kw)]
+        acc = kt.const(0.0)
+        for r, (vh, oh) in enumerate(rows):
+            for s, (vw, ow) in enumerate(cols):
+                at = list(idx)
+                at[hd], at[wd] = oh, ow
+                hit, v = take(kt, at, r * kw + s)
+                ok = kt.scalar("arith.andi", vh, vw, ty="i1")
+                if hit is not None:
+                    ok = kt.scalar("arith.andi", ok, hit, ty="i1")
+                acc = _f(kt, "add", acc, _select(kt, ok, v, kt.const(0.0)))
+        return kt.from_f32(acc, dtype)
+    return kt.generic([], [], kt.empty(shape, dtype), amap(4, ["d0", "d1", "d2", "d3"]), ["parallel"] * 4, body)
+
+
+def emit_max_pool2d_backward(kt, op, operands, attrs, shape, dtype):
+    """The tap of each window's first maximum (row-major; padding is -inf and never wins), as an i32 tensor over
+    the output; then every input position sums the dy of the windows whose maximum it is."""
+    dy, x = operands
+    OH, OW = _pool_geometry(x, attrs, dy.shape)[3:]
+    views = _window_views(kt, x, attrs, dy.shape, -math.inf)
+    ident = amap(4, ["d0", "d1", "d2", "d3"])
+
+    def first_max(args, kt):
+        best, tap = kt.to_f32(args[0], x.dtype), kt.const(0, "i32")
+        for k, a in enumerate(args[1:len(views)], 1):
+            v = kt.to_f32(a, x.dtype)
+            above = _cmp(kt, "ogt", v, best)
+            best, tap = _select(kt, above, v, best), _select_typed(kt, above, kt.const(k, "i32"), tap, "i32")
+        return tap
+    taps = kt.generic(views, [ident] * len(views), kt.empty(dy.shape, "i32"), ident, ["parallel"] * 4, first_max)
+
+    def take(kt, at, k):
+        hit = _cmp_typed(kt, "arith.cmpi eq", _extract(kt, taps, at), kt.const(k, "i32"), "i32")
+        return hit, kt.to_f32(_extract(kt, dy, at), dy.dtype)
+    return _window_gradient(kt, attrs, shape, dtype, OH, OW, take)
+
+
+def emit_avg_pool2d_backward(kt, op, operands, attrs, shape, dtype):
+    """dy / the window's divisor (avg_pool_divisors, a constant) over the output, then every input position sums
+    it over the windows that hold the position."""
+    dy = operands[0]
+    nchw, H, W, OH, OW = _pool_geometry(V("", shape, dtype), attrs, dy.shape)
+    inv = kt.constant_tensor((1.0 / avg_pool_divisors(H, W, OH, OW, attrs)).astype(np.float32))
+    ident = amap(4, ["d0", "d1", "d2", "d3"])
+    scaled = _pointwise(kt, [(dy, ident), (inv, amap(4, ["d2", "d3"] if nchw else ["d1", "d2"]))], dy.shape, "f32",
+                        lambda kt, xs: _f(kt, "mul", *xs))
+    return _window_gradient(kt, attrs, shape, dtype, OH, OW,
+                            lambda kt, at, k: (None, _extract(kt, scaled, at)))
+
+
+def emit_softmax_backward(kt, op, operands, attrs, shape, dtype):
+    """softmax: dx = y (dy - sum(dy y)); log_softmax: dx = dy - exp(y) sum(dy); the sums along the axis."""
+    dy, y = operands
+    R = len(shape)
+    keep = [d for d in range(R) if d != attrs["axis"] % R]
+    ident, km = amap(R, [f"d{i}" for i in range(R)]), amap(R, [f"d{d}" for d in keep])
+    if op == "softmax_backward":
+        s = _kept_reduce(kt, [dy, y], [], keep, lambda kt, f, k: _f(kt, "mul", *f))
+        return _pointwise(kt, [(dy, ident), (y, ident), (s, km)], shape, dtype,
+                          lambda kt, xs: _f(kt, "mul", xs[1], _f(kt, "sub", xs[0], xs[2])))
+    s = _kept_reduce(kt, [dy], [], keep, lambda kt, f, k: f[0])
+    return _pointwise(kt, [(dy, ident), (y, ident), (s, km)], shape, dtype,
+                      lambda kt, xs: _f(kt, "sub", xs[0], _f(kt, "mul", kt.scalar("math.exp", xs[1]), xs[2])))
+
+
+def _row_logsumexp(kt, logits: V) -> tuple[V, V]:
+    """(max, sum of exp(x - max)) of every row of [N, C] logits, f32 [N]."""
+    mx = _kept_reduce(kt, [logits], [], [0], lambda kt, f, k: f[0], "arith.maximumf", -math.inf)
+    return mx, _kept_reduce(kt, [logits], [mx], [0], lambda kt, f, k: kt.scalar("math.exp", _f(kt, "sub", f[0], k[0])))
+
+
+def emit_cross_entropy(kt, op, operands, attrs, shape, dtype):
+    """mean over n of log(sum exp(x[n] - max[n])) + max[n] - x[n, t[n]]: one reduction over the rows into [1] (its
+    loop of one the parallel one), x[n, t[n]] read with tensor.extract, t clamped into [0, C) as gather's."""
+    logits, targets = operands
+    N, C = logits.shape
+    mx, se = _row_logsumexp(kt, logits)
+
+    def body(args, kt):
+        t = _clamped_index(kt, args[2], targets.dtype, C)
+        xt = kt.to_f32(_extract(kt, logits, [_loop_index(kt, 1), t]), logits.dtype)
+        loss = _f(kt, "sub", _f(kt, "add", kt.scalar("math.log", args[1]), args[0]), xt)
+        return _f(kt, "add", args[3], loss)
+    row = amap(2, ["d1"])
+    total = kt.generic([mx, se, targets], [row] * 3, kt.filled((1,), "f32", 0.0), amap(2, ["d0"]),
+                       ["parallel", "reduction"], body)
+    return _pointwise(kt, [(total, amap(1, ["d0"]))], shape, dtype,
+                      lambda kt, xs: _f(kt, "mul", xs[0], kt.const(1 / N)))
+
+
+def emit_cross_entropy_backward(kt, op, operands, attrs, shape, dtype):
+    """(softmax(x) - onehot(t)) / N [* grad_output] over [N, C]."""
+    logits, targets, grad = operands
+    N, C = logits.shape
+    mx, se = _row_logsumexp(kt, logits)
+    row = amap(2, ["d0"])
+    ins, maps = [logits, mx, se, targets], [amap(2, ["d0", "d1"]), row, row, row]
+    if grad is not None:
+        g, gmap = _broadcast_operand(kt, grad, shape)
+        ins.append(g)
+        maps.append(gmap)
+
+    def body(args, kt):
+        p = _f(kt, "div", kt.scalar("math.exp", _f(kt, "sub", kt.to_f32(args[0], logits.dtype), args[1])), args[2])
+        hit = _cmp_typed(kt, "arith.cmpi eq", _loop_index(kt, 1), _clamped_index(kt, args[3], targets.dtype, C),
+                         "index")
+        d = _f(kt, "mul", _f(kt, "sub", p, _select(kt, hit, kt.const(1.0), kt.const(0.0))), kt.const(1 / N))
+        if grad is not None:
+            d = _f(kt, "mul", d, kt.to_f32(args[4], grad.dtype))
+        return kt.from_f32(d, dtype)
+    return kt.generic(ins, maps, kt.empty(shape, dtype), amap(2, ["d0", "d1"]), ["parallel"] * 2, body)
+
+
 EMITTERS = {
     "conv2d": emit_conv2d, "depthwise_pointwise": emit_depthwise_pointwise, "matmul": emit_matmul, "batch_norm": emit_batch_norm,
     "layer_norm": emit_layer_norm, "rms_norm": emit_rms_norm, "group_norm": emit_group_norm, "max_pool2d": emit_max_pool2d,
@@ -810,6 +1258,13 @@ EMITTERS = {
     "cast": emit_cast, "compare": emit_compare, "logical": emit_logical, "logical_not": emit_logical_not,
     "where": emit_where, "broadcast": emit_broadcast, "gather": emit_gather, "gather_elements": emit_gather_elements,
     "cumsum": emit_cumsum, "bounds_check": emit_bounds_check,
+    "conv2d_backward_data": emit_conv2d_backward_data, "conv2d_backward_weights": emit_conv2d_backward_weights,
+    "batch_norm_training": emit_batch_norm_training, "batch_norm_statistics": emit_batch_norm_statistics,
+    "batch_norm_backward": emit_batch_norm_backward, "layer_norm_backward": emit_layer_norm_backward,
+    "activation_backward": emit_activation_backward, "max_pool2d_backward": emit_max_pool2d_backward,
+    "avg_pool2d_backward": emit_avg_pool2d_backward, "softmax_backward": emit_softmax_backward,
+    "log_softmax_backward": emit_softmax_backward, "cross_entropy": emit_cross_entropy,
+    "cross_entropy_backward": emit_cross_entropy_backward,
 }
 
 

@@ -9,7 +9,8 @@ this when nothing in the graph mixes samples:
 
     every graph input has the batch N as dim 0; a value is batched when an op computes it from batched
     operands and keeps the batch as dim 0, sample by sample:
-        no softmax, concat, reduce, slice, pad or layer norm over dim 0, no transpose that moves it,
+        no softmax, concat, reduce, slice, pad or layer norm over dim 0 (nor their gradients), no transpose that
+        moves it, none of the training ops that reduce over the batch (BATCH_REDUCING),
         reshapes keep it leading ([N, 1280, 1, 1] -> [N, 1280]; not [N, S, D] -> [N S, D]),
         and the op's shape rule (base/ops.infer) gives the same result with dim 0 = 1 as with N;
     every graph output is batched.
@@ -45,11 +46,19 @@ def _axis(a: int, rank: int) -> int:
     return a % rank if rank else 0
 
 
+# Training ops whose every result value reads the whole batch: the batch's statistics and what uses them, a
+# filter's gradient (a sum over the samples), the mean loss and its gradient (divided by the batch).
+BATCH_REDUCING = frozenset({"batch_norm_training", "batch_norm_statistics", "batch_norm_backward",
+                            "conv2d_backward_weights", "cross_entropy", "cross_entropy_backward"})
+
+
 def _keeps_samples_apart(op: ir.Operation, attrs: dict, n: int) -> bool:
     """Whether op computes each sample from that sample alone, by its axis attributes (dim 0 untouched)."""
     name = op.name[5:]
     rank = len(op.operands[0].type.shape)
-    if name in ("softmax", "log_softmax", "concat"):
+    if name in BATCH_REDUCING:
+        return False
+    if name in ("softmax", "log_softmax", "concat", "softmax_backward", "log_softmax_backward"):
         return _axis(attrs["axis"], rank) != 0
     if name == "transpose":
         return list(attrs["perm"])[0] == 0
@@ -59,7 +68,7 @@ def _keeps_samples_apart(op: ir.Operation, attrs: dict, n: int) -> bool:
         return (attrs["starts"][0], attrs["ends"][0], attrs["steps"][0]) == (0, n, 1)
     if name == "pad":
         return attrs["pads"][0] == 0 and attrs["pads"][rank] == 0
-    if name in ("layer_norm", "rms_norm"):
+    if name in ("layer_norm", "rms_norm", "layer_norm_backward"):
         return attrs["normalized_ndim"] < rank
     return True
 
@@ -89,10 +98,12 @@ def _nbytes(v: ir.Value) -> int:
 
 
 def _macs(op: ir.Operation) -> int:
-    """Multiply-adds of a conv2d or matmul; 0 for other ops."""
+    """Multiply-adds of a conv2d (either direction) or matmul; 0 for other ops."""
     out = numel(op.result.type.shape)
-    if op.name == "prim.conv2d":
+    if op.name in ("prim.conv2d", "prim.conv2d_backward_data"):
         _, c, r, s = filter_dims(dialect.op_attrs(op)["filter_layout"], list(op.operands[1].type.shape))
+        if op.name == "prim.conv2d_backward_data":   # the forward's, c r s per value of grad_output
+            out = numel(op.operands[0].type.shape)
         return out * c * r * s
     if op.name == "prim.matmul":
         return out * op.operands[0].type.shape[-1]

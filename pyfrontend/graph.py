@@ -416,9 +416,15 @@ class Graph:
         return self._as(np.asarray(indices, np.int64), "i64", what)
 
     def _bounds_check(self, indices: Tensor, size: int, what: str) -> None:
-        """A run-time check that indices address an axis of `size` (none when they are constants: evaluating
-        the op checked them already)."""
-        if id(indices) in self._values or (id(indices), size) in self._checked:
+        """A run-time check that indices address an axis of `size`; constant indices are checked here."""
+        known = self._values.get(id(indices))
+        if known is not None:        # constant indices: checked now, at the line that made the op
+            if known.size and (known.min() < -size or known.max() >= size):
+                loc = _user_location()
+                raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: {what}: the indices hold values in "
+                                    f"[{known.min()}, {known.max()}], outside [{-size}, {size})")
+            return
+        if (id(indices), size) in self._checked:
             return
         self._checked.add((id(indices), size))
         loc = _user_location()
@@ -482,7 +488,21 @@ class Graph:
         start, end = (0, start) if end is None else (start, end)
         return self.param(f"arange{len(self.nodes)}", np.arange(start, end, step), dtype)
 
+    def _whole_window(self, x, kernel, padding, dilation, ceil_mode, layout) -> bool:
+        """Whether a pool's one window, clipped to the input as PyTorch and ONNX clip ceil_mode windows, is
+        the whole input: a kernel as large as the input or larger (HF EfficientNet pools 3x3 with a 640
+        window), no padding, no dilation. Such a pool is a global one."""
+        self._own(x, "pool")
+        if x.ndim != 4 or any(_padding4(padding)) or any(d != 1 for d in _pair(dilation)):
+            return False
+        h, w = (x.shape[2], x.shape[3]) if layout == "NCHW" else (x.shape[1], x.shape[2])
+        kh, kw = _pair(kernel)
+        return kh >= h and kw >= w and (bool(ceil_mode) or (kh, kw) == (h, w))
+
     def max_pool2d(self, x, kernel, stride=None, padding=0, dilation=1, ceil_mode=False, layout=None):
+        layout = layout or self.layout
+        if self._whole_window(x, kernel, padding, dilation, ceil_mode, layout):
+            return self.reduce(x, "max", [2, 3] if layout == "NCHW" else [1, 2], keepdims=True)
         return self._emit("max_pool2d", [x], {
             "kernel": list(_pair(kernel)), "strides": list(_pair(stride or kernel)), "padding": _padding4(padding),
             "dilations": list(_pair(dilation)),
@@ -490,6 +510,9 @@ class Graph:
             "layout": layout or self.layout})
 
     def avg_pool2d(self, x, kernel, stride=None, padding=0, ceil_mode=False, count_include_pad=True, layout=None):
+        layout = layout or self.layout
+        if self._whole_window(x, kernel, padding, 1, ceil_mode, layout):
+            return self.global_avg_pool(x, layout)
         return self._emit("avg_pool2d", [x], {
             "kernel": list(_pair(kernel)), "strides": list(_pair(stride or kernel)), "padding": _padding4(padding),
             "ceil_mode": self._arg("prim.avg_pool2d", "ceil_mode", ceil_mode, "bool"),
@@ -660,6 +683,163 @@ class Graph:
         split = [d for size in x.shape for d in (size, 1)]
         ones = self.param(f"resize_ones{len(self.nodes)}", np.ones([d for r in reps for d in (1, r)]), x.dtype)
         return self.reshape(self.mul(self.reshape(x, split), ones), [d * r for d, r in zip(x.shape, reps)])
+
+    # ------------------------------------------------------------------ training: the backward ops (issue 31)
+    def _conv_attrs(self, stride, padding, dilation, groups, layout, filter_layout):
+        layout = layout or self.layout
+        return {"strides": list(_pair(stride)), "padding": _padding4(padding), "dilations": list(_pair(dilation)),
+                "groups": groups, "layout": layout, "filter_layout": filter_layout or self._filter_layout(layout)}
+
+    def conv2d_backward_data(self, grad, w, input_size, stride=1, padding=0, dilation=1, groups=1, layout=None,
+                             filter_layout=None):
+        """The gradient of conv2d's input from grad (the gradient of its output) and the filter w, the forward's
+        arguments given again; input_size = the forward input's (H, W) (a stride > 1 leaves it open)."""
+        return self._emit("conv2d_backward_data", [grad, w], {
+            **self._conv_attrs(stride, padding, dilation, groups, layout, filter_layout),
+            "input_size": self._arg("prim.conv2d_backward_data", "input_size", list(_pair(input_size)), "i64s")})
+
+    def conv2d_backward_weights(self, x, grad, filter_size, stride=1, padding=0, dilation=1, groups=1, layout=None,
+                                filter_layout=None):
+        """The gradient of conv2d's filter from its input x and grad, in filter_layout; filter_size = (R, S)."""
+        return self._emit("conv2d_backward_weights", [x, grad], {
+            **self._conv_attrs(stride, padding, dilation, groups, layout, filter_layout),
+            "filter_size": self._arg("prim.conv2d_backward_weights", "filter_size", list(_pair(filter_size)), "i64s")})
+
+    def conv2d_backward(self, grad, x, w, stride=1, padding=0, dilation=1, groups=1, layout=None,
+                        filter_layout=None, output_mask=(True, True, False)):
+        """(grad_input, grad_filter, grad_bias) of y = conv2d(x, w, bias): the two backward ops, and the bias's
+        gradient as the sum of grad over N, H, W. output_mask says which to make, as torch's convolution_backward
+        (the graph launches every op it holds, used or not); the others are None."""
+        self._own(w, "conv2d_backward")
+        kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups, layout=layout,
+                  filter_layout=filter_layout)
+        layout = layout or self.layout
+        fl = filter_layout or self._filter_layout(layout)
+        _, _, r, s = spec.filter_dims(fl, w.shape) if fl in spec.FILTER_LAYOUTS and w.ndim == 4 else (0, 0, 1, 1)
+        size = x.shape[2:] if layout == "NCHW" else x.shape[1:3]
+        gx = self.conv2d_backward_data(grad, w, size, **kw) if output_mask[0] else None
+        gw = self.conv2d_backward_weights(x, grad, (r, s), **kw) if output_mask[1] else None
+        gb = self.reduce(grad, "sum", [0, 2, 3] if layout == "NCHW" else [0, 1, 2]) if output_mask[2] else None
+        return gx, gw, gb
+
+    def batch_norm_training(self, x, scale, shift, eps=1e-5, layout=None):
+        """Batch norm with the batch's statistics (mean and biased variance per channel over N, H, W), as
+        torch's batch_norm(training=True) computes its output."""
+        return self._emit("batch_norm_training", [x, scale, shift], {"epsilon": eps, "layout": layout or self.layout})
+
+    def batch_norm_statistics(self, x, eps=1e-5, layout=None):
+        """(mean, inv_std) per channel of the batch, [C] each, inv_std = 1 / sqrt(biased var + eps): what
+        batch_norm_backward takes (torch's save_mean and save_invstd). One op makes both, as one [2, C] tensor:
+        a prim op has one result, and the two come out of the same passes over x."""
+        stats = self._emit("batch_norm_statistics", [x], {"epsilon": eps, "layout": layout or self.layout})
+        c = stats.shape[1]
+        return tuple(self.reshape(self.slice(stats, [i], [i + 1]), [c]) for i in (0, 1))
+
+    def _per_channel(self, v, layout):
+        """A [C] vector shaped to broadcast along the channels of a 4-d activation in layout."""
+        return self.reshape(v, [v.shape[0], 1, 1]) if layout == "NCHW" else v
+
+    def batch_norm_backward(self, grad, x, scale, mean, inv_std, layout=None, output_mask=(True, True, True)):
+        """(grad_input, grad_scale, grad_shift) of batch_norm_training from the saved statistics
+        (batch_norm_statistics): grad_shift = sum(grad), grad_scale = sum(grad * xhat) over N, H, W, xhat =
+        (x - mean) * inv_std, as reduces; output_mask says which to make (torch's native_batch_norm_backward's),
+        the others are None."""
+        layout = layout or self.layout
+        gx = self._emit("batch_norm_backward", [grad, x, scale, mean, inv_std], {"layout": layout}) \
+            if output_mask[0] else None
+        axes = [0, 2, 3] if layout == "NCHW" else [0, 1, 2]
+        gscale = self.reduce(grad * ((x - self._per_channel(mean, layout)) * self._per_channel(inv_std, layout)),
+                             "sum", axes) if output_mask[1] else None
+        return gx, gscale, self.reduce(grad, "sum", axes) if output_mask[2] else None
+
+    def layer_norm_backward(self, grad, x, scale=None, eps=1e-5, normalized_ndim=1, output_mask=(True, True, True)):
+        """(grad_input, grad_scale, grad_shift) of layer_norm(x, scale, shift) over the trailing normalized_ndim
+        dims; grad_scale = sum(grad * xhat), grad_shift = sum(grad) over the leading dims, as reduces. output_mask
+        says which to make (torch's native_layer_norm_backward's); the others are None, grad_scale also without a
+        scale."""
+        gx = self._emit("layer_norm_backward", [grad, x, scale], {"epsilon": eps, "normalized_ndim": normalized_ndim}) \
+            if output_mask[0] else None
+        lead = list(range(x.ndim - normalized_ndim))
+
+        def total(t):
+            return self.reduce(t, "sum", lead) if lead else t
+        gscale = total(grad * self.layer_norm(x, eps=eps, normalized_ndim=normalized_ndim)) \
+            if output_mask[1] and scale is not None else None
+        return gx, gscale, total(grad) if output_mask[2] else None
+
+    _ACTIVATION_DEFAULTS = {"relu6": ("clamp", (0.0, 6.0)), "leaky_relu": ("leaky_relu", (0.01,)),
+                            "elu": ("elu", (1.0,)), "hardsigmoid": ("hardsigmoid", (1 / 6, 0.5))}
+
+    def activation_backward(self, grad, x, activation, params=None):
+        """grad * act'(x) of an activation by its epilogue name (base/ops.ACTIVATIONS: relu, clamp, gelu (erf),
+        gelu_tanh, silu, sigmoid, tanh, hardswish, ...; "relu6" is clamp(0, 6)); params default to torch's."""
+        name, default = self._ACTIVATION_DEFAULTS.get(activation, (activation, ()))
+        params = default if params is None else params
+        return self._emit("activation_backward", [grad, x], {
+            "activation": name,
+            "activation_params": self._arg("prim.activation_backward", "activation_params", params, "f64s")})
+
+    def max_pool2d_backward(self, grad, x, kernel, stride=None, padding=0, dilation=1, ceil_mode=False, layout=None):
+        """The gradient of max_pool2d's input x (the forward's arguments again): each window's grad goes to the
+        window's first maximum, as PyTorch's."""
+        return self._emit("max_pool2d_backward", [grad, x], {
+            "kernel": list(_pair(kernel)), "strides": list(_pair(stride or kernel)), "padding": _padding4(padding),
+            "dilations": list(_pair(dilation)),
+            "ceil_mode": self._arg("prim.max_pool2d_backward", "ceil_mode", ceil_mode, "bool"),
+            "layout": layout or self.layout})
+
+    def avg_pool2d_backward(self, grad, input_size, kernel, stride=None, padding=0, ceil_mode=False,
+                            count_include_pad=True, layout=None):
+        """The gradient of avg_pool2d's input; input_size = its (H, W)."""
+        what = "prim.avg_pool2d_backward"
+        return self._emit("avg_pool2d_backward", [grad], {
+            "kernel": list(_pair(kernel)), "strides": list(_pair(stride or kernel)), "padding": _padding4(padding),
+            "ceil_mode": self._arg(what, "ceil_mode", ceil_mode, "bool"),
+            "count_include_pad": self._arg(what, "count_include_pad", count_include_pad, "bool"),
+            "layout": layout or self.layout,
+            "input_size": self._arg(what, "input_size", list(_pair(input_size)), "i64s")})
+
+    def softmax_backward(self, grad, y, axis=-1):
+        """The gradient of softmax's input from its output y."""
+        return self._emit("softmax_backward", [grad, y], {"axis": axis})
+
+    def log_softmax_backward(self, grad, y, axis=-1):
+        """The gradient of log_softmax's input from its output y."""
+        return self._emit("log_softmax_backward", [grad, y], {"axis": axis})
+
+    def cross_entropy(self, logits, targets):
+        """torch's cross_entropy(logits [N, C], targets [N] class indices) with reduction="mean": a [1] tensor.
+        Targets known only at run time are checked after each run, as gather's indices (the kernel reads the
+        nearest class meanwhile)."""
+        self._own(logits, "prim.cross_entropy")
+        t = self._indices(targets, "prim.cross_entropy")
+        out = self._emit("cross_entropy", [logits, t], {})
+        self._bounds_check(t, logits.shape[1], f"prim.cross_entropy ({logits.shape[1]} classes)")
+        return out
+
+    def cross_entropy_backward(self, logits, targets, grad=None):
+        """The gradient of cross_entropy's logits, (softmax(logits) - onehot(targets)) / N, times grad ([1], the
+        loss's gradient) when given."""
+        self._own(logits, "prim.cross_entropy_backward")
+        t = self._indices(targets, "prim.cross_entropy_backward")
+        out = self._emit("cross_entropy_backward", [logits, t, grad], {})
+        self._bounds_check(t, logits.shape[1], f"prim.cross_entropy_backward ({logits.shape[1]} classes)")
+        return out
+
+    def matmul_backward(self, grad, a, b, transpose_rhs=False, output_mask=(True, True)):
+        """(grad_a, grad_b) of y = a @ b (b^T with transpose_rhs) from existing ops: grad_a = grad @ b^T, grad_b =
+        a^T @ grad (grad^T @ a transposed); a 2-d b shared by a batched a gets the sum over the batch. output_mask
+        says which to make; the other is None."""
+        for t in (grad, a, b):
+            self._own(t, "matmul_backward")
+        ga = self.matmul(grad, b, transpose_rhs=not transpose_rhs) if output_mask[0] else None
+        if not output_mask[1]:
+            return ga, None
+        if b.ndim == 2 and a.ndim > 2:      # one b for the whole batch: the rows of every batch are one GEMM
+            a, grad = self.reshape(a, [-1, a.shape[-1]]), self.reshape(grad, [-1, grad.shape[-1]])
+        swap = list(range(a.ndim - 2)) + [a.ndim - 1, a.ndim - 2]
+        gb = self.matmul(self.transpose(grad, swap), a) if transpose_rhs else self.matmul(self.transpose(a, swap), grad)
+        return ga, gb
 
 
 def nearest_sources(size: int, out: int, scale: float | None = None) -> np.ndarray:

@@ -11,7 +11,8 @@ cd "$(dirname "$0")/.."
 mode=${1:?usage: scripts/gpu_check.sh prepare|run|verify DIR [TARGET]}
 dir=${2:?usage: scripts/gpu_check.sh prepare|run|verify DIR [TARGET]}
 target=${3:-nvvm:sm_90}
-tests=(test/python/test_ops.py test/python/test_solvers.py test/python/test_networks.py test/python/test_integer_ops.py)
+tests=(test/python/test_ops.py test/python/test_solvers.py test/python/test_networks.py test/python/test_integer_ops.py
+       test/python/test_backward_ops.py)
 case "$mode" in
   prepare)
     rm -rf "$dir/cases" "$dir/bench"

@@ -322,3 +322,235 @@ def pad(x, pads, value=0.0):
     r = x.ndim
     assert len(pads) == 2 * r
     return np.pad(x, [(pads[i], pads[i + r]) for i in range(r)], constant_values=value)
+
+
+# ----------------------------------------------------------------------------- training: gradients
+# Each is the gradient (the vector-Jacobian product with dy) of the forward reference above, written from its
+# definition: test_backward_ops.py checks every one against central differences of the forward and against
+# torch.autograd.
+_TO_KCRS = {"KCRS": (0, 1, 2, 3), "KRSC": (0, 3, 1, 2), "RSCK": (3, 2, 0, 1)}
+
+
+def filter_to_kcrs(w, filter_layout):
+    return np.transpose(f64(w), _TO_KCRS[filter_layout])
+
+
+def filter_from_kcrs(w, filter_layout):
+    return np.transpose(f64(w), np.argsort(_TO_KCRS[filter_layout]))
+
+
+def _conv_taps(N, C, H, W, K, R, S, stride, padding, dilation):
+    """(OH, OW, [(r, s, row slice, column slice)]) of conv2d's reads of the padded input, tap by tap."""
+    (sh, sw), (dh, dw) = pair(stride), pair(dilation)
+    pt, pl, pb, pr = pad4(padding)
+    OH, OW = window_out(H, R, sh, pt, pb, dh), window_out(W, S, sw, pl, pr, dw)
+    taps = [(r, s, slice(r * dh, r * dh + sh * (OH - 1) + 1, sh), slice(s * dw, s * dw + sw * (OW - 1) + 1, sw))
+            for r in range(R) for s in range(S)]
+    return OH, OW, taps
+
+
+def conv2d_backward_data(dy, w, input_size, stride=1, padding=0, dilation=1, groups=1, layout="NCHW",
+                         filter_layout=None):
+    """d(sum(conv2d(x, w) * dy)) / dx: each tap's dy times the filter scattered back onto the padded input it read."""
+    filter_layout = filter_layout or ("KCRS" if layout == "NCHW" else "KRSC")
+    dyn, wk = to_nchw(dy, layout), filter_to_kcrs(w, filter_layout)
+    N, K, OH, OW = dyn.shape
+    _, Cg, R, S = wk.shape
+    G = groups
+    H, W = input_size
+    pt, pl, pb, pr = pad4(padding)
+    oh, ow, taps = _conv_taps(N, Cg * G, H, W, K, R, S, stride, padding, dilation)
+    assert (oh, ow) == (OH, OW), ((oh, ow), (OH, OW))
+    gxp = np.zeros((N, G, Cg, H + pt + pb, W + pl + pr))
+    dyg, wg = dyn.reshape(N, G, K // G, OH, OW), wk.reshape(G, K // G, Cg, R, S)
+    for r, s, rows, cols in taps:
+        gxp[:, :, :, rows, cols] += np.einsum("ngkhw,gkc->ngchw", dyg, wg[:, :, :, r, s])
+    return from_nchw(gxp[:, :, :, pt:pt + H, pl:pl + W].reshape(N, G * Cg, H, W), layout)
+
+
+def conv2d_backward_weights(x, dy, filter_size, stride=1, padding=0, dilation=1, groups=1, layout="NCHW",
+                            filter_layout=None):
+    """d(sum(conv2d(x, w) * dy)) / dw: per tap, the padded input's patch against dy, summed over N, OH, OW."""
+    filter_layout = filter_layout or ("KCRS" if layout == "NCHW" else "KRSC")
+    xn, dyn = to_nchw(x, layout), to_nchw(dy, layout)
+    N, C, H, W = xn.shape
+    K = dyn.shape[1]
+    G = groups
+    R, S = pair(filter_size)
+    pt, pl, pb, pr = pad4(padding)
+    OH, OW, taps = _conv_taps(N, C, H, W, K, R, S, stride, padding, dilation)
+    xg = np.pad(xn, ((0, 0), (0, 0), (pt, pb), (pl, pr))).reshape(N, G, C // G, H + pt + pb, W + pl + pr)
+    dyg = dyn.reshape(N, G, K // G, OH, OW)
+    gw = np.zeros((G, K // G, C // G, R, S))
+    for r, s, rows, cols in taps:
+        gw[:, :, :, r, s] = np.einsum("ngchw,ngkhw->gkc", xg[:, :, :, rows, cols], dyg)
+    return filter_from_kcrs(gw.reshape(K, C // G, R, S), filter_layout)
+
+
+def _channel_axes(layout):
+    return (0, 2, 3) if layout == "NCHW" else (0, 1, 2)
+
+
+def _per_channel(v, layout):
+    return f64(v).reshape((1, -1, 1, 1) if layout == "NCHW" else (1, 1, 1, -1))
+
+
+def batch_norm_statistics(x, eps=1e-5, layout="NCHW"):
+    """(mean, 1 / sqrt(biased variance + eps)) per channel over N, H, W."""
+    x = f64(x)
+    axes = _channel_axes(layout)
+    mean = x.mean(axis=axes)
+    var = ((x - _per_channel(mean, layout)) ** 2).mean(axis=axes)
+    return mean, 1.0 / np.sqrt(var + eps)
+
+
+def batch_norm_training(x, scale, shift, eps=1e-5, layout="NCHW"):
+    """Batch norm with the batch's statistics (torch's training mode output)."""
+    mean, inv = batch_norm_statistics(x, eps, layout)
+    return (f64(x) - _per_channel(mean, layout)) * _per_channel(inv * f64(scale), layout) + _per_channel(shift, layout)
+
+
+def batch_norm_backward(dy, x, scale, mean, inv_std, layout="NCHW"):
+    """(dx, dscale, dshift) of batch_norm_training, the statistics given: dxhat = dy * scale,
+    dx = inv_std * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), means over N, H, W."""
+    dy, axes = f64(dy), _channel_axes(layout)
+    xhat = (f64(x) - _per_channel(mean, layout)) * _per_channel(inv_std, layout)
+    dxhat = dy * _per_channel(scale, layout)
+    dx = _per_channel(inv_std, layout) * (dxhat - dxhat.mean(axis=axes, keepdims=True)
+                                          - xhat * (dxhat * xhat).mean(axis=axes, keepdims=True))
+    return dx, (dy * xhat).sum(axis=axes), dy.sum(axis=axes)
+
+
+def layer_norm_backward(dy, x, scale=None, eps=1e-5, normalized_ndim=1):
+    """(dx, dscale or None, dshift) of layer_norm over the trailing normalized_ndim dims."""
+    dy, x = f64(dy), f64(x)
+    axes = tuple(range(x.ndim - normalized_ndim, x.ndim))
+    lead = tuple(range(x.ndim - normalized_ndim))
+    mu = x.mean(axis=axes, keepdims=True)
+    inv = 1.0 / np.sqrt(((x - mu) ** 2).mean(axis=axes, keepdims=True) + eps)
+    xhat = (x - mu) * inv
+    dxhat = dy if scale is None else dy * f64(scale)
+    dx = inv * (dxhat - dxhat.mean(axis=axes, keepdims=True) - xhat * (dxhat * xhat).mean(axis=axes, keepdims=True))
+    return dx, None if scale is None else (dy * xhat).sum(axis=lead), dy.sum(axis=lead)
+
+
+def hardsigmoid(x, alpha=1 / 6, beta=0.5):
+    return clamp(alpha * f64(x) + beta, 0.0, 1.0)
+
+
+def hardswish(x):
+    return f64(x) * hardsigmoid(x)
+
+
+ACTIVATION_FORWARD = {"relu": relu, "leaky_relu": leaky_relu, "clamp": clamp, "sigmoid": sigmoid, "tanh": tanh,
+                      "gelu": gelu, "gelu_tanh": lambda x: gelu(x, "tanh"), "silu": silu, "elu": elu,
+                      "hardsigmoid": hardsigmoid, "hardswish": hardswish}
+
+
+def activation_backward(dy, x, name, params=()):
+    """dy * act'(x); at the kinks torch's values: relu'(0) = 0, clamp' = 0 on its bounds (hardtanh),
+    hardsigmoid' = 0 on its bounds, hardswish' = x / 3 + 1/2 on (-3, 3), 0 at -3 and 1 at 3."""
+    dy, x = f64(dy), f64(x)
+    if name == "relu":
+        d = (x > 0) * 1.0
+    elif name == "leaky_relu":
+        d = np.where(x > 0, 1.0, params[0])
+    elif name == "clamp":
+        d = ((x > params[0]) & (x < params[1])) * 1.0
+    elif name == "sigmoid":
+        s = sigmoid(x)
+        d = s * (1 - s)
+    elif name == "tanh":
+        d = 1 - np.tanh(x) ** 2
+    elif name == "gelu":
+        d = 0.5 * (1 + erf(x / math.sqrt(2))) + x * np.exp(-0.5 * x * x) / math.sqrt(2 * math.pi)
+    elif name == "gelu_tanh":
+        k = math.sqrt(2 / math.pi)
+        t = np.tanh(k * (x + 0.044715 * x ** 3))
+        d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * 0.044715 * x * x)
+    elif name == "silu":
+        s = sigmoid(x)
+        d = s * (1 + x * (1 - s))
+    elif name == "elu":
+        d = np.where(x > 0, 1.0, params[0] * np.exp(np.minimum(x, 0.0)))
+    elif name == "hardsigmoid":
+        t = params[0] * x + params[1]
+        d = ((t > 0) & (t < 1)) * params[0]
+    elif name == "hardswish":
+        d = np.where(x <= -3, 0.0, np.where(x < 3, x / 3 + 0.5, 1.0))
+    else:
+        raise ValueError(f"no gradient for activation {name}")
+    return dy * d
+
+
+def max_pool2d_backward(dy, x, kernel, stride=None, padding=0, dilation=1, ceil_mode=False, layout="NCHW"):
+    """Each window's dy added at the window's first maximum (row-major over its real positions), as torch."""
+    xn, dyn = to_nchw(x, layout), to_nchw(dy, layout)
+    N, C, H, W = xn.shape
+    (kh, kw), (sh, sw), (dh, dw) = pair(kernel), pair(stride if stride is not None else kernel), pair(dilation)
+    pt, pl = pad4(padding)[:2]
+    gx = np.zeros_like(xn)
+    n, c = np.meshgrid(np.arange(N), np.arange(C), indexing="ij")
+    for oh in range(dyn.shape[2]):
+        rows = [h for h in (oh * sh - pt + r * dh for r in range(kh)) if 0 <= h < H]
+        for ow in range(dyn.shape[3]):
+            cols = [w for w in (ow * sw - pl + s * dw for s in range(kw)) if 0 <= w < W]
+            first = xn[:, :, rows][:, :, :, cols].reshape(N, C, -1).argmax(axis=-1)   # numpy: the first maximum
+            np.add.at(gx, (n, c, np.array(rows)[first // len(cols)], np.array(cols)[first % len(cols)]),
+                      dyn[:, :, oh, ow])
+    return from_nchw(gx, layout)
+
+
+def avg_pool2d_backward(dy, input_size, kernel, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+                        layout="NCHW"):
+    """Each window's dy / its divisor (avg_pool2d's) added to every real position of the window."""
+    dyn = to_nchw(dy, layout)
+    N, C, OH, OW = dyn.shape
+    H, W = input_size
+    (kh, kw), (sh, sw) = pair(kernel), pair(stride if stride is not None else kernel)
+    pt, pl, pb, pr = pad4(padding)
+    gx = np.zeros((N, C, H, W))
+    for oh in range(OH):
+        hs = oh * sh - pt
+        he = min(hs + kh, H + pb)
+        for ow in range(OW):
+            ws = ow * sw - pl
+            we = min(ws + kw, W + pr)
+            h0, h1, w0, w1 = max(hs, 0), min(he, H), max(ws, 0), min(we, W)
+            div = (he - hs) * (we - ws) if count_include_pad else (h1 - h0) * (w1 - w0)
+            gx[:, :, h0:h1, w0:w1] += dyn[:, :, oh, ow][:, :, None, None] / div
+    return from_nchw(gx, layout)
+
+
+def softmax_backward(dy, y, axis=-1):
+    dy, y = f64(dy), f64(y)
+    return y * (dy - (dy * y).sum(axis=axis, keepdims=True))
+
+
+def log_softmax_backward(dy, y, axis=-1):
+    dy, y = f64(dy), f64(y)
+    return dy - np.exp(y) * dy.sum(axis=axis, keepdims=True)
+
+
+def cross_entropy(logits, targets):
+    """torch's cross_entropy (reduction mean) of logits [N, C] and class indices [N], as a [1] array."""
+    lp = log_softmax(logits, axis=1)
+    return np.array([-lp[np.arange(len(targets)), np.asarray(targets)].mean()])
+
+
+def cross_entropy_backward(logits, targets, grad=None):
+    n = len(targets)
+    onehot = np.zeros(np.shape(logits))
+    onehot[np.arange(n), np.asarray(targets)] = 1.0
+    return (softmax(logits, axis=1) - onehot) / n * (1.0 if grad is None else f64(grad)[0])
+
+
+def matmul_backward(dy, a, b, transpose_rhs=False):
+    """(da, db) of y = a @ b (b^T with transpose_rhs); a 2-d b shared by a batched a sums over the batch."""
+    dy, a, b = f64(dy), f64(a), f64(b)
+    bm = np.swapaxes(b, -1, -2) if transpose_rhs else b
+    da = dy @ np.swapaxes(bm, -1, -2)
+    db = np.swapaxes(a, -1, -2) @ dy
+    if b.ndim == 2 and db.ndim > 2:
+        db = db.reshape(-1, *db.shape[-2:]).sum(axis=0)
+    return da, np.swapaxes(db, -1, -2) if transpose_rhs else db

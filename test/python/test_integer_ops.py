@@ -164,6 +164,9 @@ def test_constant_out_of_range_indices_are_an_error_at_build():
     x = g.input("x", (4, 3))
     with pytest.raises(OpenPrimError, match=r"indices in \[0, 4\], outside \[-4, 4\)"):
         g.gather(g.param("t", np.ones((4, 3))), np.array([0, 4]), 0)
+    with pytest.raises(OpenPrimError, match=r"test_integer_ops.py:\d+: error: prim.gather \(axis 0 of 4x3\): the "
+                                            r"indices hold values in \[-9, 7\], outside \[-4, 4\)"):
+        g.gather(x, [1, 7, -9], 0)               # of a computed tensor: checked as the op is added too
     with pytest.raises(OpenPrimError, match="indices must be integers"):
         g.gather(x, g.input("f", (2,)), 0)
 
