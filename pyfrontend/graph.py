@@ -489,15 +489,15 @@ class Graph:
         return self.param(f"arange{len(self.nodes)}", np.arange(start, end, step), dtype)
 
     def _whole_window(self, x, kernel, padding, dilation, ceil_mode, layout) -> bool:
-        """Whether a pool's one window, clipped to the input as PyTorch and ONNX clip ceil_mode windows, is
-        the whole input: a kernel as large as the input or larger (HF EfficientNet pools 3x3 with a 640
-        window), no padding, no dilation. Such a pool is a global one."""
+        """Whether a ceil_mode pool's window is larger than the input (HF EfficientNet pools 3x3 with a 640
+        window), without padding or dilation: its one window, clipped to the input as PyTorch and ONNX clip
+        ceil_mode windows, is the whole input, a global pool. (A window the input's size stays a pool.)"""
         self._own(x, "pool")
         if x.ndim != 4 or any(_padding4(padding)) or any(d != 1 for d in _pair(dilation)):
             return False
         h, w = (x.shape[2], x.shape[3]) if layout == "NCHW" else (x.shape[1], x.shape[2])
         kh, kw = _pair(kernel)
-        return kh >= h and kw >= w and (bool(ceil_mode) or (kh, kw) == (h, w))
+        return bool(ceil_mode) and kh >= h and kw >= w and (kh, kw) != (h, w)
 
     def max_pool2d(self, x, kernel, stride=None, padding=0, dilation=1, ceil_mode=False, layout=None):
         layout = layout or self.layout

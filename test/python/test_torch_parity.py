@@ -333,3 +333,14 @@ class Norms(nn.Module):
 
 def test_norms_repeat_index_select():
     compare(Norms(), rand(2, 3, 5), torch.tensor([1, 0, 2]))
+
+
+class WindowBeyondInput(nn.Module):
+    """HF EfficientNet's pooler: AvgPool2d(hidden_dim, ceil_mode=True) on a 3x3 map, a window larger than the
+    input that PyTorch clips to it (a global pool); the same for max."""
+    def forward(self, x):
+        return nn.AvgPool2d(640, ceil_mode=True)(x) + nn.MaxPool2d((5, 4), ceil_mode=True)(x)
+
+
+def test_pool_window_beyond_input():
+    compare(WindowBeyondInput(), rand(2, 6, 3, 3))
