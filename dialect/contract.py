@@ -27,6 +27,14 @@ prim.in_place             the argument that a kernel reads at each output index 
 prim.batch_chunks         how many chunks of its batch a graph function runs once each. Written by
                           passes/batch_chunks.py; read by batch-chunks (done already) and driver/plan.py.
 prim.input_names          a graph function's input names. Written by pyfrontend/emit.py; read by driver/plan.py.
+prim.param_names          the names of a graph function's parameters: its last arguments, after the inputs, are
+                          weights that the executable holds and a caller may replace (compile(weights="values")).
+                          Written by pyfrontend/emit.py; read by driver/plan.py (the plan's "params") and
+                          passes/batch_chunks.py (parameters carry no batch).
+prim.param_perms          per parameter, the permutation it is stored in (empty: as the caller gives it): stored =
+                          transpose(given, perm), the layout its readers want. Written by passes/param_layouts.py
+                          (prim-select); read by driver/plan.py (the plan's params' "perm", which load_weights
+                          applies on the host).
 prim.checks               what each of a graph function's last results means when it is not 0 after a run (the
                           bounds checks of gather's indices): those results are checks, not outputs. Written by
                           pyfrontend/emit.py; read by driver/plan.py (the plan's "checks", which the runtime reads).
@@ -54,6 +62,8 @@ KERNEL = "prim.kernel"
 IN_PLACE = "prim.in_place"
 BATCH_CHUNKS = "prim.batch_chunks"
 INPUT_NAMES = "prim.input_names"
+PARAM_NAMES = "prim.param_names"
+PARAM_PERMS = "prim.param_perms"
 CHECKS = "prim.checks"
 ROLE = "prim.role"
 AUX = "prim.aux"
@@ -156,6 +166,27 @@ def set_input_names(fn, names: list[str]) -> None:
 
 def input_names(fn) -> list[str] | None:
     return [ir.StringAttr(a).value for a in fn.attributes[INPUT_NAMES]] if INPUT_NAMES in fn.attributes else None
+
+
+def set_param_names(fn, names: list[str]) -> None:
+    fn.attributes[PARAM_NAMES] = ir.ArrayAttr.get([ir.StringAttr.get(n, fn.context) for n in names], fn.context)
+
+
+def param_names(fn) -> list[str]:
+    """The parameters' names (the last len() arguments of the graph function); [] when it has none."""
+    return [ir.StringAttr(a).value for a in fn.attributes[PARAM_NAMES]] if PARAM_NAMES in fn.attributes else []
+
+
+def set_param_perms(fn, perms: list[list[int] | None]) -> None:
+    fn.attributes[PARAM_PERMS] = ir.ArrayAttr.get([ir.DenseI64ArrayAttr.get(list(p or []), fn.context)
+                                                   for p in perms], fn.context)
+
+
+def param_perms(fn) -> list[list[int] | None]:
+    """Per parameter, its storage permutation, None where it is stored as given (all None when absent)."""
+    if PARAM_PERMS not in fn.attributes:
+        return [None] * len(param_names(fn))
+    return [[int(x) for x in ir.DenseI64ArrayAttr(a)] or None for a in fn.attributes[PARAM_PERMS]]
 
 
 def set_checks(fn, messages: list[str]) -> None:

@@ -183,8 +183,9 @@ def _graph_lines(graph):
 
 def graph_key(graph, target: Target, options: dict) -> str:
     """The sha256 (hex) naming the compile of `graph` for `target` with `options` (save's keyword arguments;
-    options set to None count as absent)."""
-    options = {k: v for k, v in (options or {}).items() if v is not None}
+    options set to None or to their DEFAULTS count as absent; weights="values" is one, so such an entry is
+    another than the constant-weights one)."""
+    options = _set_options(options)
     h = hashlib.sha256()
     for line in (KEY_FORMAT, f"openprim {base.__version__} sources {source_digest()}",
                  f"target {_target_text(target)}", f"options {_canonical(options, 'compile options')}",
@@ -331,9 +332,18 @@ def _copy_atomic(source: str, path: str) -> None:
         shutil.copyfileobj(src, f)
 
 
+DEFAULTS = {"weights": "constants"}   # options whose default is spelled out: keyed as if absent
+
+
+def _set_options(options) -> dict:
+    """The options that change the compile: those not None nor at their DEFAULTS (so that weights="constants"
+    keys as every entry did before the option existed)."""
+    return {k: v for k, v in (options or {}).items() if v is not None and DEFAULTS.get(k, None) != v}
+
+
 def _entry(graph, target: Target | str, options) -> tuple[Target, dict, Path | None]:
     """(the target, the options set, the path of the entry or None when the cache is off) of a compile."""
-    target, options = parse_target(target), {k: v for k, v in (options or {}).items() if v is not None}
+    target, options = parse_target(target), _set_options(options)
     return target, options, cache_dir() / f"{graph_key(graph, target, options)}{SUFFIX}" if enabled() else None
 
 

@@ -34,7 +34,7 @@ import numpy as np
 from openprim.base.errors import OpenPrimError, one_line
 from openprim.base.files import atomic_file
 from openprim.base.target import archs, parse_target
-from openprim.runtime.executor import host_shape
+from openprim.runtime.executor import host_shape, param_shape
 from openprim.runtime.profile import random_inputs
 
 
@@ -135,18 +135,20 @@ def cmd_compile(args) -> int:
     out = writable_output(args.output or os.path.splitext(os.path.basename(args.model))[0] + ".oprim", "-o")
     if args.no_cache or not isinstance(graph, Graph):   # the compile cache keys Graphs; a prim module compiles
         info = compiler.save(graph, out, args.target, args.solver, layout=args.layout, timings=timings,
-                             precision=args.precision)
+                             precision=args.precision, weights=args.weights)
     else:
         from openprim import cache
         info = cache.save_cached(graph, out, args.target, {"solver": args.solver, "layout": args.layout,
-                                                            "precision": args.precision}, timings)
+                                                            "precision": args.precision, "weights": args.weights},
+                                 timings)
     plan = info["plan"]
     how = "copied from the compile cache" if info.get("cache_hit") else "compiled"
     print(f"{how} {args.model} for {args.target} in {info['seconds']:.2f} s -> {out} "
           f"({info['bytes'] / 2**20:.1f} MiB): {len(plan['steps'])} kernel launches, "
           f"{len(set(s['kernel'] for s in plan['steps']))} kernels, "
           f"activations {plan['arena_bytes'] / 2**20:.2f} MiB (unshared {plan['naive_bytes'] / 2**20:.2f} MiB), "
-          f"weights {plan['weights_bytes'] / 2**20:.1f} MiB")
+          f"weights {plan['weights_bytes'] / 2**20:.1f} MiB"
+          + (f", {len(plan['params'])} parameters {plan['params_bytes'] / 2**20:.1f} MiB" if "params" in plan else ""))
     if args.timings:
         print(timings.report())
     if not args.target.is_gpu:
@@ -252,7 +254,13 @@ def cmd_inspect(args) -> int:
         print(f"batch: compiled for {values[plan['inputs'][0]['value']]['shape'][0]}, run in "
               f"{plan['batch_chunks']} chunks")
     print(f"memory: arena {plan['arena_bytes']} B (naive {plan['naive_bytes']} B), weights {plan['weights_bytes']} B"
-          + (f", scratch {plan.get('scratch_bytes', 0)} B" if target.is_gpu else ""))
+          + (f", scratch {plan.get('scratch_bytes', 0)} B" if target.is_gpu else "")
+          + (f", params {plan['params_bytes']} B" if "params" in plan else ""))
+    if "params" in plan:   # weights as values: what load_weights takes, in the caller's shapes
+        given = [f"{p['name']} {values[p['value']]['dtype']}{list(param_shape(values[p['value']], p.get('perm')))}"
+                 for p in plan["params"]]
+        print(f"parameters ({len(given)}, load_weights): {', '.join(given[:8])}"
+              + (f", ... {len(given) - 8} more" if len(given) > 8 else ""))
     print(f"steps: {len(plan['steps'])}")
     if not target.is_gpu:
         print(f"kernels ({', '.join(manifest['kernel_files'])}):")
@@ -469,6 +477,9 @@ def _command(argv) -> int:
     c.add_argument("model", help="a model file: .py defining build(), .onnx, .pt2 (torch.export.save) or .mlir")
     c.add_argument("-o", "--output", help="the .oprim file to write (default: MODEL.oprim)")
     c.add_argument("--timings", action="store_true", help="print the time of each stage and the slowest kernels")
+    c.add_argument("--weights", choices=("constants", "values"), default="constants",
+                   help="constants (default): the weights are compiled in (folded, packed); values: the artifact "
+                        "holds them and exe.load_weights replaces them (docs/artifacts.md)")
     r = sub.add_parser("run", help="run a model (.py: JIT-compile first; .oprim: runtime only)")
     r.add_argument("model")
     r.add_argument("--input", action="append", default=[], help=".npy file per input (default: random)")

@@ -7,6 +7,14 @@ names its kernel and arguments, and for the profiler (runtime/profile.py) its op
 where prim-select chose one, the solver, parameters, problem descriptor and FLOPs;
 `assign_offsets` is the static memory plan: each intermediate gets a byte range of one arena, shared
 with any value whose lifetime does not overlap (greedy first-fit, biggest first).
+
+Weights as values (compile(weights="values")): the graph function's last arguments are its parameters
+(`prim.param_names`). The plan lists them in "params" ({name, value}, beside "inputs"); their values have
+storage "param", at aligned offsets of a params region of "params_bytes" that the executable holds and
+`load_weights` replaces. A parameter stored permuted (passes/param_layouts.py) has a "perm": its value is
+transpose(what the caller gives, perm), which load_weights applies on the host. Their initial data
+(`params_blob`) is the artifact's params.bin. Such a plan has version PARAMS_VERSION; a plan without
+parameters is exactly what it was before (version 3).
 """
 from __future__ import annotations
 
@@ -23,6 +31,7 @@ from openprim.base.dtypes import ITEMSIZE
 from openprim.solvers.problem import parse_descriptor
 
 PLAN_VERSION = 3  # 2: views name the value whose storage they share (`view_of`); 3: `batch_chunks`
+PARAMS_VERSION = 4  # a plan with "params" (weights as values): storage "param", "params_bytes"
 
 
 def assign_offsets(sizes: list[int], lifetimes: list[tuple[int, int]]) -> tuple[list[int], int]:
@@ -60,8 +69,17 @@ def build_plan(module: ir.Module, target: Target) -> tuple[dict, bytes]:
         roots.append(ids[v] if root is None else roots[root])
         return ids[v]
 
-    names = contract.input_names(fn) or [f"arg{i}" for i in range(len(block.arguments))]
-    inputs = [{"name": n, "value": new_value(a, "arena")} for n, a in zip(names, block.arguments)]
+    param_names = contract.param_names(fn)
+    args = list(block.arguments)
+    n_inputs = len(args) - len(param_names)
+    names = contract.input_names(fn) or [f"arg{i}" for i in range(n_inputs)]
+    inputs = [{"name": n, "value": new_value(a, "arena")} for n, a in zip(names, args[:n_inputs])]
+    params, params_off = [], 0
+    for name, perm, a in zip(param_names, contract.param_perms(fn), args[n_inputs:]):
+        i = new_value(a, "param")
+        values[i]["offset"] = params_off
+        params_off = aligned(params_off + int(np.prod(values[i]["shape"])) * ITEMSIZE[values[i]["dtype"]])
+        params.append({"name": name, "value": i, **({"perm": perm} if perm else {})})
     weight_off = 0
     chunks = []  # the weights blob: each constant's bytes, padded to the next aligned offset
     for op in [o.operation for o in block.operations]:
@@ -120,6 +138,8 @@ def build_plan(module: ir.Module, target: Target) -> tuple[dict, bytes]:
             "naive_bytes": sum(sizes)}
     if checks:
         plan["checks"] = plan_checks
+    if params:
+        plan.update(version=PARAMS_VERSION, params=params, params_bytes=params_off)
     if (chunks_of_batch := contract.batch_chunks(fn)) is not None:  # passes/batch_chunks.py: once per chunk
         plan["batch_chunks"] = chunks_of_batch
     km = kernels_module(module.operation)
@@ -131,6 +151,26 @@ def build_plan(module: ir.Module, target: Target) -> tuple[dict, bytes]:
         plan["weights_bytes"] += len(tables)
         chunks.append(tables)
     return plan, b"".join(chunks)
+
+
+def params_blob(plan: dict, data: dict) -> bytes:
+    """The params region's initial bytes (the artifact's params.bin): data {name: stored array} at each
+    parameter's offset; b"" for a plan without parameters."""
+    if "params" not in plan:
+        return b""
+    blob = np.zeros(plan["params_bytes"], np.uint8)
+    for spec in plan["params"]:
+        v = plan["values"][spec["value"]]
+        if spec["name"] not in data:
+            raise OpenPrimError(f"no initial value for parameter '{spec['name']}' (jit/write_artifact of a module "
+                                f"with parameters take params=compiler.initial_params(graph, 'values'))")
+        a = np.asarray(data[spec["name"]])
+        a = np.ascontiguousarray(a.transpose(spec["perm"]) if "perm" in spec else a)
+        if list(a.shape) != v["shape"] or a.dtype.itemsize != ITEMSIZE[v["dtype"]]:
+            raise OpenPrimError(f"parameter '{spec['name']}': initial value {a.dtype}{list(a.shape)}, the plan "
+                                f"has {v['dtype']}{v['shape']}")
+        blob[v["offset"]:v["offset"] + a.nbytes] = np.frombuffer(a.tobytes(), np.uint8)
+    return blob.tobytes()
 
 
 def _layer(call: ir.Operation, kernel: str) -> dict:

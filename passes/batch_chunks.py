@@ -7,8 +7,8 @@ each layer's working set in cache: 12-20% faster there (SqueezeNet in chunks of 
 compute-bound ResNets lose 2-7% to the smaller GEMMs (bench/RESULTS.md, "batch chunks"). The pass does
 this when nothing in the graph mixes samples:
 
-    every graph input has the batch N as dim 0; a value is batched when an op computes it from batched
-    operands and keeps the batch as dim 0, sample by sample:
+    every graph input has the batch N as dim 0 (not the parameters, prim.param_names: weights); a value
+    is batched when an op computes it from batched operands and keeps the batch as dim 0, sample by sample:
         no softmax, concat, reduce, slice, pad or layer norm over dim 0 (nor their gradients), no transpose that
         moves it, none of the training ops that reduce over the batch (BATCH_REDUCING),
         reshapes keep it leading ([N, 1280, 1, 1] -> [N, 1280]; not [N, S, D] -> [N S, D]),
@@ -125,6 +125,7 @@ def analyze(fn: ir.Operation) -> Analysis | str:
     """The batched values of a graph function (module docstring), or why the batch cannot be split."""
     block = fn.regions[0].blocks[0]
     args = list(block.arguments)
+    args = args[:len(args) - len(contract.param_names(fn))]   # parameters (weights as values) carry no batch
     shapes = [list(a.type.shape) for a in args]
     if not args or any(not s for s in shapes) or len({s[0] for s in shapes}) != 1 or shapes[0][0] < 2:
         return "the inputs do not share a leading batch dimension of 2 or more"

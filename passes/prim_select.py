@@ -32,6 +32,9 @@
    (RSCK filters, [K, N] GEMM operands; a non-constant operand gets a transpose kernel), then packed
    where the solver asks (filters in channel blocks, a GEMM's rhs in column panels). Inverse transposes
    left back to back cancel, and a transpose that moves only size-1 dims becomes a reshape (a view).
+   Parameters (weights="values") that only transposes read are stored permuted instead
+   (passes/param_layouts.py); a solver that needs a constant filter (a Winograd-transformed one) is not
+   applicable to a filter that is not a constant (needs_constant_filter).
 """
 from __future__ import annotations
 
@@ -45,13 +48,14 @@ from mlir import ir
 from openprim import dialect
 from openprim.base.errors import OpenPrimError
 from openprim.base.settings import FIND_ENFORCE, FIND_MODE, SOLVER, setting
-from openprim.base.ops import RHS_PANELS
+from openprim.base.ops import RHS_PANELS, winograd_filter
 from openprim.base.target import Target
 from openprim.dialect import contract, graph_functions
 from openprim.solvers import SOLVERS, applicable
 from openprim.solvers.problem import DepthwisePointwiseProblem, problem_of
 
 from . import slow_fallbacks
+from .param_layouts import store_params_permuted
 from .prim_layout import MARK, cancel_transposes, check_layout, lay_out
 from .rewrite import (constant, create, new_constant, pad_zeros, producer, rebuild, reshape, single_use, swap,
                       transformed_constant, transpose)
@@ -124,27 +128,57 @@ class Tuner(Protocol):
                budget: float) -> Choice: ...
 
 
-def heuristic(problem, kind: str, target: Target):
-    """The applicable solver with the least predicted time."""
-    ok = [s for s, reason in applicable(problem, kind, target) if reason is None]
+def needs_constant_filter(solver, problem, target: Target) -> bool:
+    """Whether a convolution solver reads its filter only as transformed at compile time: its packed filter
+    (Solver.packed_filter) is a Winograd layout (solvers/winograd.py's packed kernels). Given a filter that is
+    not a constant (computed, or a parameter under weights="values") it has no kernel of its own, only the
+    untiled linalg form; the other packings (filter blocks, GEMM panels) are layouts their kernels also read
+    unpacked."""
+    if solver.op != "conv2d":
+        return False
+    packing = solver.packed_filter(problem, solver.default_params(problem, target))
+    return bool(packing) and winograd_filter(packing[0])[0] > 0
+
+
+NOT_CONSTANT = "needs a constant filter (transformed at compile time); this filter is computed or a parameter"
+
+
+def _constant_filter(op: ir.Operation) -> bool:
+    """Whether a conv2d's filter (a matmul's rhs) is a prim.constant (after the layout stage's folding)."""
+    return producer(dialect.operand_groups(op)[1], "prim.constant") is not None
+
+
+def heuristic(problem, kind: str, target: Target, constant_filter: bool = True):
+    """The applicable solver with the least predicted time; constant_filter False: of those that do not
+    need a constant filter (needs_constant_filter)."""
+    ok = [s for s, reason in applicable(problem, kind, target) if reason is None
+          and (constant_filter or not needs_constant_filter(s, problem, target))]
     return min(ok, key=lambda s: s.cost(problem, target))
 
 
 def decide(op: ir.Operation, target: Target, forced: str = "", mode: str = "hybrid", enforce: str = "NONE",
            budget: float = 5.0, tuner: Tuner | None = None) -> Choice:
-    """The solver and parameters of a conv2d/matmul (before its weights are re-laid out), and their source."""
+    """The solver and parameters of a conv2d/matmul (before its weights are re-laid out), and their source.
+    A solver that needs a constant filter is not applicable to one that is not (forced, it is an error; from
+    the database or Find, the heuristic's choice stands instead)."""
     problem = problem_of(op)
     kind = op.name[5:]
+    constant_filter = _constant_filter(op)
     solver = _forced_solver(forced, kind)
     if solver is not None:
         reason = dict((s.name, r) for s, r in applicable(problem, kind, target))[solver.name]
+        if reason is None and not constant_filter and needs_constant_filter(solver, problem, target):
+            reason = NOT_CONSTANT
         if reason:
             raise OpenPrimError(f"{dialect.where(op.location)}: error: solver '{solver.name}' is not applicable "
                                 f"to {problem.descriptor()}: {reason}")
         return Choice(solver, solver.default_params(problem, target), "forced")
-    fallback = heuristic(problem, kind, target)
+    fallback = heuristic(problem, kind, target, constant_filter)
     fallback = Choice(fallback, fallback.default_params(problem, target), "heuristic")
-    return fallback if tuner is None else tuner.choose(op, target, fallback, mode, enforce, budget)
+    if tuner is None:
+        return fallback
+    choice = tuner.choose(op, target, fallback, mode, enforce, budget)
+    return fallback if not constant_filter and needs_constant_filter(choice.solver, problem, target) else choice
 
 
 def _relayout_weights(op: ir.Operation, choice: Choice) -> ir.Operation:
@@ -393,5 +427,6 @@ class Options:
                                                             choice.solver.name, why))
                     apply(op, choice, problem)
                 cancel_transposes(fn)
+                store_params_permuted(fn)
                 _unit_transposes_to_views(fn)
         slow_fallbacks.warn(slow, self.target)

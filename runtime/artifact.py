@@ -5,6 +5,8 @@ A zip archive (stored, not compressed) with these members:
                  (values with their storage, inputs, outputs, kernel launch order, and for GPU targets
                  each kernel's launches: grid, block, arguments; see driver/plan.py)
   weights.bin    every constant, 64-byte aligned at the offsets the plan gives
+  params.bin     (weights as values: format version 3) the parameters' initial data, at the offsets of the
+                 plan's params region; the executable holds a copy that `load_weights` replaces
   the kernels, by target: kernel_files.py's table (kernels.so; kernels.ptx and a kernels.cubin; kernels.hsaco)
 Writes are atomic (temporary file + rename); a truncated, corrupt or foreign file is refused with one
 line that says what is wrong. The manifest is validated as a whole before anything is allocated or run
@@ -27,20 +29,28 @@ from .executable import build_executable
 
 FORMAT = "openprim-artifact"
 VERSION = 2  # 2: kernel signatures, member digests, the CPU features the code needs (runtime/manifest.py)
+PARAMS_VERSION = 3  # 3: weights as values: the plan's "params", the params.bin member. Only an artifact with
+#                     parameters has it, so that a runtime that reads version 2 only refuses it by its version
+VERSIONS = (VERSION, PARAMS_VERSION)
 MEMBERS = ("manifest.json", "weights.bin")
+PARAMS = "params.bin"
 
 
-def write(path: str, plan: dict, kernels: dict[str, bytes], weights: bytes, meta: dict) -> None:
-    """kernels: member name -> bytes (see the table above)."""
-    manifest = {"format": FORMAT, "version": VERSION, **meta, "kernel_files": sorted(kernels),
-                "signatures": manifest_check.signature(plan),
-                "members": manifest_check.member_digests({**kernels, "weights.bin": weights}), "plan": plan}
+def write(path: str, plan: dict, kernels: dict[str, bytes], weights: bytes, meta: dict, params: bytes = b"") -> None:
+    """kernels: member name -> bytes (see the table above); params: the params region's initial bytes, for
+    a plan with parameters (driver/plan.py: params_blob)."""
+    members = {**kernels, "weights.bin": weights, **({PARAMS: params} if "params" in plan else {})}
+    manifest = {"format": FORMAT, "version": PARAMS_VERSION if "params" in plan else VERSION, **meta,
+                "kernel_files": sorted(kernels), "signatures": manifest_check.signature(plan),
+                "members": manifest_check.member_digests(members), "plan": plan}
     manifest["digest"] = manifest_check.manifest_digest(manifest)
     with atomic_file(path, "wb", "artifact") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as z:
         z.writestr("manifest.json", json.dumps(manifest, indent=1))
         for name, data in kernels.items():
             z.writestr(name, data)
         z.writestr("weights.bin", weights)
+        if "params" in plan:
+            z.writestr(PARAMS, params)
 
 
 def read(path: str) -> tuple[dict, dict[str, bytes], bytes]:
@@ -48,8 +58,8 @@ def read(path: str) -> tuple[dict, dict[str, bytes], bytes]:
     return _read(path)[:3]
 
 
-def _read(path: str) -> tuple[dict, dict[str, bytes], bytes, Target]:
-    """read(path) and the target the manifest names."""
+def _read(path: str) -> tuple[dict, dict[str, bytes], bytes, Target, bytes]:
+    """read(path), the target the manifest names and the params region's initial bytes."""
     try:
         with zipfile.ZipFile(path) as z:
             names = set(z.namelist())
@@ -73,6 +83,7 @@ def _read(path: str) -> tuple[dict, dict[str, bytes], bytes, Target]:
                 raise OpenPrimError(f"{path}: corrupt artifact (kernel_files is not a list of member names)")
             kernels = {m: z.read(m) for m in files if m in names}
             weights = z.read("weights.bin")
+            params = z.read(PARAMS) if PARAMS in names else b""
     except FileNotFoundError:
         raise OpenPrimError(f"{path}: no such file") from None
     except IsADirectoryError:
@@ -82,23 +93,29 @@ def _read(path: str) -> tuple[dict, dict[str, bytes], bytes, Target]:
         raise OpenPrimError(f"{path}: not a valid OpenPrim artifact ({e})") from None
     if manifest.get("format") != FORMAT:
         raise OpenPrimError(f"{path}: not an OpenPrim artifact (format {manifest.get('format')!r})")
-    if manifest.get("version") != VERSION:
-        raise OpenPrimError(f"{path}: artifact format version {manifest.get('version')} is not supported "
-                            f"(this runtime reads version {VERSION}); recompile the model")
+    version = manifest.get("version")
+    if version not in VERSIONS:
+        newer = isinstance(version, int) and not isinstance(version, bool) and version > max(VERSIONS)
+        raise OpenPrimError(f"{path}: artifact format version {version} is not supported (this runtime reads "
+                            f"versions {', '.join(map(str, VERSIONS))}); "
+                            f"{'update OpenPrim, or ' if newer else ''}recompile the model")
     plan = manifest.get("plan")
     if not isinstance(plan, dict):
         raise OpenPrimError(f"{path}: corrupt artifact (the manifest has no valid plan)")
+    if ("params" in plan) != (version == PARAMS_VERSION):
+        raise OpenPrimError(f"{path}: corrupt artifact (format version {version} "
+                            f"{'needs' if version == PARAMS_VERSION else 'cannot have'} plan.params)")
     try:
-        manifest_check.validate(manifest, kernels, weights, target)
+        manifest_check.validate(manifest, kernels, weights, target, params)
     except OpenPrimError as e:
         raise OpenPrimError(f"{path}: corrupt artifact ({e})") from None
-    return manifest, kernels, weights, target
+    return manifest, kernels, weights, target, params
 
 
 def load(path: str, device: int = 0, graphs: bool | None = None):
     """An executable for the artifact: on this machine's CPU, or on GPU `device` for a GPU target
     (graphs: replay its launches as a CUDA/HIP graph; None: unless OPENPRIM_GPU_GRAPHS=0)."""
-    manifest, kernels, weights, target = _read(path)
-    exe = build_executable(target, manifest["plan"], kernels, weights, manifest, device, graphs, path)
+    manifest, kernels, weights, target, params = _read(path)
+    exe = build_executable(target, manifest["plan"], kernels, weights, manifest, device, graphs, path, params)
     exe.manifest = manifest
     return exe

@@ -8,10 +8,18 @@ kernel name into a callable and owns the memory the pointers point to.
 The weights and the kernels are shared by every call; an arena belongs to one call in flight at a time
 (ctypes releases the GIL during a kernel, so calls from threads really overlap): concurrent calls each
 take their own from a pool (CpuExecutable).
+
+Weights as values (a plan with "params", driver/plan.py): the parameters live in a params region that the
+executable holds and `load_weights` replaces. On the CPU that is a generation swap: a load writes a new
+region (a copy of the current one with the new values) and then publishes it with one assignment; a region
+is never written once published. Each arena is bound to one region; a call takes an arena and, where its
+region is not the current one, rebinds it first (its pointers; the arena's bytes stay). So a call in
+flight runs on the old parameters or on the new ones, never on a mix, and calls never wait for a load.
 """
 from __future__ import annotations
 
 import ctypes
+import os
 import threading
 import time
 
@@ -19,7 +27,7 @@ import numpy as np
 
 from openprim.base.errors import OpenPrimError
 
-from openprim.base.dtypes import STORAGE, from_storage, host_to_storage
+from openprim.base.dtypes import FLOATS, STORAGE, from_storage, host_to_storage
 
 ALIGN = 64
 
@@ -59,6 +67,89 @@ def checked_inputs(plan: dict, args, kwargs) -> list[tuple[int, np.ndarray]]:
     return out
 
 
+def param_names(plan: dict) -> list[str]:
+    """The names of a plan's parameters (weights as values), [] when it has none."""
+    return [p["name"] for p in plan.get("params", ())]
+
+
+def param_shape(v: dict, perm: list[int] | None) -> tuple:
+    """The shape a caller gives a parameter whose value `v` is stored as transpose(given, perm)."""
+    if perm is None:
+        return tuple(v["shape"])
+    inverse = np.argsort(perm)
+    return tuple(v["shape"][j] for j in inverse)
+
+
+def stored_param(v: dict, perm: list[int] | None, stored: np.ndarray) -> np.ndarray:
+    """A parameter's value as the caller gives it (not converted), from its stored form."""
+    return stored if perm is None else np.ascontiguousarray(stored.transpose(np.argsort(perm)))
+
+
+def _listed(names) -> str:
+    names = sorted(names)
+    return ", ".join(repr(n) for n in names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "")
+
+
+def _mapping(weights) -> dict:
+    """load_weights' argument as a dict: a mapping (a dict of numpy arrays, a torch state_dict's tensors via
+    .numpy()) or the path of a .npz file."""
+    if isinstance(weights, (str, os.PathLike)):
+        path = os.fspath(weights)
+        try:
+            loaded = np.load(path, allow_pickle=False)
+        except Exception as e:  # noqa: BLE001 - numpy's readers raise many types (OSError, ValueError, zipfile's)
+            raise OpenPrimError(f"{path}: cannot read as a .npz of weights ({type(e).__name__}: {e})") from None
+        if not isinstance(loaded, np.lib.npyio.NpzFile):
+            raise OpenPrimError(f"{path}: one array (.npy), not a .npz of named weights (np.savez(path, **weights))")
+        with loaded:
+            return {name: loaded[name] for name in loaded.files}
+    if not hasattr(weights, "items"):
+        raise OpenPrimError(f"load_weights takes a mapping of names to arrays or the path of a .npz file, got "
+                            f"{type(weights).__name__}")
+    return dict(weights.items())
+
+
+def checked_params(plan: dict, weights, strict: bool = True) -> list[tuple[int, np.ndarray]]:
+    """(value id, data in its storage dtype) per parameter that `weights` (a mapping name -> array, or a .npz
+    path) gives. Every name must be a parameter; with strict, every parameter must be given. Each array must
+    have the parameter's shape and hold floating-point values within its dtype's range (host_to_storage).
+    Whatever is wrong, for every name, is one OpenPrimError."""
+    if "params" not in plan:
+        raise OpenPrimError("this executable has no parameters to load: its weights are compile-time constants; "
+                            "compile with weights='values'")
+    given = _mapping(weights)
+    specs = {p["name"]: p["value"] for p in plan["params"]}
+    problems = []
+    unknown = [n for n in given if n not in specs]
+    missing = [n for n in specs if n not in given] if strict else []
+    if unknown:
+        problems.append(f"unknown parameter(s) {_listed(unknown)} (this executable's parameters: "
+                        f"{_listed(specs)})")
+    if missing:
+        problems.append(f"missing parameter(s) {_listed(missing)} (pass strict=False to keep their values)")
+    out = []
+    perms = {p["name"]: p.get("perm") for p in plan["params"]}
+    for name, a in given.items():
+        if name not in specs:
+            continue
+        v, what, perm = plan["values"][specs[name]], f"parameter '{name}'", perms[name]
+        try:
+            a = np.asarray(a)
+            if tuple(a.shape) != param_shape(v, perm):
+                raise OpenPrimError(f"{what} must have shape {param_shape(v, perm)}, got {tuple(a.shape)}")
+            if a.dtype.kind in "iub" and not (v["dtype"] == "bf16" and a.dtype == np.uint16) and v["dtype"] in FLOATS:
+                raise OpenPrimError(f"{what} is {a.dtype}; a {v['dtype']} parameter takes floating-point values")
+            stored = host_to_storage(a, v["dtype"], what)
+            out.append((specs[name], stored if perm is None else np.ascontiguousarray(stored.transpose(perm))))
+        except OpenPrimError as e:
+            problems.append(str(e))
+        except (TypeError, ValueError, RuntimeError) as e:   # np.asarray of what is not an array
+            problems.append(f"{what}: cannot read a {type(a).__name__} as an array ({e})")
+    if problems:
+        raise OpenPrimError("load_weights: " + "; ".join(problems))
+    return out
+
+
 def raise_failed_checks(plan: dict, read) -> None:
     """One OpenPrimError naming every run-time check of the plan (gather's index bounds) that a run failed;
     read(value id) -> that check's 1-element array."""
@@ -77,13 +168,16 @@ def aligned_bytes(n: int) -> np.ndarray:
 
 class _Arena:
     """What one call in flight writes: every plan value viewed in an arena of its own (or in the shared
-    weights), which the views keep alive, and every step's argument pointers into those views."""
+    weights, or in the params region `params` it is bound to), which the views keep alive, and every step's
+    argument pointers into those views. raw: the arena's bytes, kept when it is rebound to new parameters."""
 
-    __slots__ = ("views", "steps")
+    __slots__ = ("views", "steps", "raw", "params")
 
-    def __init__(self, exe: "CpuExecutable"):
-        arena = aligned_bytes(exe.plan["arena_bytes"])
-        self.views = [_view(v, arena if v["storage"] == "arena" else exe.weights) for v in exe.plan["values"]]
+    def __init__(self, exe: "CpuExecutable", params: np.ndarray, raw: np.ndarray | None = None):
+        self.raw = arena = aligned_bytes(exe.plan["arena_bytes"]) if raw is None else raw
+        self.params = params
+        self.views = [_view(v, arena if v["storage"] == "arena" else params if v["storage"] == "param"
+                            else exe.weights) for v in exe.plan["values"]]
         self.steps = []
         for fn, step in zip(exe.kernels, exe.plan["steps"]):
             ptrs = [ctypes.c_void_p(self.views[a].ctypes.data) for a in step["args"]]
@@ -102,17 +196,25 @@ class CpuExecutable:
 
     Calls from several threads at once are safe: each call takes an arena (with its step pointers) from a
     free list and gives it back, and a new one is made only when every arena is in use, so N concurrent
-    callers make at most N arenas, kept for reuse. One caller at a time always reuses the same arena."""
+    callers make at most N arenas, kept for reuse. One caller at a time always reuses the same arena.
+    A plan with parameters (weights as values): `load_weights` replaces them between calls, atomically for
+    every call (the module docstring), `state_dict()` gives them."""
 
-    def __init__(self, plan: dict, kernel_address, weights: bytes | np.ndarray, keepalive=None, packed=False):
+    def __init__(self, plan: dict, kernel_address, weights: bytes | np.ndarray, keepalive=None, packed=False,
+                 params: bytes = b""):
         """kernel_address(name) -> address of `void name(T *arg0, ...)`; with packed=True, of MLIR's
-        JIT wrapper `void _mlir_name(void **args)` (args[i] points at the i-th pointer)."""
+        JIT wrapper `void _mlir_name(void **args)` (args[i] points at the i-th pointer). params: the initial
+        bytes of the plan's params region (weights as values)."""
         self.plan = plan
         self._keepalive = keepalive
         self.packed = packed  # the JIT engine or the loaded library: kernels live as long as we do
         self.weights = aligned_bytes(plan["weights_bytes"])
         if plan["weights_bytes"]:
             self.weights[:] = np.frombuffer(weights, np.uint8, plan["weights_bytes"])
+        self._params = aligned_bytes(plan.get("params_bytes", 0))   # the current region: never written again
+        if plan.get("params_bytes"):
+            self._params[:] = np.frombuffer(params, np.uint8, plan["params_bytes"])
+        self._loading = threading.Lock()    # one load_weights at a time
         fns = {}
         for step in plan["steps"]:
             name = step["kernel"]
@@ -128,22 +230,52 @@ class CpuExecutable:
         self._free = [self._new_arena()]
 
     def _new_arena(self) -> _Arena:
-        arena = _Arena(self)
+        arena = _Arena(self, self._params)
         with self._growing:
             self.arenas += 1
         return arena
 
     def _take(self) -> _Arena:
         """A free arena (the one given back last: warm in the caches), or a new one when all are in use.
-        list.pop and list.append are atomic, so the free list needs no lock."""
+        list.pop and list.append are atomic, so the free list needs no lock. An arena bound to parameters that
+        a load_weights has replaced since is rebound to the current ones."""
         try:
-            return self._free.pop()
+            arena = self._free.pop()
         except IndexError:
             return self._new_arena()
+        params = self._params
+        return arena if arena.params is params else _Arena(self, params, arena.raw)
 
     @property
     def input_names(self):
         return [i["name"] for i in self.plan["inputs"]]
+
+    @property
+    def param_names(self) -> list[str]:
+        """The names of the parameters load_weights replaces (weights="values"); [] for constant weights."""
+        return param_names(self.plan)
+
+    def load_weights(self, weights, strict: bool = True) -> None:
+        """Replace the parameters (weights="values") by `weights`: a mapping name -> array (numpy arrays; a
+        torch state_dict's tensors via .numpy()) or the path of a .npz. Each array must have its parameter's
+        shape and hold floats within its dtype's range; an unknown name, a missing one (unless strict=False:
+        those keep their values) or a bad array is one OpenPrimError naming them, and nothing changes then.
+        Calls in flight finish on the old parameters; calls that start after this returns see the new ones."""
+        updates = checked_params(self.plan, weights, strict)
+        with self._loading:
+            new = aligned_bytes(len(self._params))
+            new[:] = self._params
+            for value, data in updates:
+                _view(self.plan["values"][value], new)[...] = data
+            self._params = new     # published whole: one assignment
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """{name: a copy of the parameter's current value} (bf16 as float32, as outputs are)."""
+        params, values = self._params, self.plan["values"]
+        return {p["name"]: from_storage(stored_param(values[p["value"]], p.get("perm"),
+                                                     _view(values[p["value"]], params).copy()),
+                                        values[p["value"]]["dtype"])
+                for p in self.plan.get("params", ())}
 
     def __call__(self, *args, **kwargs):
         return self._call(args, kwargs)

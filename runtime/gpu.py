@@ -2,7 +2,10 @@
 
 Device memory is three allocations made once: the arena (inputs, outputs and intermediates at the
 plan's offsets), the weights (copied once), and a scratch area that every kernel's temporary buffers
-share (kernels run one after another on one stream). Each plan step is a list of launches whose
+share (kernels run one after another on one stream); a plan with parameters (weights as values) has a
+fourth, the params region, which `load_weights` overwrites in place (device copies under the lock, after
+every call enqueued before it has finished, so a call sees all old or all new parameters; the addresses
+do not change, so the captured graph stays valid). Each plan step is a list of launches whose
 arguments are resolved to device pointers at load time, so a run is copies in, launches, copies out.
 
 The launches are the same on every call but for the buffers of the plan's inputs and outputs: the
@@ -45,7 +48,8 @@ from openprim.base.target import Target
 from .arrays import DeviceArray, check_bound, describe, is_device_array
 from .cuda import CudaDevice
 from .device import Device, DeviceError
-from .executor import ALIGN, checked_inputs, ordered_inputs, raise_failed_checks
+from .executor import (ALIGN, checked_inputs, checked_params, ordered_inputs, param_names, raise_failed_checks,
+                       stored_param)
 from .hip import HipDevice
 
 
@@ -67,7 +71,8 @@ def open_device(target: Target, index: int = 0) -> Device:
 def check_device_memory(plan: dict, device: Device) -> None:
     """Refuse, before allocating anything, a plan whose arena, weights and scratch do not fit into the
     device's free memory (one line naming the sizes), rather than failing at the third allocation."""
-    sizes = {"arena": plan["arena_bytes"], "weights": plan["weights_bytes"], "scratch": plan.get("scratch_bytes", 0)}
+    sizes = {"arena": plan["arena_bytes"], "weights": plan["weights_bytes"], "scratch": plan.get("scratch_bytes", 0),
+             **({"params": plan["params_bytes"]} if "params" in plan else {})}
     free = device.free_memory()
     if free is not None and sum(sizes.values()) > free:
         parts = ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in sizes.items() if v)
@@ -87,7 +92,9 @@ class GpuExecutable:
     """A compiled network on a GPU: call it with numpy arrays (numpy back) or device arrays (DeviceArrays
     back), or bind device buffers with run_into."""
 
-    def __init__(self, plan: dict, image: bytes, weights: bytes, device: Device, graphs: bool | None = None):
+    def __init__(self, plan: dict, image: bytes, weights: bytes, device: Device, graphs: bool | None = None,
+                 params: bytes = b""):
+        """params: the initial bytes of the plan's params region (weights as values)."""
         self.plan, self.device = plan, device
         self.graphs = graphs_enabled(graphs)
         check_device_memory(plan, device)
@@ -97,8 +104,11 @@ class GpuExecutable:
         self.scratch = device.alloc(plan.get("scratch_bytes", 0))
         if plan["weights_bytes"]:
             device.copy_to_device(self.weights, np.frombuffer(weights, np.uint8, plan["weights_bytes"]))
-        self.pointers = [(self.arena if v["storage"] == "arena" else self.weights) + v["offset"]
-                         for v in plan["values"]]
+        self.params = device.alloc(plan["params_bytes"]) if "params" in plan else None
+        if plan.get("params_bytes"):
+            device.copy_to_device(self.params, np.frombuffer(params, np.uint8, plan["params_bytes"]))
+        self.pointers = [(self.arena if v["storage"] == "arena" else self.params if v["storage"] == "param"
+                          else self.weights) + v["offset"] for v in plan["values"]]
         roots = [v.get("view_of", i) for i, v in enumerate(plan["values"])]
         bound_roots = [roots[i["value"]] for i in plan["inputs"]] + [roots[o] for o in plan["outputs"]]
         slots = {r: b for b, r in enumerate(bound_roots)}     # root -> its binding (inputs, then outputs)
@@ -160,6 +170,36 @@ class GpuExecutable:
     @property
     def input_names(self):
         return [i["name"] for i in self.plan["inputs"]]
+
+    @property
+    def param_names(self) -> list[str]:
+        """The names of the parameters load_weights replaces (weights="values"); [] for constant weights."""
+        return param_names(self.plan)
+
+    def load_weights(self, weights, strict: bool = True) -> None:
+        """Replace the parameters (weights="values"), as CpuExecutable.load_weights (checked the same way,
+        nothing written on an error): under the lock, once every call enqueued before has finished, the new
+        values are copied into the params region; calls enqueued after it see them."""
+        updates = checked_params(self.plan, weights, strict)
+        self._enter()
+        with self._lock:
+            self.device.synchronize()          # no call enqueued before still reads the parameters
+            for value, data in updates:
+                self.device.copy_to_device(self.pointers[value], data)
+            self.device.synchronize()          # the host copies (legacy stream) land before the next call
+
+    def state_dict(self) -> dict[str, np.ndarray]:
+        """{name: the parameter's current value} (bf16 as float32), copied from the device."""
+        self._enter()
+        out = {}
+        with self._lock:
+            self.device.synchronize()
+            for p in self.plan.get("params", ()):
+                v = self.plan["values"][p["value"]]
+                host = np.empty(v["shape"], STORAGE[v["dtype"]])
+                self.device.copy_to_host(host, self.pointers[p["value"]])
+                out[p["name"]] = from_storage(stored_param(v, p.get("perm"), host), v["dtype"])
+        return out
 
     def _enter(self) -> None:
         """Make the device's context current in the calling thread, where an executable has not (a
@@ -393,5 +433,7 @@ class GpuExecutable:
             self.device.destroy_stream(self.stream)
             for p in (self.arena, self.weights, self.scratch, *self.tensor_maps.values()):
                 self.device.free(p)
+            if self.params is not None:
+                self.device.free(self.params)
         except Exception:  # interpreter shutdown or a lost device: nothing left to free
             pass

@@ -6,8 +6,11 @@ numpy error, a segfault in a kernel, or worse a run that exits 0 with a wrong ou
 argument missing reads and writes through the wrong pointers). `validate` checks the manifest as a
 whole against itself and the other members:
 
-  memory    every value's bytes lie inside the arena or the weights; sizes are non-negative integers;
-            the weights member has exactly the planned size
+  memory    every value's bytes lie inside the arena, the weights or the params region; sizes are
+            non-negative integers; the weights (and params) member has exactly the planned size
+  params    (weights as values) plan.params is a list of {name, value[, perm]} with unique names, each value
+            a parameter (storage "param", not a view), every parameter listed once, perm a permutation of
+            its dims; no step writes one
   steps     every argument is a value of the plan; each step's arguments match the recorded signature
             of its kernel (count, dtypes, shapes: the kernels are compiled for static shapes); outputs
             land in the arena; inputs and outputs are values, input names unique
@@ -68,19 +71,25 @@ def signature(plan: dict) -> dict[str, list]:
     return sigs
 
 
-def _value_bytes(v: dict, i: int) -> int:
+STORAGES = ("arena", "weight", "param")
+LIMITS = {"arena": "arena_bytes", "weight": "weights_bytes", "param": "params_bytes"}   # each storage's size
+
+
+def _value_bytes(v: dict, i: int, storages=STORAGES) -> int:
     _need(isinstance(v, dict), f"value {i} is not an object")
     _need(v.get("dtype") in ITEMSIZE, f"value {i}: unknown dtype {v.get('dtype')!r}")
     shape = v.get("shape")
     _need(isinstance(shape, list) and all(_int(d, 1) for d in shape),
           f"value {i}: shape {shape!r} is not a list of positive integers")
-    _need(v.get("storage") in ("arena", "weight"), f"value {i}: storage {v.get('storage')!r} is not arena or weight")
+    _need(v.get("storage") in storages, f"value {i}: storage {v.get('storage')!r} is not "
+                                        f"{', '.join(storages[:-1])} or {storages[-1]}")
     _need(_int(v.get("offset")), f"value {i}: offset {v.get('offset')!r} is not a non-negative integer")
     return math.prod(shape) * ITEMSIZE[v["dtype"]]
 
 
-def _check_plan(plan: dict, weights_len: int) -> None:
-    for key in ("arena_bytes", "weights_bytes"):
+def _check_plan(plan: dict, weights_len: int, params_len: int = 0) -> None:
+    has_params = "params" in plan
+    for key in ("arena_bytes", "weights_bytes") + (("params_bytes",) if has_params else ()):
         _need(_int(plan.get(key)), f"plan.{key} {plan.get(key)!r} is not a non-negative integer")
     _need(_int(plan.get("scratch_bytes", 0)), f"plan.scratch_bytes {plan.get('scratch_bytes')!r} is not a "
                                               f"non-negative integer")
@@ -88,11 +97,14 @@ def _check_plan(plan: dict, weights_len: int) -> None:
                                                 f"positive integer")
     _need(weights_len == plan["weights_bytes"],
           f"weights are {weights_len} bytes, the plan expects {plan['weights_bytes']}")
+    if has_params:
+        _need(params_len == plan["params_bytes"],
+              f"params are {params_len} bytes, the plan expects {plan['params_bytes']}")
     values = plan.get("values")
     _need(isinstance(values, list), "plan.values is not a list")
     for i, v in enumerate(values):
-        end = _value_bytes(v, i) + v["offset"]
-        limit = plan["arena_bytes"] if v["storage"] == "arena" else plan["weights_bytes"]
+        end = _value_bytes(v, i, STORAGES if has_params else STORAGES[:2]) + v["offset"]
+        limit = plan[LIMITS[v["storage"]]]
         _need(end <= limit, f"value {i} ({v['dtype']}{v['shape']}) ends at byte {end}, past the "
                             f"{v['storage']} of {limit} bytes")
         if "view_of" in v:
@@ -112,6 +124,8 @@ def _check_plan(plan: dict, weights_len: int) -> None:
     _need(isinstance(outputs, list) and outputs and all(map(is_value, outputs)),
           "plan.outputs must be a non-empty list of value ids of the plan")
     _need(isinstance(steps, list), "plan.steps must be a list")  # empty: the outputs are inputs or constants
+    if has_params:
+        _check_params(plan, values, is_value)
     checks = plan.get("checks", [])
     _need(isinstance(checks, list) and all(isinstance(c, dict) and is_value(c.get("value"))
                                            and isinstance(c.get("message"), str) for c in checks),
@@ -120,7 +134,29 @@ def _check_plan(plan: dict, weights_len: int) -> None:
         _need(isinstance(s, dict) and isinstance(s.get("kernel"), str) and isinstance(s.get("args"), list)
               and s["args"] and all(map(is_value, s["args"])),
               f"step {n}: needs a kernel name and a non-empty list of value ids of the plan")
-        _need(values[s["args"][-1]]["storage"] == "arena", f"step {n} ({s['kernel']}) writes into the weights")
+        _need(values[s["args"][-1]]["storage"] == "arena",
+              f"step {n} ({s['kernel']}) writes into the {values[s['args'][-1]]['storage']}s")
+
+
+def _check_params(plan: dict, values: list, is_value) -> None:
+    """plan.params: {name, value} with unique names, each value a parameter (storage param, no view), every
+    parameter value listed exactly once."""
+    params = plan["params"]
+    _need(isinstance(params, list) and all(isinstance(p, dict) and isinstance(p.get("name"), str)
+                                           and is_value(p.get("value")) for p in params),
+          "plan.params must be a list of {name, value} with value ids of the plan")
+    names = [p["name"] for p in params]
+    _need(len(set(names)) == len(names), f"parameter names {names} are not unique")
+    listed = [p["value"] for p in params]
+    for p in params:
+        v = values[p["value"]]
+        _need(v["storage"] == "param" and "view_of" not in v,
+              f"parameter '{p['name']}': value {p['value']} is not a parameter's own storage")
+        perm = p.get("perm", list(range(len(v["shape"]))))
+        _need(isinstance(perm, list) and all(_int(i) for i in perm) and sorted(perm) == list(range(len(v["shape"]))),
+              f"parameter '{p['name']}': perm {perm!r} is not a permutation of its {len(v['shape'])} dims")
+    roots = [i for i, v in enumerate(values) if v["storage"] == "param" and "view_of" not in v]
+    _need(sorted(listed) == roots, f"parameter values {sorted(listed)} are not the plan's parameters {roots}")
 
 
 def _check_signatures(plan: dict, recorded) -> None:
@@ -231,10 +267,12 @@ def _check_integrity(manifest: dict, members: dict[str, bytes]) -> None:
           "the manifest was edited after it was written (digest mismatch); recompile the model")
 
 
-def validate(manifest: dict, kernels: dict[str, bytes], weights: bytes, target: Target) -> None:
-    """Raise Invalid (what is wrong, where) unless the manifest is consistent as a whole (see the module doc)."""
+def validate(manifest: dict, kernels: dict[str, bytes], weights: bytes, target: Target, params: bytes = b"") -> None:
+    """Raise Invalid (what is wrong, where) unless the manifest is consistent as a whole (see the module doc);
+    params: the params.bin member (weights as values)."""
     plan = manifest["plan"]
-    _check_plan(plan, len(weights))
+    _check_plan(plan, len(weights), len(params))
+    members = {**kernels, "weights.bin": weights, **({"params.bin": params} if "params" in plan else {})}
     _check_signatures(plan, manifest.get("signatures"))
     if target.is_gpu:
         _need(plan.get("batch_chunks", 1) == 1, "plan.batch_chunks is for CPU plans (the GPU runtime runs the "
@@ -243,7 +281,7 @@ def validate(manifest: dict, kernels: dict[str, bytes], weights: bytes, target: 
         for member, names in _device_functions(target, kernels).items():
             missing = sorted(needed - names)
             _need(not missing, f"{member} lacks the device function(s) {', '.join(missing)} that the plan launches")
-        _check_integrity(manifest, {**kernels, "weights.bin": weights})
+        _check_integrity(manifest, members)
         return
     try:
         symbols = _shared_object_symbols(kernels[kernel_files.SHARED_OBJECT])
@@ -251,7 +289,7 @@ def validate(manifest: dict, kernels: dict[str, bytes], weights: bytes, target: 
         raise Invalid(f"{kernel_files.SHARED_OBJECT} is {e}") from None
     missing = sorted({s["kernel"] for s in plan["steps"]} - symbols) if symbols else []
     _need(not missing, f"{kernel_files.SHARED_OBJECT} lacks the kernel(s) {', '.join(missing)} that the plan calls")
-    _check_integrity(manifest, {**kernels, "weights.bin": weights})
+    _check_integrity(manifest, members)
 
 
 def _best_level(have: frozenset[str]) -> str:
@@ -306,4 +344,6 @@ def memory_shortfall(sizes: dict[str, int]) -> str | None:
 def host_sizes(plan: dict) -> dict[str, int]:
     """The host memory a CPU run needs: the arena, the weights (and their copy while loading), and the
     most one kernel call allocates (plan.scratch_bytes, see backends/cpu record_scratch)."""
-    return {"arena": plan["arena_bytes"], "weights": 2 * plan["weights_bytes"], "kernel scratch": plan.get("scratch_bytes", 0)}
+    return {"arena": plan["arena_bytes"], "weights": 2 * plan["weights_bytes"],
+            **({"params": 3 * plan["params_bytes"]} if "params" in plan else {}),   # initial, held, a load's new
+            "kernel scratch": plan.get("scratch_bytes", 0)}

@@ -277,16 +277,21 @@ class DlpackOnly:
         return self.array.__dlpack_device__()
 
 
-@pytest.fixture
-def fake(monkeypatch):
-    fake = FakeCuda()
+def install(monkeypatch, driver):
+    """driver (a FakeCuda) as `cuda.bindings.driver` for the rest of the test, graph replay on; returns it.
+    test_profile.py and test_load_weights.py run GpuExecutable on it too."""
     bindings = types.ModuleType("cuda.bindings")
-    bindings.driver = fake
+    bindings.driver = driver
     monkeypatch.setitem(sys.modules, "cuda", types.ModuleType("cuda"))
     monkeypatch.setitem(sys.modules, "cuda.bindings", bindings)
-    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", fake)
+    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", driver)
     monkeypatch.delenv("OPENPRIM_GPU_GRAPHS", raising=False)
-    return fake
+    return driver
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    return install(monkeypatch, FakeCuda())
 
 
 @pytest.fixture

@@ -222,10 +222,7 @@ def test_refusals_before_any_work(model, tmp_path, capsys):
 def timed_cuda(monkeypatch):
     """test_device_arrays' stand-in driver with a device clock: a launch advances it by its kernel's time
     (mul 10 us, relu_bias 30 us), an event takes the clock's time when recorded."""
-    import sys
-    import types
-
-    from test_device_arrays import FakeCuda
+    from test_device_arrays import FakeCuda, install
 
     class TimedCuda(FakeCuda):
         DURATION = {"mul": 0.010, "relu_bias": 0.030}    # ms
@@ -250,14 +247,7 @@ def timed_cuda(monkeypatch):
             self.destroyed.append(event)
             return (self.ok,)
 
-    fake = TimedCuda()
-    bindings = types.ModuleType("cuda.bindings")
-    bindings.driver = fake
-    monkeypatch.setitem(sys.modules, "cuda", types.ModuleType("cuda"))
-    monkeypatch.setitem(sys.modules, "cuda.bindings", bindings)
-    monkeypatch.setitem(sys.modules, "cuda.bindings.driver", fake)
-    monkeypatch.delenv("OPENPRIM_GPU_GRAPHS", raising=False)
-    return fake
+    return install(monkeypatch, TimedCuda())
 
 
 def test_gpu_launch_spans(timed_cuda, rng):
