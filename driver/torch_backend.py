@@ -15,10 +15,19 @@ CUDA/HIP graph on PyTorch's current stream, reading the input tensors in place a
 allocated with torch.empty (PyTorch's caching allocator), in the model's dtype (runtime/gpu.py says when
 a buffer is copied instead). A 4-D example input in channels-last memory order compiles into a plan that
 takes it so; other strides are made contiguous on the device. CPU tensors run the CPU artifact through numpy and come back in the model's dtype.
+
+Training: with gradients, `openprim_backend` compiles AOTAutograd's forward and backward graphs (CPU only;
+`_training_backend`), so that loss.backward() runs OpenPrim kernels too.
 """
 from __future__ import annotations
 
+import collections
+import copy
+import functools
 import inspect
+import operator
+import re
+import types
 import warnings
 
 import numpy as np
@@ -27,7 +36,8 @@ import openprim.cache
 from openprim.base.errors import OpenPrimError
 from openprim.base.target import parse_target
 from openprim.pyfrontend.importers.common import DTYPE_NAMES, require
-from openprim.pyfrontend.torch.importer import _decompose, import_exported
+from openprim.pyfrontend.torch import aot, backward
+from openprim.pyfrontend.torch.importer import _decompose, _op_key, import_exported
 from openprim.runtime.executor import host_shape
 from openprim.runtime.gpu import GpuExecutable
 
@@ -261,8 +271,8 @@ def _is_weight(t, node):
     return "._buffers[" in name or "._parameters[" in name
 
 
-_NO_AUTOGRAD = ("openprim_backend: OpenPrim has no autograd; with gradients enabled the graph runs eagerly "
-                "(use torch.no_grad() or torch.inference_mode() to run it with OpenPrim)")
+_NO_AUTOGRAD = ("openprim_backend: this graph was compiled for inference (no gradients); with gradients enabled "
+                "it runs eagerly")
 
 
 def _needs_grad(args):
@@ -277,18 +287,22 @@ def openprim_backend(gm, example_inputs, options=None):
     compiled through the compile cache; the returned callable runs it with OpenPrim and returns what gm
     returns, on the inputs' device and in gm's dtypes. Tensors that Dynamo passes as graph inputs but that
     are module parameters or buffers are compiled in as constants; a call that passes different ones,
-    or the same ones modified in place (their _version changed), runs eagerly. So does a call with
-    gradients enabled and an input that requires grad: OpenPrim has no autograd. A graph with ops
+    or the same ones modified in place (their _version changed), runs eagerly. A graph with ops
     OpenPrim cannot map, symbolic (dynamic) sizes, or one that fails to import or compile, warns once
     and runs eagerly (gm.forward). Use torch.compile(..., dynamic=False) to get one OpenPrim
-    compilation per input shape instead of an eager fallback for dynamic shapes."""
+    compilation per input shape instead of an eager fallback for dynamic shapes.
+
+    With gradients (grad mode on and an input or parameter that requires grad) the graph goes through
+    AOTAutograd instead (`_training_backend`, CPU only): its forward and its backward graph are each imported
+    (pyfrontend/torch/aot.py, the training ops in backward.py) and compiled, parameters and buffers as inputs
+    (the optimizer updates them in place), and loss.backward() runs the backward executable. Each of the two
+    that does not import or compile warns once, naming the unmapped ops, and runs eagerly."""
     inputs = list(example_inputs)
     if not all(isinstance(t, torch.Tensor) for t in inputs):
         _warn_once("openprim_backend: non-tensor graph inputs (symbolic sizes); running eagerly")
         return gm.forward
     if _needs_grad(inputs):
-        _warn_once(_NO_AUTOGRAD)
-        return gm.forward
+        return _training_backend(gm, inputs, options)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     frozen = {i: t for i, t in enumerate(inputs) if _is_weight(t, placeholders[i] if i < len(placeholders) else None)}
     try:
@@ -324,3 +338,176 @@ def openprim_backend(gm, example_inputs, options=None):
         return outs
 
     return run
+
+
+# ---------------------------------------------------------------------------- torch.compile with gradients
+# What the training path did, for tests and curious users: "forward compiled", "backward compiled" (graphs
+# that OpenPrim compiled), "forward runs", "backward runs" (calls of their executables), "forward eager",
+# "backward eager" (calls that ran the fx graph eagerly instead).
+AOT_COUNTS = collections.Counter()
+
+# Besides backward.TRAINING_KEPT, what the inference import keeps whole too (importer._decompose).
+_KEPT_WHOLE = ("scaled_dot_product", "silu", "hardswish", "hardsigmoid")
+
+
+@functools.lru_cache(maxsize=1)
+def _training_decompositions() -> dict:
+    """Core ATen's decomposition table without the ops that map whole (backward.TRAINING_KEPT: the backward
+    ops, nll_loss, the functional batch norm; sdpa, silu, hardswish, hardsigmoid, rms_norm as for inference)."""
+    from torch._decomp import core_aten_decompositions
+    table = {}
+    for op, fn in core_aten_decompositions().items():
+        name = _op_key(op)
+        if name in backward.TRAINING_KEPT or name == "rms_norm" or any(k in name for k in _KEPT_WHOLE):
+            continue
+        table[op] = fn
+    return table
+
+
+def _training_backend(gm, inputs, options):
+    """AOTAutograd with OpenPrim compiling its forward and its backward graph (CPU only): see openprim_backend."""
+    options = dict(options or {})
+    target = options.pop("target", None)
+    if target not in (None, "cpu") or any(t.device.type != "cpu" for t in inputs):
+        _warn_once("openprim_backend: with gradients OpenPrim compiles for the CPU only (CPU tensors, target "
+                   "'cpu'); running this graph eagerly")
+        return gm.forward
+    from torch._dynamo.backends.common import aot_autograd
+    from torch._functorch.partitioners import default_partition
+    state = aot.AotState()
+    calls = types.SimpleNamespace(check_failed=False)    # a run-time check failed in a call: warned once
+    compile_graph = functools.partial(_compile_aot, state=state, calls=calls, options=options)
+    backend = aot_autograd(fw_compiler=functools.partial(compile_graph, kind="forward"),
+                           bw_compiler=functools.partial(compile_graph, kind="backward"),
+                           decompositions=_training_decompositions(), partition_fn=default_partition)
+    try:
+        return backend(gm, inputs)
+    except Exception as e:  # noqa: BLE001 - AOTAutograd's tracing can fail in many ways
+        _warn_once(f"openprim_backend: AOTAutograd failed ({type(e).__name__}: {e}); running this graph eagerly")
+        return gm.forward
+
+
+def _visible_outputs():
+    """How many of the forward graph's first outputs its caller sees (AOTAutograd's num_forward_returns: the
+    mutated inputs and the outputs; the rest are saved for the backward), or None where it is not known."""
+    context = torch._guards.TracingContext.try_get()
+    meta = getattr(context, "fw_metadata", None)
+    return getattr(meta, "num_forward_returns", None)
+
+
+def _compile_aot(gm, example_inputs, kind, state, calls, options):
+    """fw_compiler / bw_compiler: the graph imported (pyfrontend/torch/aot.py) and compiled for the CPU through
+    the compile cache, as a boxed callable (AOTAutograd's convention: one list of arguments); a graph that
+    does not import or compile warns once and runs eagerly."""
+    from torch._subclasses.fake_tensor import unset_fake_temporarily
+    eager = _eager_aot(gm, kind, state)
+    visible = _visible_outputs() if kind == "forward" else None
+    try:
+        with unset_fake_temporarily():     # AOTAutograd compiles in its fake mode: the import folds real tensors
+            imported = aot.import_graph_module(gm, state, visible)
+        exe = None if imported.graph is None else openprim.cache.load_or_compile(imported.graph, "cpu", options)
+    except OpenPrimError as e:
+        _warn_once(f"openprim_backend: {kind} graph: {e}; running this graph eagerly")
+        return eager
+    except Exception as e:  # noqa: BLE001 - as the inference path: any failure runs the graph eagerly
+        _warn_once(f"openprim_backend: {kind} graph failed ({type(e).__name__}: {e}); running this graph eagerly")
+        return eager
+    state.stand_ins.update(imported.stand_ins)
+    AOT_COUNTS[f"{kind} compiled"] += 1
+    return _AotRunner(exe, imported, eager, kind, calls)
+
+
+def _eager_aot(gm, kind, state):
+    """A boxed callable that runs the fx graph eagerly. A backward whose forward gave stand-ins for
+    max_pool2d_with_indices' indices (aot.py) gets them recomputed from the pool's input first."""
+    fn = None
+
+    def run(*args):
+        nonlocal fn
+        args = _unboxed(args)
+        if fn is None:
+            fn = _recompute_indices(gm) if kind == "backward" and state.stand_ins else gm
+        AOT_COUNTS[f"{kind} eager"] += 1
+        return fn(*args)
+    run._boxed_call = True
+    return run
+
+
+def _recompute_indices(gm):
+    """A copy of backward graph gm in which every max_pool2d_with_indices_backward reads indices recomputed
+    by max_pool2d_with_indices of its input, not the placeholder the forward filled with a stand-in."""
+    graph = copy.deepcopy(gm.graph)
+    last_placeholder = [n for n in graph.nodes if n.op == "placeholder"][-1]
+    for n in list(graph.nodes):
+        if n.op != "call_function" or _op_key(n.target) != "max_pool2d_with_indices_backward":
+            continue
+        indices, x = n.args[7], n.args[1]
+        if getattr(indices, "op", None) != "placeholder":
+            continue
+        with graph.inserting_after(last_placeholder if x.op == "placeholder" else x):
+            pool = graph.call_function(torch.ops.aten.max_pool2d_with_indices.default, tuple(n.args[1:7]))
+        with graph.inserting_after(pool):
+            recomputed = graph.call_function(operator.getitem, (pool, 1))
+        indices.replace_all_uses_with(recomputed)
+    graph.lint()
+    return torch.fx.GraphModule(gm, graph)
+
+
+def _unboxed(args):
+    """The arguments of a graph called boxed (one list: AOTAutograd's convention for a callable marked
+    _boxed_call) or not (Dynamo's wrapper of the backward drops the mark)."""
+    return args[0] if len(args) == 1 and isinstance(args[0], list) else list(args)
+
+
+def _array(t):
+    """A CPU tensor's values as numpy, without a copy where it is contiguous (bfloat16, which numpy lacks, as
+    float32: the runtime rounds it back)."""
+    t = t.detach()
+    if t.dtype == torch.bfloat16:
+        t = t.float()
+    return (t if t.is_contiguous() else t.contiguous()).numpy()
+
+
+class _AotRunner:
+    """An AOTAutograd graph compiled by OpenPrim, called boxed (one list of torch tensors); returns its outputs
+    as torch tensors: the executable's (numpy arrays the runtime made for this call, shared, not copied), the
+    arguments it passes through, and the values known at import. A run whose run-time checks fail (a target
+    outside the classes: an ignore_index) warns once and runs this call eagerly."""
+
+    def __init__(self, exe, imported, eager, kind, calls):
+        self.exe, self.imported, self.eager, self.kind, self.calls = exe, imported, eager, kind, calls
+        self._boxed_call = True    # on the instance: Dynamo's wrapper of the backward copies its __dict__
+
+    def __call__(self, *args):
+        args = _unboxed(args)
+        imp = self.imported
+        outs = ()
+        if self.exe is not None:
+            try:
+                outs = self.exe(*[_array(args[i]) for i in imp.feeds])
+            except OpenPrimError as e:     # its forward's call fails too: one warning per model
+                if not self.calls.check_failed:
+                    self.calls.check_failed = True
+                    where = re.sub(r"^\S+:\d+: ", "", str(e))     # the Graph's line of the import: not the user's
+                    _warn_once(f"openprim_backend: a run-time check failed ({where}); running such calls eagerly")
+                return self.eager(args)
+            outs = (outs,) if len(self.exe.plan["outputs"]) == 1 else outs
+        AOT_COUNTS[f"{self.kind} runs"] += 1
+        result = []
+        for (kind, *v), meta in zip(imp.outputs, imp.meta):
+            if kind == "graph":
+                t = torch.from_numpy(np.asarray(outs[v[0]]))
+                if meta is not None:
+                    if t.dtype != meta[1]:
+                        t = t.to(meta[1])
+                    if tuple(t.shape) != meta[0]:
+                        t = t.reshape(meta[0])
+                result.append(t)
+            elif kind == "input":
+                t = args[v[0]]
+                result.append(t if meta is None or tuple(t.shape) == meta[0] else t.reshape(meta[0]))
+            elif kind == "value":
+                result.append(v[0])
+            else:
+                result.append(None)
+        return result

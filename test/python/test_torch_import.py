@@ -311,12 +311,20 @@ def test_torch_compile_backend(monkeypatch):
     assert any("changed" in str(w.message) for w in caught)
     assert runs == [1, 1]
 
-    # with gradients enabled (parameters require grad) it runs eagerly, so autograd still works
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    # with gradients enabled (parameters require grad) AOTAutograd's forward and backward graphs compile with
+    # OpenPrim (test_torch_autograd.py); here with eval-mode batch norm, against eager's gradients
+    torch_backend.AOT_COUNTS.clear()
+    eager = copy.deepcopy(model)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)     # no eager fallback
         out = compiled(x)
-    assert out[0].grad_fn is not None and any("autograd" in str(w.message) for w in caught)
-    assert runs == [1, 1]
+        out[0].square().sum().backward()
+    eager(x)[0].square().sum().backward()
+    check(out, reference(model, (x,)))
+    for (name, p), q in zip(model.named_parameters(), eager.parameters()):
+        check([p.grad], [q.grad.numpy().astype(np.float64)], f"grad of {name}")
+    assert out[0].grad_fn is not None and runs == [1, 1]
+    assert torch_backend.AOT_COUNTS["forward runs"] == torch_backend.AOT_COUNTS["backward runs"] == 1
 
 
 @pytest.mark.gpu

@@ -1,0 +1,267 @@
+"""torch.compile with gradients (issue 31): openprim_backend goes through AOTAutograd, OpenPrim compiles its
+forward and its backward graph for the CPU (pyfrontend/torch/aot.py, backward.py; driver/torch_backend.py),
+and loss.backward() runs OpenPrim kernels. Against eager PyTorch: the loss, every parameter's gradient and the
+batch-norm buffers after one step, then the loss curve of 20 steps of SGD with momentum; an op the backward
+cannot map falls back to eager for that graph with one warning; a target equal to ignore_index runs that
+call eagerly. Small shapes (batch 4, 16x16 images). Skipped without torch.
+
+    python -m pytest test/python/test_torch_autograd.py -q
+    OPENPRIM_CACHE=0 python test/python/test_torch_autograd.py     # step times, OpenPrim vs eager
+"""
+from __future__ import annotations
+
+import copy
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+F = torch.nn.functional
+
+from openprim import torch_backend  # noqa: E402
+from openprim.torch_backend import openprim_backend  # noqa: E402
+
+RTOL = 1e-4          # gradients: relative to the largest |gradient| of each parameter
+CURVE_RTOL = 1e-3    # the SGD loss curve
+
+
+class SmallCNN(nn.Module):
+    """conv (stride 2) + batch norm (training mode) + relu + max pool + conv + avg pool + linear. The first conv
+    has no bias: the batch norm after it removes its gradient (eager's is rounding noise around 0)."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(8)
+        self.conv2 = nn.Conv2d(8, 12, 3, padding=1)
+        self.fc = nn.Linear(12 * 2 * 2, classes)
+
+    def forward(self, x):
+        y = F.max_pool2d(F.relu(self.bn(self.conv1(x))), 2)
+        y = F.avg_pool2d(self.conv2(y), 2)
+        return self.fc(torch.flatten(y, 1))
+
+
+class MLP(nn.Module):
+    def __init__(self, features=24, classes=7):
+        super().__init__()
+        self.fc1 = nn.Linear(features, 32)
+        self.norm = nn.LayerNorm(32)
+        self.fc2 = nn.Linear(32, classes)
+
+    def forward(self, x):
+        return self.fc2(F.gelu(self.norm(self.fc1(x))))
+
+
+class WithLoss(nn.Module):
+    """The model and its CrossEntropyLoss in one compiled graph (so nll_loss and log_softmax are OpenPrim's)."""
+
+    def __init__(self, net):
+        super().__init__()
+        self.net = net
+        self.loss = nn.CrossEntropyLoss()
+
+    def forward(self, x, target):
+        return self.loss(self.net(x), target)
+
+
+MODELS = {"cnn": (SmallCNN, (4, 3, 16, 16), 10), "mlp": (MLP, (4, 24), 7)}
+
+
+def fresh():
+    torch._dynamo.reset()
+    torch_backend._WARNED.clear()
+    torch_backend.AOT_COUNTS.clear()
+
+
+def openprim_warnings(caught):
+    return [str(w.message) for w in caught if "openprim_backend" in str(w.message)]
+
+
+def make(name, seed=0):
+    """(model with its loss, an eager copy, inputs, targets) of MODELS[name]."""
+    cls, shape, classes = MODELS[name]
+    torch.manual_seed(seed)
+    model = WithLoss(cls()).train()
+    x = torch.randn(shape)
+    t = torch.randint(0, classes, (shape[0],))
+    return model, copy.deepcopy(model), x, t
+
+
+def assert_grads_close(model, eager):
+    for (name, p), q in zip(model.named_parameters(), eager.parameters()):
+        assert p.grad is not None, f"{name}: no gradient"
+        err, scale = float((p.grad - q.grad).abs().max()), float(q.grad.abs().max())
+        assert err <= RTOL * scale, f"grad of {name}: max |err| {err:.3g}, max |grad| {scale:.3g}"
+
+
+def assert_buffers_close(model, eager):
+    for (name, b), r in zip(model.named_buffers(), eager.buffers()):
+        torch.testing.assert_close(b, r, rtol=RTOL, atol=1e-6, msg=lambda m: f"buffer {name}: {m}")
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_training_matches_eager(name):
+    """One forward and backward against eager (loss, gradients, running statistics), both graphs compiled by
+    OpenPrim and run; then 20 steps of SGD with momentum track eager's loss curve, without a recompile."""
+    fresh()
+    model, eager, x, t = make(name)
+    compiled = torch.compile(model, backend=openprim_backend, dynamic=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loss = compiled(x, t)
+        loss.backward()
+    want = eager(x, t)
+    want.backward()
+    assert not openprim_warnings(caught), openprim_warnings(caught)
+    assert dict(torch_backend.AOT_COUNTS) == {"forward compiled": 1, "backward compiled": 1, "forward runs": 1,
+                                              "backward runs": 1}
+    torch.testing.assert_close(loss.detach(), want.detach(), rtol=RTOL, atol=0)
+    assert_grads_close(model, eager)
+    assert_buffers_close(model, eager)
+
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    opt_eager = torch.optim.SGD(eager.parameters(), lr=0.05, momentum=0.9)
+    curve, curve_eager = [], []
+    for step in range(20):
+        opt.step()
+        opt_eager.step()
+        opt.zero_grad()
+        opt_eager.zero_grad()
+        xs = torch.randn(x.shape, generator=torch.Generator().manual_seed(step))
+        loss, want = compiled(xs, t), eager(xs, t)
+        loss.backward()
+        want.backward()
+        curve.append(loss.item())
+        curve_eager.append(want.item())
+    torch.testing.assert_close(torch.tensor(curve), torch.tensor(curve_eager), rtol=CURVE_RTOL, atol=0)
+    assert curve[-1] < curve[0]
+    assert_buffers_close(model, eager)
+    counts = torch_backend.AOT_COUNTS
+    assert counts["forward compiled"] == counts["backward compiled"] == 1
+    assert counts["forward runs"] == counts["backward runs"] == 21 and not counts["forward eager"]
+
+
+def test_loss_outside_the_graph():
+    """The compiled model returns logits and the loss is eager: the backward graph's incoming gradient is a
+    full tensor."""
+    fresh()
+    torch.manual_seed(1)
+    model = MLP()
+    eager = copy.deepcopy(model)
+    x, t = torch.randn(4, 24), torch.randint(0, 7, (4,))
+    compiled = torch.compile(model, backend=openprim_backend, dynamic=False)
+    F.cross_entropy(compiled(x), t).backward()
+    F.cross_entropy(eager(x), t).backward()
+    assert_grads_close(model, eager)
+    assert torch_backend.AOT_COUNTS["backward runs"] == 1
+
+
+class CumsumHead(nn.Module):
+    """A backward that OpenPrim cannot map (cumsum's gradient flips) after a max pool, whose indices the
+    compiled forward does not compute: the eager backward recomputes them."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 6, 3, padding=1)
+        self.fc = nn.Linear(6 * 4 * 4, 5)
+
+    def forward(self, x):
+        y = F.max_pool2d(torch.tanh(self.conv(x)), 2)
+        return self.fc(torch.flatten(y, 1)).cumsum(1)
+
+
+def test_unmapped_backward_op_runs_eagerly():
+    fresh()
+    torch.manual_seed(2)
+    model = CumsumHead()
+    eager = copy.deepcopy(model)
+    x = torch.randn(4, 3, 8, 8)
+    compiled = torch.compile(model, backend=openprim_backend, dynamic=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for _ in range(2):
+            model.zero_grad()
+            out = compiled(x)
+            out.square().sum().backward()
+    eager(x).square().sum().backward()
+    msgs = openprim_warnings(caught)
+    assert len(msgs) == 1 and "backward graph" in msgs[0] and "aten.flip" in msgs[0], msgs
+    torch.testing.assert_close(out.detach(), eager(x).detach(), rtol=RTOL, atol=1e-6)
+    assert_grads_close(model, eager)
+    counts = torch_backend.AOT_COUNTS
+    assert counts["forward compiled"] == 1 and counts["forward runs"] == 2
+    assert not counts["backward compiled"] and counts["backward eager"] == 2
+
+
+def test_ignored_target_runs_eagerly():
+    """A target equal to ignore_index (-100) fails the bounds check of the compiled loss: that call runs eagerly
+    (one warning), which ignores it as torch does; the next call without one runs compiled again."""
+    fresh()
+    model, eager, x, t = make("mlp", seed=3)
+    compiled = torch.compile(model, backend=openprim_backend, dynamic=False)
+    ignored = t.clone()
+    ignored[1] = -100
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loss = compiled(x, ignored)
+        loss.backward()
+    want = eager(x, ignored)
+    want.backward()
+    msgs = openprim_warnings(caught)
+    assert len(msgs) == 1 and "eagerly" in msgs[0], "\n".join(msgs)
+    torch.testing.assert_close(loss.detach(), want.detach(), rtol=RTOL, atol=0)
+    assert_grads_close(model, eager)
+    assert torch_backend.AOT_COUNTS["forward eager"] == 1
+    model.zero_grad()
+    compiled(x, t).backward()
+    assert torch_backend.AOT_COUNTS["forward runs"] == torch_backend.AOT_COUNTS["backward runs"] == 1
+
+
+def test_inference_keeps_its_path():
+    """Under no_grad the graph is the inference one (weights compiled in), not AOTAutograd's."""
+    fresh()
+    model = MLP().eval()
+    x = torch.randn(4, 24)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)     # no eager fallback
+        out = torch.compile(model, backend=openprim_backend, dynamic=False)(x)
+        torch.testing.assert_close(out, model(x), rtol=RTOL, atol=1e-6)
+    assert not torch_backend.AOT_COUNTS
+
+
+def _bench(steps=100):
+    """Median forward + backward step, compiled vs eager, per model and batch (the compile cache as configured)."""
+    import statistics
+    import time
+
+    def median_ms(fn, params, x, t):
+        times = []
+        for _ in range(steps + 3):
+            start = time.perf_counter()
+            fn(x, t).backward()
+            for p in params:
+                p.grad = None
+            times.append(time.perf_counter() - start)
+        return statistics.median(times[3:]) * 1e3
+
+    for name, (cls, shape, classes) in MODELS.items():
+        for batch in (4, 32):
+            fresh()
+            torch.manual_seed(0)
+            model = WithLoss(cls()).train()
+            eager = copy.deepcopy(model)
+            x, t = torch.randn((batch, *shape[1:])), torch.randint(0, classes, (batch,))
+            compiled = torch.compile(model, backend=openprim_backend, dynamic=False)
+            start = time.perf_counter()
+            compiled(x, t).backward()
+            first = time.perf_counter() - start
+            ours = median_ms(compiled, list(model.parameters()), x, t)
+            theirs = median_ms(eager, list(eager.parameters()), x, t)
+            print(f"{name} batch {batch}: OpenPrim {ours:.2f} ms/step, eager {theirs:.2f} ms/step "
+                  f"(first step, compiling: {first:.1f} s; {dict(torch_backend.AOT_COUNTS)})")
+
+
+if __name__ == "__main__":     # python test/python/test_torch_autograd.py: step times, OpenPrim vs eager
+    _bench()
