@@ -7,6 +7,7 @@ On each graph function, in this order:
        batch_norm   batch_norm_fold.py     BN with constant parameters folded into the conv before it [fold-batch-norm]
        add, act     epilogues.py           bias, residual and activation as the conv2d/matmul's epilogue,
                                            also through reshapes and transposes [epilogues]
+       mul          gelu_tanh_pattern.py   0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) -> gelu(x, tanh) [epilogues]
        mul          silu_pattern.py        mul(x, sigmoid(x)) -> silu(x) [epilogues]
        mul          channel_scale.py       a constant channel scale folded into the GEMM's weights [epilogues]
        div          rms_norm_pattern.py    ONNX's decomposed RMSNorm -> rms_norm [elementwise]
@@ -34,6 +35,7 @@ from .conv_patches import patch_convolutions
 from .elementwise_groups import outline_elementwise_groups
 from .epilogues import EPILOGUE_OPS, fuse_epilogue
 from .fused_functions import fused_count
+from .gelu_tanh_pattern import match_gelu_tanh
 from .matmul_views import rewrite_views
 from .norm_residual import NORMS, fuse_norm_residual
 from .rms_norm_pattern import match_rms_norm
@@ -62,6 +64,7 @@ class Options:
         return [(ops, rewrite) for enabled, ops, rewrite in (
             (self.fold_batch_norm, ("prim.batch_norm",), fold_batch_norm),
             (self.epilogues, EPILOGUE_OPS, fuse_epilogue),
+            (self.epilogues, ("prim.mul",), match_gelu_tanh),
             (self.epilogues, ("prim.mul",), match_silu),
             (self.epilogues, ("prim.mul",), fold_channel_scale),
             (self.elementwise, ("prim.div",), match_rms_norm),

@@ -126,3 +126,12 @@ def test_half_precision(name):
     got = (out[0] if isinstance(out, tuple) else out).astype(np.float32)
     want = lm.reference(model, inputs)
     assert np.abs(got - want).max() / max(1.0, np.abs(want).max()) <= 1e-2
+
+
+def test_gpt2_gelu_is_the_matmul_epilogue():
+    """GPT-2's gelu_new, written out as pow/mul/add/tanh, becomes the MLP matmul's gelu_tanh epilogue
+    (passes/gelu_tanh_pattern.py): no elementwise kernel of its own."""
+    _, _, g, _ = imported("gpt2")
+    plan = openprim.compile(g).plan
+    problems = [s.get("problem", "") for s in plan["steps"]]
+    assert sum("gelu_tanh" in p for p in problems) == 2, problems        # one per layer
