@@ -32,9 +32,8 @@ import numpy as np
 from openprim.base.errors import OpenPrimError
 from openprim.pyfrontend.graph import Graph, Tensor
 from openprim.pyfrontend.torch import backward
-from openprim.pyfrontend.torch.folding import const_tensors, foldable_nodes
-from openprim.pyfrontend.torch.importer import (_HANDLERS, _Const, _graph_dtype, _Importer, _integer_dtype,
-                                                _np, _op_key, _safe, _shape, torch)
+from openprim.pyfrontend.torch.folding import const_tensors
+from openprim.pyfrontend.torch.importer import _Const, _Importer, _op_key, torch
 
 
 class _Unread:
@@ -116,11 +115,7 @@ class _AotImporter(_Importer):
         if n.name in self.state.stand_ins:
             raise OpenPrimError(f"torch import: '{n.name}', max_pool2d_with_indices' indices, is read by "
                                 f"{', '.join(readers)}: the forward did not compute them")
-        what = f"torch import: input '{n.name}'"
-        graph_dtype = _graph_dtype(dtype, what) and self.g.dtype or _integer_dtype(dtype)
-        if graph_dtype is None:
-            raise OpenPrimError(f"{what} has element type {dtype}, which OpenPrim does not take")
-        return self.g.input(_safe(n.name), _shape(n), graph_dtype)
+        return self.input_of(n, n.name, dtype)
 
     def import_graph(self) -> AotGraph:
         graph = self.gm.graph
@@ -129,12 +124,7 @@ class _AotImporter(_Importer):
                 for u in n.users:
                     if u.target is operator.getitem and u.args[1] == 1:
                         self.layer_norm_eps[u.name] = float(n.args[4])
-        self.folded = const_tensors(self.ep)
-        self.foldable = foldable_nodes(graph, self.folded.__contains__)
-        unsupported = sorted({str(n.target) for n in graph.nodes if n.op == "call_function"
-                              and n not in self.foldable and _op_key(n.target) not in _HANDLERS})
-        if unsupported:
-            raise OpenPrimError("torch import: unsupported op(s): " + ", ".join(unsupported))
+        self._plan_folding(graph, const_tensors(self.ep))
         result = AotGraph(self.g)
         positions = {}
         for i, n in enumerate(n for n in graph.nodes if n.op == "placeholder"):
@@ -145,24 +135,11 @@ class _AotImporter(_Importer):
         for n in graph.nodes:
             if n.op == "placeholder":
                 continue
-            if n.op == "get_attr":
-                obj = self.gm
-                for part in n.target.split("."):
-                    obj = getattr(obj, part)
-                self.env[n] = _Const(_np(obj), _safe(n.target))
-            elif n.op == "call_function" and n in self.foldable:
-                self.env[n] = self._fold(n)
-            elif n.op == "call_function":
-                if n.target is operator.getitem and self._unmade(n):
-                    self.env[n] = _Unread(n)
-                    continue
-                fn = _HANDLERS[_op_key(n.target)]
-                args = [self.arg(a) for a in n.args]
-                kwargs = {k: self.arg(v) for k, v in n.kwargs.items()}
-                try:
-                    self.env[n] = self._recorded_dtype(n, fn(self, n, *args, **kwargs))
-                except OpenPrimError as e:
-                    raise OpenPrimError(f"torch import: {n.target} ('{n.name}'): {e}") from None
+            if n.op == "call_function" and n not in self.foldable and n.target is operator.getitem and \
+                    self._unmade(n):
+                self.env[n] = _Unread(n)
+            elif n.op in ("get_attr", "call_function"):
+                self.env[n] = self.value_of(n, self.gm)
             elif n.op == "output":
                 self._outputs(n, positions, result)
             else:

@@ -159,13 +159,7 @@ class _Importer:
         to_const = dict(getattr(sig, "inputs_to_lifted_tensor_constants", {}) or {})
         user_inputs = list(sig.user_inputs)
         graph = ep.graph_module.graph
-        self.folded = const_tensors(ep, self.constant_inputs)   # fx node -> torch value known at import
-        self.foldable = foldable_nodes(graph, self.folded.__contains__)
-
-        unsupported = sorted({str(n.target) for n in graph.nodes if n.op == "call_function"
-                              and n not in self.foldable and _op_key(n.target) not in _HANDLERS})
-        if unsupported:
-            raise OpenPrimError("torch import: unsupported op(s): " + ", ".join(unsupported))
+        self._plan_folding(graph, const_tensors(ep, self.constant_inputs))
 
         for n in graph.nodes:
             if n.op == "placeholder":
@@ -183,31 +177,13 @@ class _Importer:
                     if idx in self.constant_inputs:
                         self.env[n] = _Const(_np(self.constant_inputs[idx]), _safe(name))
                     else:
-                        dtype = getattr(n.meta.get("val"), "dtype", torch.float32)
-                        what = f"torch import: input '{name}'"
-                        graph_dtype = _graph_dtype(dtype, what) and self.g.dtype or _integer_dtype(dtype)
-                        if graph_dtype is None:
-                            raise OpenPrimError(f"{what} has element type {dtype}, which OpenPrim does not take")
-                        self.env[n] = self.g.input(_safe(name), _shape(n), graph_dtype)
+                        self.env[n] = self.input_of(n, name, getattr(n.meta.get("val"), "dtype", torch.float32))
                         self.input_names.append(name)
                 else:
                     raise OpenPrimError(f"torch import: placeholder '{name}' is not an input, "
                                         "parameter, buffer or constant")
-            elif n.op == "get_attr":
-                obj = ep.graph_module
-                for part in n.target.split("."):
-                    obj = getattr(obj, part)
-                self.env[n] = _Const(_np(obj), _safe(n.target))
-            elif n.op == "call_function" and n in self.foldable:
-                self.env[n] = self._fold(n)
-            elif n.op == "call_function":
-                fn = _HANDLERS[_op_key(n.target)]
-                args = [self.arg(a) for a in n.args]
-                kwargs = {k: self.arg(v) for k, v in n.kwargs.items()}
-                try:
-                    self.env[n] = self._recorded_dtype(n, fn(self, n, *args, **kwargs))
-                except OpenPrimError as e:
-                    raise OpenPrimError(f"torch import: {n.target} ('{n.name}'): {e}") from None
+            elif n.op in ("get_attr", "call_function"):
+                self.env[n] = self.value_of(n, ep.graph_module)
             elif n.op == "output":
                 outs = n.args[0]
                 outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
@@ -226,6 +202,42 @@ class _Importer:
             else:
                 raise OpenPrimError(f"torch import: unsupported fx node kind '{n.op}' ({n.name})")
         return self.g, self.input_names
+
+    def _plan_folding(self, graph, folded) -> None:
+        """The nodes computed from constants (torch/folding.py) given `folded` (fx node -> value known at
+        import); one error naming every op that is neither mapped nor foldable."""
+        self.folded = folded
+        self.foldable = foldable_nodes(graph, folded.__contains__)
+        unsupported = sorted({str(n.target) for n in graph.nodes if n.op == "call_function"
+                              and n not in self.foldable and _op_key(n.target) not in _HANDLERS})
+        if unsupported:
+            raise OpenPrimError("torch import: unsupported op(s): " + ", ".join(unsupported))
+
+    def input_of(self, n, name: str, dtype) -> Tensor:
+        """The Graph input for placeholder n of torch dtype `dtype` (floats in the Graph's float dtype)."""
+        what = f"torch import: input '{name}'"
+        graph_dtype = _graph_dtype(dtype, what) and self.g.dtype or _integer_dtype(dtype)
+        if graph_dtype is None:
+            raise OpenPrimError(f"{what} has element type {dtype}, which OpenPrim does not take")
+        return self.g.input(_safe(name), _shape(n), graph_dtype)
+
+    def value_of(self, n, module):
+        """The value of a get_attr (of `module`) or call_function node: folded, or its handler's result in
+        the dtype the program recorded."""
+        if n.op == "get_attr":
+            obj = module
+            for part in n.target.split("."):
+                obj = getattr(obj, part)
+            return _Const(_np(obj), _safe(n.target))
+        if n in self.foldable:
+            return self._fold(n)
+        fn = _HANDLERS[_op_key(n.target)]
+        args = [self.arg(a) for a in n.args]
+        kwargs = {k: self.arg(v) for k, v in n.kwargs.items()}
+        try:
+            return self._recorded_dtype(n, fn(self, n, *args, **kwargs))
+        except OpenPrimError as e:
+            raise OpenPrimError(f"torch import: {n.target} ('{n.name}'): {e}") from None
 
     def dtype_of(self, n) -> str | None:
         """The Graph dtype of fx node n's result as the export recorded it (floats: the Graph's one)."""

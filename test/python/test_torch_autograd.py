@@ -11,6 +11,8 @@ call eagerly. Small shapes (batch 4, 16x16 images). Skipped without torch.
 from __future__ import annotations
 
 import copy
+import os
+import sys
 import warnings
 
 import pytest
@@ -20,6 +22,9 @@ nn = torch.nn
 F = torch.nn.functional
 
 from openprim import torch_backend  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
+from train_resnet import WithLoss  # noqa: E402 - the model and its CrossEntropyLoss in one compiled graph
 from openprim.torch_backend import openprim_backend  # noqa: E402
 
 RTOL = 1e-4          # gradients: relative to the largest |gradient| of each parameter
@@ -52,18 +57,6 @@ class MLP(nn.Module):
 
     def forward(self, x):
         return self.fc2(F.gelu(self.norm(self.fc1(x))))
-
-
-class WithLoss(nn.Module):
-    """The model and its CrossEntropyLoss in one compiled graph (so nll_loss and log_softmax are OpenPrim's)."""
-
-    def __init__(self, net):
-        super().__init__()
-        self.net = net
-        self.loss = nn.CrossEntropyLoss()
-
-    def forward(self, x, target):
-        return self.loss(self.net(x), target)
 
 
 MODELS = {"cnn": (SmallCNN, (4, 3, 16, 16), 10), "mlp": (MLP, (4, 24), 7)}
