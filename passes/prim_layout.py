@@ -13,8 +13,9 @@ graph function:
      channel slices               the bounds move to the NHWC axes (ShuffleNetV2's channel split);
      reductions                   the axes move; a mean over H and W is a global average pool of the NHWC map;
      channel shuffles             reshape -> transpose of the channel factors -> reshape, on the last axes.
-3. Cancel. transpose(transpose(x, p), q) with p then q the identity is x, a value read by several layers
-   is transposed once per perm, and transposes and constants left without uses are dropped.
+3. Cancel. transpose(transpose(x, p), q) with p then q the identity is x, any other two in a row (the inner
+   one read only there) one transpose, a value read by several layers is transposed once per perm, and
+   transposes and constants left without uses are dropped.
 An NCHW network then pays one transpose at each end instead of two per layer. layout=keep leaves every op
 in its own layout (for solvers that read NCHW).
 
@@ -39,8 +40,17 @@ NAME = "prim-layout"
 MARK = "prim.layout"   # on a graph function this pass laid out: the layout option it ran with
 LAYOUTS = ("NHWC", "keep")
 TO_NHWC, TO_NCHW = [0, 2, 3, 1], [0, 3, 1, 2]
-LAYOUT_OPS = ("prim.conv2d", "prim.max_pool2d", "prim.avg_pool2d", "prim.global_avg_pool",
-              "prim.batch_norm", "prim.group_norm")
+# The ops with an NHWC form, and which of their operands are 4-d activations (transposed with them); the
+# training ops too: a backward convolution's dy and x, a batch norm's x and dy.
+LAYOUT_OPS = {"prim.conv2d": (0, 3), "prim.max_pool2d": (0,), "prim.avg_pool2d": (0,),
+              "prim.global_avg_pool": (0,), "prim.batch_norm": (0,), "prim.group_norm": (0,),
+              "prim.conv2d_backward_data": (0,), "prim.conv2d_backward_weights": (0, 1),
+              "prim.batch_norm_training": (0,), "prim.batch_norm_statistics": (0,), "prim.batch_norm_backward": (0, 1),
+              "prim.max_pool2d_backward": (0, 1), "prim.avg_pool2d_backward": (0,)}
+FILTER_OPERAND = {"prim.conv2d": 1, "prim.conv2d_backward_data": 1}   # a KCRS filter becomes KRSC
+# Results that are not an activation: a filter gradient (KCRS computed as KRSC, transposed back alike),
+# per-channel statistics (no layout).
+FILTER_RESULT, UNLAID_RESULT = ("prim.conv2d_backward_weights",), ("prim.batch_norm_statistics",)
 
 
 def check_layout(layout: str) -> str:
@@ -50,24 +60,29 @@ def check_layout(layout: str) -> str:
 
 
 def _to_nhwc(op: ir.Operation) -> None:
-    """Rewrite an NCHW layout op as transpose -> NHWC op -> transpose."""
+    """Rewrite an NCHW layout op as transpose -> NHWC op -> transpose (a KCRS filter, operand or filter
+    gradient, as KRSC: the same permutation)."""
     spec_attrs = {k: op.attributes[k] for k in op.attributes}
     operands = dialect.operand_groups(op)
+    kcrs = dialect.op_attrs(op).get("filter_layout") == "KCRS"
     with ir.InsertionPoint(op), op.location:
         new_operands = list(operands)
-        new_operands[0] = transpose(operands[0], TO_NHWC, op.location)
-        if op.name == "prim.conv2d":
-            if operands[3] is not None:
-                new_operands[3] = transpose(operands[3], TO_NHWC, op.location)
-            if dialect.op_attrs(op)["filter_layout"] == "KCRS":
-                new_operands[1] = transpose(operands[1], TO_NHWC, op.location)   # KCRS -> KRSC: the same permutation
-                spec_attrs["filter_layout"] = dialect.make_attr("KRSC", "str")
+        for i in LAYOUT_OPS[op.name]:
+            if operands[i] is not None:
+                new_operands[i] = transpose(operands[i], TO_NHWC, op.location)
+        if op.name in FILTER_OPERAND and kcrs:
+            i = FILTER_OPERAND[op.name]
+            new_operands[i] = transpose(operands[i], TO_NHWC, op.location)
+        if kcrs:
+            spec_attrs["filter_layout"] = dialect.make_attr("KRSC", "str")
         spec_attrs["layout"] = dialect.make_attr("NHWC", "str")
         out_t = op.result.type
-        nhwc_t = ir.RankedTensorType.get([out_t.shape[p] for p in TO_NHWC], out_t.element_type)
-        new = ir.Operation.create(op.name, results=[nhwc_t], operands=[v for v in new_operands if v is not None],
+        moved = op.name not in UNLAID_RESULT and (op.name not in FILTER_RESULT or kcrs)
+        shape = [out_t.shape[p] for p in TO_NHWC] if moved else list(out_t.shape)
+        new = ir.Operation.create(op.name, results=[ir.RankedTensorType.get(shape, out_t.element_type)],
+                                  operands=[v for v in new_operands if v is not None],
                                   attributes=spec_attrs, loc=op.location)
-        back = transpose(new.result, TO_NCHW, op.location)
+        back = transpose(new.result, TO_NCHW, op.location) if moved else new.result
     op.result.replace_all_uses_with(back)
     op.erase()
 
@@ -218,16 +233,21 @@ def _sink_transposes(fn) -> None:
 
 
 def cancel_transposes(fn) -> None:
-    """transpose(transpose(x, p), q) with p then q the identity -> x, one transpose per (value, perm)
-    (a value read by several NCHW layers gets one transpose each); then drop unused transposes."""
+    """transpose(transpose(x, p), q) with p then q the identity -> x, and otherwise -> one transpose where the
+    inner one has no other reader; one transpose per (value, perm) (a value read by several NCHW layers gets
+    one transpose each); then drop unused transposes."""
     first = {}
     for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
         if op.name != "prim.transpose":
             continue
         inner = producer(op.operands[0], "prim.transpose")
         q = dialect.op_attrs(op)["perm"]
-        if inner is not None and [dialect.op_attrs(inner)["perm"][i] for i in q] == list(range(len(q))):
+        composed = None if inner is None else [dialect.op_attrs(inner)["perm"][i] for i in q]
+        if composed == list(range(len(q))):
             op.result.replace_all_uses_with(inner.operands[0])
+        elif composed is not None and single_use(inner.result):
+            with ir.InsertionPoint(op), op.location:   # two in a row (a filter gradient's layouts): one kernel
+                op.result.replace_all_uses_with(transpose(inner.operands[0], composed, op.location))
         elif (op.operands[0], tuple(q)) in first:
             op.result.replace_all_uses_with(first[(op.operands[0], tuple(q))])
         else:

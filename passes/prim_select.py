@@ -52,16 +52,19 @@ from openprim.base.ops import RHS_PANELS, winograd_filter
 from openprim.base.target import Target
 from openprim.dialect import contract, graph_functions
 from openprim.solvers import SOLVERS, applicable
-from openprim.solvers.problem import DepthwisePointwiseProblem, problem_of
+from openprim.solvers.cpu_backward import flip_pads, forward_problem
+from openprim.solvers.problem import SOLVER_OP, DepthwisePointwiseProblem, problem_of
 
 from . import slow_fallbacks
 from .param_layouts import store_params_permuted
 from .prim_layout import MARK, cancel_transposes, check_layout, lay_out
-from .rewrite import (constant, create, new_constant, pad_zeros, producer, rebuild, reshape, single_use, swap,
-                      transformed_constant, transpose)
+from .rewrite import (constant, create, index_constant, new_constant, pad_zeros, producer, rebuild, reshape,
+                      single_use, swap, transformed_constant, transpose)
 
 NAME = "prim-select"
-FILTER_PERM = {("KCRS", "RSCK"): [2, 3, 1, 0], ("KRSC", "RSCK"): [1, 2, 3, 0], ("KCRS", "KRSC"): [0, 2, 3, 1]}
+def filter_perm(have: str, want: str) -> list[int]:
+    """The transpose taking a filter from layout `have` to `want` (plain layouts: KCRS, KRSC, RSCK)."""
+    return [have.index(d) for d in want]
 
 
 def _unit_transposes_to_views(fn) -> None:
@@ -110,7 +113,7 @@ def forced_solver(option: str = "") -> str:
 
 
 def _forced_solver(name: str, op_kind: str):
-    return SOLVERS[name] if name and SOLVERS[name].op == op_kind else None
+    return SOLVERS[name] if name and SOLVERS[name].op == SOLVER_OP.get(op_kind, op_kind) else None
 
 
 @dataclass
@@ -165,6 +168,8 @@ def decide(op: ir.Operation, target: Target, forced: str = "", mode: str = "hybr
     kind = op.name[5:]
     constant_filter = _constant_filter(op)
     solver = _forced_solver(forced, kind)
+    if solver is not None and getattr(problem, "direction", "fwd") not in solver.directions:
+        solver = None     # a solver forced on the convolutions of its direction only, as on its op kind only
     if solver is not None:
         reason = dict((s.name, r) for s, r in applicable(problem, kind, target))[solver.name]
         if reason is None and not constant_filter and needs_constant_filter(solver, problem, target):
@@ -194,13 +199,15 @@ def _relayout_weights(op: ir.Operation, choice: Choice) -> ir.Operation:
                 operands[1] = packed
                 op = swap(op, rebuild(op, operands, {"transpose_rhs": RHS_PANELS}, op.location))
         return op
-    if op.name != "prim.conv2d":
+    if op.name == "prim.conv2d_backward_weights":
+        return _relayout_filter_gradient(op, choice)
+    if op.name not in ("prim.conv2d", "prim.conv2d_backward_data"):
         return op
     want = choice.solver.filter_layout()
     have = attrs["filter_layout"]
     if want is not None and want != have:
         with ir.InsertionPoint(op), op.location:
-            operands[1] = transpose(operands[1], FILTER_PERM[(have, want)], op.location)
+            operands[1] = transpose(operands[1], filter_perm(have, want), op.location)
             op = swap(op, rebuild(op, operands, {"filter_layout": want}, op.location))
     packing = choice.solver.packed_filter(problem_of(op), choice.params)
     if packing and dialect.op_attrs(op)["filter_layout"] == want:
@@ -211,6 +218,22 @@ def _relayout_weights(op: ir.Operation, choice: Choice) -> ir.Operation:
                 operands[1] = packed
                 op = swap(op, rebuild(op, operands, {"filter_layout": layout}, op.location))
     return op
+
+
+def _relayout_filter_gradient(op: ir.Operation, choice: Choice) -> ir.Operation:
+    """A filter gradient computed in the solver's filter layout, transposed back into the op's."""
+    want, have = choice.solver.filter_layout(), dialect.op_attrs(op)["filter_layout"]
+    if want is None or want == have:
+        return op
+    perm = filter_perm(have, want)
+    shape = [op.result.type.shape[p] for p in perm]
+    with ir.InsertionPoint(op), op.location:
+        new = rebuild(op, dialect.operand_groups(op), {"filter_layout": want}, op.location,
+                      ir.RankedTensorType.get(shape, op.result.type.element_type))
+        back = transpose(new.result, [perm.index(i) for i in range(4)], op.location)
+    op.result.replace_all_uses_with(back)
+    op.erase()
+    return new
 
 
 def _untranspose_rhs(op: ir.Operation) -> ir.Operation:
@@ -324,7 +347,41 @@ def _subsample_pointwise(op: ir.Operation, target: Target) -> ir.Operation:
 
 
 DEPTHWISE_POINTWISE = "conv_depthwise_pointwise_mma"
-SELECTED_OPS = ("prim.conv2d", "prim.matmul", "prim.attention", "prim.depthwise_pointwise")
+def _backward_data_as_forward(op: ir.Operation, target: Target) -> ir.Operation:
+    """A stride-1 NHWC backward-data convolution as the forward convolution it is, where the predicted time
+    says so: dx = dy, padded by d(R-1) - pad on each side, correlated with the filter's taps reversed and its
+    K and C swapped within each group (RSCK: wf[r, s, kk, g Cg + c] = w[g Kg + kk, R-1-r, S-1-s, c]), made by a
+    gather of the reversed taps and a transpose. Every forward solver then serves it (implicit GEMM, direct,
+    depthwise, the GPUs' matrix cores), where the backward-data solvers are GEMM + col2im or the reference."""
+    if op.name != "prim.conv2d_backward_data" or dialect.op_attrs(op)["layout"] != "NHWC":
+        return op
+    p = problem_of(op)
+    if tuple(p.strides) != (1, 1) or min(flip_pads(p)) < 0:
+        return op
+    q = forward_problem(p)
+    cost = lambda problem: heuristic(problem, "conv2d", target, False).cost(problem, target)  # noqa: E731
+    flip = 3 * 2 * 4 * p.k * (p.c // p.groups) * p.r * p.s / (target.rates[1] * 1e9)   # 3 kernels over the filter
+    if cost(q) + flip >= cost(p):
+        return op
+    g, kg, cg, loc = p.groups, p.k // p.groups, p.c // p.groups, op.location
+    dy, w = dialect.operand_groups(op)
+    with ir.InsertionPoint(op), loc:
+        krsc = w if p.filter_layout == "KRSC" else transpose(w, filter_perm(p.filter_layout, "KRSC"), loc)
+        taps = reshape(krsc, [g, kg, p.r * p.s, cg], loc)
+        if p.r * p.s > 1:
+            taps = create("gather", [taps, index_constant(np.arange(p.r * p.s)[::-1], loc)], taps.type.shape, taps,
+                          {"axis": 2}, loc)
+        wf = reshape(transpose(taps, [2, 1, 0, 3], loc), [p.r, p.s, kg, p.c], loc)     # RSCK of q: [R, S, Kg, C]
+        y = create("conv2d", [dy, wf, None, None], op.result.type.shape, op.result,
+                   {"strides": [1, 1], "padding": list(q.padding), "dilations": list(p.dilations), "groups": g,
+                    "layout": "NHWC", "filter_layout": "RSCK", "activation": "none", "activation_params": []}, loc)
+    op.result.replace_all_uses_with(y)
+    op.erase()
+    return y.owner
+
+
+SELECTED_OPS = ("prim.conv2d", "prim.matmul", "prim.attention", "prim.depthwise_pointwise",
+                "prim.conv2d_backward_data", "prim.conv2d_backward_weights")
 
 
 def _fuse_depthwise_pointwise(fn, target: Target, forced: str) -> None:
@@ -384,7 +441,7 @@ def prepare(fn, layout: str, target: Target, forced: str = "") -> list[ir.Operat
         lay_out(fn, layout)
     _fuse_depthwise_pointwise(fn, target, forced)
     reshape_problem = (lambda op: op) if forced else \
-        (lambda op: _subsample_pointwise(_densify_groups(op, target), target))
+        (lambda op: _subsample_pointwise(_densify_groups(_backward_data_as_forward(op, target), target), target))
     return [_pad_channels(reshape_problem(_untranspose_rhs(op)), target) for op in ops()
             if op.name in SELECTED_OPS and contract.solver(op) is None]
 

@@ -45,13 +45,14 @@ def new_constant(data: np.ndarray, like: ir.Value, loc) -> ir.Value:
 
 
 def rebuild(op: ir.Operation, operands: list, attrs: dict, loc, result_type=None) -> ir.Operation:
-    """A copy of `op` (an op with optional operands: conv2d, matmul, attention) with new operand groups
-    (None for an absent one), updated attributes and, when given, another result type."""
+    """A copy of `op` with new operand groups (None for an absent optional one), updated attributes and,
+    when given, another result type."""
     spec = OPS[op.name[5:]]
     new_attrs = {k: op.attributes[k] for k in op.attributes}
     for k, v in attrs.items():
         new_attrs[k] = dialect.make_attr(v, spec.attributes[k])
-    new_attrs["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([v is not None for v in operands])
+    if any(kind == "optional" for _, kind in spec.operands):
+        new_attrs["operandSegmentSizes"] = ir.DenseI32ArrayAttr.get([v is not None for v in operands])
     return ir.Operation.create(op.name, results=[result_type or op.result.type],
                                operands=[v for v in operands if v is not None], attributes=new_attrs, loc=loc)
 
@@ -108,6 +109,14 @@ def transformed_constant(v: ir.Value, transform, loc) -> ir.Value | None:
     None when v is not a constant."""
     data = constant(v)
     return None if data is None else new_constant(np.ascontiguousarray(transform(data)), v, loc)
+
+
+def index_constant(data, loc) -> ir.Value:
+    """A prim.constant of i64 indices (a gather's)."""
+    data = np.asarray(data, np.int64)
+    rtype = ir.RankedTensorType.get(list(data.shape), ir.IntegerType.get_signless(64))
+    return ir.Operation.create("prim.constant", results=[rtype], attributes={"value": dialect.dense_attr(data, rtype)},
+                               loc=loc).result
 
 
 def reshape(v: ir.Value, shape, loc) -> ir.Value:

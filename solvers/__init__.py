@@ -2,7 +2,7 @@
 
 A solver (base.py's Solver) answers these questions about a problem (problem.py: ConvProblem, GemmProblem,
 DepthwisePointwiseProblem, AttentionProblem):
-  directions                     -> the convolution directions it computes (forward only, today)
+  directions                     -> the convolution directions it computes (fwd, bwd_data, bwd_weights)
   is_applicable(problem, target) -> None, or the reason it does not apply
   cost(problem, target)          -> predicted seconds (a roofline estimate, used to rank solvers)
   tunables(problem)              -> {parameter: candidate values}; default_params(problem, target) picks one
@@ -14,7 +14,7 @@ DepthwisePointwiseProblem, AttentionProblem):
 
 SOLVERS maps every solver's name to its instance, in the order `openprim explain` lists them (prim-select
 takes the first of equally fast solvers); applicable() says which apply to a problem on a target. The
-solvers live by family: cpu.py, winograd.py (every target), gpu_simt.py, nvidia.py, amd.py.
+solvers live by family: cpu.py, cpu_backward.py (the backward convolutions), winograd.py (every target), gpu_simt.py, nvidia.py, amd.py.
 """
 from __future__ import annotations
 
@@ -22,13 +22,15 @@ from openprim.base.target import Target
 from openprim.solvers.amd import (AttentionFlashMfma, AttentionFlashWmma, ConvImplicitGemmMfma, ConvImplicitGemmWmma,
                                   GemmMfma, GemmWmma)
 from openprim.solvers.base import Solver
+from openprim.solvers.cpu_backward import (ConvBwdDataGemm, ConvBwdDataReference, ConvBwdWeightsGemm,
+                                           ConvBwdWeightsReference)
 from openprim.solvers.cpu import (GEMM, Conv1x1Gemm, ConvDepthwise, ConvDirect, ConvGroupedGemm, ConvIm2colGemm,
                                   ConvImplicitGemm, ConvReference, GemmPacked, GemmReference)
 from openprim.solvers.gpu_simt import ConvDepthwiseGpu, ConvImplicitGemmGpu, GemmGpu
 from openprim.solvers.nvidia import (AttentionFlashMma, AttentionFlashWgmma, ConvDepthwisePointwiseMma, ConvIm2colGemmWgmma, ConvImplicitGemmMma, ConvImplicitGemmWgmma,
                                      ConvSpaceToDepthWgmma, ConvWinogradF2x3Wgmma, ConvWinogradF4x3Wgmma, GemmMma,
                                      GemmWgmma)
-from openprim.solvers.problem import DIRECTIONS, ConvProblem
+from openprim.solvers.problem import DIRECTIONS, SOLVER_OP, ConvProblem
 from openprim.solvers.winograd import (ConvWinogradF2x3, ConvWinogradF2x3Packed, ConvWinogradF4x3,
                                       ConvWinogradF4x3Packed)
 
@@ -69,11 +71,17 @@ SOLVERS = {s.name: s for s in (
     AttentionFlashWgmma(),
     AttentionFlashMfma(),
     AttentionFlashWmma(),
+    ConvBwdDataGemm(),
+    ConvBwdDataReference(),
+    ConvBwdWeightsGemm(),
+    ConvBwdWeightsReference(),
 )}
 
 
 def applicable(problem, op: str, target: Target) -> list[tuple["Solver", str | None]]:
-    """Every solver for `op` with None (applicable) or the reason it is not."""
+    """Every solver for `op` (an op kind: a backward convolution's solvers are conv2d solvers of its
+    direction) with None (applicable) or the reason it is not."""
+    op = SOLVER_OP.get(op, op)
     return [(s, _why_not(s, problem, target)) for s in SOLVERS.values() if s.op == op]
 
 

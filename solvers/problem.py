@@ -291,8 +291,39 @@ def _epilogue_name(attrs, bias, residual) -> str:
     return "+".join(parts) or "none"
 
 
+# The backward convolutions' ops and the direction each computes; their solvers are conv2d solvers that
+# declare the direction (solvers.applicable reads the op kind through SOLVER_OP).
+BACKWARD_CONV_OPS = {"prim.conv2d_backward_data": "bwd_data", "prim.conv2d_backward_weights": "bwd_weights"}
+SOLVER_OP = {"conv2d_backward_data": "conv2d", "conv2d_backward_weights": "conv2d"}
+
+
+def _backward_conv_problem(op, attrs) -> ConvProblem:
+    """The ConvProblem of a backward convolution: the forward convolution's sizes (x [N, C, H, W], filter
+    [K, C/g, R, S], y [N, K, OH, OW]) and the direction; the dtype is the result's."""
+    direction = BACKWARD_CONV_OPS[op.name]
+    a, b = dialect.operand_groups(op)
+    nchw = attrs["layout"] == "NCHW"
+    nhwc = lambda t: (t[0], t[1], t[2], t[3]) if nchw else (t[0], t[3], t[1], t[2])  # noqa: E731
+    fl = attrs["filter_layout"]
+    if direction == "bwd_data":
+        n, k, oh, ow = nhwc(tuple(a.type.shape))
+        _, cg, r, s = filter_dims(fl, tuple(b.type.shape))
+        c, (h, w) = cg * attrs["groups"], attrs["input_size"]
+    else:
+        (n, c, h, w), (_, k, oh, ow) = nhwc(tuple(a.type.shape)), nhwc(tuple(b.type.shape))
+        r, s = attrs["filter_size"]
+    for v in (a, b, op.result):
+        if 0 in tuple(v.type.shape):
+            raise OpenPrimError(f"{dialect.where(op.location)}: error: {op.name}: zero-size tensor "
+                                f"{v.type}; every dimension must be at least 1")
+    return ConvProblem(n, c, h, w, k, r, s, oh, ow, tuple(attrs["strides"]), tuple(attrs["padding"]),
+                       tuple(attrs["dilations"]), attrs["groups"], attrs["layout"], fl,
+                       dialect.dtype_name(op.result.type.element_type), "none", direction)
+
+
 def problem_of(op):
-    """The problem descriptor of a prim.conv2d / matmul / attention / depthwise_pointwise operation; an empty operand or result
+    """The problem descriptor of a prim.conv2d (or its backward ops) / matmul / attention / depthwise_pointwise
+    operation; an empty operand or result
     (a zero-size dimension: nothing to compute, and no solver's cost or tiling is defined) is an error."""
     attrs = dialect.op_attrs(op)
     if op.name == "prim.attention":
@@ -310,6 +341,8 @@ def problem_of(op):
                                          tuple(attrs["padding"]), tuple(attrs["dilations"]),
                                          dialect.dtype_name(op.result.type.element_type),
                                          _epilogue_name(dw_attrs, dw_bias, None), _epilogue_name(attrs, bias, residual))
+    if op.name in BACKWARD_CONV_OPS:
+        return _backward_conv_problem(op, attrs)
     a, b, bias, residual = dialect.operand_groups(op)
     for v in (a, b, op.result):
         if 0 in tuple(v.type.shape):

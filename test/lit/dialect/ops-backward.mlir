@@ -1,7 +1,8 @@
 // The backward ops of training (issue 31): each verifies with its result shape and prints back unchanged.
 // RUN: openprim-opt %s | filecheck %s
-// prim-fuse, prim-layout and prim-select leave them as they are (no fusion, no NHWC wrapping, no solver):
-// RUN: openprim-opt %s -p prim-fuse,prim-layout,prim-select | filecheck %s
+// prim-fuse leaves them as they are (no fusion); prim-layout and prim-select: test/lit/prim-layout/backward-ops.mlir,
+// test/lit/prim-select/backward-conv.mlir.
+// RUN: openprim-opt %s -p prim-fuse | filecheck %s
 
 // CHECK-LABEL: func.func @conv
 // CHECK: "prim.conv2d_backward_data"(%arg1, %arg2) {{.*}}input_size = array<i64: 9, 7>{{.*}} : (tensor<2x6x4x3xf32>, tensor<6x2x3x3xf32>) -> tensor<2x4x9x7xf32>

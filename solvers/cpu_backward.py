@@ -1,0 +1,161 @@
+"""The backward convolutions' solvers: the input gradient (bwd_data) and the filter gradient (bwd_weights) of a
+convolution, as MIOpen has them beside its forward solvers, and the reference loop nests every target runs.
+
+With the forward convolution x [N, H, W, C] * w [R, S, C, K] -> y [N, OH, OW, K] (NHWC, RSCK, one group):
+
+  bwd_data, stride 1 (no solver here: prim-select's _backward_data_as_forward)
+      dx = dy padded by (d(R-1) - top, d(S-1) - left, ...) correlated with the filter's taps reversed and its
+      C and K swapped: wf[r, s, k, c] = w[R-1-r, S-1-s, c, k]. That is a forward convolution of K input and C
+      output channels (`forward_problem`, `flip_pads`), which every forward solver computes.
+  bwd_data, any stride (conv_bwd_data_gemm)
+      dcol [N OH OW, R S C] = dy [N OH OW, K] x w [K, R S C]   (one GEMM, the GEMM solver's schedule; the
+      filter laid out KRSC by prim-select), then col2im: dx[n, ih, iw, c] = the sum over the taps (r, s) of
+      dcol[n, oh, ow, r, s, c] where ih + top = oh sh + r dh and iw + left = ow sw + s dw (each pixel's
+      channels one vector).
+  bwd_weights (conv_bwd_weights_gemm)
+      dw[r, s, c, k] = sum over (n, oh, ow) of x_padded[n, oh sh + r dh, ow sw + s dw, c] dy[n, oh, ow, k]: a GEMM
+      per filter tap whose reduction is the batch and the map, the input read in place (no patch buffer):
+      kernels/schedules.tap_gemm; the result is the RSCK filter itself.
+
+The fast solvers read NHWC: prim-layout wraps NCHW backward convolutions in transposes, as forward ones.
+"""
+from __future__ import annotations
+
+from openprim.kernels.irtext import amap
+from openprim.kernels.semantics import (_extract, _loop_index, _select_typed, _strided_source, emit_conv2d_backward_data,
+                                        emit_conv2d_backward_weights, epilogue, mac_body)
+from openprim.kernels import schedules
+from openprim.solvers.base import DenseNhwcSolver, Solver, _thread_split
+from openprim.solvers.cpu import GEMM, _matmul, _pad_nhwc
+from openprim.solvers.problem import ConvProblem, GemmProblem
+
+NO_EPILOGUE = {"activation": "none", "activation_params": []}
+REFERENCE_TARGETS = ("cpu", "nvvm", "rocdl")
+
+
+def _result(kt, acc, dtype):
+    """The accumulator rounded to dtype: the schedule's anchor (role epilogue)."""
+    return epilogue(kt, acc, None, None, len(acc.shape) - 1, NO_EPILOGUE, dtype, always=True)
+
+
+class ConvBwdDataReference(Solver):
+    """Any backward-data convolution (every layout, stride, dilation, groups): the reference loop nest."""
+    name = "conv_bwd_data_reference"
+    directions = ("bwd_data",)
+    efficiency = 0.02
+    targets = REFERENCE_TARGETS
+
+    def build(self, kt, operands, attrs, shape, dtype, params):
+        return emit_conv2d_backward_data(kt, "conv2d_backward_data", operands, attrs, shape, dtype)
+
+
+class ConvBwdWeightsReference(Solver):
+    """Any backward-weights convolution: the reference loop nest."""
+    name = "conv_bwd_weights_reference"
+    directions = ("bwd_weights",)
+    efficiency = 0.02
+    targets = REFERENCE_TARGETS
+
+    def build(self, kt, operands, attrs, shape, dtype, params):
+        return emit_conv2d_backward_weights(kt, "conv2d_backward_weights", operands, attrs, shape, dtype)
+
+
+def flip_pads(p: ConvProblem) -> tuple[int, int, int, int]:
+    """The padding of dy that makes the stride-1 input gradient a forward convolution of it."""
+    (dh, dw), (pt, pl, pb, pr) = p.dilations, p.padding
+    return dh * (p.r - 1) - pt, dw * (p.s - 1) - pl, dh * (p.r - 1) - pb, dw * (p.s - 1) - pr
+
+
+def forward_problem(p: ConvProblem) -> ConvProblem:
+    """The forward convolution that computes stride-1 problem p's input gradient (module docstring), its
+    filter RSCK as prim-select makes it."""
+    return ConvProblem(p.n, p.k, p.oh, p.ow, p.c, p.r, p.s, p.h, p.w, (1, 1), flip_pads(p), p.dilations, p.groups,
+                       p.layout, "RSCK", p.dtype, "none")
+
+
+class ConvBwdDataGemm(DenseNhwcSolver):
+    """Backward data of any stride as one GEMM into the patches' gradient and a col2im gather (module
+    docstring). Its buffer is R S times the input gradient; col2im reads it once."""
+    name = "conv_bwd_data_gemm"
+    directions = ("bwd_data",)
+    efficiency = 0.7
+
+    def cost(self, p, target):
+        col = 4 * p.n * p.oh * p.ow * p.r * p.s * p.c
+        return super().cost(p, target) + 3 * col / (target.rates[1] * 1e9)
+
+    def filter_layout(self):
+        return "KRSC"    # [K, R S C]: the GEMM's rhs as it is
+
+    def gemm_problem(self, p):
+        return GemmProblem(1, p.n * p.oh * p.ow, p.r * p.s * p.c, p.k, False, False, p.dtype, "none")
+
+    def tunables(self, p):
+        return GEMM.tunables(self.gemm_problem(p))
+
+    def default_params(self, p, target):
+        return GEMM.default_params(self.gemm_problem(p), target)
+
+    def schedule(self, p, params):
+        return GEMM.schedule(self.gemm_problem(p), params)
+
+    def build(self, kt, operands, attrs, shape, dtype, params):
+        dy, w = operands
+        N, OH, OW, K = dy.shape
+        _, R, S, C = w.shape
+        wt = kt.reshape(w, (K, R * S * C))
+        dcol = _result(kt, _matmul(kt, kt.reshape(dy, (N * OH * OW, K)), wt), "f32")
+        dcol = kt.reshape(dcol, (N, OH, OW, R, S, C))
+        (sh, sw), (dh, dw) = attrs["strides"], attrs["dilations"]
+        pt, pl = attrs["padding"][:2]
+
+        # each input pixel's channels (c innermost: one vector) summed over the taps unrolled
+        def gather(args, kt):
+            n, ih, iw, c = (_loop_index(kt, d) for d in range(4))
+            total = kt.const(0.0, "f32")
+            for r in range(R):
+                vh, oh = _strided_source(kt, ih, pt - r * dh, sh, OH)
+                for s in range(S):
+                    vw, ow = _strided_source(kt, iw, pl - s * dw, sw, OW)
+                    v = _extract(kt, dcol, [n, oh, ow, kt.const(r, "index"), kt.const(s, "index"), c])
+                    take = _select_typed(kt, kt.scalar("arith.andi", vh, vw, ty="i1"), v, kt.const(0.0, "f32"))
+                    total = kt.scalar("arith.addf", total, take)
+            return kt.from_f32(total, dtype)
+        return kt.generic([], [], kt.empty(shape, dtype), amap(4, ["d0", "d1", "d2", "d3"]), ["parallel"] * 4, gather)
+
+
+class ConvBwdWeightsGemm(DenseNhwcSolver):
+    """Backward weights as a GEMM per filter tap over the batch and the map (module docstring), the input read
+    in place: register tiles of MT channels x NT filters (kernels/schedules.tap_gemm), the RSCK gradient."""
+    name = "conv_bwd_weights_gemm"
+    directions = ("bwd_weights",)
+    efficiency = 0.6
+
+    def tunables(self, p):
+        """kt: output columns a reduction step; one where the stride is not 1 (a strided read of several columns
+        does not vectorize)."""
+        return {"mt": [m for m in (1, 2, 4, 8) if p.c % m == 0], "nt": [n for n in (8, 16, 32, 64) if p.k % n == 0]
+                or [p.k], "kt": [k for k in (1, 2, 4, 7, 8, 14, 16) if p.ow % k == 0 and (k == 1 or p.strides[1] == 1)]}
+
+    def default_params(self, p, target):
+        """Half the vector registers in accumulators: 8 x 32 on AVX-512, 4 x 16 on AVX2."""
+        wide = target.vector_lanes == 16
+        mt = next(m for m in ((8, 4, 2, 1) if wide else (4, 2, 1)) if p.c % m == 0)
+        nt = next((n for n in ((32, 16, 8) if wide else (16, 8)) if p.k % n == 0), p.k)
+        kt = next(k for k in (8, 7, 4, 2, 1) if p.ow % k == 0) if p.strides[1] == 1 else 1
+        return {"mt": mt, "nt": nt, "kt": kt}
+
+    def schedule(self, p, params):
+        rows, cols = _thread_split(p.c, p.k, params["mt"], params["nt"])
+        return schedules.tap_gemm([0, 0, rows, cols], params["mt"], params["nt"], params["kt"])
+
+    def build(self, kt, operands, attrs, shape, dtype, params):
+        x, dy = operands
+        (sh, sw), (dh, dw) = attrs["strides"], attrs["dilations"]
+        xp = _pad_nhwc(kt, x, attrs)
+        # loops: d0=r d1=s d2=c d3=k | d4=n d5=oh d6=ow
+        xmap = amap(7, ["d4", f"d5 * {sh} + d0 * {dh}", f"d6 * {sw} + d1 * {dw}", "d2"])
+        acc = kt.generic([xp, dy], [xmap, amap(7, ["d4", "d5", "d6", "d3"])], kt.filled(shape, "f32", 0.0, role="acc"),
+                         amap(7, ["d0", "d1", "d2", "d3"]), ["parallel"] * 4 + ["reduction"] * 3,
+                         mac_body([xp.dtype, dy.dtype]), role="contraction")
+        return _result(kt, acc, dtype)

@@ -1,0 +1,30 @@
+// Backward convolutions get solvers of their direction (issue 31; solvers/cpu_backward.py). A stride-1 input
+// gradient is the forward convolution of dy with the filter's taps reversed (a gather of the 9 taps) and its
+// K and C swapped (one transpose into RSCK), so a forward solver serves it; a strided one is
+// conv_bwd_data_gemm on a KRSC filter; a filter gradient is conv_bwd_weights_gemm, computed RSCK and
+// transposed back (the two transposes after it in a row are one).
+// RUN: openprim-opt %s -p prim-select | filecheck %s
+
+// CHECK-LABEL: func.func @conv_bwd
+// CHECK-DAG:   %[[DY:.+]] = "prim.transpose"(%arg1) {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x6x9x7xf32>) -> tensor<2x9x7x6xf32>
+// CHECK-DAG:   %[[W:.+]] = "prim.transpose"(%arg3) {perm = array<i64: 0, 2, 3, 1>} : (tensor<6x4x3x3xf32>) -> tensor<6x3x3x4xf32>
+// CHECK:       %[[TAPS:.+]] = "prim.reshape"(%[[W]]) : (tensor<6x3x3x4xf32>) -> tensor<1x6x9x4xf32>
+// CHECK-NEXT:  %[[REV:.+]] = "prim.constant"() {value = dense<[8, 7, 6, 5, 4, 3, 2, 1, 0]> : tensor<9xi64>}
+// CHECK-NEXT:  %[[FLIP:.+]] = "prim.gather"(%[[TAPS]], %[[REV]]) {axis = 2 : i64}
+// CHECK-NEXT:  %[[T:.+]] = "prim.transpose"(%[[FLIP]]) {perm = array<i64: 2, 1, 0, 3>} : (tensor<1x6x9x4xf32>) -> tensor<9x6x1x4xf32>
+// CHECK-NEXT:  %[[WF:.+]] = "prim.reshape"(%[[T]]) : (tensor<9x6x1x4xf32>) -> tensor<3x3x6x4xf32>
+// CHECK-NEXT:  %[[DX:.+]] = "prim.conv2d"(%[[DY]], %[[WF]]) {{{.*}}filter_layout = "RSCK"{{.*}}padding = array<i64: 1, 1, 1, 1>
+// CHECK-SAME:  prim.problem = "conv2d-2x6x9x7-k4-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-RSCK-f32-none"
+// CHECK-SAME:  strides = array<i64: 1, 1>} : (tensor<2x9x7x6xf32>, tensor<3x3x6x4xf32>) -> tensor<2x9x7x4xf32>
+// CHECK:       %[[DX2:.+]] = "prim.conv2d_backward_data"({{.*}}, %[[W]]) {{{.*}}filter_layout = "KRSC"
+// CHECK-SAME:  prim.problem = "conv2d_bwd_data-2x4x9x7-k6-3x3-s2x2-p1x1x1x1-d1x1-g1-NHWC-KRSC-f32-none", prim.solver = "conv_bwd_data_gemm"
+// CHECK:       %[[DW:.+]] = "prim.conv2d_backward_weights"({{.*}}, %[[DY]]) {{{.*}}filter_layout = "RSCK"
+// CHECK-SAME:  prim.problem = "conv2d_bwd_weights-2x4x9x7-k6-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-KRSC-f32-none", prim.solver = "conv_bwd_weights_gemm"
+// CHECK-SAME:  -> tensor<3x3x4x6xf32>
+// CHECK-NEXT:  %[[DWN:.+]] = "prim.transpose"(%[[DW]]) {perm = array<i64: 3, 2, 0, 1>} : (tensor<3x3x4x6xf32>) -> tensor<6x4x3x3xf32>
+func.func @conv_bwd(%x: tensor<2x4x9x7xf32>, %dy: tensor<2x6x9x7xf32>, %dy2: tensor<2x6x5x4xf32>, %w: tensor<6x4x3x3xf32>) -> (tensor<2x4x9x7xf32>, tensor<2x4x9x7xf32>, tensor<6x4x3x3xf32>) {
+  %dx = "prim.conv2d_backward_data"(%dy, %w) {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, layout = "NCHW", filter_layout = "KCRS", input_size = array<i64: 9, 7>} : (tensor<2x6x9x7xf32>, tensor<6x4x3x3xf32>) -> tensor<2x4x9x7xf32>
+  %dx2 = "prim.conv2d_backward_data"(%dy2, %w) {strides = array<i64: 2, 2>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, layout = "NCHW", filter_layout = "KCRS", input_size = array<i64: 9, 7>} : (tensor<2x6x5x4xf32>, tensor<6x4x3x3xf32>) -> tensor<2x4x9x7xf32>
+  %dw = "prim.conv2d_backward_weights"(%x, %dy) {strides = array<i64: 1, 1>, padding = array<i64: 1, 1, 1, 1>, dilations = array<i64: 1, 1>, groups = 1, layout = "NCHW", filter_layout = "KCRS", filter_size = array<i64: 3, 3>} : (tensor<2x4x9x7xf32>, tensor<2x6x9x7xf32>) -> tensor<6x4x3x3xf32>
+  return %dx, %dx2, %dw : tensor<2x4x9x7xf32>, tensor<2x4x9x7xf32>, tensor<6x4x3x3xf32>
+}
