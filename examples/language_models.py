@@ -4,6 +4,8 @@ download), fed token ids (int64) and an attention mask with padding, imported th
     BERT, RoBERTa, DistilBERT, ALBERT, ELECTRA, MobileBERT   bidirectional encoders
     GPT-2 (use_cache=False)                                 a causal decoder's forward pass
     T5 encoder                                              relative-position buckets, RMS norm
+    Llama (use_cache=False)                                 RMSNorm as x * rsqrt(mean(x^2) + eps), rotary
+                                                            embeddings, SwiGLU, grouped-query attention
 
 What they bring that vision models do not: integer inputs (the ids are looked up with `prim.gather`,
 bounds-checked after each run), masks built from the attention mask with comparisons and `and`
@@ -28,7 +30,7 @@ import torch
 
 from openprim.base.errors import OpenPrimError
 
-MODELS = ("bert", "roberta", "distilbert", "albert", "electra", "mobilebert", "gpt2", "t5_encoder")
+MODELS = ("bert", "roberta", "distilbert", "albert", "electra", "mobilebert", "gpt2", "t5_encoder", "llama")
 SIZES = {
     "small": dict(hidden=64, layers=2, heads=4, intermediate=128, vocab=1000),
     "base": dict(hidden=768, layers=12, heads=12, intermediate=3072, vocab=None),   # vocab: the model's own
@@ -60,6 +62,8 @@ def config(name, hidden, layers, heads, intermediate, vocab):
     if name == "t5_encoder":
         return tf.T5Config(d_model=hidden, d_kv=hidden // heads, d_ff=intermediate, num_layers=layers,
                            num_heads=heads, **v)
+    if name == "llama":   # RMSNorm, rotary embeddings, SwiGLU, grouped-query attention (half as many kv heads)
+        return tf.LlamaConfig(num_key_value_heads=max(1, heads // 2), use_cache=False, **common)
     raise OpenPrimError(f"unknown model '{name}'; choose one of {', '.join(MODELS)}")
 
 
@@ -71,7 +75,7 @@ def get(name, size="small", seed=0, **overrides):
     cfg = config(name, **{**SIZES[size], **{k: int(v) for k, v in overrides.items() if v is not None}})
     cls = {"bert": tf.BertModel, "roberta": tf.RobertaModel, "distilbert": tf.DistilBertModel,
            "albert": tf.AlbertModel, "electra": tf.ElectraModel, "mobilebert": tf.MobileBertModel,
-           "gpt2": tf.GPT2Model, "t5_encoder": tf.T5EncoderModel}[name]
+           "gpt2": tf.GPT2Model, "t5_encoder": tf.T5EncoderModel, "llama": tf.LlamaModel}[name]
     torch.manual_seed(seed)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -135,3 +135,12 @@ def test_gpt2_gelu_is_the_matmul_epilogue():
     plan = openprim.compile(g).plan
     problems = [s.get("problem", "") for s in plan["steps"]]
     assert sum("gelu_tanh" in p for p in problems) == 2, problems        # one per layer
+
+
+def test_llama_rms_norm_is_one_kernel():
+    """Llama's RMSNorm (x * rsqrt(mean(x^2) + eps) * w: a global average pool of a view, 1 / sqrt and two
+    multiplications once imported) runs as prim.rms_norm kernels (rms_norm_pattern), one per norm."""
+    model, inputs, g, _ = imported("llama")
+    kernels = [step["op"] for step in openprim.compile(g).plan["steps"]]
+    norms = 2 * model.config.num_hidden_layers + 1
+    assert kernels.count("rms_norm") == norms and "global_avg_pool" not in kernels, kernels

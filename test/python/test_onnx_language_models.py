@@ -510,6 +510,7 @@ def _config(tf, name):
         "mobilebert": lambda: tf.MobileBertModel(tf.MobileBertConfig(
             hidden_size=64, num_hidden_layers=2, num_attention_heads=4, intermediate_size=64, intra_bottleneck_size=32,
             embedding_size=32, true_hidden_size=32, vocab_size=1000)),
+        "llama": lambda: tf.LlamaModel(tf.LlamaConfig(num_key_value_heads=2, use_cache=False, **SMALL)),
     }[name]()
 
 
@@ -518,7 +519,7 @@ def _config(tf, name):
 # TorchScript exporter (dynamo=False), given the inputs by position through a wrapper (with kwargs it passes
 # BERT's forward use_cache twice).
 DYNAMO = importlib.util.find_spec("onnxscript") is not None
-MODELS = ["bert", "roberta", "albert", "electra", "distilbert", "gpt2", "t5_encoder", "mobilebert"]
+MODELS = ["bert", "roberta", "albert", "electra", "distilbert", "gpt2", "t5_encoder", "mobilebert", "llama"]
 
 
 @pytest.mark.filterwarnings("ignore")   # the exporters' own (deprecations, tracer warnings)
@@ -526,7 +527,8 @@ MODELS = ["bert", "roberta", "albert", "electra", "distilbert", "gpt2", "t5_enco
 def test_language_model(name, tmp_path):
     """Exported with torch.onnx.export (input_ids int64 [2, 16], an attention mask with the second row
     padded from position 10), imported, compiled on the CPU: last_hidden_state as PyTorch's; every
-    attention one prim.attention, its mask [B, 1, S, S] (T5: with the per-head position bias, [B, H, S, S])."""
+    attention one prim.attention (not Llama's yet), its mask [B, 1, S, S] (T5: with the per-head position bias,
+    [B, H, S, S])."""
     torch = pytest.importorskip("torch")
     tf = pytest.importorskip("transformers")
     torch.manual_seed(0)
@@ -554,7 +556,9 @@ def test_language_model(name, tmp_path):
     g = import_model(str(path))
     assert [(t.name, t.dtype) for t in g.inputs] == [("input_ids", "i64"), ("attention_mask", "i64")]
     att = [n for n in g.nodes if n.op == "attention"]
-    assert len(att) == 2
+    # Llama's grouped-query attention (its key/value heads repeated by Expand) stays MatMul/Softmax in ONNX:
+    # not matched into prim.attention yet (the torch path matches it)
+    assert len(att) == (0 if name == "llama" else 2)
     heads = 4 if name == "t5_encoder" else 1
     assert all(n.operands[3].shape == (2, heads, 16, 16) for n in att)
     out = openprim.compile(g)(input_ids=ids.numpy(), attention_mask=mask.numpy())
