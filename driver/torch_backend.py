@@ -470,8 +470,9 @@ def _array(t):
 
 class _AotRunner:
     """An AOTAutograd graph compiled by OpenPrim, called boxed (one list of torch tensors); returns its outputs
-    as torch tensors: the executable's (numpy arrays the runtime made for this call, shared, not copied), the
-    arguments it passes through, and the values known at import. A run whose run-time checks fail (a target
+    as torch tensors: the executable's (numpy arrays the runtime made for this call, shared, not copied; the maps
+    saved for the backward as the NHWC arrays they are, seen as NCHW), the arguments it passes through, and the
+    values known at import. A run whose run-time checks fail (a target
     outside the classes: an ignore_index) warns once and runs this call eagerly."""
 
     def __init__(self, exe, imported, eager, kind, calls):
@@ -484,7 +485,8 @@ class _AotRunner:
         outs = ()
         if self.exe is not None:
             try:
-                outs = self.exe(*[_array(args[i]) for i in imp.feeds])
+                outs = self.exe(*[_array(args[i].permute(0, 2, 3, 1) if i in imp.channels_last_feeds else args[i])
+                                  for i in imp.feeds])
             except OpenPrimError as e:     # its forward's call fails too: one warning per model
                 if not self.calls.check_failed:
                     self.calls.check_failed = True
@@ -497,6 +499,8 @@ class _AotRunner:
         for (kind, *v), meta in zip(imp.outputs, imp.meta):
             if kind == "graph":
                 t = torch.from_numpy(np.asarray(outs[v[0]]))
+                if v[0] in imp.channels_last_outputs:   # a saved map as computed: NCHW with channels-last strides
+                    t = t.permute(0, 3, 1, 2)
                 if meta is not None:
                     if t.dtype != meta[1]:
                         t = t.to(meta[1])

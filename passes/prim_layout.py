@@ -28,11 +28,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from mlir import ir
+from mlir.dialects import func
 
 from openprim import dialect
 from openprim.base.errors import OpenPrimError
 from openprim.base.ops import ELEMENTWISE
-from openprim.dialect import graph_functions
+from openprim.dialect import contract, graph_functions
 
 from .rewrite import producer, reshape, single_use, transpose
 
@@ -218,18 +219,78 @@ def _sink_past_channel_shuffle(op: ir.Operation) -> None:
     split.erase()
 
 
+def _nhwc_type(t) -> ir.RankedTensorType:
+    """An NCHW-broadcast type (rank <= 4, leading 1s implied) as its NHWC counterpart (rank 0 stays)."""
+    shape = list(t.shape)
+    if not shape:
+        return t
+    shape = [1] * (4 - len(shape)) + shape
+    return ir.RankedTensorType.get([shape[p] for p in TO_NHWC], t.element_type)
+
+
+def _sink_past_fused_call(op: ir.Operation, callee) -> None:
+    """call @fused_k(T(a), T(b), ..) -> T(call @fused_k_nhwc(a, b, ..)) for a prim-fuse'd group of elementwise
+    ops on 4-d maps (operands that broadcast, like [C, 1, 1] or [1, C, 1, 1], transposed to [1, 1, 1, C]; the
+    group copied onto the NHWC types): the transposes on either side of it then cancel. Training graphs
+    leave such groups between layers, with batch norm unfolded: BN's output + the residual, ReLU; the
+    gradient's x_hat = (x - mean) inv_std and dy x_hat of the scale's gradient."""
+    out_t = op.results[0].type if len(op.results) == 1 else None
+    if callee is None or out_t is None or len(out_t.shape) != 4:
+        return
+    body_ops = [o.operation for o in callee.regions[0].blocks[0].operations]
+    if any(o.name != "func.return" and (o.name[5:] not in ELEMENTWISE or any(len(r.type.shape) > 4 for r in o.results))
+           for o in body_ops):
+        return
+    full = [list(v.type.shape) == list(out_t.shape) for v in op.operands]
+    inner = [producer(v, "prim.transpose") for v in op.operands]
+    if any(len(v.type.shape) > 4 for v in op.operands) or not any(full) or any(
+            f and (t is None or list(dialect.op_attrs(t)["perm"]) != TO_NCHW) for f, t in zip(full, inner)):
+        return
+    name = ir.StringAttr(callee.attributes["sym_name"]).value + "_nhwc"
+    with ir.InsertionPoint(callee), op.location:
+        copy = callee.clone()
+        copy.attributes["sym_name"] = ir.StringAttr.get(name)
+        block = copy.regions[0].blocks[0]
+        for a in block.arguments:
+            a.set_type(_nhwc_type(a.type))
+        for o in block.operations:
+            for r in o.results:
+                r.set_type(_nhwc_type(r.type))
+        copy.attributes["function_type"] = ir.TypeAttr.get(ir.FunctionType.get(
+            [a.type for a in block.arguments], [_nhwc_type(out_t)]))
+    with ir.InsertionPoint(op), op.location:
+        operands = [t.operands[0] if f else v if not v.type.shape else transpose(
+            v if len(v.type.shape) == 4 else reshape(v, [1] * (4 - len(v.type.shape)) + list(v.type.shape),
+                                                     op.location), TO_NHWC, op.location)
+            for v, f, t in zip(op.operands, full, inner)]
+        call = func.CallOp([_nhwc_type(out_t)], ir.FlatSymbolRefAttr.get(name), operands)
+        back = transpose(call.result, TO_NCHW, op.location)
+    op.results[0].replace_all_uses_with(back)
+    op.erase()
+
+
 def _sink_transposes(fn) -> None:
     """Move the layout transposes down past the ops that have an NHWC form: concat, elementwise ops,
     slices, reductions and channel shuffles. NCHW networks put such ops between layers; moved past them,
     the transposes of the layers on either side meet and cancel. One pass in program order: a transpose
     moved past one op reaches the next."""
     sinks = {"concat": _sink_past_layout_free, "slice": _sink_past_slice, "reshape": _sink_past_channel_shuffle,
-             "reduce": _sink_past_reduce,
+             "reduce": _sink_past_reduce, "activation_backward": _sink_past_layout_free,
              **{k: _sink_past_layout_free for k in ELEMENTWISE}}
+    fused = {ir.StringAttr(f.attributes["sym_name"]).value: f.operation for f in fn.parent.regions[0].blocks[0]
+             if f.operation.name == "func.func" and contract.is_fused(f.operation)}
     for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
+        if op.name == "func.call":
+            _sink_past_fused_call(op, fused.get(ir.FlatSymbolRefAttr(op.attributes["callee"]).value))
+            continue
         sink = sinks.get(op.name[5:])
         if sink is not None:
             sink(op)
+    called = {ir.FlatSymbolRefAttr(o.attributes["callee"]).value for o in fn.regions[0].blocks[0].operations
+              if o.operation.name == "func.call"}
+    for name, f in fused.items():   # the NCHW groups that now run on NHWC copies
+        if name not in called and name + "_nhwc" in called:
+            f.erase()
 
 
 def cancel_transposes(fn) -> None:

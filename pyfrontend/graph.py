@@ -146,10 +146,10 @@ class Graph:
         self.inputs.append(t)
         return t
 
-    def channels_last_input(self, index: int) -> None:
+    def channels_last_input(self, index: int) -> Tensor:
         """Take 4-D input `index` (N, C, H, W) in channels-last memory order: the input becomes (N, H, W, C)
-        and a transpose back to (N, C, H, W) feeds what read it. A caller's channels-last tensor is then
-        passed as it lies in memory, and the NHWC layout's own transpose of the input cancels this one."""
+        and a transpose back to (N, C, H, W) feeds what read it (returned). A caller's channels-last tensor is
+        then passed as it lies in memory, and the NHWC layout's own transpose of the input cancels this one."""
         old = self.inputs[index]
         n, c, h, w = old.shape
         new = Tensor(self, (n, h, w, c), old.dtype, old.name)
@@ -159,6 +159,17 @@ class Graph:
         self.outputs = [back if o is old else o for o in self.outputs]
         self.nodes.insert(0, Node("transpose", [new], {"perm": [0, 3, 1, 2]}, back))
         self.inputs[index] = new
+        return back
+
+    def channels_last_output(self, index: int) -> None:
+        """Give 4-D output `index` (N, C, H, W) in channels-last memory order, as (N, H, W, C): the transpose
+        that makes it cancels with the NHWC layout's transpose back, so a map computed in NHWC is returned as
+        it lies (the caller views it as NCHW with channels-last strides)."""
+        old = self.outputs[index]
+        n, c, h, w = old.shape
+        new = Tensor(self, (n, h, w, c), old.dtype, f"%{old.name}.nhwc")
+        self.nodes.append(Node("transpose", [old], {"perm": [0, 2, 3, 1]}, new))
+        self.outputs[index] = new
 
     def param(self, name: str, value, dtype: str | None = None) -> Tensor:
         """A weight: `value` is a numpy array of numbers (ml_dtypes.bfloat16 too), stored in `dtype` (default the

@@ -29,6 +29,7 @@ from types import SimpleNamespace
 
 import numpy as np
 
+from openprim.base.dtypes import FLOATS
 from openprim.base.errors import OpenPrimError
 from openprim.pyfrontend.graph import Graph, Tensor
 from openprim.pyfrontend.torch import backward
@@ -57,6 +58,8 @@ class AotGraph:
     outputs: list = field(default_factory=list)
     meta: list = field(default_factory=list)
     stand_ins: list = field(default_factory=list)
+    channels_last_outputs: set = field(default_factory=set)   # Graph outputs given in channels-last order
+    channels_last_feeds: set = field(default_factory=set)     # gm's arguments taken in channels-last order
 
 
 @dataclass
@@ -64,9 +67,12 @@ class AotState:
     """What one model's forward import tells its backward import: the eps of each layer norm by the name of its
     saved mean (native_layer_norm_backward does not carry it), and the names of the saved tensors that are
     stand-ins (max_pool2d_with_indices' indices: no backward handler may read them), which the caller adds once
-    the forward runs compiled (AotGraph.stand_ins)."""
+    the forward runs compiled (AotGraph.stand_ins); and the names of the 4-d maps saved for the backward that
+    the forward returns in channels-last order (NHWC, as computed: no transpose out and back in), which the
+    backward takes so (AotGraph.channels_last)."""
     layer_norm_eps: dict = field(default_factory=dict)
     stand_ins: set = field(default_factory=set)
+    channels_last: set = field(default_factory=set)
 
 
 def _meta(node):
@@ -88,6 +94,7 @@ class _AotImporter(_Importer):
     def __init__(self, gm, state, visible):
         super().__init__(_program(gm))
         self.gm, self.state, self.visible = gm, state, visible
+        self.channels_last_feeds = set()   # placeholders taken in channels-last order
         self.layer_norm_eps = state.layer_norm_eps     # backward.layer_norm_eps reads it
 
     def _reads(self, user, p) -> bool:
@@ -115,7 +122,11 @@ class _AotImporter(_Importer):
         if n.name in self.state.stand_ins:
             raise OpenPrimError(f"torch import: '{n.name}', max_pool2d_with_indices' indices, is read by "
                                 f"{', '.join(readers)}: the forward did not compute them")
-        return self.input_of(n, n.name, dtype)
+        t = self.input_of(n, n.name, dtype)
+        if n.name in self.state.channels_last and len(shape) == 4:
+            self.channels_last_feeds.add(n)
+            return self.g.channels_last_input(len(self.g.inputs) - 1)
+        return t
 
     def import_graph(self) -> AotGraph:
         graph = self.gm.graph
@@ -132,6 +143,8 @@ class _AotImporter(_Importer):
             positions[n] = i
             if isinstance(v, Tensor):
                 result.feeds.append(i)
+                if n in self.channels_last_feeds:
+                    result.channels_last_feeds.add(i)
         for n in graph.nodes:
             if n.op == "placeholder":
                 continue
@@ -156,7 +169,7 @@ class _AotImporter(_Importer):
     def _outputs(self, node, positions, result):
         outs = node.args[0]
         outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
-        made = {}
+        made, seen = {}, {}    # Graph output index -> the names of the gm outputs giving it, if all are saved maps
         for k, o in enumerate(outs):
             meta = _meta(o)
             result.meta.append(meta)
@@ -184,10 +197,19 @@ class _AotImporter(_Importer):
                 if id(v) not in made:
                     made[id(v)] = len(self.g.outputs)
                     self.g.output(v)
-                result.outputs.append(("graph", made[id(v)]))
+                index = made[id(v)]
+                saved = self.visible is not None and k >= self.visible and len(v.shape) == 4 and v.dtype in FLOATS
+                names = seen.get(index, [])
+                seen[index] = names + [o.name] if saved and names is not None else None
+                result.outputs.append(("graph", index))
             else:
                 raise OpenPrimError(f"torch import: output '{o.name}' ({type(v).__name__}) is not computed by "
                                     "the Graph")
+        for index, names in seen.items():   # maps only the backward reads: returned as computed (NHWC)
+            if names:
+                self.g.channels_last_output(index)
+                result.channels_last_outputs.add(index)
+                self.state.channels_last.update(names)
 
     def _stand_in(self, o, meta, result, k):
         """A tensor for output k, which nobody computes: an empty one as it is; max_pool2d_with_indices' indices
