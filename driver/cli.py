@@ -6,10 +6,12 @@
     openprim inspect resnet18.oprim                            # what an artifact holds: plan, kernels
     openprim profile resnet18.oprim --top 10                   # every kernel timed: where the time goes
     openprim tune examples/resnet.py --budget 10               # find per layer, into the tuning database
+    openprim tune a.py b.py --ray --workers 2                  # the same on a Ray cluster (tuning/fleet.py)
     openprim explain examples/resnet.py                        # every solver per layer, and the choice
     openprim conv -n 1 -c 64 -H 56 -W 56 -k 64 -y 3 -x 3 -p 1 -q 1 -t 1   # one conv, MIOpenDriver's flags
     openprim db import results.json                            # GPU measurements (see tuning_commands.py)
     openprim db show                                           # the tuning database's records
+    openprim db export fleet.json                              # a versioned file that ships (db import it)
     openprim onnx-check model.onnx                             # all the ONNX importer refuses in a model
     openprim torch-check model.pt2                             # every aten op the torch importer cannot map
     openprim emit examples/resnet.py -o resnet.mlir            # the prim module for openprim-opt (+ .weights.npz)
@@ -305,7 +307,21 @@ def cmd_cache(args) -> int:
 
 def cmd_tune(args) -> int:
     from openprim.tuning import lock
+    if args.ray is not None and os.path.isfile(args.ray):   # `--ray model.py`: a model, not an address
+        args.model, args.ray = args.model + [args.ray], ""
+    if args.ray is None and args.workers is not None:
+        raise OpenPrimError("--workers applies to --ray (tuning on a Ray cluster)")
+    if args.ray is not None:
+        if args.measure_on:
+            raise OpenPrimError("--measure-on and --ray: give one (a bundle to time elsewhere, or a Ray cluster)")
+        from openprim import tuning_commands
+        tuning_commands.tune_on_ray(args.model, define_options(args.define), args.target, args.ray, args.workers,
+                                    args.db, args.budget)
+        return 0
+    if len(args.model) > 1 and args.measure_on:
+        raise OpenPrimError("--measure-on takes one model")
     if args.measure_on:
+        args.model = args.model[0]
         from openprim import tuning_commands
         writable_output(args.measure_on, "--measure-on")
         graph = load_model(args.model, args.define)
@@ -315,13 +331,14 @@ def cmd_tune(args) -> int:
               f"run `python scripts/measure_tuning.py {args.measure_on} results.json` on the {args.target} machine, "
               f"then `openprim db import results.json`")
         return 0
-    with lock.working(args.target):   # all this process computes, under the measurement lock (tuning/lock.py)
-        from openprim import tuning_commands
-        graph = load_model(args.model, args.define)
-        t0 = time.perf_counter()
-        layers = tuning_commands.tune(graph, args.target, args.budget)
-    print(f"tuned {len(layers)} distinct layers of {args.model} in {time.perf_counter() - t0:.1f} s "
-          f"-> {tuning_commands.tuning_db.user_path()}")
+    for model in args.model:
+        with lock.working(args.target):   # all this process computes, under the measurement lock (tuning/lock.py)
+            from openprim import tuning_commands
+            graph = load_model(model, args.define)
+            t0 = time.perf_counter()
+            layers = tuning_commands.tune(graph, args.target, args.budget, args.db)
+        print(f"tuned {len(layers)} distinct layers of {model} in {time.perf_counter() - t0:.1f} s "
+              f"-> {args.db or tuning_commands.tuning_db.user_path()}")
     return 0
 
 
@@ -339,6 +356,16 @@ def cmd_conv(args) -> int:
 
 def cmd_db(args) -> int:
     from openprim import tuning_commands
+    if args.action not in ("import", "export") and (args.db or args.system):
+        raise OpenPrimError(f"db {args.action}: --db and --system apply to db import and db export")
+    if args.action == "export":
+        if len(args.args) != 1 or args.system:
+            raise OpenPrimError("db export expects one FILE (and --db PATH: the database to export)")
+        from openprim.tuning import dbfile
+        n, skipped = dbfile.export(writable_output(args.args[0], "db export"), args.db)
+        print(f"exported {n} records of {args.db or tuning_commands.tuning_db.user_path()} -> {args.args[0]}"
+              + (f" ({skipped} that a compile would ignore left out)" if skipped else ""))
+        return 0
     if args.action == "add":
         if len(args.args) != 5:
             raise OpenPrimError("db add expects DESCRIPTOR ARCH SOLVER PARAMS_JSON SECONDS")
@@ -350,9 +377,12 @@ def cmd_db(args) -> int:
         tuning_commands.db_show(*args.args)
         return 0
     if len(args.args) != 1:
-        raise OpenPrimError("db import expects one results file (from scripts/measure_tuning.py)")
-    n = tuning_commands.import_results(args.args[0])
-    print(f"imported {n} records into {tuning_commands.tuning_db.user_path()}")
+        raise OpenPrimError("db import expects one file: a database export (openprim db export) or results "
+                            "(scripts/measure_tuning.py)")
+    if args.db and args.system:
+        raise OpenPrimError("db import: --db and --system: give one")
+    n, where = tuning_commands.db_import(args.args[0], args.db, args.system)
+    print(f"imported {n} records into {where}")
     return 0
 
 
@@ -437,7 +467,7 @@ _seconds.__name__ = "seconds"
 
 
 def _conv_parser(sub):
-    """`openprim conv` with MIOpenDriver's convolution flags (forward only)."""
+    """`openprim conv` with MIOpenDriver's convolution flags (-F: the directions)."""
     v = sub.add_parser("conv", help="compile, check and time one convolution (MIOpenDriver's flags)")
     for flag, dest, default, low, text in (
             ("-n", "n", 1, 1, "batch"), ("-c", "c", 3, 1, "input channels"), ("-H", "H", 32, 1, "input height"),
@@ -445,7 +475,7 @@ def _conv_parser(sub):
             ("-x", "x", 3, 1, "filter width"), ("-p", "p", 0, 0, "zero padding height"),
             ("-q", "q", 0, 0, "zero padding width"), ("-u", "u", 1, 1, "stride height"), ("-v", "v", 1, 1, "stride width"),
             ("-l", "l", 1, 1, "dilation height"), ("-j", "j", 1, 1, "dilation width"), ("-g", "g", 1, 1, "groups"),
-            ("-F", "F", 1, 0, "direction: 1 forward (only)"), ("-t", "t", 0, 0, "1: time it"),
+            ("-F", "F", 1, 0, "directions: 1 forward, 2 backward data, 4 backward weights, a sum, 0 all"), ("-t", "t", 0, 0, "1: time it"),
             ("-i", "i", 10, 1, "timed iterations")):
         v.add_argument(flag, dest=dest, type=_int_at_least(low), default=default, help=f"{text} (default {default})")
     v.add_argument("--dtype", default="f32", choices=("f32", "f16", "bf16"))
@@ -498,7 +528,13 @@ def _command(argv) -> int:
     f.add_argument("--input", action="append", default=[], help=".npy file per input (default: random)")
     f.add_argument("--seed", type=_int_at_least(0), default=0)
     t = sub.add_parser("tune", help="find the fastest solver and parameters of every conv/matmul layer")
-    t.add_argument("model")
+    t.add_argument("model", nargs="+", help="model files (their distinct layers are tuned once)")
+    t.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",
+                   help="tune on a Ray cluster: the one at ADDRESS ('auto': the one this machine is in), else a "
+                        "local one (docs/tuning.md#fleet-tuning-on-ray; give it after the models or as --ray=ADDRESS)")
+    t.add_argument("--workers", type=_int_at_least(1), metavar="N",
+                   help="--ray: the local cluster's CPUs, or the compile tasks in flight on a cluster (default: all)")
+    t.add_argument("--db", metavar="PATH", help="store the records in PATH instead of the user database")
     t.add_argument("--budget", type=_seconds, default=10.0, help="seconds of search per layer, compiles included (default 10)")
     t.add_argument("--measure-on", metavar="BUNDLE",
                    help="compile the candidates into BUNDLE, to time on the target's machine")
@@ -516,10 +552,15 @@ def _command(argv) -> int:
                                             "(or a .py model file's), with counts and the first node of each")
     tc.add_argument("model", help="a .pt2 program (torch.export.save) or a .py model file whose build() imports one")
     tc.add_argument("-D", "--define", action="append", default=[], help="build() keyword argument name=value")
-    d = sub.add_parser("db", help="the tuning database: add a record, import measured results, show the records")
-    d.add_argument("action", choices=("add", "import", "show"))
+    d = sub.add_parser("db", help="the tuning database: add a record, import measured results or an export, show "
+                                  "the records, export them to a file that ships")
+    d.add_argument("action", choices=("add", "import", "show", "export"))
     d.add_argument("args", nargs="*", help="add: DESCRIPTOR ARCH (cpu: this CPU, or e.g. nvvm:sm_90) SOLVER PARAMS_JSON SECONDS; "
-                                           "import: RESULTS.json; show: [DESCRIPTOR]")
+                                           "import: EXPORT.json or RESULTS.json; show: [DESCRIPTOR]; export: FILE")
+    d.add_argument("--db", metavar="PATH", help="export: the database to export; import: the database to import "
+                                               "into (default: the user database)")
+    d.add_argument("--system", action="store_true", help="import: into the package's system database "
+                                                         "(tuning/data/tuning.sqlite), which ships with it")
     for p in (c, r, t, e, v, f):
         p.add_argument("--target", default="cpu", help=f"cpu (default), cpu:<mcpu>, nvvm:<{'|'.join(archs('nvvm'))}> "
                                                        f"or rocdl:<{'|'.join(archs('rocdl'))}>")

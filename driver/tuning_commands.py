@@ -35,9 +35,9 @@ from openprim.passes import prim_select
 from openprim.dialect import contract, graph_functions
 from openprim.pyfrontend import Graph, to_module
 from openprim.solvers import SOLVERS, applicable
-from openprim.solvers.problem import parse_descriptor, problem_of
+from openprim.solvers.problem import DIRECTIONS, parse_descriptor, problem_of
 from openprim.tuning import db as tuning_db
-from openprim.tuning import find
+from openprim.tuning import dbfile, find, fleet
 from openprim.tuning.tuner import Tuner
 
 BUNDLE_FORMAT = "openprim-tuning-bundle"
@@ -46,18 +46,8 @@ RESULTS_FORMAT = "openprim-tuning-results"
 
 def layers(graph, target):
     """(module, [(op, descriptor, count)]) of the distinct conv2d/matmul/attention problems of the graph, as
-    prim-select sees them for `target` (a Target or its text): after prim-decompose, as in a compile, so an
-    attention that no solver takes there is its two GEMMs."""
-    target = compiler.target_of(target)
-    module = to_module(graph)
-    passes.run(module, f"prim-decompose{{target={target}}},prim-fuse")
-    found = {}
-    with module.context:
-        for fn in graph_functions(module.operation):
-            for op in prim_select.prepare(fn, "NHWC", target):
-                key = problem_of(op).descriptor()
-                found.setdefault(key, [op, key, 0])[2] += 1
-    return module, [tuple(v) for v in found.values()]
+    prim-select sees them for `target` (a Target or its text): find.layers."""
+    return find.layers(graph, compiler.target_of(target))
 
 
 def _params(solver: str, params: dict) -> str:
@@ -99,16 +89,18 @@ class Progress:
             self.bar.close()
 
 
-def tune(graph, target: str, budget: float) -> list[dict]:
-    """Find per distinct layer (budget seconds each), store the measurements, print one line per layer. An
-    OpenPrimError, before anything is measured, when the user database cannot store them."""
+def tune(graph, target: str, budget: float, db: str | None = None) -> list[dict]:
+    """Find per distinct layer (budget seconds each), store the measurements (in the user database, or `db`),
+    print one line per layer. An OpenPrimError, before anything is measured, when the database cannot store
+    them."""
     target = compiler.target_of(target)
     why_not = find.unavailable(target)
     if why_not:
         raise OpenPrimError(why_not)
-    why_not = tuning_db.unwritable()
+    why_not = tuning_db.unwritable(db)
     if why_not:
-        raise OpenPrimError(f"{why_not}: nothing would be stored; set OPENPRIM_USER_DB_PATH to a writable file")
+        raise OpenPrimError(f"{why_not}: nothing would be stored; set OPENPRIM_USER_DB_PATH (or --db) to a "
+                            f"writable file")
     module, todo = layers(graph, target)
     summary = []
     with module.context:
@@ -118,9 +110,9 @@ def tune(graph, target: str, budget: float) -> list[dict]:
                 results = find.search(op, target, budget, lambda done, total, r: progress.update(
                     done, total, f"{r.solver} {_params(r.solver, r.params)} "
                                  f"{_us(r.seconds) if r.seconds is not None else r.error}"))
-            if not find.store(key, target, results):
-                raise OpenPrimError(f"tuning database {tuning_db.user_path()}: the measurements of {key} could not "
-                                    f"be stored (see the warning)")
+            if not find.store(key, target, results, db):
+                raise OpenPrimError(f"tuning database {db or tuning_db.user_path()}: the measurements of {key} could "
+                                    f"not be stored (see the warning)")
             best, ref = results[0], _reference(op, target, results)
             summary.append(dict(problem=key, count=count, best=best, reference=ref, configs=len(results),
                                 seconds=time.monotonic() - t0))
@@ -198,15 +190,48 @@ def bundle(graph, target: str, path: str, budget: float, seed: int = 0) -> int:
     return len(index)
 
 
-def import_results(path: str) -> int:
-    """Write the measurements of a results file (scripts/measure_tuning.py) into the user database."""
+def tune_on_ray(models: list[str], defines: dict, target, address: str | None, workers: int | None,
+                db: str | None, budget: float) -> None:
+    """`openprim tune MODEL... --ray [ADDRESS]`: tuning/fleet.py's tune_fleet, then the summary table per
+    layer (stdout) and the totals; an OpenPrimError when a layer could not be tuned."""
+    report = fleet.tune_fleet(models, target, address=address or None, workers=workers, db=db, budget=budget,
+                              defines=defines)
+    print(report.table())
+    print(f"tuned {report.totals()}")
+    failed = [layer for layer in report.layers if layer["error"]]
+    if failed:
+        raise OpenPrimError(f"{len(failed)} of {len(report.layers)} layers could not be tuned; first: "
+                            f"{failed[0]['problem']}: {failed[0]['error']}")
+
+
+def db_import(path: str, db: str | None = None, system: bool = False) -> tuple[int, str]:
+    """`openprim db import FILE`: a database export (tuning/dbfile.py) or measured results of a bundle
+    (scripts/measure_tuning.py), into the user database, `db`, or (system) the package's system database;
+    (records imported, the database)."""
     try:
         with open(path) as f:
             data = json.load(f)
     except (OSError, ValueError) as e:
-        raise OpenPrimError(f"{path}: cannot read tuning results ({e})") from None
+        raise OpenPrimError(f"{path}: cannot read tuning results or a tuning database export ({e})") from None
+    if isinstance(data, dict) and data.get("format") == dbfile.FORMAT:
+        n, where = dbfile.import_file(path, db, system, data)
+        return n, str(where)
+    if system:
+        raise OpenPrimError(f"{path}: --system imports a database export (openprim db export), not tuning results")
+    return import_results(path, data, db), str(db or tuning_db.user_path())
+
+
+def import_results(path: str, data=None, db: str | None = None) -> int:
+    """Write the measurements of a results file (scripts/measure_tuning.py) into the user database (or `db`)."""
+    if data is None:
+        try:
+            with open(path) as f:
+                data = json.load(f)
+        except (OSError, ValueError) as e:
+            raise OpenPrimError(f"{path}: cannot read tuning results ({e})") from None
     if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
-        raise OpenPrimError(f"{path}: not a tuning results file (format {RESULTS_FORMAT})")
+        raise OpenPrimError(f"{path}: not a tuning results file (format {RESULTS_FORMAT}) nor a tuning database "
+                            f"export (openprim db export)")
     timed = [r for r in data.get("results", []) if r.get("seconds") is not None]
     params = []
     for r in timed:  # every result read before any is stored: a file is imported whole or not at all
@@ -214,13 +239,13 @@ def import_results(path: str) -> int:
             params.append(tuning_db.solver_params(r["solver"], r["params"]))
         except OpenPrimError as e:
             raise OpenPrimError(f"{path}: {r['problem']}: {e} (measure a bundle of this compiler)") from None
-    why = tuning_db.unwritable()
+    why = tuning_db.unwritable(db)
     if why:
         raise OpenPrimError(f"{why}: nothing imported")
-    stored = sum(tuning_db.record(r["problem"], r["arch"], r["solver"], p, r["seconds"], data["compiler"])
+    stored = sum(tuning_db.record(r["problem"], r["arch"], r["solver"], p, r["seconds"], data["compiler"], db)
                  for r, p in zip(timed, params))
     if stored < len(timed):
-        raise OpenPrimError(f"{path}: only {stored} of {len(timed)} records stored in {tuning_db.user_path()} "
+        raise OpenPrimError(f"{path}: only {stored} of {len(timed)} records stored in {db or tuning_db.user_path()} "
                             f"(see the warning)")
     return stored
 
@@ -264,7 +289,8 @@ def explain(graph, target: str) -> None:
             for rec in reversed(tuning_db.records(problem, arch, target)):  # the fastest per solver wins
                 measured[rec.solver] = rec
             print(f"{key} x{count}")
-            listed = applicable(problem, op.name[5:], target)
+            listed = [(s, why) for s, why in applicable(problem, op.name[5:], target)   # this direction's
+                      if getattr(problem, "direction", "fwd") in s.directions]
             width = max(len(s.name) for s, _ in listed)
             for s, why in listed:
                 rec = measured.get(s.name)
@@ -280,69 +306,133 @@ def explain(graph, target: str) -> None:
                   + (f" ({_us(c.seconds)})" if c.seconds is not None else "") + f" (mode {mode})")
 
 
-def conv_graph(a, rng) -> tuple[Graph, np.ndarray, np.ndarray]:
-    """The convolution of MIOpenDriver's flags, with random data: (graph, x, w)."""
+# MIOpenDriver's -F: one bit per direction (0 = all three)
+DIRECTION_FLAGS = {1: "fwd", 2: "bwd_data", 4: "bwd_weights"}
+CONV_OPS = ("prim.conv2d", "prim.conv2d_backward_data", "prim.conv2d_backward_weights")
+
+
+def conv_graph(a, rng, direction: str = "fwd") -> tuple[Graph, list, np.ndarray]:
+    """The convolution of MIOpenDriver's flags in one direction, with random data: (graph, its inputs, the
+    float64 reference of its output). The filter is a parameter (a constant) forward, an input backward (as in
+    training: the weights change every step)."""
     layout = a.layout
     g = Graph(layout=layout, dtype=a.dtype)
-    xs = (a.n, a.c, a.H, a.W) if layout == "NCHW" else (a.n, a.H, a.W, a.c)
     if a.c % a.g or a.k % a.g:
         raise OpenPrimError(f"-g {a.g} must divide -c {a.c} and -k {a.k}")
+    xs = (a.n, a.c, a.H, a.W) if layout == "NCHW" else (a.n, a.H, a.W, a.c)
     ws = (a.k, a.c // a.g, a.y, a.x) if layout == "NCHW" else (a.k, a.y, a.x, a.c // a.g)
     x, w = rng.standard_normal(xs), rng.standard_normal(ws) / np.sqrt(a.c // a.g * a.y * a.x)
-    y = g.conv2d(g.input("x", xs), g.param("w", w), stride=(a.u, a.v), padding=(a.p, a.q), dilation=(a.l, a.j),
-                 groups=a.g)
-    g.output(y)
-    return g, x, w
+    conv = dict(stride=(a.u, a.v), padding=(a.p, a.q), dilation=(a.l, a.j), groups=a.g)
+    y = _conv_reference(x, w, a)
+    if direction == "fwd":
+        g.output(g.conv2d(g.input("x", xs), g.param("w", w), **conv))
+        return g, [x], y
+    dy = rng.standard_normal(y.shape)
+    dx, dw = _conv_backward_reference(x, w, dy, a)
+    if direction == "bwd_data":
+        g.output(g.conv2d_backward_data(g.input("dy", dy.shape), g.input("w", ws), (a.H, a.W), **conv))
+        return g, [dy, w], dx
+    g.output(g.conv2d_backward_weights(g.input("x", xs), g.input("dy", dy.shape), (a.y, a.x), **conv))
+    return g, [x, dy], dw
 
 
 def run_conv(a) -> None:
-    """Compile one convolution with the selected (or forced) solver, check it against float64 numpy,
-    print the solver and, with -t 1, the time and GFLOP/s."""
-    if a.F != 1:
-        raise OpenPrimError(f"-F {a.F}: only the forward convolution (-F 1) is supported")
-    g, x, w = conv_graph(a, np.random.default_rng(0))
+    """Compile each direction of -F (MIOpenDriver's: 1 forward, 2 backward data, 4 backward weights, a sum of
+    them, 0 all) with the selected (or forced) solver, check it against float64 numpy, print the solver and,
+    with -t 1, the time and GFLOP/s. On a GPU target without its GPU here, compile only."""
+    mask = 7 if a.F == 0 else a.F
+    if mask > 7:
+        raise OpenPrimError(f"-F {a.F}: 0 (all directions), 1 forward, 2 backward data, 4 backward weights, "
+                            f"or a sum of them")
+    no_device = find.unavailable(compiler.target_of(a.target))
+    wrong = [_run_direction(a, d, no_device) for bit, d in DIRECTION_FLAGS.items() if mask & bit]
+    if any(wrong):
+        raise OpenPrimError("; ".join(w for w in wrong if w))
+
+
+def _run_direction(a, direction: str, no_device: str | None) -> str | None:
+    """One direction of run_conv: None, or what was wrong."""
+    g, inputs, want = conv_graph(a, np.random.default_rng(0), direction)
     module = to_module(g)
     solver = f" solver={a.solver}" if a.solver else ""
     passes.run(module, f"prim-fuse,prim-select{{target={a.target}{solver}}}", tuner=Tuner())
     op = next(o.operation for o in graph_functions(module.operation)[0].regions[0].blocks[0].operations
-              if o.operation.name == "prim.conv2d")
+              if o.operation.name in CONV_OPS and contract.solver(o.operation))
     problem, solver, source = contract.problem(op), contract.solver(op), contract.choice(op)
     params = _params(solver, contract.params(op))
-    exe = compiler.compile(module, a.target)  # prim-select keeps the choice written on the op
-    y = np.asarray(exe(x.astype(np.float32)), np.float64)
-    err = float(np.max(np.abs(y - _conv_reference(x, w, a)))) / max(1.0, float(np.max(np.abs(y))))
+    how = "" if op.name != "prim.conv2d" or direction == "fwd" else " (as the forward convolution " \
+        "of dy with the reversed filter)"
+    line = f"{DIRECTIONS[direction]}: {problem}{how}: solver {solver} {params} ({source})"
+    if no_device:
+        with tempfile.TemporaryDirectory() as tmp:     # the whole compile, as for the GPU machine
+            compiler.save(module, os.path.join(tmp, "conv.oprim"), a.target)
+        print(f"{line}; compiled for {a.target} (no such GPU here to run it)")
+        return None
+    exe = compiler.compile(module, a.target)   # prim-select keeps the choice written on the op
+    feeds = [v.astype(np.float32) for v in inputs]
+    y = np.asarray(exe(*feeds), np.float64)
+    err = float(np.max(np.abs(y - want))) / max(1.0, float(np.max(np.abs(want))))
     ok = err <= find.TOLERANCE[a.dtype]
-    print(f"{problem}: solver {solver} {params} ({source}); "
-          f"max relative error vs float64 {err:.1e} ({'ok' if ok else 'WRONG'})")
+    print(f"{line}; max relative error vs float64 {err:.1e} ({'ok' if ok else 'WRONG'})")
     if a.t:
-        exe(x.astype(np.float32))
+        exe(*feeds)
         seconds = sum(exe.time_steps(a.i)) if hasattr(exe, "time_steps") and not hasattr(exe, "time_ms") \
             else exe.time_ms(a.i) / 1e3
-        flops = 2.0 * a.n * y.shape[2 if a.layout == "NCHW" else 1] * y.shape[3 if a.layout == "NCHW" else 2] \
-            * a.k * (a.c // a.g) * a.y * a.x
-        print(f"time {seconds * 1e3:.4f} ms, {flops / seconds / 1e9:.1f} GFLOP/s")
-    if not ok:
-        raise OpenPrimError(f"{problem}: the output does not match float64 numpy (error {err:.1e})")
+        oh, ow = want.shape[2:] if a.layout == "NCHW" else want.shape[1:3]
+        if direction != "fwd":
+            oh, ow = (_out_size(a.H, a.y, a.p, a.u, a.l), _out_size(a.W, a.x, a.q, a.v, a.j))
+        flops = 2.0 * a.n * oh * ow * a.k * (a.c // a.g) * a.y * a.x
+        print(f"  time {seconds * 1e3:.4f} ms, {flops / seconds / 1e9:.1f} GFLOP/s")
+    return None if ok else f"{problem}: the output does not match float64 numpy (error {err:.1e})"
+
+
+def _out_size(size, k, pad, stride, dilation):
+    return (size + 2 * pad - dilation * (k - 1) - 1) // stride + 1
+
+
+def _nchw(x, w, a):
+    return (x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2)) if a.layout == "NHWC" else (x, w)
+
+
+def _windows(a, h, wd, r, s):
+    """(oh, ow, [(i, j, the input rows and columns tap (i, j) reads)]) of the flags' convolution."""
+    oh, ow = _out_size(h, r, a.p, a.u, a.l), _out_size(wd, s, a.q, a.v, a.j)
+    return oh, ow, [(i, j, np.s_[i * a.l:i * a.l + a.u * (oh - 1) + 1:a.u], np.s_[j * a.j:j * a.j + a.v * (ow - 1) + 1:a.v])
+                    for i in range(r) for j in range(s)]
 
 
 def _conv_reference(x, w, a):
     """Grouped, strided, dilated, zero-padded cross-correlation in float64 (the -layout of x and w)."""
-    if a.layout == "NHWC":
-        x, w = x.transpose(0, 3, 1, 2), w.transpose(0, 3, 1, 2)
+    x, w = _nchw(x, w, a)
     n, c, h, wd = x.shape
     k, cg, r, s = w.shape
-    xp = np.pad(x, ((0, 0), (0, 0), (a.p, a.p), (a.q, a.q)))
-    oh = (h + 2 * a.p - a.l * (r - 1) - 1) // a.u + 1
-    ow = (wd + 2 * a.q - a.j * (s - 1) - 1) // a.v + 1
-    xg = xp.reshape(n, a.g, cg, *xp.shape[2:])
+    xg = np.pad(x, ((0, 0), (0, 0), (a.p, a.p), (a.q, a.q))).reshape(n, a.g, cg, h + 2 * a.p, wd + 2 * a.q)
     wg = w.reshape(a.g, k // a.g, cg, r, s)
+    oh, ow, taps = _windows(a, h, wd, r, s)
     out = np.zeros((n, a.g, k // a.g, oh, ow))
-    for i in range(r):
-        for j in range(s):
-            patch = xg[:, :, :, i * a.l:i * a.l + a.u * (oh - 1) + 1:a.u, j * a.j:j * a.j + a.v * (ow - 1) + 1:a.v]
-            out += np.einsum("ngchw,gkc->ngkhw", patch, wg[:, :, :, i, j])
+    for i, j, rows, cols in taps:
+        out += np.einsum("ngchw,gkc->ngkhw", xg[:, :, :, rows, cols], wg[:, :, :, i, j])
     out = out.reshape(n, k, oh, ow)
     return out.transpose(0, 2, 3, 1) if a.layout == "NHWC" else out
+
+
+def _conv_backward_reference(x, w, dy, a):
+    """(dx, dw) of _conv_reference's convolution for the output gradient dy, in float64 (the -layout's)."""
+    x, w = _nchw(x, w, a)
+    dy = dy.transpose(0, 3, 1, 2) if a.layout == "NHWC" else dy
+    n, c, h, wd = x.shape
+    k, cg, r, s = w.shape
+    xg = np.pad(x, ((0, 0), (0, 0), (a.p, a.p), (a.q, a.q))).reshape(n, a.g, cg, h + 2 * a.p, wd + 2 * a.q)
+    wg, dyg = w.reshape(a.g, k // a.g, cg, r, s), dy.reshape(n, a.g, k // a.g, *dy.shape[2:])
+    dxg, dw = np.zeros_like(xg), np.zeros_like(wg)
+    for i, j, rows, cols in _windows(a, h, wd, r, s)[2]:
+        dxg[:, :, :, rows, cols] += np.einsum("ngkhw,gkc->ngchw", dyg, wg[:, :, :, i, j])
+        dw[:, :, :, i, j] = np.einsum("ngchw,ngkhw->gkc", xg[:, :, :, rows, cols], dyg)
+    dx = dxg.reshape(n, c, h + 2 * a.p, wd + 2 * a.q)[:, :, a.p:a.p + h, a.q:a.q + wd]
+    dw = dw.reshape(k, cg, r, s)
+    if a.layout == "NHWC":
+        return dx.transpose(0, 2, 3, 1), dw.transpose(0, 2, 3, 1)
+    return dx, dw
 
 
 def db_add(problem: str, arch: str, solver: str, params: str, seconds: str) -> None:

@@ -201,8 +201,9 @@ def best(problem, arch: str, target: Target | None = None) -> Record | None:
     return min(user or found, key=rank, default=None)
 
 
-def _write(path: Path, row: tuple | None) -> str | None:
-    """Stores `row` in the database at `path` (None: only takes its write lock); why it cannot (None: done)."""
+def _write(path: Path, row: tuple | list | None) -> str | None:
+    """Stores `row` (a list: every row, in one transaction) in the database at `path` (None: only takes its
+    write lock); why it cannot (None: done)."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         conn = connect(path, readonly=False)
@@ -210,7 +211,8 @@ def _write(path: Path, row: tuple | None) -> str | None:
             with conn:
                 conn.execute("BEGIN IMMEDIATE")
                 if row is not None:
-                    conn.execute("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?, ?)", row)
+                    conn.executemany("INSERT OR REPLACE INTO records VALUES (?, ?, ?, ?, ?, ?, ?)",
+                                     row if isinstance(row, list) else [row])
         finally:
             conn.close()
         return None
@@ -240,3 +242,22 @@ def record(problem: str, arch: str, solver: str, params: dict, seconds: float, v
     if why:
         warn_once(f"tuning database {path}{why}: results are not cached")
     return why is None
+
+
+def record_many(rows: list[tuple], path: Path | None = None) -> str | None:
+    """Store measurements (problem, arch, solver, the solver's parameters, seconds[, version]) in the user
+    database (or the one at `path`) in one transaction: all of them or none, each replacing the record of the
+    same key (the table's primary key: a record exists once). Why they could not be (None: stored)."""
+    path = Path(path or user_path())
+    out = [(p, a, s, params_key(stored_params(s, params)), float(sec), (v[0] if v else compiler_version()), time.time())
+           for p, a, s, params, sec, *v in rows]
+    why = _write(path, out) if out else None
+    return why and f"tuning database {path}{why}"
+
+
+def stored(problem, arch: str, target: Target | None = None, path: Path | None = None) -> list[Record]:
+    """The valid records of a problem object on arch in the user database (or the one at `path`) alone, with
+    the solver's parameters: what a resumed tuning run has measured already (invalid ones are left out)."""
+    path = Path(path or user_path())
+    return [dataclasses.replace(r, params=solver_params(r.solver, r.params))
+            for r in _rows(path, "user", problem.descriptor(), arch) if invalid(r, problem, target) is None]

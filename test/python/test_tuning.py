@@ -343,12 +343,34 @@ def test_tune_explain_and_conv(tmp_path, user_db):
              "-t", "1")
     assert r.returncode == 0, r.stderr
     assert "(ok)" in r.stdout and "GFLOP/s" in r.stdout
-    for bad, msg in ((["-F", "2"], "only the forward convolution"), (["-g", "3"], "-g 3 must divide"),
+    for bad, msg in ((["-F", "9"], "-F 9: 0 (all directions), 1 forward"), (["-g", "3"], "-g 3 must divide"),
                      (["--solver", "conv_depthwise"], "not applicable")):
         r = _cli("conv", *bad)
         assert r.returncode == 1 and r.stderr.count("\n") == 1 and msg in r.stderr, r.stderr
     r = _cli("tune", str(model), "--target", "nvvm:sm_90")
     assert r.returncode == 1 and "--measure-on" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_conv_directions():
+    """`openprim conv -F`, MIOpenDriver's directions: each one compiled, checked against float64 numpy (a strided,
+    dilated, grouped, asymmetric case: the reference solvers; a plain one: the fast ones, the stride-1 input
+    gradient as a forward convolution); on a GPU target with no GPU here, compiled only."""
+    r = _cli("conv", "-n", "2", "-c", "6", "-H", "9", "-W", "8", "-k", "4", "-p", "1", "-q", "2", "-u", "2", "-l", "2",
+             "-g", "2", "-F", "0")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert [ln.split(":")[0] for ln in lines] == ["forward", "backward data", "backward weights"], r.stdout
+    assert all(ln.endswith("(ok)") for ln in lines), r.stdout
+    assert "conv2d_bwd_data-2x6x9x8-k4-3x3-s2x1-p1x2x1x2-d2x1-g2" in lines[1] and "conv2d_bwd_weights-" in lines[2]
+    r = _cli("conv", "-n", "2", "-c", "8", "-H", "9", "-W", "7", "-k", "16", "-p", "1", "-q", "1", "-F", "6", "-t", "1",
+             "--layout", "NHWC")
+    assert r.returncode == 0, r.stderr
+    assert "(as the forward convolution of dy with the reversed filter): solver conv_" in r.stdout, r.stdout
+    assert "solver conv_bwd_weights_gemm" in r.stdout and r.stdout.count("GFLOP/s") == 2, r.stdout
+    r = _cli("conv", "-n", "2", "-c", "16", "-H", "9", "-W", "7", "-k", "16", "-p", "1", "-q", "1", "-F", "3",
+             "--dtype", "f16", "--target", "nvvm:sm_90")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("compiled for nvvm:sm_90 (no such GPU here to run it)") == 2, r.stdout
 
 
 def test_bundle_measure_import(tmp_path, user_db):
