@@ -8,7 +8,7 @@ decompositions that `TRAINING_KEPT` leaves out (so that these reach the importer
 
     convolution_backward              conv2d_backward (grad_input, grad_weight, grad_bias by output_mask)
     _native_batch_norm_legit_functional, _native_batch_norm_legit (training)
-                                      batch_norm_training; save_mean/save_rstd from batch_norm_statistics; the
+                                      batch_norm_statistics, the output normalized from them elementwise; the
                                       running-stat updates computed ((1 - m) * running + m * batch; the
                                       variance unbiased), so the buffers follow eager's
     native_batch_norm_backward        batch_norm_backward (train); eval mode from the running statistics
@@ -134,9 +134,17 @@ def _bn_training(im, x, w, b, running_mean, running_var, momentum, eps):
         var = im.g.sub(im.g.div(1.0, im.g.mul(rstd, rstd)), float(eps))
         return _running_update(im, running_var, im.g.mul(var, count / max(count - 1, 1)), momentum)
 
+    def output():
+        """(x - mean) * (rstd * scale) + shift, one elementwise pass over x with the statistics (which the
+        saved tensors and the running averages need anyway) instead of batch_norm_training's own three."""
+        mean, rstd = statistics()
+        g, channel = im.g, (lambda v: im.g.reshape(v, [c, 1, 1]))  # noqa: E731 - NCHW broadcast
+        scale = g.mul(rstd, _vec(im, w, c, 1.0, "bn_scale"))
+        y = g.add(g.mul(g.sub(x4, channel(mean)), channel(scale)), channel(_vec(im, b, c, 0.0, "bn_shift")))
+        return undo(y)
+
     return _Lazy([
-        lambda: undo(im.g.batch_norm_training(x4, _vec(im, w, c, 1.0, "bn_scale"), _vec(im, b, c, 0.0, "bn_shift"),
-                                              float(eps))),
+        output,
         lambda: statistics()[0], lambda: statistics()[1],
         None if running_mean is None else lambda: _running_update(im, running_mean, statistics()[0], momentum),
         None if running_var is None else new_var])
