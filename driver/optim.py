@@ -9,18 +9,20 @@ OpenPrim kernels, with fp32 master weights for f16/bf16 parameters and dynamic l
     opt.scale(loss).backward(); opt.step()                   # f16: scaled loss, unscaled in the update
 
 How. At construction every parameter of a group moves into one flat buffer (the parameters become views of
-it; zeros pad it to whole rows of ROW) and its gradient into another (`p.grad` views: backward accumulates into them in place, so zero_grad
-zeroes them and never sets them to None); the optimizer's state (momentum, Adam's moments) and, for f16/bf16
-parameters, the fp32 master copy are flat fp32 buffers too. One Graph per group computes the update of the
-whole flat vector elementwise: prim-fuse makes it a handful of kernels (the new state, the new weights, the
-overflow check), whatever the number of parameters, where torch.optim's foreach path launches per tensor list and
-its loop per parameter. The hyper-parameters (learning rate, bias corrections, the loss scale's inverse) are
-scalar inputs, so a schedule never recompiles. The results are copied back into the flat buffers.
+it; zeros pad it to whole rows of ROW) and its gradient into another (`p.grad` views: backward accumulates
+into them in place, so zero_grad zeroes them and never sets them to None); the optimizer's state (momentum,
+Adam's moments) and, for f16/bf16 parameters, the fp32 master copy are flat fp32 buffers too. One Graph per
+group computes the update of the whole flat vector elementwise: prim-fuse makes it a handful of kernels (the
+new state, the new weights, the overflow check), whatever the number of parameters, where torch.optim's
+foreach path launches per tensor list and its loop per parameter. The hyper-parameters (learning rate, bias
+corrections, the loss scale's inverse) are scalar inputs, so a schedule never recompiles. The results are
+copied back into the flat buffers (on the CPU that copying, in and out of the runtime's arena, makes a step
+slower than torch.optim's: bench/optimizer_cpu.py).
 
 Loss scaling (f16): `scale(loss)` multiplies the loss by the current scale; the update multiplies the
 gradients by its inverse and, with loss_scale="dynamic", sums them times 0 (one reduction in the same
-executable: nan where a gradient is inf or nan). Then the step is skipped and the scale halved; after `growth_interval` finite steps in a row it doubles (as
-torch.amp.GradScaler).
+executable: nan where a gradient is inf or nan). Then the step is skipped and the scale halved; after
+`growth_interval` finite steps in a row it doubles (as torch.amp.GradScaler).
 
 The update follows torch.optim's formulas (single tensor, not fused): SGD's momentum buffer is the first
 gradient itself (dampening applies from the second step), AdamW decays the weights before the moments and
