@@ -1,4 +1,5 @@
-"""Atomic file writes: a temporary file in the target's directory, renamed over it when complete.
+"""Atomic file writes: a temporary file in the target's directory, renamed over it when complete; and JSON
+files read with one clear error.
 
 A reader (or a crash) never sees a half-written artifact, cache entry, DB or output; a failed write leaves
 the old file as it was. The new file gets the mode a plain open() would give (0666 less the umask), not
@@ -6,6 +7,7 @@ mkstemp's 0600.
 """
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from contextlib import contextmanager
@@ -39,3 +41,13 @@ def atomic_file(path, mode: str = "wb", what: str = "output"):
         if isinstance(e, OSError):
             raise OpenPrimError(f"{what} {path}: cannot write there ({e.strerror or e})") from None
         raise
+
+
+def read_json(path, what: str):
+    """The JSON value of file `path`; one OpenPrimError line ("<path>: cannot read <what> (why)") when it
+    cannot be read or parsed."""
+    try:
+        with open(path) as f:
+            return json.load(f)
+    except (OSError, ValueError) as e:
+        raise OpenPrimError(f"{path}: cannot read {what} ({e})") from None

@@ -31,6 +31,7 @@ from tqdm import tqdm
 
 from openprim import compiler, passes
 from openprim.base.errors import OpenPrimError
+from openprim.base.files import read_json
 from openprim.passes import prim_select
 from openprim.dialect import contract, graph_functions
 from openprim.pyfrontend import Graph, to_module
@@ -224,11 +225,7 @@ def db_import(path: str, db: str | None = None, system: bool = False) -> tuple[i
 def import_results(path: str, data=None, db: str | None = None) -> int:
     """Write the measurements of a results file (scripts/measure_tuning.py) into the user database (or `db`)."""
     if data is None:
-        try:
-            with open(path) as f:
-                data = json.load(f)
-        except (OSError, ValueError) as e:
-            raise OpenPrimError(f"{path}: cannot read tuning results ({e})") from None
+        data = read_json(path, "tuning results")
     if not isinstance(data, dict) or data.get("format") != RESULTS_FORMAT:
         raise OpenPrimError(f"{path}: not a tuning results file (format {RESULTS_FORMAT}) nor a tuning database "
                             f"export (openprim db export)")

@@ -26,7 +26,7 @@ from openprim.kernels.semantics import (_extract, _loop_index, _select_typed, _s
                                         emit_conv2d_backward_weights, epilogue, mac_body)
 from openprim.kernels import schedules
 from openprim.solvers.base import DenseNhwcSolver, Solver, _thread_split
-from openprim.solvers.cpu import GEMM, _matmul, _pad_nhwc
+from openprim.solvers.cpu import GemmBackedSolver, _matmul, _pad_nhwc
 from openprim.solvers.problem import ConvProblem, GemmProblem
 
 NO_EPILOGUE = {"activation": "none", "activation_params": []}
@@ -73,7 +73,7 @@ def forward_problem(p: ConvProblem) -> ConvProblem:
                        p.layout, "RSCK", p.dtype, "none")
 
 
-class ConvBwdDataGemm(DenseNhwcSolver):
+class ConvBwdDataGemm(GemmBackedSolver):
     """Backward data of any stride as one GEMM into the patches' gradient and a col2im gather (module
     docstring). Its buffer is R S times the input gradient; col2im reads it once."""
     name = "conv_bwd_data_gemm"
@@ -89,15 +89,6 @@ class ConvBwdDataGemm(DenseNhwcSolver):
 
     def gemm_problem(self, p):
         return GemmProblem(1, p.n * p.oh * p.ow, p.r * p.s * p.c, p.k, False, False, p.dtype, "none")
-
-    def tunables(self, p):
-        return GEMM.tunables(self.gemm_problem(p))
-
-    def default_params(self, p, target):
-        return GEMM.default_params(self.gemm_problem(p), target)
-
-    def schedule(self, p, params):
-        return GEMM.schedule(self.gemm_problem(p), params)
 
     def build(self, kt, operands, attrs, shape, dtype, params):
         dy, w = operands

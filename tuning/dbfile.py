@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from openprim.base.errors import OpenPrimError
-from openprim.base.files import atomic_file
+from openprim.base.files import atomic_file, read_json
 from openprim.base.target import parse_target
 from openprim.solvers import SOLVERS
 from openprim.solvers.problem import parse_descriptor
@@ -105,11 +105,7 @@ def read(path: str, data=None) -> list[tuple]:
     """The records of an export file, validated (module docstring), as record_many rows; an OpenPrimError,
     one line, when the file or any record is not valid. `data`: the file's JSON, when read already."""
     if data is None:
-        try:
-            with open(path) as f:
-                data = json.load(f)
-        except (OSError, ValueError) as e:
-            raise OpenPrimError(f"{path}: cannot read a tuning database export ({e})") from None
+        data = read_json(path, "a tuning database export")
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise OpenPrimError(f"{path}: not a tuning database export (format {FORMAT})")
     if data.get("version") != VERSION:

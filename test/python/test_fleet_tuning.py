@@ -86,14 +86,7 @@ def cluster(tmp_path_factory):
             os.environ[k] = v
 
 
-@pytest.fixture(autouse=True)
-def user_db(tmp_path, monkeypatch):
-    path = tmp_path / "user.sqlite"
-    monkeypatch.setenv("OPENPRIM_USER_DB_PATH", str(path))
-    monkeypatch.setattr(tuning_db, "SYSTEM_DB", tmp_path / "system.sqlite")
-    monkeypatch.setattr(tuning_db, "_warned", set())
-    monkeypatch.setattr(tuning_db, "_unusable", set())
-    return path
+from test_tuning import user_db  # noqa: E402,F401 - the same fresh databases per test (autouse)
 
 
 @pytest.fixture

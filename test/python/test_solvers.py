@@ -911,23 +911,23 @@ def test_descriptor_errors(text, why):
 
 
 def test_conv_directions():
-    """Every conv solver states the directions it serves (forward only, today); for the others applicable()
-    says so."""
+    """Every conv solver states the directions it serves; for the others applicable() says so, and every
+    direction has an applicable solver on the CPU (the backward ones also through their op kinds)."""
     import dataclasses
 
     from openprim.solvers import applicable
     from openprim.solvers.problem import DIRECTIONS, parse_descriptor
     conv = [s for s in SOLVERS.values() if s.op == "conv2d"]
-    assert all(s.directions == ("fwd",) for s in conv)
+    assert all(s.directions and set(s.directions) <= set(DIRECTIONS) for s in conv)
     fwd = parse_descriptor("conv2d-1x16x9x9-k16-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-RSCK-f32-none")
+    kinds = {"fwd": "conv2d", "bwd_data": "conv2d_backward_data", "bwd_weights": "conv2d_backward_weights"}
     for direction in DIRECTIONS:
         p = dataclasses.replace(fwd, direction=direction)
-        reasons = [why for _, why in applicable(p, "conv2d", parse_target("cpu"))]
-        assert len(reasons) == len(conv)
-        if direction == "fwd":
-            assert None in reasons
-        else:
-            assert set(reasons) == {"serves forward only"}
+        listed = applicable(p, kinds[direction], parse_target("cpu"))
+        assert len(listed) == len(conv) and any(why is None for _, why in listed)
+        for s, why in listed:
+            if direction not in s.directions:
+                assert why.startswith("serves ") and why.endswith(" only"), (s.name, why)
     with pytest.raises(OpenPrimError, match="convolution direction 'bwd'"):
         dataclasses.replace(fwd, direction="bwd")
 
