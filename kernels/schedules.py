@@ -35,7 +35,7 @@ def _tiles(domain: list[int]) -> list[int]:
 def aux_tiling(domains: list[list[int]]) -> str:
     lines = []
     for i, dom in enumerate(domains):
-        if len(dom) <= 1:
+        if not dom:
             continue
         sizes = _tiles(dom)
         nloops = sum(1 for s in sizes if s)

@@ -545,3 +545,13 @@ def test_build_error_names_user_line():
     with pytest.raises(OpenPrimError) as e:
         g.matmul(x, g.param("b", np.ones((6, 4))))
     assert str(e.value).startswith(f"{__file__}:"), str(e.value)
+
+
+def test_long_vectors_are_tiled(rng):
+    """A 1-d elementwise kernel is tiled into vectors of at most 64 lanes: a flat vector of 2^20 + 13 values
+    (an optimizer's flat buffer) was one vector of that many lanes, which LLVM's codegen rejects."""
+    net = Net(rng, "f32")
+    a, av = net.input(((1 << 20) + 13,))
+    s, sv = net.input(())
+    got = net.run(None, net.g.add(a, net.g.mul(s, a)))
+    assert_close(got[0], av + sv * av, "f32")
