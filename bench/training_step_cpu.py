@@ -19,27 +19,18 @@ import copy
 import json
 import os
 import platform
-import statistics
 import sys
 import time
 import warnings
 
 import torch
-from timing import torch_cpu_threads
+from timing import median_time, torch_cpu_threads
 
 from openprim.torch_backend import openprim_backend
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
 import torch_models  # noqa: E402
-
-
-class WithLoss(torch.nn.Module):
-    def __init__(self, net):
-        super().__init__()
-        self.net, self.loss = net, torch.nn.CrossEntropyLoss()
-
-    def forward(self, x, y):
-        return self.loss(self.net(x), y)
+from train_resnet import WithLoss  # noqa: E402
 
 
 def _steps(model, x, y, steps):
@@ -58,14 +49,7 @@ def _steps(model, x, y, steps):
     t0 = time.perf_counter()
     loss, grads = step(keep=True)
     first = time.perf_counter() - t0
-    for _ in range(2):
-        step()
-    timed = []
-    for _ in range(steps):
-        t0 = time.perf_counter()
-        step()
-        timed.append(time.perf_counter() - t0)
-    return first, statistics.median(timed), loss, grads
+    return first, median_time(step, steps, warmup=2), loss, grads
 
 
 def main():

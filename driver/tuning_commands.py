@@ -320,11 +320,11 @@ def conv_graph(a, rng, direction: str = "fwd") -> tuple[Graph, list, np.ndarray]
     ws = (a.k, a.c // a.g, a.y, a.x) if layout == "NCHW" else (a.k, a.y, a.x, a.c // a.g)
     x, w = rng.standard_normal(xs), rng.standard_normal(ws) / np.sqrt(a.c // a.g * a.y * a.x)
     conv = dict(stride=(a.u, a.v), padding=(a.p, a.q), dilation=(a.l, a.j), groups=a.g)
-    y = _conv_reference(x, w, a)
     if direction == "fwd":
         g.output(g.conv2d(g.input("x", xs), g.param("w", w), **conv))
-        return g, [x], y
-    dy = rng.standard_normal(y.shape)
+        return g, [x], _conv_reference(x, w, a)
+    oh, ow = _out_size(a.H, a.y, a.p, a.u, a.l), _out_size(a.W, a.x, a.q, a.v, a.j)
+    dy = rng.standard_normal((a.n, a.k, oh, ow) if layout == "NCHW" else (a.n, oh, ow, a.k))
     dx, dw = _conv_backward_reference(x, w, dy, a)
     if direction == "bwd_data":
         g.output(g.conv2d_backward_data(g.input("dy", dy.shape), g.input("w", ws), (a.H, a.W), **conv))
@@ -375,9 +375,7 @@ def _run_direction(a, direction: str, no_device: str | None) -> str | None:
         exe(*feeds)
         seconds = sum(exe.time_steps(a.i)) if hasattr(exe, "time_steps") and not hasattr(exe, "time_ms") \
             else exe.time_ms(a.i) / 1e3
-        oh, ow = want.shape[2:] if a.layout == "NCHW" else want.shape[1:3]
-        if direction != "fwd":
-            oh, ow = (_out_size(a.H, a.y, a.p, a.u, a.l), _out_size(a.W, a.x, a.q, a.v, a.j))
+        oh, ow = _out_size(a.H, a.y, a.p, a.u, a.l), _out_size(a.W, a.x, a.q, a.v, a.j)
         flops = 2.0 * a.n * oh * ow * a.k * (a.c // a.g) * a.y * a.x
         print(f"  time {seconds * 1e3:.4f} ms, {flops / seconds / 1e9:.1f} GFLOP/s")
     return None if ok else f"{problem}: the output does not match float64 numpy (error {err:.1e})"

@@ -22,8 +22,7 @@ from openprim.base.target import Target
 from openprim.solvers.amd import (AttentionFlashMfma, AttentionFlashWmma, ConvImplicitGemmMfma, ConvImplicitGemmWmma,
                                   GemmMfma, GemmWmma)
 from openprim.solvers.base import Solver
-from openprim.solvers.cpu_backward import (ConvBwdDataGemm, ConvBwdDataReference, ConvBwdWeightsGemm,
-                                           ConvBwdWeightsReference)
+from openprim.solvers.cpu_backward import ConvBwdDataGemm, ConvBwdReference, ConvBwdWeightsGemm
 from openprim.solvers.cpu import (GEMM, Conv1x1Gemm, ConvDepthwise, ConvDirect, ConvGroupedGemm, ConvIm2colGemm,
                                   ConvImplicitGemm, ConvReference, GemmPacked, GemmReference)
 from openprim.solvers.gpu_simt import ConvDepthwiseGpu, ConvImplicitGemmGpu, GemmGpu
@@ -72,9 +71,9 @@ SOLVERS = {s.name: s for s in (
     AttentionFlashMfma(),
     AttentionFlashWmma(),
     ConvBwdDataGemm(),
-    ConvBwdDataReference(),
+    ConvBwdReference("bwd_data"),
     ConvBwdWeightsGemm(),
-    ConvBwdWeightsReference(),
+    ConvBwdReference("bwd_weights"),
 )}
 
 

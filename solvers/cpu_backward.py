@@ -22,8 +22,8 @@ The fast solvers read NHWC: prim-layout wraps NCHW backward convolutions in tran
 from __future__ import annotations
 
 from openprim.kernels.irtext import amap
-from openprim.kernels.semantics import (_extract, _loop_index, _select_typed, _strided_source, emit_conv2d_backward_data,
-                                        emit_conv2d_backward_weights, epilogue, mac_body)
+from openprim.kernels.semantics import (EMITTERS, _extract, _loop_index, _select_typed, _strided_source, epilogue,
+                                        mac_body)
 from openprim.kernels import schedules
 from openprim.solvers.base import DenseNhwcSolver, Solver, _thread_split
 from openprim.solvers.cpu import GemmBackedSolver, _matmul, _pad_nhwc
@@ -38,26 +38,18 @@ def _result(kt, acc, dtype):
     return epilogue(kt, acc, None, None, len(acc.shape) - 1, NO_EPILOGUE, dtype, always=True)
 
 
-class ConvBwdDataReference(Solver):
-    """Any backward-data convolution (every layout, stride, dilation, groups): the reference loop nest."""
-    name = "conv_bwd_data_reference"
-    directions = ("bwd_data",)
+class ConvBwdReference(Solver):
+    """Any backward convolution of one direction (every layout, stride, dilation, groups): the reference loop
+    nest of its op (kernels/semantics.py)."""
     efficiency = 0.02
     targets = REFERENCE_TARGETS
 
-    def build(self, kt, operands, attrs, shape, dtype, params):
-        return emit_conv2d_backward_data(kt, "conv2d_backward_data", operands, attrs, shape, dtype)
-
-
-class ConvBwdWeightsReference(Solver):
-    """Any backward-weights convolution: the reference loop nest."""
-    name = "conv_bwd_weights_reference"
-    directions = ("bwd_weights",)
-    efficiency = 0.02
-    targets = REFERENCE_TARGETS
+    def __init__(self, direction: str):
+        self.name, self.directions = f"conv_{direction}_reference", (direction,)
+        self.kind = {"bwd_data": "conv2d_backward_data", "bwd_weights": "conv2d_backward_weights"}[direction]
 
     def build(self, kt, operands, attrs, shape, dtype, params):
-        return emit_conv2d_backward_weights(kt, "conv2d_backward_weights", operands, attrs, shape, dtype)
+        return EMITTERS[self.kind](kt, self.kind, operands, attrs, shape, dtype)
 
 
 def flip_pads(p: ConvProblem) -> tuple[int, int, int, int]:

@@ -94,6 +94,17 @@ def assert_buffers_close(model, eager):
         torch.testing.assert_close(b, r, rtol=RTOL, atol=1e-6, msg=lambda m: f"buffer {name}: {m}")
 
 
+def backward_both(compiled, eager, x, t):
+    """(compiled loss, eager loss, the warnings of the compiled call): each loss computed and backpropagated."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        loss = compiled(x, t)
+        loss.backward()
+    want = eager(x, t)
+    want.backward()
+    return loss, want, caught
+
+
 @pytest.mark.parametrize("name", list(MODELS))
 def test_training_matches_eager(name):
     """One forward and backward against eager (loss, gradients, running statistics), both graphs compiled by
@@ -101,12 +112,7 @@ def test_training_matches_eager(name):
     fresh()
     model, eager, x, t = make(name)
     compiled = torch.compile(model, backend=openprim_backend, dynamic=False)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        loss = compiled(x, t)
-        loss.backward()
-    want = eager(x, t)
-    want.backward()
+    loss, want, caught = backward_both(compiled, eager, x, t)
     assert not openprim_warnings(caught), openprim_warnings(caught)
     assert dict(torch_backend.AOT_COUNTS) == {"forward compiled": 1, "backward compiled": 1, "forward runs": 1,
                                               "backward runs": 1}
@@ -196,12 +202,7 @@ def test_ignored_target_runs_eagerly():
     compiled = torch.compile(model, backend=openprim_backend, dynamic=False)
     ignored = t.clone()
     ignored[1] = -100
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        loss = compiled(x, ignored)
-        loss.backward()
-    want = eager(x, ignored)
-    want.backward()
+    loss, want, caught = backward_both(compiled, eager, x, ignored)
     msgs = openprim_warnings(caught)
     assert len(msgs) == 1 and "eagerly" in msgs[0], "\n".join(msgs)
     torch.testing.assert_close(loss.detach(), want.detach(), rtol=RTOL, atol=0)
