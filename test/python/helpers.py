@@ -135,8 +135,9 @@ def run_on_gpu(graph, feeds, pipeline=None, solver=""):
     """(lowered module, plan, outputs) of `graph` on TARGET: recorded as an artifact for the GPU
     machine, or read back from what it computed (see TARGET above); skips when neither was asked for."""
     key = _case_key()
-    if pipeline == "prim-lower":
-        pipeline = f"prim-lower{{target={TARGET}}}"
+    if pipeline and pipeline.split("{")[0] in ("prim-lower", "prim-pipeline") and "target=" not in pipeline:
+        name, _, options = pipeline.rstrip("}").partition("{")     # the whole compiler for TARGET
+        pipeline = f"{name}{{{' '.join(filter(None, [options, f'target={TARGET}']))}}}"
     record, replay = os.environ.get("OPENPRIM_GPU_RECORD"), os.environ.get("OPENPRIM_GPU_REPLAY")
     if not record and not replay:
         pytest.skip(f"target {TARGET}: set OPENPRIM_GPU_RECORD or OPENPRIM_GPU_REPLAY (scripts/gpu_replay.py)")

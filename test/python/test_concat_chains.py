@@ -1,5 +1,5 @@
-"""Chains of concats as one CPU copy kernel (concat_chains.outline_concat_chains, kernels/cpu/concat.py),
-against numpy: NCHW and NHWC graphs (prim-select moves its transposes through the single concats
+"""Chains of concats as one copy kernel (concat_chains.outline_concat_chains; kernels/cpu/concat.py and
+kernels/gpu/concat.py under OPENPRIM_TEST_TARGET, helpers.py), against numpy: NCHW and NHWC graphs (prim-select moves its transposes through the single concats
 first), inputs of odd widths (vector copies and scalar tails), fewer rows than threads (each input's
 columns split), every dtype, a chain whose inner result is used elsewhere (the chain stops there), and
 DenseNet's pattern (a growing concat of every earlier feature map before BN-ReLU-conv)."""
@@ -9,9 +9,7 @@ import numpy as np
 import pytest
 
 import reference as ref
-from helpers import DTYPES, TARGET, Net, assert_close
-
-pytestmark = pytest.mark.skipif(TARGET != "cpu", reason="a CPU kernel")
+from helpers import DTYPES, Net, assert_close
 
 
 def _kernels(net):
