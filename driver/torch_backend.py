@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import collections
 import copy
+import dataclasses
 import functools
 import inspect
 import operator
@@ -35,6 +36,7 @@ import numpy as np
 import openprim.cache
 from openprim.base.errors import OpenPrimError
 from openprim.base.target import parse_target
+from openprim.dynamic_batch import BatchRange, Buckets
 from openprim.pyfrontend.importers.common import DTYPE_NAMES, require
 from openprim.pyfrontend.torch import aot, backward
 from openprim.pyfrontend.torch.importer import _decompose, _op_key, import_exported
@@ -207,7 +209,7 @@ def _check_example_inputs(example_inputs):
                                 f"tensors (or Python numbers)")
 
 
-def compile_module(model, example_inputs, target=None, **options):
+def compile_module(model, example_inputs, target=None, dynamic_batch=None, **options):
     """torch.export the model (in eval mode; each submodule's mode is restored after) and compile it through
     the compile cache. model: a torch.nn.Module, or a plain function of tensors (wrapped in one).
 
@@ -215,7 +217,11 @@ def compile_module(model, example_inputs, target=None, **options):
     openprim.compiler.save (precision, layout, solver). Returns a callable taking the same (tensor)
     arguments, by position or by the names of forward's parameters, and returning torch tensors of the
     model's dtypes, on the inputs' device, structured like the model's output; `.exe.cache_hit` says
-    whether the compile was loaded from the cache."""
+    whether the compile was loaded from the cache.
+
+    dynamic_batch: True, a maximum batch or a (low, high) range: every tensor input has the batch as dim 0
+    and the callable takes any batch in the range, through batch buckets compiled on first use
+    (driver/dynamic_batch.py); `.buckets.compiled` holds them."""
     if isinstance(model, torch.nn.Module):
         signature = _signature(model.forward)
     elif callable(model):
@@ -226,6 +232,13 @@ def compile_module(model, example_inputs, target=None, **options):
     if not isinstance(example_inputs, tuple):
         example_inputs = tuple(example_inputs) if isinstance(example_inputs, list) else (example_inputs,)
     _check_example_inputs(example_inputs)
+    if dynamic_batch is not None and dynamic_batch is not False:
+        return _DynamicBatchModule(model, signature, example_inputs, target, BatchRange.of(dynamic_batch), options)
+    return _compile_module(model, signature, example_inputs, target, options)[0]
+
+
+def _compile_module(model, signature, example_inputs, target, options):
+    """(the _CompiledModule, its Graph) of compile_module."""
     default, index = _default_target(example_inputs)
     modes = [(m, m.training) for m in model.modules()]
     try:
@@ -238,7 +251,53 @@ def compile_module(model, example_inputs, target=None, **options):
     channels_last = _channels_last_inputs(g, flat, target or default)
     exe = openprim.cache.load_or_compile(g, target or default, options, device=index)
     return _CompiledModule(signature, exe, ep.call_spec.out_spec, len(g.outputs), [t.dtype for t in flat],
-                           _output_dtypes(ep), channels_last)
+                           _output_dtypes(ep), channels_last), g
+
+
+def _pad_rows(t, b: int):
+    """t with b rows: its own, then its first row repeated (dynamic_batch.py: valid data in the padding)."""
+    n = t.shape[0]
+    return t if n == b else torch.cat([t, t[:1].expand(b - n, *t.shape[1:])])
+
+
+def _batch_of(tensors, what: str) -> int:
+    """The batch (dim 0) that every tensor shares, or one error naming the one that differs."""
+    sizes = [tuple(t.shape) for t in tensors]
+    if not sizes or any(not s for s in sizes) or len({s[0] for s in sizes}) != 1:
+        raise OpenPrimError(f"{what}: with a dynamic batch every tensor input has the batch as dim 0; got "
+                            f"shapes {', '.join(map(str, sizes)) or 'none'}")
+    return sizes[0][0]
+
+
+def _cut_rows(outs, n: int, b: int):
+    """The outputs of a bucket of b rows cut back to the call's n."""
+    if n == b:
+        return outs
+    return torch.utils._pytree.tree_map(lambda o: o[:n] if isinstance(o, torch.Tensor) else o, outs)
+
+
+class _DynamicBatchModule:
+    """compile_module(..., dynamic_batch=...): one compiled bucket per batch range step (dynamic_batch.py)."""
+
+    def __init__(self, model, signature, example_inputs, target, batch_range, options):
+        tensors = [t for t in torch.utils._pytree.tree_leaves(example_inputs) if isinstance(t, torch.Tensor)]
+        example_batch = _batch_of(tensors, "compile_module")
+
+        def compile_bucket(b):
+            rows = (lambda t: _pad_rows(t, b)) if b >= example_batch else (lambda t: t[:b])
+            inputs = torch.utils._pytree.tree_map(lambda t: rows(t) if isinstance(t, torch.Tensor) else t,
+                                                  example_inputs)
+            return _compile_module(model, signature, inputs, target, options)
+
+        self.buckets = Buckets(batch_range, compile_bucket)
+
+    def __call__(self, *args, **kwargs):
+        n = _batch_of([t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)],
+                      "compile_module")
+        run, b = self.buckets.runner(n)
+        args, kwargs = torch.utils._pytree.tree_map(
+            lambda t: _pad_rows(t, b) if isinstance(t, torch.Tensor) else t, (args, kwargs))
+        return _cut_rows(run(*args, **kwargs), n, b)
 
 
 # ---------------------------------------------------------------------------- torch.compile backend
@@ -288,9 +347,10 @@ def openprim_backend(gm, example_inputs, options=None):
     returns, on the inputs' device and in gm's dtypes. Tensors that Dynamo passes as graph inputs but that
     are module parameters or buffers are compiled in as constants; a call that passes different ones,
     or the same ones modified in place (their _version changed), runs eagerly. A graph with ops
-    OpenPrim cannot map, symbolic (dynamic) sizes, or one that fails to import or compile, warns once
-    and runs eagerly (gm.forward). Use torch.compile(..., dynamic=False) to get one OpenPrim
-    compilation per input shape instead of an eager fallback for dynamic shapes.
+    OpenPrim cannot map, or one that fails to import or compile, warns once and runs eagerly (gm.forward).
+    A dynamic graph (torch.compile(dynamic=True), or sizes Dynamo made symbolic) whose one symbolic size is
+    the batch runs batch buckets (driver/dynamic_batch.py; options "dynamic_batch": the (low, high) range,
+    default (1, 64)); other symbolic sizes run eagerly, warned once.
 
     With gradients (grad mode on and an input or parameter that requires grad) the graph goes through
     AOTAutograd instead (`_training_backend`, CPU only): its forward and its backward graph are each imported
@@ -298,28 +358,40 @@ def openprim_backend(gm, example_inputs, options=None):
     (the optimizer updates them in place), and loss.backward() runs the backward executable. Each of the two
     that does not import or compile warns once, naming the unmapped ops, and runs eagerly."""
     inputs = list(example_inputs)
-    if not all(isinstance(t, torch.Tensor) for t in inputs):
-        _warn_once("openprim_backend: non-tensor graph inputs (symbolic sizes); running eagerly")
-        return gm.forward
     if _needs_grad(inputs):
         return _training_backend(gm, inputs, options)
+    options = dict(options or {})
+    batch_range = BatchRange.of(options.pop("dynamic_batch", True))
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    frozen = {i: t for i, t in enumerate(inputs) if _is_weight(t, placeholders[i] if i < len(placeholders) else None)}
+    if not all(isinstance(t, torch.Tensor) for t in inputs) or _symbolic(_traced(placeholders)):
+        return _dynamic_backend(gm, inputs, batch_range, options)
     try:
-        ep = torch.export.export(gm, tuple(_real(t) for t in inputs))
-        ep = _decompose(ep)
-        g, _ = import_exported(ep, constant_inputs=frozen, decompose=False)
-        options = dict(options or {})
-        target, index = _default_target([inputs[i] for i in range(len(inputs)) if i not in frozen])
-        target = options.pop("target", None) or target
-        channels_last = _channels_last_inputs(g, [t for i, t in enumerate(inputs) if i not in frozen], target)
-        exe = openprim.cache.load_or_compile(g, target, options, device=index)
+        return _compile_static(gm, inputs, _weights(inputs, placeholders), options)[0]
     except OpenPrimError as e:
         _warn_once(f"openprim_backend: {e}; running this graph eagerly")
-        return gm.forward
     except Exception as e:  # noqa: BLE001 - export of a dynamo graph can fail in many ways
         _warn_once(f"openprim_backend: failed ({type(e).__name__}: {e}); running this graph eagerly")
-        return gm.forward
+    return gm.forward
+
+
+def _weights(inputs, placeholders) -> list[bool]:
+    """Which graph inputs are parameters or buffers (read at backend time: Dynamo drops the placeholders'
+    graph arguments once the backend returns)."""
+    return [_is_weight(t, placeholders[i] if i < len(placeholders) else None) for i, t in enumerate(inputs)]
+
+
+def _compile_static(fn, inputs, weights, options):
+    """(run, Graph): fn (the FX graph, or _Bound around it) exported at these inputs and compiled, the inputs
+    flagged in `weights` as constants. Raises what export or compile raise."""
+    frozen = {i: t for i, t in enumerate(inputs) if weights[i]}
+    ep = torch.export.export(fn, tuple(_real(t) for t in inputs))
+    ep = _decompose(ep)
+    g, _ = import_exported(ep, constant_inputs=frozen, decompose=False)
+    target, index = _default_target([inputs[i] for i in range(len(inputs)) if i not in frozen])
+    target = options.get("target") or target
+    channels_last = _channels_last_inputs(g, [t for i, t in enumerate(inputs) if i not in frozen], target)
+    exe = openprim.cache.load_or_compile(g, target, {k: v for k, v in options.items() if k != "target"},
+                                         device=index)
     live_dtypes = [t.dtype for i, t in enumerate(inputs) if i not in frozen]
     runner = _Compiled(exe, ep.call_spec.out_spec, len(g.outputs), live_dtypes, _output_dtypes(ep), channels_last)
     versions = {i: t._version for i, t in frozen.items()}
@@ -329,13 +401,155 @@ def openprim_backend(gm, example_inputs, options=None):
         args = list(args)
         if _needs_grad(args):
             _warn_once(_NO_AUTOGRAD)
-            return gm.forward(*args)
+            return fn(*args)
         for i, t in frozen.items():
             if args[i] is not t or args[i]._version != versions[i]:
                 _warn_once("openprim_backend: parameters changed since compilation; running eagerly")
-                return gm.forward(*args)
-        outs = runner(*[args[i] for i in live])
-        return outs
+                return fn(*args)
+        return runner(*[args[i] for i in live])
+
+    return run, g
+
+
+# ---------------------------------------------------------------------------- torch.compile(dynamic=True)
+def _symbolic(values) -> bool:
+    return any(isinstance(t, torch.SymInt) or isinstance(t, torch.Tensor) and
+               any(isinstance(d, torch.SymInt) for d in t.shape) for t in values)
+
+
+def _traced(nodes) -> list:
+    """What Dynamo traced each node as (a fake tensor of symbolic sizes, a SymInt, ...): the backend's
+    example inputs are real values of this call's sizes."""
+    return [n.meta.get("example_value", n.meta.get("val")) if hasattr(n, "meta") else None for n in nodes]
+
+
+def _expr(d):
+    return d.node.expr if isinstance(d, torch.SymInt) else None
+
+
+@dataclasses.dataclass
+class _Symbols:
+    """How a dynamic FX graph's sizes vary: `batch`, the symbol of dim 0 of its batched inputs (`batched`);
+    each other size symbol read from a (input, dim) where it stands alone (`where`); the size inputs."""
+    batch: object
+    batched: list
+    where: dict
+    sizes: dict                 # input index -> its sympy expression
+
+    def values(self, args) -> dict:
+        return {sym: args[i].shape[d] for sym, (i, d) in self.where.items()}
+
+    def concrete(self, inputs, traced, values: dict) -> tuple[list, dict]:
+        """The inputs at these symbol values: zeros for symbolic tensors, others as they are; and the
+        value of every size input."""
+        def size(d):
+            return int(_expr(d).xreplace(values)) if isinstance(d, torch.SymInt) else d
+        tensors = [torch.zeros(tuple(size(d) for d in t.shape), dtype=inputs[i].dtype, device=inputs[i].device)
+                   if _symbolic([t]) else inputs[i] for i, t in enumerate(traced) if i not in self.sizes]
+        return tensors, {i: int(e.xreplace(values)) for i, e in self.sizes.items()}
+
+
+def _symbols(gm, traced):
+    """The _Symbols of a dynamic FX graph whose batch (dim 0 of its inputs) is one symbol that appears
+    nowhere else, every output carrying it as dim 0; or why the graph does not qualify. Other sizes may be
+    symbolic too (torch.compile(dynamic=True) makes every size so): they are compiled as each call gives
+    them."""
+    heads = {_expr(t.shape[0]) for t in traced if isinstance(t, torch.Tensor) and t.dim()} - {None}
+    if len(heads) != 1 or not next(iter(heads)).is_Symbol:
+        return f"symbolic batch sizes {sorted(map(str, heads))} (one batch symbol at dim 0 is supported)"
+    batch = next(iter(heads))
+    batched, where, sizes = [], {}, {}
+    for i, t in enumerate(traced):
+        if isinstance(t, torch.SymInt):
+            sizes[i] = _expr(t)
+            continue
+        if not isinstance(t, torch.Tensor):
+            return f"a graph input of type {type(t).__name__}"
+        for d, e in enumerate(t.shape):
+            e = _expr(e)
+            if e is None:
+                continue
+            if batch in e.free_symbols and (d != 0 or e != batch):
+                return f"the batch in a size other than dim 0 (input of shape {tuple(t.shape)})"
+            if e.is_Symbol:
+                where.setdefault(e, (i, d))
+        if t.dim() and _expr(t.shape[0]) == batch:
+            batched.append(i)
+    free = set().union(*(e.free_symbols for e in sizes.values())) if sizes else set()
+    if not free <= set(where):
+        return f"size inputs {sorted(map(str, free - set(where)))} that no input shape gives"
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    for val in _traced(torch.utils._pytree.tree_leaves(out.args[0])):
+        if not isinstance(val, torch.Tensor) or not val.dim() or _expr(val.shape[0]) != batch or \
+                any(batch in (_expr(d).free_symbols if _expr(d) is not None else ()) for d in val.shape[1:]):
+            return "an output that does not carry the batch as dim 0"
+    return _Symbols(batch, batched, where, sizes)
+
+
+class _Bound(torch.nn.Module):
+    """The FX graph with some inputs fixed (its sizes to one compile's values, lifted floats): a function
+    of the other tensors only."""
+
+    def __init__(self, gm, fixed: dict):
+        super().__init__()
+        self.gm, self.fixed = gm, fixed
+        self.arity = len([n for n in gm.graph.nodes if n.op == "placeholder"])
+
+    def forward(self, *tensors):
+        it = iter(tensors)
+        return self.gm(*[self.fixed[i] if i in self.fixed else next(it) for i in range(self.arity)])
+
+
+def _dynamic_backend(gm, inputs, batch_range, options):
+    """torch.compile(dynamic=True): batch buckets (driver/dynamic_batch.py) compiled on first use, one set per
+    value of the other symbolic sizes; a graph whose symbolic sizes are not a batch runs eagerly, warned once."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    traced = _traced(placeholders)
+    symbols = _symbols(gm, traced)
+    if isinstance(symbols, str):
+        _warn_once(f"openprim_backend: {symbols}; running this graph eagerly")
+        return gm.forward
+    # Python floats of the modules (a batch norm's eps and momentum) that Dynamo lifted to 0-d tensor inputs
+    # under dynamic=True: constants of the compiled graph, as they are without it
+    floats = {i: inputs[i] for i, n in enumerate(placeholders)
+              if getattr(n.meta.get("grapharg"), "pass_arg_as_tensor", False)}
+    tensors = [i for i in range(len(inputs)) if i not in symbols.sizes and i not in floats]
+    weights = _weights(inputs, placeholders)
+    by_rest, failed = {}, []
+
+    def buckets_for(values):
+        rest = tuple(sorted((str(k), v) for k, v in values.items() if k != symbols.batch))
+        if rest not in by_rest:
+            def compile_bucket(b):
+                concrete, sizes = symbols.concrete(inputs, traced, {**values, symbols.batch: b})
+                concrete = [t for i, t in zip([i for i in range(len(inputs)) if i not in symbols.sizes], concrete)
+                            if i not in floats]
+                return _compile_static(_Bound(gm, {**sizes, **floats}), concrete, [weights[i] for i in tensors],
+                                       options)
+            by_rest[rest] = Buckets(batch_range, compile_bucket)
+        return by_rest[rest]
+
+    def run(*args):
+        values = symbols.values(args)
+        n = values[symbols.batch]
+        if failed:
+            return gm.forward(*args)
+        if not batch_range.low <= n <= batch_range.high:
+            _warn_once(f"openprim_backend: batch {n} is outside the dynamic batch range [{batch_range.low}, "
+                       f"{batch_range.high}] (options={{'dynamic_batch': (low, high)}}); running it eagerly")
+            return gm.forward(*args)
+        try:
+            bucket, b = buckets_for(values).runner(n)
+        except OpenPrimError as e:
+            _warn_once(f"openprim_backend: {e}; running this graph eagerly")
+            failed.append(e)
+            return gm.forward(*args)
+        except Exception as e:  # noqa: BLE001 - as the static path: any failure runs the graph eagerly
+            _warn_once(f"openprim_backend: failed ({type(e).__name__}: {e}); running this graph eagerly")
+            failed.append(e)
+            return gm.forward(*args)
+        padded = [_pad_rows(args[i], b) if i in symbols.batched else args[i] for i in tensors]
+        return _cut_rows(bucket(*padded), n, b)
 
     return run
 

@@ -73,7 +73,7 @@ def _keeps_samples_apart(op: ir.Operation, attrs: dict, n: int) -> bool:
     return True
 
 
-def _same_with(op: ir.Operation, attrs: dict, batched: set, n: int) -> bool:
+def _same_with(op: ir.Operation, attrs: dict, batched: set, n: int, padding: bool = False) -> bool:
     """Whether op's shape rule gives its result with dim 0 = 1 once its batched operands have dim 0 = 1.
     One sample is the strictest case: an operand that is not batched broadcasts along dim 0 only with
     size 1, which then fits every chunk."""
@@ -82,14 +82,24 @@ def _same_with(op: ir.Operation, attrs: dict, batched: set, n: int) -> bool:
         return False
     if op.name == "prim.reshape":
         return list(op.operands[0].type.shape)[0] == n
-    shapes = [None if v is None else tuple([1, *v.type.shape[1:]] if v in batched else v.type.shape)
-              for v in dialect.operand_groups(op)]
+    shapes = [None if v is None else tuple([1, *v.type.shape[1:]] if v in batched or padding and _same_rows(v, n)
+                                           else v.type.shape) for v in dialect.operand_groups(op)]
     if op.name == "prim.slice":
         attrs = {**attrs, "ends": [1, *attrs["ends"][1:]]}
     try:
         return list(infer(op.name[5:], shapes, attrs)) == [1, *result[1:]]
     except ShapeError:
         return False
+
+
+def _same_rows(v: ir.Value, n: int) -> bool:
+    """A constant of n equal rows (an embedding of ids that are constants expanded to the batch, folded at
+    import): the same for every real and padded sample (not for chunks: its type keeps the n rows)."""
+    owner = v.owner if isinstance(v, ir.OpResult) else None
+    if owner is None or owner.name != "prim.constant" or not v.type.shape or v.type.shape[0] != n:
+        return False
+    rows = dialect.to_numpy(owner.attributes["value"])
+    return bool((rows == rows[:1]).all())
 
 
 def _nbytes(v: ir.Value) -> int:
@@ -121,8 +131,10 @@ class Analysis:
     slices: list                  # the batched prim.slice ops (their ends change with the batch)
 
 
-def analyze(fn: ir.Operation) -> Analysis | str:
-    """The batched values of a graph function (module docstring), or why the batch cannot be split."""
+def analyze(fn: ir.Operation, padding: bool = False) -> Analysis | str:
+    """The batched values of a graph function (module docstring), or why the batch cannot be split.
+    padding: for a batch padded with copies of real samples (driver/dynamic_batch.py) rather than split,
+    where an index bounds check over the whole batch still sees every real index."""
     block = fn.regions[0].blocks[0]
     args = list(block.arguments)
     args = args[:len(args) - len(contract.param_names(fn))]   # parameters (weights as values) carry no batch
@@ -134,15 +146,17 @@ def analyze(fn: ir.Operation) -> Analysis | str:
     order = list(args)
     for op in [o.operation for o in block.operations]:
         if op.name == "func.return":
-            if any(v not in batched for v in op.operands):
+            if any(v not in batched and not (padding and _is_check(v)) for v in op.operands):
                 return "an output does not carry the batch"
+            continue
+        if padding and op.name == "prim.bounds_check":
             continue
         if not any(v in batched for v in op.operands):
             continue
         if not op.name.startswith("prim."):
             return f"'{op.name}' reads a batched value"
         attrs = dialect.op_attrs(op)
-        if not _keeps_samples_apart(op, attrs, n) or not _same_with(op, attrs, batched, n):
+        if not _keeps_samples_apart(op, attrs, n) or not _same_with(op, attrs, batched, n, padding):
             return f"{dialect.where(op.location)}: '{op.name}' mixes samples or moves the batch dimension"
         batched.add(op.result)
         order.append(op.result)
@@ -152,6 +166,11 @@ def analyze(fn: ir.Operation) -> Analysis | str:
             nbytes = sum(_nbytes(v) for v in op.operands if v in batched) + _nbytes(op.result)
             peak, moved, macs = max(peak, nbytes), moved + nbytes, macs + _macs(op)
     return Analysis(n, order, peak // n, macs / max(moved, 1), slices)
+
+
+def _is_check(v: ir.Value) -> bool:
+    owner = v.owner if isinstance(v, ir.OpResult) else None
+    return owner is not None and owner.name == "prim.bounds_check"
 
 
 def chunk_size(a: Analysis, budget: int, max_intensity: float) -> int:
