@@ -101,22 +101,9 @@ def build_model(name: str):
     if EXAMPLES not in sys.path:
         sys.path.insert(0, EXAMPLES)
     if MODELS[name][1] == "ids":
-        return _LastHidden(importlib.import_module(source).get(name, "base")).eval()
+        module = importlib.import_module(source)
+        return module.LastHidden(module.get(name, "base")).eval()
     return getattr(importlib.import_module(source), name)().eval()
-
-
-def _LastHidden(model):
-    """A Hugging Face model as a module of (input_ids, attention_mask) returning its last hidden state."""
-    import torch
-
-    class LastHidden(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_ids, attention_mask):
-            return self.model(input_ids=input_ids, attention_mask=attention_mask)[0]
-    return LastHidden()
 
 
 def example_input(name: str, model, batch: int, tokens: int) -> tuple:

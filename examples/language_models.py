@@ -82,6 +82,17 @@ def get(name, size="small", seed=0, **overrides):
         return cls(cfg).eval()
 
 
+class LastHidden(torch.nn.Module):
+    """A Hugging Face model as a module of (input_ids, attention_mask) returning its last hidden state."""
+
+    def __init__(self, model):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask):
+        return self.model(input_ids=input_ids, attention_mask=attention_mask)[0]
+
+
 def example_input(model, batch=2, seq=16, seed=1):
     """{"input_ids": [batch, seq] int64 ids in the vocabulary, "attention_mask": [batch, seq] int64}, the last
     batch element padded to two thirds of the sequence (its mask 0 there)."""

@@ -119,15 +119,7 @@ def test_language_model_dynamic_batch():
     import language_models
     model = language_models.get("bert", "small", layers=1)
     feeds = language_models.example_input(model, batch=2, seq=12)
-
-    class LastHidden(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.model = model
-
-        def forward(self, input_ids, attention_mask):
-            return self.model(input_ids=input_ids, attention_mask=attention_mask)[0]
-    run = compile_module(LastHidden().eval(), (feeds["input_ids"], feeds["attention_mask"]), dynamic_batch=4)
+    run = compile_module(language_models.LastHidden(model).eval(), (feeds["input_ids"], feeds["attention_mask"]), dynamic_batch=4)
     for n in (3, 1, 4):
         inputs = language_models.example_input(model, batch=n, seq=12, seed=n)
         if n == 3:
