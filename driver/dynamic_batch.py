@@ -78,12 +78,14 @@ def mixing_reason(graph) -> str | None:
 
 @dataclass
 class Buckets:
-    """Compiled buckets of one model: compile(b) -> (run, Graph) compiles it for batch b; padding is
-    used once a bucket of 2 or more has passed mixing_reason (otherwise each size is its own bucket)."""
+    """Compiled buckets of one model: compile(b) -> (run, Graph) compiles it for batch b. The first bucket
+    of 2 or more compiled (padded into or not) is checked with mixing_reason once for the model; a model
+    whose samples mix then compiles each batch size as it comes."""
     batch_range: BatchRange
     compile: object
     compiled: dict = field(default_factory=dict)
-    exact: str | None = None      # why padding is off (sizes compile exactly), once found
+    exact: str | None = None      # why padding is off, once the check found a reason
+    checked: bool = False
 
     def runner(self, n: int):
         """(run, b) for a call of batch n: the compiled bucket b >= n (compiled now if new)."""
@@ -92,13 +94,12 @@ class Buckets:
             b = n
         if b not in self.compiled:
             run, graph = self.compile(b)
-            if b != n and b >= 2 and self.exact is None:
-                reason = mixing_reason(graph)
-                if reason is not None:
-                    self.exact = reason
-                    warnings.warn(f"dynamic batch: padding the batch would change the results ({reason}); "
-                                  f"compiling each batch size instead", RuntimeWarning, stacklevel=3)
-                    self.compiled[b] = run
-                    return self.runner(n)
             self.compiled[b] = run
+            if b >= 2 and not self.checked:
+                self.checked = True
+                self.exact = mixing_reason(graph)
+                if self.exact is not None:
+                    warnings.warn(f"dynamic batch: padding the batch would change the results ({self.exact}); "
+                                  f"compiling each batch size instead", RuntimeWarning, stacklevel=3)
+                    return self.runner(n)
         return self.compiled[b], b

@@ -439,13 +439,13 @@ class _Symbols:
     def values(self, args) -> dict:
         return {sym: args[i].shape[d] for sym, (i, d) in self.where.items()}
 
-    def concrete(self, inputs, traced, values: dict) -> tuple[list, dict]:
-        """The inputs at these symbol values: zeros for symbolic tensors, others as they are; and the
-        value of every size input."""
+    def concrete(self, inputs, traced, indices, values: dict) -> tuple[list, dict]:
+        """The tensor inputs at `indices` at these symbol values (zeros for the symbolic ones, the others as
+        they are), and the value of every size input."""
         def size(d):
             return int(_expr(d).xreplace(values)) if isinstance(d, torch.SymInt) else d
-        tensors = [torch.zeros(tuple(size(d) for d in t.shape), dtype=inputs[i].dtype, device=inputs[i].device)
-                   if _symbolic([t]) else inputs[i] for i, t in enumerate(traced) if i not in self.sizes]
+        tensors = [torch.zeros(tuple(size(d) for d in traced[i].shape), dtype=inputs[i].dtype,
+                               device=inputs[i].device) if _symbolic([traced[i]]) else inputs[i] for i in indices]
         return tensors, {i: int(e.xreplace(values)) for i, e in self.sizes.items()}
 
 
@@ -521,9 +521,7 @@ def _dynamic_backend(gm, inputs, batch_range, options):
         rest = tuple(sorted((str(k), v) for k, v in values.items() if k != symbols.batch))
         if rest not in by_rest:
             def compile_bucket(b):
-                concrete, sizes = symbols.concrete(inputs, traced, {**values, symbols.batch: b})
-                concrete = [t for i, t in zip([i for i in range(len(inputs)) if i not in symbols.sizes], concrete)
-                            if i not in floats]
+                concrete, sizes = symbols.concrete(inputs, traced, tensors, {**values, symbols.batch: b})
                 return _compile_static(_Bound(gm, {**sizes, **floats}), concrete, [weights[i] for i in tensors],
                                        options)
             by_rest[rest] = Buckets(batch_range, compile_bucket)
