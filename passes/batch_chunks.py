@@ -14,6 +14,10 @@ this when nothing in the graph mixes samples:
         reshapes keep it leading ([N, 1280, 1, 1] -> [N, 1280]; not [N, S, D] -> [N S, D]),
         and the op's shape rule (base/ops.infer) gives the same result with dim 0 = 1 as with N;
     every graph output is batched.
+    (driver/dynamic_batch.py asks with padding=True: a batch padded with copies of real samples, never split.
+    There a value may hold several rows per sample, [N S, D] under a linear layer, a reshape keeps the
+    samples apart whenever its dim 0 is a multiple of N, bounds checks are allowed, and so are constants of
+    equal rows and gathers whose constant indices read each sample's own rows.)
     c = the largest divisor of N with c x (the largest activation bytes one op reads and writes per
         sample) <= budget, when the network is memory-bound: fewer than `max_intensity` multiply-adds
         (conv2d and matmul) per byte of the activations its ops read and write;
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
 from mlir import ir
 
 from openprim import dialect
@@ -65,7 +70,7 @@ def _keeps_samples_apart(op: ir.Operation, attrs: dict, n: int) -> bool:
     if name == "reduce":
         return all(_axis(a, rank) != 0 for a in attrs["axes"])
     if name == "slice":
-        return (attrs["starts"][0], attrs["ends"][0], attrs["steps"][0]) == (0, n, 1)
+        return (attrs["starts"][0], attrs["ends"][0], attrs["steps"][0]) == (0, op.operands[0].type.shape[0], 1)
     if name == "pad":
         return attrs["pads"][0] == 0 and attrs["pads"][rank] == 0
     if name in ("layer_norm", "rms_norm", "layer_norm_backward"):
@@ -73,21 +78,30 @@ def _keeps_samples_apart(op: ir.Operation, attrs: dict, n: int) -> bool:
     return True
 
 
-def _same_with(op: ir.Operation, attrs: dict, batched: set, n: int, padding: bool = False) -> bool:
-    """Whether op's shape rule gives its result with dim 0 = 1 once its batched operands have dim 0 = 1.
-    One sample is the strictest case: an operand that is not batched broadcasts along dim 0 only with
-    size 1, which then fits every chunk."""
+def _same_with(op: ir.Operation, attrs: dict, batched: dict, n: int, padding: bool = False) -> bool:
+    """Whether op's shape rule gives its result for one sample once its batched operands are one sample's:
+    dim 0 = 1. One sample is the strictest case: an operand that is not batched broadcasts along dim 0 only
+    with size 1, which then fits every chunk.
+    padding: a batched value may also hold `batched[v]` rows per sample, sample after sample ([N, S, D]
+    reshaped to [N S, D] for a linear layer: S rows each); a reshape keeps that whenever its dim 0 is a
+    multiple of N, and one sample's operands then have that many rows."""
     result = list(op.result.type.shape)
-    if not result or result[0] != n:
+    if not result or (result[0] % n if padding else result[0] != n):
         return False
+    rows = result[0] // n
     if op.name == "prim.reshape":
-        return list(op.operands[0].type.shape)[0] == n
-    shapes = [None if v is None else tuple([1, *v.type.shape[1:]] if v in batched or padding and _same_rows(v, n)
-                                           else v.type.shape) for v in dialect.operand_groups(op)]
+        return padding or list(op.operands[0].type.shape)[0] == n
+    def one_sample(v):
+        if v in batched:
+            return [batched[v], *v.type.shape[1:]]
+        if padding and (_same_rows(v, n) or _sample_local_indices(op, v, batched, n)):
+            return [1, *v.type.shape[1:]]
+        return v.type.shape
+    shapes = [None if v is None else tuple(one_sample(v)) for v in dialect.operand_groups(op)]
     if op.name == "prim.slice":
-        attrs = {**attrs, "ends": [1, *attrs["ends"][1:]]}
+        attrs = {**attrs, "ends": [rows, *attrs["ends"][1:]]}
     try:
-        return list(infer(op.name[5:], shapes, attrs)) == [1, *result[1:]]
+        return list(infer(op.name[5:], shapes, attrs)) == [rows, *result[1:]]
     except ShapeError:
         return False
 
@@ -100,6 +114,20 @@ def _same_rows(v: ir.Value, n: int) -> bool:
         return False
     rows = dialect.to_numpy(owner.attributes["value"])
     return bool((rows == rows[:1]).all())
+
+
+def _sample_local_indices(op: ir.Operation, v: ir.Value, batched: dict, n: int) -> bool:
+    """Whether v is the constant indices of a gather along dim 0 of a batched input of p rows per sample
+    that reads, for each sample i, that sample's rows: indices[i] = indices[0] + i p, indices[0] in [0, p)
+    (the torch importer's `mask[:, None, None, :]` through index tensors: a gather of the flattened mask)."""
+    data = op.operands[0]
+    owner = v.owner if isinstance(v, ir.OpResult) else None
+    if op.name != "prim.gather" or v is data or data not in batched or dialect.op_attrs(op)["axis"] != 0 or \
+            owner is None or owner.name != "prim.constant" or not v.type.shape or v.type.shape[0] != n:
+        return False
+    p, idx = batched[data], dialect.to_numpy(owner.attributes["value"]).astype(np.int64)
+    offsets = (np.arange(n) * p).reshape((n,) + (1,) * (idx.ndim - 1))
+    return bool(((idx - offsets) == idx[:1]).all() and (idx[0] >= 0).all() and (idx[0] < p).all())
 
 
 def _nbytes(v: ir.Value) -> int:
@@ -142,7 +170,7 @@ def analyze(fn: ir.Operation, padding: bool = False) -> Analysis | str:
     if not args or any(not s for s in shapes) or len({s[0] for s in shapes}) != 1 or shapes[0][0] < 2:
         return "the inputs do not share a leading batch dimension of 2 or more"
     n = shapes[0][0]
-    batched, peak, moved, macs, slices = set(args), 0, 0, 0, []
+    batched, peak, moved, macs, slices = dict.fromkeys(args, 1), 0, 0, 0, []   # value -> rows per sample
     order = list(args)
     for op in [o.operation for o in block.operations]:
         if op.name == "func.return":
@@ -158,7 +186,7 @@ def analyze(fn: ir.Operation, padding: bool = False) -> Analysis | str:
         attrs = dialect.op_attrs(op)
         if not _keeps_samples_apart(op, attrs, n) or not _same_with(op, attrs, batched, n, padding):
             return f"{dialect.where(op.location)}: '{op.name}' mixes samples or moves the batch dimension"
-        batched.add(op.result)
+        batched[op.result] = op.result.type.shape[0] // n
         order.append(op.result)
         if op.name == "prim.slice":
             slices.append(op)
