@@ -1,0 +1,129 @@
+"""Benchmark: one dynamic-batch model against models specialized to each batch, with PyTorch eager in the run.
+
+    python bench/dynamic_batch.py [--model resnet|bert] [--batches 1,2,3,4,6,8] [--max 8] [--repeat 5]
+                                  [--device cpu|cuda] [--out bench/dynamic_batch_cpu.json]
+
+The model is built as a user brings it: Hugging Face transformers from its config with random weights
+(resnet: ResNetConfig(), ResNet-50 at 224x224; bert: BertConfig() base size at 128 tokens). OpenPrim compiles
+it once with compile_module(..., dynamic_batch=(1, --max)) (driver/dynamic_batch.py: buckets at the powers
+of two, compiled on first use) and, for comparison, once per batch without it (specialized). For every batch:
+the dynamic model's time (its bucket's plan, the inputs padded), the specialized one's, their ratio, the
+bucket, and PyTorch eager on every core (torch_cpu_threads, inference_mode), all timed in the same process
+with median_time (on the CPU) or CUDA events around --repeat calls after a warm-up (--device cuda: the model
+and inputs in fp16 on the GPU, OpenPrim compiling for it); the compile seconds of each bucket and of each specialized model; the largest relative
+difference from eager. Outputs are checked against eager.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+from timing import cuda_ms, median_time, torch_cpu_threads
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "examples"))
+
+
+def build(name: str):
+    """(module, make_inputs(batch) -> tuple of tensors), seeded."""
+    import torch
+    import transformers as tf
+    torch.manual_seed(0)
+    if name == "resnet":
+        model = tf.ResNetModel(tf.ResNetConfig()).eval()
+
+        class Pooled(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.model = model
+
+            def forward(self, pixel_values):
+                return self.model(pixel_values=pixel_values).pooler_output
+
+        def inputs(batch):
+            return (torch.randn(batch, 3, 224, 224, generator=torch.Generator().manual_seed(batch)),)
+        return Pooled().eval(), inputs
+    if name == "bert":
+        import language_models
+        model = tf.BertModel(tf.BertConfig()).eval()
+
+        def inputs(batch):
+            feeds = language_models.example_input(model, batch=batch, seq=128, seed=batch)
+            return feeds["input_ids"], feeds["attention_mask"]
+        return language_models.LastHidden(model).eval(), inputs
+    raise SystemExit(f"unknown model {name!r}: resnet or bert")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--model", default="resnet")
+    ap.add_argument("--batches", default="1,2,3,4,6,8")
+    ap.add_argument("--max", type=int, default=8)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    import torch
+    from openprim.torch_backend import compile_module
+    threads = torch_cpu_threads()
+    model, host_inputs = build(args.model)
+    if args.device == "cuda":
+        model = model.half().cuda()
+
+    def inputs(batch):
+        return tuple(x.to(args.device, torch.float16 if x.is_floating_point() else x.dtype)
+                     for x in host_inputs(batch)) if args.device == "cuda" else host_inputs(batch)
+
+    def timed(fn):
+        if args.device == "cpu":
+            return median_time(fn, args.repeat, warmup=1)
+        fn()
+        return cuda_ms(fn, args.repeat) / 1e3
+    batches = [int(b) for b in args.batches.split(",")]
+    dynamic = compile_module(model, inputs(2), dynamic_batch=(1, args.max))
+    rows = []
+    print(f"{'batch':>5} {'bucket':>6} {'dynamic ms':>10} {'specialized ms':>14} {'dyn/spec':>8} {'eager ms':>9} "
+          f"{'compile s (bucket / specialized)':>32} {'max rel err':>11}")
+    for b in batches:
+        xs = inputs(b)
+        known = set(dynamic.buckets.compiled)
+        t0 = time.perf_counter()
+        got = dynamic(*xs)
+        bucket = dynamic.buckets.batch_range.bucket(b)
+        bucket_s = time.perf_counter() - t0 if bucket not in known else None
+        t0 = time.perf_counter()
+        special = compile_module(model, xs)
+        special_s = time.perf_counter() - t0
+        with torch.inference_mode():
+            want = model(*xs)
+            t_eager = timed(lambda: model(*xs))
+        err = float((got.double() - want.double()).abs().max() / want.double().abs().max())
+        t_dyn = timed(lambda: dynamic(*xs))
+        t_spec = timed(lambda: special(*xs))
+        row = {"batch": b, "bucket": bucket, "dynamic_ms": t_dyn * 1e3, "specialized_ms": t_spec * 1e3,
+               "dynamic_over_specialized": t_dyn / t_spec, "eager_ms": t_eager * 1e3,
+               "bucket_compile_s": bucket_s, "specialized_compile_s": special_s,
+               "specialized_cache_hit": special.exe.cache_hit, "max_rel_err": err}
+        rows.append(row)
+        compile_cell = f"{bucket_s:.1f}" if bucket_s is not None else "(compiled)"
+        print(f"{b:5d} {bucket:6d} {t_dyn * 1e3:10.1f} {t_spec * 1e3:14.1f} {t_dyn / t_spec:8.2f} {t_eager * 1e3:9.1f} "
+              f"{compile_cell + ' / ' + f'{special_s:.1f}' + (' (cached)' if special.exe.cache_hit else ''):>32} "
+              f"{err:11.1e}", flush=True)
+        assert err < 1e-3, (b, err)
+    print(f"{args.device}: PyTorch eager on {threads} threads; a bucket's compile is charged to the first batch that needs it")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"command": f"python bench/dynamic_batch.py --model {args.model} --batches {args.batches} "
+                                  f"--max {args.max} --repeat {args.repeat} --device {args.device}",
+                       "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
+                       "model": args.model, "threads": threads, "torch": torch.__version__,
+                       "machine": platform.processor() or platform.machine(), "buckets": sorted(dynamic.buckets.compiled),
+                       "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
