@@ -7,11 +7,13 @@ The model is built as a user brings it: Hugging Face transformers from its confi
 (resnet: ResNetConfig(), ResNet-50 at 224x224; bert: BertConfig() base size at 128 tokens). OpenPrim compiles
 it once with compile_module(..., dynamic_batch=(1, --max)) (driver/dynamic_batch.py: buckets at the powers
 of two, compiled on first use) and, for comparison, once per batch without it (specialized). For every batch:
-the dynamic model's time (its bucket's plan, the inputs padded), the specialized one's, their ratio, the
-bucket, and PyTorch eager on every core (torch_cpu_threads, inference_mode), all timed in the same process
-with median_time (on the CPU) or CUDA events around --repeat calls after a warm-up (--device cuda: the model
-and inputs in fp16 on the GPU, OpenPrim compiling for it); the compile seconds of each bucket and of each specialized model; the largest relative
-difference from eager. Outputs are checked against eager.
+the dynamic model's time (the buckets it runs as, dynamic_batch.Buckets.pieces: a sum of buckets on
+the CPU, one padded bucket on a GPU), the specialized one's, their ratio, and PyTorch eager on every core
+(torch_cpu_threads, inference_mode), all timed in the same process, the dynamic and the specialized model
+in --repeat interleaved rounds after two warm-up calls (a call each, median_time, on the CPU; CUDA events
+around 10 calls with --device cuda: the model and inputs in fp16 on the GPU, OpenPrim compiling for it),
+the median over the rounds; the compile seconds of the buckets a batch needed first and of each
+specialized model; the largest relative difference from eager. Outputs are checked against eager.
 """
 from __future__ import annotations
 
@@ -78,43 +80,49 @@ def main():
         return tuple(x.to(args.device, torch.float16 if x.is_floating_point() else x.dtype)
                      for x in host_inputs(batch)) if args.device == "cuda" else host_inputs(batch)
 
-    def timed(fn):
-        if args.device == "cpu":
-            return median_time(fn, args.repeat, warmup=1)
-        fn()
-        return cuda_ms(fn, args.repeat) / 1e3
+    def timed(*fns):
+        """Median seconds of each fn, timed in interleaved rounds (a quiet moment favours none of them)."""
+        times = [[] for _ in fns]
+        for fn in fns:
+            fn()
+            fn()
+        for _ in range(args.repeat):
+            for fn, ts in zip(fns, times):
+                ts.append(median_time(fn, 1, warmup=0) if args.device == "cpu" else cuda_ms(fn, 10) / 1e3)
+        return [float(np.median(ts)) for ts in times]
     batches = [int(b) for b in args.batches.split(",")]
     dynamic = compile_module(model, inputs(2), dynamic_batch=(1, args.max))
     rows = []
-    print(f"{'batch':>5} {'bucket':>6} {'dynamic ms':>10} {'specialized ms':>14} {'dyn/spec':>8} {'eager ms':>9} "
+    print(f"{'batch':>5} {'pieces':>8} {'dynamic ms':>10} {'specialized ms':>14} {'dyn/spec':>8} {'eager ms':>9} "
           f"{'compile s (bucket / specialized)':>32} {'max rel err':>11}")
     for b in batches:
         xs = inputs(b)
         known = set(dynamic.buckets.compiled)
         t0 = time.perf_counter()
         got = dynamic(*xs)
-        bucket = dynamic.buckets.batch_range.bucket(b)
-        bucket_s = time.perf_counter() - t0 if bucket not in known else None
+        new = sorted(set(dynamic.buckets.compiled) - known)
+        bucket_s = time.perf_counter() - t0 if new else None
+        pieces = "+".join(str(c) for _, c, _ in dynamic.buckets.pieces(b))
         t0 = time.perf_counter()
         special = compile_module(model, xs)
         special_s = time.perf_counter() - t0
         with torch.inference_mode():
             want = model(*xs)
-            t_eager = timed(lambda: model(*xs))
+            t_eager, = timed(lambda: model(*xs))
         err = float((got.double() - want.double()).abs().max() / want.double().abs().max())
-        t_dyn = timed(lambda: dynamic(*xs))
-        t_spec = timed(lambda: special(*xs))
-        row = {"batch": b, "bucket": bucket, "dynamic_ms": t_dyn * 1e3, "specialized_ms": t_spec * 1e3,
+        t_dyn, t_spec = timed(lambda: dynamic(*xs), lambda: special(*xs))
+        row = {"batch": b, "pieces": pieces, "compiled_now": new, "dynamic_ms": t_dyn * 1e3, "specialized_ms": t_spec * 1e3,
                "dynamic_over_specialized": t_dyn / t_spec, "eager_ms": t_eager * 1e3,
                "bucket_compile_s": bucket_s, "specialized_compile_s": special_s,
                "specialized_cache_hit": special.exe.cache_hit, "max_rel_err": err}
         rows.append(row)
         compile_cell = f"{bucket_s:.1f}" if bucket_s is not None else "(compiled)"
-        print(f"{b:5d} {bucket:6d} {t_dyn * 1e3:10.1f} {t_spec * 1e3:14.1f} {t_dyn / t_spec:8.2f} {t_eager * 1e3:9.1f} "
+        print(f"{b:5d} {pieces:>8} {t_dyn * 1e3:10.1f} {t_spec * 1e3:14.1f} {t_dyn / t_spec:8.2f} {t_eager * 1e3:9.1f} "
               f"{compile_cell + ' / ' + f'{special_s:.1f}' + (' (cached)' if special.exe.cache_hit else ''):>32} "
               f"{err:11.1e}", flush=True)
         assert err < 1e-3, (b, err)
-    print(f"{args.device}: PyTorch eager on {threads} threads; a bucket's compile is charged to the first batch that needs it")
+    print(f"{args.device}: PyTorch eager on {threads} threads; the buckets' compile is charged to the first batch that "
+          f"needs them (with the compile cache: the specialized model of a bucket's size is that bucket's entry)")
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"command": f"python bench/dynamic_batch.py --model {args.model} --batches {args.batches} "

@@ -6,19 +6,24 @@ costs seconds the first time each size comes. Like TensorRT's optimization profi
 buckets of dynamic-shape tuners, a range [low, high] is served by a few plans, one per bucket:
 
     buckets   the powers of two in [low, high], plus low and high themselves
-    a call    of batch n runs the smallest bucket b >= n: every batched input is padded to b rows by
-              repeating its first row (valid data: token ids stay in the vocabulary, masks stay
-              meaningful), and every output is cut back to its first n rows
+    a call    of batch n runs as pieces, each a bucket's plan on its rows of the batch:
+                pad    (GPUs) one piece, the smallest bucket b >= n: a GPU's time grows slowly with
+                       the batch, so one launch of b rows beats several smaller ones
+                split  (the CPU, whose time is about linear in the batch) the largest bucket that fits,
+                       then the largest that fits the rest, ...: n = 6 runs 4 + 2, no wasted rows
+              a piece of fewer rows than its bucket (pad; split where low > 1) has its inputs padded
+              by repeating their first row (valid data: token ids stay in the vocabulary, masks stay
+              meaningful) and its outputs cut back; the pieces' outputs are joined along dim 0
     compiled  on first use of each bucket (then through the compile cache, so once per machine):
               at most log2(high / low) + 2 compilations for the whole range, none per new size
 
-At a bucket size the plan is the one compiled for exactly that batch; between buckets a call does at
-most twice the work of one specialized to n (on average over n about 1.3x).
+At a bucket size the plan is the one compiled for exactly that batch. Between buckets a padded call does
+up to twice the work of one specialized to n; a split one does no more work, in a few calls.
 
-Padding is sound only when no output row depends on another row: the graph is checked with the
-analysis of passes/batch_chunks.py (every input batched on dim 0, no op mixing samples: no softmax,
-reduction, concat or slice over the batch, no batch statistics). A model that fails it is compiled per
-exact batch size instead, with one warning that says which op mixes the samples.
+Padding and splitting are sound only when no output row depends on another row: the graph is checked
+with the analysis of passes/batch_chunks.py (every input batched on dim 0, no op mixing samples: no
+softmax, reduction, concat or slice over the batch, no batch statistics). A model that fails it is
+compiled per exact batch size instead, with one warning that says which op mixes the samples.
 """
 from __future__ import annotations
 
@@ -78,20 +83,38 @@ def mixing_reason(graph) -> str | None:
 
 @dataclass
 class Buckets:
-    """Compiled buckets of one model: compile(b) -> (run, Graph) compiles it for batch b. The first bucket
-    of 2 or more compiled (padded into or not) is checked with mixing_reason once for the model; a model
-    whose samples mix then compiles each batch size as it comes."""
+    """Compiled buckets of one model: compile(b) -> (run, Graph) compiles it for batch b; split: run a
+    batch as a sum of buckets rather than padded into one (module docstring). The first bucket of 2 or
+    more compiled is checked with mixing_reason once for the model; a model whose samples mix then
+    compiles each batch size as it comes."""
     batch_range: BatchRange
     compile: object
+    split: bool = False
     compiled: dict = field(default_factory=dict)
-    exact: str | None = None      # why padding is off, once the check found a reason
+    exact: str | None = None      # why padding and splitting are off, once the check found a reason
     checked: bool = False
 
-    def runner(self, n: int):
-        """(run, b) for a call of batch n: the compiled bucket b >= n (compiled now if new)."""
+    def pieces(self, n: int) -> list[tuple[object, int, int]]:
+        """[(run, b, rows)] for a call of batch n: a bucket's plan for each consecutive piece of `rows`
+        rows (b >= rows), every plan compiled (now, where new) and the model checked before any runs."""
         b = self.batch_range.bucket(n)
         if self.exact is not None:
-            b = n
+            sizes = [(n, n)]
+        elif not self.split:
+            sizes = [(b, n)]
+        else:
+            sizes, left = [], n
+            while left:
+                fits = [c for c in self.batch_range.buckets if c <= left]
+                c = max(fits) if fits else self.batch_range.low      # rows under the range: padded
+                sizes.append((c, min(c, left)))
+                left -= min(c, left)
+        runs = [self._compiled(c) for c, _ in sizes]
+        if self.exact is not None and sizes != [(n, n)]:
+            return self.pieces(n)
+        return [(run, c, rows) for run, (c, rows) in zip(runs, sizes)]
+
+    def _compiled(self, b: int):
         if b not in self.compiled:
             run, graph = self.compile(b)
             self.compiled[b] = run
@@ -99,7 +122,6 @@ class Buckets:
                 self.checked = True
                 self.exact = mixing_reason(graph)
                 if self.exact is not None:
-                    warnings.warn(f"dynamic batch: padding the batch would change the results ({self.exact}); "
-                                  f"compiling each batch size instead", RuntimeWarning, stacklevel=3)
-                    return self.runner(n)
-        return self.compiled[b], b
+                    warnings.warn(f"dynamic batch: padding or splitting the batch would change the results "
+                                  f"({self.exact}); compiling each batch size instead", RuntimeWarning, stacklevel=4)
+        return self.compiled[b]

@@ -276,6 +276,24 @@ def _cut_rows(outs, n: int, b: int):
     return torch.utils._pytree.tree_map(lambda o: o[:n] if isinstance(o, torch.Tensor) else o, outs)
 
 
+def _run_pieces(pieces, values: list, batched: list, call):
+    """A dynamic batch's call (dynamic_batch.Buckets.pieces): each piece's plan on its rows of the batched
+    values (padded to its bucket), its outputs cut back to those rows, the pieces' outputs joined along
+    dim 0. call(run, values) runs one plan."""
+    outs, start = [], 0
+    for run, b, rows in pieces:
+        part = [_pad_rows(v[start:start + rows], b) if is_batched else v for v, is_batched in zip(values, batched)]
+        outs.append(_cut_rows(call(run, part), rows, b))
+        start += rows
+    if len(outs) == 1:
+        return outs[0]
+    leaves, spec = torch.utils._pytree.tree_flatten(outs[0])
+    rest = [torch.utils._pytree.tree_leaves(o) for o in outs[1:]]
+    return torch.utils._pytree.tree_unflatten(
+        [torch.cat([leaf, *(r[k] for r in rest)]) if isinstance(leaf, torch.Tensor) else leaf
+         for k, leaf in enumerate(leaves)], spec)
+
+
 class _DynamicBatchModule:
     """compile_module(..., dynamic_batch=...): one compiled bucket per batch range step (dynamic_batch.py)."""
 
@@ -289,15 +307,18 @@ class _DynamicBatchModule:
                                                   example_inputs)
             return _compile_module(model, signature, inputs, target, options)
 
-        self.buckets = Buckets(batch_range, compile_bucket)
+        gpu = parse_target(target or _default_target(example_inputs)[0]).is_gpu
+        self.buckets = Buckets(batch_range, compile_bucket, split=not gpu)
 
     def __call__(self, *args, **kwargs):
-        n = _batch_of([t for t in torch.utils._pytree.tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)],
-                      "compile_module")
-        run, b = self.buckets.runner(n)
-        args, kwargs = torch.utils._pytree.tree_map(
-            lambda t: _pad_rows(t, b) if isinstance(t, torch.Tensor) else t, (args, kwargs))
-        return _cut_rows(run(*args, **kwargs), n, b)
+        leaves, spec = torch.utils._pytree.tree_flatten((args, kwargs))
+        batched = [isinstance(t, torch.Tensor) for t in leaves]
+        n = _batch_of([t for t, b in zip(leaves, batched) if b], "compile_module")
+
+        def call(run, values):
+            args, kwargs = torch.utils._pytree.tree_unflatten(values, spec)
+            return run(*args, **kwargs)
+        return _run_pieces(self.buckets.pieces(n), leaves, batched, call)
 
 
 # ---------------------------------------------------------------------------- torch.compile backend
@@ -515,6 +536,7 @@ def _dynamic_backend(gm, inputs, batch_range, options):
               if getattr(n.meta.get("grapharg"), "pass_arg_as_tensor", False)}
     tensors = [i for i in range(len(inputs)) if i not in symbols.sizes and i not in floats]
     weights = _weights(inputs, placeholders)
+    gpu = parse_target(options.get("target") or _default_target([inputs[i] for i in tensors])[0]).is_gpu
     by_rest, failed = {}, []
 
     def buckets_for(values):
@@ -524,7 +546,7 @@ def _dynamic_backend(gm, inputs, batch_range, options):
                 concrete, sizes = symbols.concrete(inputs, traced, tensors, {**values, symbols.batch: b})
                 return _compile_static(_Bound(gm, {**sizes, **floats}), concrete, [weights[i] for i in tensors],
                                        options)
-            by_rest[rest] = Buckets(batch_range, compile_bucket)
+            by_rest[rest] = Buckets(batch_range, compile_bucket, split=not gpu)
         return by_rest[rest]
 
     def run(*args):
@@ -537,7 +559,7 @@ def _dynamic_backend(gm, inputs, batch_range, options):
                        f"{batch_range.high}] (options={{'dynamic_batch': (low, high)}}); running it eagerly")
             return gm.forward(*args)
         try:
-            bucket, b = buckets_for(values).runner(n)
+            pieces = buckets_for(values).pieces(n)
         except OpenPrimError as e:
             _warn_once(f"openprim_backend: {e}; running this graph eagerly")
             failed.append(e)
@@ -546,8 +568,8 @@ def _dynamic_backend(gm, inputs, batch_range, options):
             _warn_once(f"openprim_backend: failed ({type(e).__name__}: {e}); running this graph eagerly")
             failed.append(e)
             return gm.forward(*args)
-        padded = [_pad_rows(args[i], b) if i in symbols.batched else args[i] for i in tensors]
-        return _cut_rows(bucket(*padded), n, b)
+        return _run_pieces(pieces, [args[i] for i in tensors], [i in symbols.batched for i in tensors],
+                           lambda run, values: run(*values))
 
     return run
 

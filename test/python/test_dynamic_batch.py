@@ -38,6 +38,28 @@ def test_buckets():
         BatchRange.of("8")
 
 
+def _relu_graph(b):
+    from openprim.pyfrontend import Graph
+    g = Graph()
+    g.output(g.relu(g.input("x", (b, 3))))
+    return g
+
+
+@pytest.mark.parametrize("split,n,want", [
+    (False, 5, [(8, 5)]), (False, 8, [(8, 8)]),                   # GPUs: one bucket, padded
+    (True, 5, [(4, 4), (3, 1)]), (True, 7, [(4, 4), (3, 3)]),      # the CPU: a sum of buckets, the rest padded
+    (True, 8, [(8, 8)]), (True, 6, [(4, 4), (3, 2)]),
+])
+def test_pieces(split, n, want):
+    """Buckets.pieces over the range [3, 8] (buckets 3, 4, 8): (bucket, rows) of each piece."""
+    from openprim.dynamic_batch import Buckets
+    buckets = Buckets(BatchRange(3, 8), lambda b: (f"plan {b}", _relu_graph(b)), split=split)
+    pieces = buckets.pieces(n)
+    assert [(b, rows) for _, b, rows in pieces] == want
+    assert [run for run, _, _ in pieces] == [f"plan {b}" for b, _ in want]
+    assert buckets.checked and buckets.exact is None
+
+
 def _cnn():
     """A seeded CNN of odd sizes: a strided grouped conv, batch norm (random statistics), ReLU, pooling, linear."""
     torch.manual_seed(0)
@@ -65,9 +87,14 @@ def test_compile_module_dynamic_batch():
     for n in (1, 3, 8, 13, 16, 5):
         x = torch.randn(n, 4, 11, 9)
         _close(run(x), m, x)
-    assert sorted(run.buckets.compiled) == [1, 4, 8, 16]     # 3 and 5 padded to 4 and 8, 13 to 16
+    # on the CPU a batch runs as a sum of buckets: 3 = 2 + 1, 13 = 8 + 4 + 1, 5 = 4 + 1
+    assert sorted(run.buckets.compiled) == [1, 2, 4, 8, 16]
     with pytest.raises(OpenPrimError, match=r"batch 17 is outside the compiled range \[1, 16\]"):
         run(torch.randn(17, 4, 11, 9))
+    run = compile_module(m, (torch.randn(2, 4, 11, 9),), dynamic_batch=(3, 8))
+    x = torch.randn(5, 4, 11, 9)
+    _close(run(x), m, x)                                   # 4 rows, then 1 row padded to the bucket of 3
+    assert sorted(run.buckets.compiled) == [3, 4]
     with pytest.raises(OpenPrimError, match="every tensor input has the batch as dim 0"):
         compile_module(lambda a, b: a + b, (torch.randn(2, 3), torch.randn(3, 3)), dynamic_batch=4)
 
@@ -79,7 +106,7 @@ def test_samples_that_mix_compile_per_size():
         return torch.relu(x - x.mean(0, keepdim=True))
     run = compile_module(centered, (torch.randn(2, 5),), dynamic_batch=8)
     x = torch.randn(4, 5)
-    with pytest.warns(RuntimeWarning, match="padding the batch would change the results.*compiling each batch"):
+    with pytest.warns(RuntimeWarning, match="padding or splitting the batch would change the results.*compiling each batch"):
         got = run(x)
     np.testing.assert_allclose(got.numpy(), centered(x).numpy(), rtol=1e-5, atol=1e-6)
     for n in (3, 5):
@@ -133,4 +160,4 @@ def test_language_model_dynamic_batch():
             want = language_models.reference(model, inputs)
             assert got.shape == want.shape
             assert float(np.abs(got.numpy() - want).max() / np.abs(want).max()) < 1e-4
-    assert sorted(run.buckets.compiled) == [1, 4]
+    assert sorted(run.buckets.compiled) == [1, 2, 4]    # 3 = 2 + 1
