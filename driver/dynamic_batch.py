@@ -74,8 +74,9 @@ class BatchRange:
 
 
 def mixing_reason(graph) -> str | None:
-    """Why padding the batch of `graph` (a Graph at a batch of 2 or more) could change its real rows, or
-    None when every output row depends on its own input row only (passes/batch_chunks.py's analysis)."""
+    """Why padding or splitting the batch of `graph` (a Graph at a batch of 2 or more) could change its real
+    rows, or None when every output row depends on its own input row only (passes/batch_chunks.py's
+    analysis, padding mode)."""
     module = compiler.load_module(graph)
     found = batch_chunks.analyze(graph_functions(module.operation)[0], padding=True)
     return found if isinstance(found, str) else None
