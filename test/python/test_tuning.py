@@ -448,7 +448,9 @@ def test_concurrent_tuners_take_turns(tmp_path):
     work done outside the measurement lock (its start and passes, its worker's start, its candidate modules).
     Every process of a tuner now computes under the lock (tuning/lock.py), read here from a log of each
     process's lock calls with its CPU time: between its first lock and its last, no process spends more than
-    0.25 s of CPU holding none, and no timing (exclusive) overlaps another process's hold. The budget holds
+    0.15 s of CPU at a stretch nor 0.6 s in all holding none (a worker's start, or its ~40 candidate
+    compiles, take more; the bookkeeping between locks, ~90 gaps of ~1 ms per worker and a collector's pause,
+    took 0.15-0.3 s in all), and no timing (exclusive) overlaps another process's hold. The budget holds
     for both: each layer's search ends within 1.2 x B + 1 s (the worker's start, the leaders' re-timing),
     or measured only what a choice needs (the heuristic's and the next most plausible solver's default)."""
     site, model, log, budget = tmp_path / "site", tmp_path / "tiny.py", tmp_path / "locks.log", 2.0
@@ -472,7 +474,7 @@ def test_concurrent_tuners_take_turns(tmp_path):
     assert len(events) == 4, "two tuners, two workers"
     held = {}   # pid -> [(start, end, exclusive)]
     for pid, seq in events.items():
-        depth, unlocked, opened = 0, 0.0, {}
+        depth, unlocked, opened = 0, [], {}
         for (event, at, cpu), (_, _, next_cpu) in zip(seq, seq[1:] + [seq[-1]]):
             if event == "release":
                 depth -= 1
@@ -482,8 +484,8 @@ def test_concurrent_tuners_take_turns(tmp_path):
                 opened[depth] = (at, event == "exclusive")
                 depth += 1
             if depth == 0:
-                unlocked += next_cpu - cpu
-        assert unlocked <= 0.25, (pid, unlocked)
+                unlocked.append(next_cpu - cpu)
+        assert max(unlocked) <= 0.15 and sum(unlocked) <= 0.6, (pid, sorted(unlocked)[-3:], sum(unlocked))
     for pid, spans in held.items():
         for start, end, exclusive in spans:
             if exclusive:
