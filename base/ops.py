@@ -146,6 +146,10 @@ OPS: dict[str, OpSpec] = {s.name: s for s in [
     _spec("gather_elements", ("input", "indices"), {"axis": "i64"},
           doc="out[i] = input[i with its axis coordinate replaced by indices[i]] (torch.gather); indices are "
               "shaped like the result"),
+    _spec("index_copy", ("input", "indices", "updates"), {"axis": "i64"},
+          doc="the input with out[a.., indices[j], b..] = updates[a.., j, b..] along axis (torch.index_copy: a KV "
+              "cache written at its positions); indices 1-d, updates shaped like the input with len(indices) on "
+              "the axis; an index out of range writes nothing and is reported by the plan's bounds_check"),
     _spec("cumsum", ("input",), {"axis": "i64", "exclusive": "i64", "reverse": "i64"},
           doc="running sums along axis (exclusive: without the element itself; reverse: from the end)"),
     _spec("bounds_check", ("indices",), {"size": "i64"},
@@ -199,7 +203,7 @@ OPS: dict[str, OpSpec] = {s.name: s for s in [
 ELEMENTWISE = frozenset(UNARY_ATTRS) | frozenset(UNARY_MATH) | frozenset(BINARY)
 # Ops that move or select elements without computing on them: any dtype (their result's is the input's).
 DATA_MOVEMENT = frozenset({"constant", "reshape", "transpose", "concat", "pad", "slice", "broadcast", "gather",
-                           "gather_elements"})
+                           "gather_elements", "index_copy"})
 # Arithmetic that integers take too (exactly, in their own type; integer div is floor division).
 INTEGER_ARITHMETIC = frozenset({"add", "sub", "mul", "div", "maximum", "minimum", "cumsum"})
 
@@ -495,6 +499,16 @@ def _gather(shapes, attrs):
     return tuple(x[:axis]) + tuple(idx) + tuple(x[axis + 1:])
 
 
+def _index_copy(shapes, attrs):
+    x, idx, upd = shapes
+    axis = _axis(attrs, len(x))
+    _need(len(idx) == 1, f"indices must be 1-d, got {fmt_shape(idx)}")
+    want = tuple(x[:axis]) + tuple(idx) + tuple(x[axis + 1:])
+    _need(tuple(upd) == want, f"updates {fmt_shape(upd)} must be {fmt_shape(want)}: the input's shape with the "
+                              f"indices' length on axis {axis}")
+    return tuple(x)
+
+
 def _gather_elements(shapes, attrs):
     x, idx = shapes
     axis = _axis(attrs, len(x))
@@ -645,7 +659,7 @@ _RULES = {
     **{n: _unary for n in (*UNARY_ATTRS, *UNARY_MATH)},
     **{n: (lambda shapes, attrs: broadcast(shapes[0], shapes[1])) for n in BINARY},
     "cast": _same_shape, "logical_not": _same_shape, "compare": _kinds(COMPARE_KINDS), "logical": _kinds(LOGICAL_KINDS), "where": _where,
-    "gather": _gather, "gather_elements": _gather_elements, "cumsum": _cumsum, "bounds_check": _bounds_check,
+    "gather": _gather, "gather_elements": _gather_elements, "index_copy": _index_copy, "cumsum": _cumsum, "bounds_check": _bounds_check,
     "conv2d_backward_data": _conv2d_backward_data, "conv2d_backward_weights": _conv2d_backward_weights,
     "batch_norm_training": _batch_norm_training, "batch_norm_statistics": _batch_norm_statistics,
     "batch_norm_backward": _batch_norm_backward, "layer_norm_backward": _layer_norm_backward,
@@ -666,8 +680,10 @@ def infer_dtype(name: str, dtypes: list, attrs) -> str | None:
         _need(given[0] == "bool", f"the condition must be bool, got {given[0]}")
         _need(given[1] == given[2], f"lhs and rhs mix dtypes {given[1]} and {given[2]}")
         return given[1]
-    if name in ("gather", "gather_elements"):
+    if name in ("gather", "gather_elements", "index_copy"):
         _need(given[1] in INTEGERS, f"indices must be integers ({', '.join(INTEGERS)}), got {given[1]}")
+        _need(name != "index_copy" or given[2] == given[0],
+              f"updates must be {given[0]} like the input, got {given[2]}")
         return given[0]
     if name == "bounds_check":
         _need(given[0] in INTEGERS, f"indices must be integers ({', '.join(INTEGERS)}), got {given[0]}")

@@ -38,6 +38,10 @@ prim.param_perms          per parameter, the permutation it is stored in (empty:
 prim.checks               what each of a graph function's last results means when it is not 0 after a run (the
                           bounds checks of gather's indices): those results are checks, not outputs. Written by
                           pyfrontend/emit.py; read by driver/plan.py (the plan's "checks", which the runtime reads).
+prim.state                a graph function's state carried between calls (a KV cache): flat (input, result) index
+                          pairs, the result being the input's value in the next call. Written by
+                          pyfrontend/emit.py; read by driver/plan.py (the plan's "state") and passes/batch_chunks.py
+                          (a graph with state is not split into chunks).
 prim.role, prim.aux       which op of a linalg kernel a schedule step tiles (a role, or the index of another op).
                           Written by kernels/irtext.py (prim-tile: a final elementwise op's role); matched by
                           kernels/schedules.py's transform.structured.match, inside prim-tile.
@@ -65,6 +69,7 @@ INPUT_NAMES = "prim.input_names"
 PARAM_NAMES = "prim.param_names"
 PARAM_PERMS = "prim.param_perms"
 CHECKS = "prim.checks"
+STATE = "prim.state"
 ROLE = "prim.role"
 AUX = "prim.aux"
 ELEMENT_STRIDES = "openprim.element_strides"
@@ -195,6 +200,16 @@ def set_checks(fn, messages: list[str]) -> None:
 
 def checks(fn) -> list[str]:
     return [ir.StringAttr(a).value for a in fn.attributes[CHECKS]] if CHECKS in fn.attributes else []
+
+
+def set_state(fn, pairs: list[tuple[int, int]]) -> None:
+    fn.attributes[STATE] = ir.DenseI64ArrayAttr.get([k for pair in pairs for k in pair], fn.context)
+
+
+def state(fn) -> list[tuple[int, int]]:
+    """The (input index, result index) pairs of the state a graph function carries; [] when it has none."""
+    flat = [int(k) for k in ir.DenseI64ArrayAttr(fn.attributes[STATE])] if STATE in fn.attributes else []
+    return list(zip(flat[::2], flat[1::2]))
 
 
 # ----------------------------------------------------------------------------- schedule tags (IR text)

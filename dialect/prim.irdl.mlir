@@ -484,6 +484,17 @@ irdl.dialect @prim {
     %res = irdl.base "!builtin.tensor"
     irdl.results(result: %res)
   }
+  // the input with out[a.., indices[j], b..] = updates[a.., j, b..] along axis (torch.index_copy: a KV cache written at its positions); indices 1-d, updates shaped like the input with len(indices) on the axis; an index out of range writes nothing and is reported by the plan's bounds_check
+  irdl.operation @index_copy {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    %t2 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0, indices: %t1, updates: %t2)
+    %a0 = irdl.base "#builtin.integer"
+    irdl.attributes {"axis" = %a0}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
   // running sums along axis (exclusive: without the element itself; reverse: from the end)
   irdl.operation @cumsum {
     %t0 = irdl.base "!builtin.tensor"

@@ -15,6 +15,13 @@ storage "param", at aligned offsets of a params region of "params_bytes" that th
 transpose(what the caller gives, perm), which load_weights applies on the host. Their initial data
 (`params_blob`) is the artifact's params.bin. Such a plan has version PARAMS_VERSION; a plan without
 parameters is exactly what it was before (version 3).
+
+State (Graph.carry, `prim.state`: a KV cache): an input whose next value a result is. The plan lists it in
+"state" ({name, value, next}) instead of "inputs", and that result not in "outputs"; its value has storage
+"state" in a region of "state_bytes" that the executable holds between calls (zeros at first). Where the
+step computing `next` may write into its input's buffer (`prim.in_place`: index_copy writing only its rows)
+and the old state is read by no later step, `next` takes the state's buffer and the update is in place;
+otherwise the runtime copies `next` into the state after a run ("copy": true). Version STATE_VERSION.
 """
 from __future__ import annotations
 
@@ -32,6 +39,7 @@ from openprim.solvers.problem import parse_descriptor
 
 PLAN_VERSION = 3  # 2: views name the value whose storage they share (`view_of`); 3: `batch_chunks`
 PARAMS_VERSION = 4  # a plan with "params" (weights as values): storage "param", "params_bytes"
+STATE_VERSION = 5  # a plan with "state" (carried between calls): storage "state", "state_bytes"
 
 
 def assign_offsets(sizes: list[int], lifetimes: list[tuple[int, int]]) -> tuple[list[int], int]:
@@ -73,7 +81,16 @@ def build_plan(module: ir.Module, target: Target) -> tuple[dict, bytes]:
     args = list(block.arguments)
     n_inputs = len(args) - len(param_names)
     names = contract.input_names(fn) or [f"arg{i}" for i in range(n_inputs)]
-    inputs = [{"name": n, "value": new_value(a, "arena")} for n, a in zip(names, args[:n_inputs])]
+    carried = dict(contract.state(fn))   # input index -> result index
+    inputs, state, state_off = [], [], 0
+    for k, (n, a) in enumerate(zip(names, args[:n_inputs])):
+        if k not in carried:
+            inputs.append({"name": n, "value": new_value(a, "arena")})
+            continue
+        i = new_value(a, "state")
+        values[i]["offset"] = state_off
+        state_off = aligned(state_off + int(np.prod(values[i]["shape"])) * ITEMSIZE[values[i]["dtype"]])
+        state.append({"name": n, "value": i, "result": carried[k]})
     params, params_off = [], 0
     for name, perm, a in zip(param_names, contract.param_perms(fn), args[n_inputs:]):
         i = new_value(a, "param")
@@ -102,7 +119,11 @@ def build_plan(module: ir.Module, target: Target) -> tuple[dict, bytes]:
             outputs = [ids[a] for a in op.operands]
         else:
             raise OpenPrimError(f"{dialect.where(op.location)}: error: '{op.name}' was not lowered to a kernel")
-    _outputs_in_place(steps, values, roots, _in_place_args(module), inputs, outputs)
+    for entry in state:
+        entry["next"] = outputs[entry.pop("result")]
+    in_place = _in_place_args(module)
+    _state_in_place(steps, values, roots, in_place, state)
+    _outputs_in_place(steps, values, roots, in_place, inputs, outputs)
     # Lifetimes of arena roots, in step indices: inputs from -1, outputs to the end.
     n = len(steps)
     life = {}
@@ -132,6 +153,8 @@ def build_plan(module: ir.Module, target: Target) -> tuple[dict, bytes]:
     if checks:
         plan_checks = [{"value": v, "message": m} for v, m in zip(outputs[len(outputs) - len(checks):], checks)]
         outputs = outputs[:len(outputs) - len(checks)]
+    state_results = set(carried.values())
+    outputs = [o for k, o in enumerate(outputs) if k not in state_results]
     plan = {"format": "openprim-plan", "version": PLAN_VERSION, "compiler": f"openprim {__version__}",
             "target": str(target), "values": values, "inputs": inputs, "outputs": outputs, "steps": steps,
             "arena_bytes": arena, "weights_bytes": weight_off,
@@ -140,6 +163,8 @@ def build_plan(module: ir.Module, target: Target) -> tuple[dict, bytes]:
         plan["checks"] = plan_checks
     if params:
         plan.update(version=PARAMS_VERSION, params=params, params_bytes=params_off)
+    if state:
+        plan.update(version=STATE_VERSION, state=state, state_bytes=state_off)
     if (chunks_of_batch := contract.batch_chunks(fn)) is not None:  # passes/batch_chunks.py: once per chunk
         plan["batch_chunks"] = chunks_of_batch
     km = kernels_module(module.operation)
@@ -198,6 +223,32 @@ def _in_place_args(module: ir.Module) -> dict[str, int]:
     km = kernels_module(module.operation)
     return {ir.StringAttr(f.attributes["sym_name"]).value: at
             for f in ([] if km is None else body(km).operations) if (at := contract.in_place(f)) is not None}
+
+
+def _state_in_place(steps, values, roots, in_place: dict[str, int], state) -> None:
+    """Give each state's next value the state's buffer where the step computing it may write into its
+    input's (`in_place` names the state there) and no later step reads the old state; mark the others
+    "copy" (the runtime copies them in after a run)."""
+    last = {}
+    for i, s in enumerate(steps):
+        for a in s["args"]:
+            last[roots[a]] = i
+    producer = {roots[s["args"][-1]]: i for i, s in enumerate(steps)}
+    for entry in state:
+        root, nxt = roots[entry["value"]], roots[entry["next"]]
+        if nxt == root:      # carried unchanged
+            continue
+        i = producer.get(nxt)
+        s = steps[i] if i is not None else None
+        at = in_place.get(s["kernel"]) if s else None
+        if at is None or roots[s["args"][at]] != root or last.get(root) != i or s["args"][-1] != nxt or \
+                any(roots[a] == root for j, a in enumerate(s["args"][:-1]) if j != at):
+            entry["copy"] = True
+            continue
+        for v, r in enumerate(roots):
+            if r == nxt:
+                roots[v] = root
+                values[v]["storage"] = "state"
 
 
 def _outputs_in_place(steps, values, roots, in_place: dict[str, int], inputs, outputs) -> None:

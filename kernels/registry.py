@@ -6,7 +6,8 @@ then keeps its linalg form (a transform schedule on the CPU, prim-gpu-map's grid
 A conv2d/matmul's builder is its solver's `kernel(request)` (solvers/); the other ops' builders are
 the table below, keyed by (op, target kind): on the CPU, vectorized row kernels (kernels/cpu/rows.py) for
 softmax / log_softmax / layer_norm, whose reference lowering calls libm's scalar expf per value, and
-pooling read in place (kernels/cpu/pool.py) instead of through a padded copy.
+pooling read in place (kernels/cpu/pool.py) instead of through a padded copy, and index_copy writing only its
+rows into a buffer it shares with its input (kernels/cpu/index_copy.py: a KV cache).
 """
 from __future__ import annotations
 
@@ -15,6 +16,9 @@ from typing import Callable
 
 from openprim.base.target import Target
 
+from openprim.solvers.base import THREADS
+
+from .cpu import index_copy as cpu_index_copy
 from .cpu import pool as cpu_pool
 from .cpu import rows as cpu_rows
 from .gpu import pool, rows, transpose
@@ -72,6 +76,11 @@ def _cpu_pool(r: KernelRequest) -> str | None:
     return cpu_pool.pool_kernel(r.name, r.signature, r.op, r.attrs, r.dtype)
 
 
+def _cpu_index_copy(r: KernelRequest) -> str:
+    """Only the update rows written where the output has the input's buffer (cpu/index_copy.py)."""
+    return cpu_index_copy.index_copy_kernel(r.name, r.signature, r.attrs["axis"], THREADS)
+
+
 def _transpose(r: KernelRequest) -> str | None:
     """A tiled transpose through shared memory (transpose.py) for permutations that swap two blocks."""
     return transpose.transpose_kernel(r.name, r.signature, r.attrs["perm"], r.dtype) \
@@ -86,6 +95,7 @@ OP_KERNELS: dict[tuple[str, str], Callable[[KernelRequest], str | None]] = {
     **{("global_avg_pool", kind): _global_pool for kind in GPU_KINDS},
     **{(op, "cpu"): _cpu_pool for op in ("max_pool2d", "avg_pool2d", "global_avg_pool")},
     **{("transpose", kind): _transpose for kind in GPU_KINDS},
+    ("index_copy", "cpu"): _cpu_index_copy,
 }
 
 

@@ -281,6 +281,31 @@ def emit_gather_elements(kt, op, operands, attrs, shape, dtype):
     return kt.generic([idx], [ident], kt.empty(shape, dtype), ident, ["parallel"] * R, body)
 
 
+def emit_index_copy(kt, op, operands, attrs, shape, dtype):
+    """One generic over the result and the indices j (an inner reduction loop, initialized with the input):
+    out[a.., t, b..] = updates[a.., j, b..] where indices[j] (wrapped from the end) is t, the last such j
+    winning; an index out of range matches no t. The result is written whole (kernels/cpu/index_copy.py
+    writes only the rows where it may)."""
+    x, idx, upd = operands
+    R = len(shape)
+    axis = attrs["axis"] % R
+    imap = amap(R + 1, [f"d{R}"])
+    umap = amap(R + 1, [f"d{R}" if d == axis else f"d{d}" for d in range(R)])
+    omap = amap(R + 1, [f"d{d}" for d in range(R)])
+
+    def body(args, kt):
+        i = kt.scalar("arith.index_cast", args[0], ty=f"{elem(idx.dtype)} to index")
+        n = kt.const(x.shape[axis], "index")
+        neg = _cmp_typed(kt, "arith.cmpi slt", i, kt.const(0, "index"), "index")
+        wrapped = kt.fresh("s")
+        kt.emit(f"  {wrapped} = arith.select {neg}, {kt.scalar('arith.addi', i, n, ty='index')}, {i} : index")
+        hit = _cmp_typed(kt, "arith.cmpi eq", wrapped, _loop_index(kt, axis), "index")
+        out = kt.fresh("s")
+        kt.emit(f"  {out} = arith.select {hit}, {args[1]}, {args[2]} : {elem(dtype)}")
+        return out
+    return kt.generic([idx, upd], [imap, umap], x, omap, ["parallel"] * R + ["reduction"], body)
+
+
 def emit_cumsum(kt, op, operands, attrs, shape, dtype):
     """out[.., j, ..] = sum of x[.., k, ..] over k <= j (k < j exclusive; k >= j, k > j reversed): one generic
     with k as an inner reduction loop, the axis' length squared per row (fine for position ids and masks);
@@ -1257,7 +1282,7 @@ EMITTERS = {
     **{n: emit_elementwise for n in ELEMENTWISE},
     "cast": emit_cast, "compare": emit_compare, "logical": emit_logical, "logical_not": emit_logical_not,
     "where": emit_where, "broadcast": emit_broadcast, "gather": emit_gather, "gather_elements": emit_gather_elements,
-    "cumsum": emit_cumsum, "bounds_check": emit_bounds_check,
+    "index_copy": emit_index_copy, "cumsum": emit_cumsum, "bounds_check": emit_bounds_check,
     "conv2d_backward_data": emit_conv2d_backward_data, "conv2d_backward_weights": emit_conv2d_backward_weights,
     "batch_norm_training": emit_batch_norm_training, "batch_norm_statistics": emit_batch_norm_statistics,
     "batch_norm_backward": emit_batch_norm_backward, "layer_norm_backward": emit_layer_norm_backward,

@@ -15,7 +15,7 @@ from openprim.base.dtypes import FLOATS, STORAGE, from_storage
 
 # The ops evaluated for any result dtype: those that select or move elements, and casts.
 SELECTING = frozenset({"cast", "compare", "logical", "logical_not", "where", "broadcast", "gather",
-                       "gather_elements", "cumsum", "bounds_check"})
+                       "gather_elements", "index_copy", "cumsum", "bounds_check"})
 
 
 class OutOfRange(ValueError):
@@ -66,6 +66,11 @@ def evaluate(op: str, values: list, attrs: dict, shape, dtype: str) -> np.ndarra
         idx = _index(xs[1], x.shape[axis], "the indices")
         sub = x[tuple(slice(0, n) if a != axis else slice(None) for a, n in enumerate(idx.shape))]
         return np.take_along_axis(sub, idx, axis=axis)
+    if op == "index_copy":
+        axis, out = attrs["axis"] % x.ndim, x.copy()
+        idx = _index(xs[1], x.shape[axis], "the indices")
+        out[(slice(None),) * axis + (idx,)] = xs[2]
+        return out
     if op == "cumsum":
         return cumsum(x, attrs["axis"], attrs["exclusive"], attrs["reverse"])
     if op == "bounds_check":

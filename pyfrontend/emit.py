@@ -108,6 +108,8 @@ def to_module(graph, ctx: ir.Context | None = None, weights: dict | None = None,
                 contract.set_param_names(fn, [name for name, _ in as_args])
             if graph.checks:
                 contract.set_checks(fn, [message for _, message in graph.checks])
+            if graph.state:
+                contract.set_state(fn, graph.state)
             block = fn.add_entry_block()
         values = {id(t): block.arguments[i] for i, t in enumerate(graph.inputs + [n.result for _, n in as_args])}
         with ir.InsertionPoint(block):

@@ -126,6 +126,10 @@ class Graph:
     # Run-time checks: (a 1-element tensor that must be 0 after a run, what it means when not); the
     # bounds of gather's indices. The emitted function returns them after the outputs.
     checks: list = field(default_factory=list)
+    # State carried from call to call (a KV cache): (input index, output index) pairs, the output being the
+    # input's value in the next call. The executable holds such an input (zeros at first) and the caller
+    # neither gives it nor gets it back (runtime/executor.py).
+    state: list = field(default_factory=list)
     _values: dict = field(default_factory=dict, repr=False)   # id(tensor) -> the storage of a constant
     _checked: set = field(default_factory=set, repr=False)     # (id(indices), size) with a bounds check
 
@@ -198,6 +202,26 @@ class Graph:
         for t in tensors:
             self._own(t, "output")
         self.outputs.extend(tensors)
+
+    def carry(self, state: Tensor, new: Tensor) -> None:
+        """Make input `state` persistent: the executable holds it (zeros until set), and `new` (an output,
+        appended if it is not one yet) is its value for the next call. A KV cache: new = index_copy(state,
+        axis, positions, rows), which the executable writes in place (only the rows)."""
+        self._own(state, "carry")
+        self._own(new, "carry")
+        loc = _user_location()
+        where = f"{loc[0]}:{loc[1]}: error: carry"
+        if not any(state is t for t in self.inputs):
+            raise OpenPrimError(f"{where}: the state must be an input of the graph")
+        if (state.shape, state.dtype) != (new.shape, new.dtype):
+            raise OpenPrimError(f"{where}: input '{state.name}' is {state.dtype}{list(state.shape)} but its next "
+                                f"value is {new.dtype}{list(new.shape)}")
+        i = next(k for k, t in enumerate(self.inputs) if t is state)
+        if any(k == i for k, _ in self.state):
+            raise OpenPrimError(f"{where}: input '{state.name}' is carried twice")
+        if not any(new is t for t in self.outputs):
+            self.outputs.append(new)
+        self.state.append((i, next(k for k, t in enumerate(self.outputs) if t is new)))
 
     # ------------------------------------------------------------------ plumbing
     def _check_dtype(self, dtype, what):
@@ -464,6 +488,18 @@ class Graph:
         out = self._emit("gather_elements", [x, idx], {"axis": axis})
         if idx.dtype in INTEGERS:
             self._bounds_check(idx, x.shape[axis], f"prim.gather_elements (axis {axis} of {spec.fmt_shape(x.shape)})")
+        return out
+
+    def index_copy(self, x, axis, indices, updates):
+        """x with out[a.., indices[j], b..] = updates[a.., j, b..] along axis (torch.index_copy; a KV cache
+        written at the step's positions). Indices known only at run time are checked after each run: one
+        out of range is an error (the kernel skips it meanwhile)."""
+        self._own(x, "prim.index_copy")
+        self._own(updates, "prim.index_copy")
+        idx = self._indices(indices, "prim.index_copy")
+        out = self._emit("index_copy", [x, idx, updates], {"axis": axis})
+        if idx.dtype in INTEGERS:
+            self._bounds_check(idx, x.shape[axis], f"prim.index_copy (axis {axis} of {spec.fmt_shape(x.shape)})")
         return out
 
     def cumsum(self, x, axis, exclusive=False, reverse=False):

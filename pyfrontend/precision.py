@@ -74,4 +74,5 @@ def with_precision(graph: Graph, precision: str | None) -> Graph:
         value = None if node.value is None else cast_weight(node.value, node.result.dtype, precision)
         out.nodes.append(Node(node.op, operands, dict(node.attrs), result, node.loc, value))
     out.outputs = [tensors[id(t)] for t in graph.outputs]
+    out.state = list(graph.state)
     return out

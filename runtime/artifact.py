@@ -31,7 +31,8 @@ FORMAT = "openprim-artifact"
 VERSION = 2  # 2: kernel signatures, member digests, the CPU features the code needs (runtime/manifest.py)
 PARAMS_VERSION = 3  # 3: weights as values: the plan's "params", the params.bin member. Only an artifact with
 #                     parameters has it, so that a runtime that reads version 2 only refuses it by its version
-VERSIONS = (VERSION, PARAMS_VERSION)
+STATE_VERSION = 4  # 4: state carried between calls (the plan's "state"), with or without parameters
+VERSIONS = (VERSION, PARAMS_VERSION, STATE_VERSION)
 MEMBERS = ("manifest.json", "weights.bin")
 PARAMS = "params.bin"
 
@@ -40,7 +41,8 @@ def write(path: str, plan: dict, kernels: dict[str, bytes], weights: bytes, meta
     """kernels: member name -> bytes (see the table above); params: the params region's initial bytes, for
     a plan with parameters (driver/plan.py: params_blob)."""
     members = {**kernels, "weights.bin": weights, **({PARAMS: params} if "params" in plan else {})}
-    manifest = {"format": FORMAT, "version": PARAMS_VERSION if "params" in plan else VERSION, **meta,
+    version = STATE_VERSION if "state" in plan else PARAMS_VERSION if "params" in plan else VERSION
+    manifest = {"format": FORMAT, "version": version, **meta,
                 "kernel_files": sorted(kernels), "signatures": manifest_check.signature(plan),
                 "members": manifest_check.member_digests(members), "plan": plan}
     manifest["digest"] = manifest_check.manifest_digest(manifest)
@@ -102,9 +104,10 @@ def _read(path: str) -> tuple[dict, dict[str, bytes], bytes, Target, bytes]:
     plan = manifest.get("plan")
     if not isinstance(plan, dict):
         raise OpenPrimError(f"{path}: corrupt artifact (the manifest has no valid plan)")
-    if ("params" in plan) != (version == PARAMS_VERSION):
-        raise OpenPrimError(f"{path}: corrupt artifact (format version {version} "
-                            f"{'needs' if version == PARAMS_VERSION else 'cannot have'} plan.params)")
+    if ("state" in plan) != (version == STATE_VERSION) or \
+            (version != STATE_VERSION and ("params" in plan) != (version == PARAMS_VERSION)):
+        raise OpenPrimError(f"{path}: corrupt artifact (format version {version} does not match whether the plan "
+                            f"has params ({'params' in plan}) and state ({'state' in plan}))")
     try:
         manifest_check.validate(manifest, kernels, weights, target, params)
     except OpenPrimError as e:

@@ -15,9 +15,16 @@ region (a copy of the current one with the new values) and then publishes it wit
 is never written once published. Each arena is bound to one region; a call takes an arena and, where its
 region is not the current one, rebinds it first (its pointers; the arena's bytes stay). So a call in
 flight runs on the old parameters or on the new ones, never on a mix, and calls never wait for a load.
+
+State (a plan with "state", driver/plan.py: a KV cache): a region the executable holds from call to call,
+zeros at first. A call reads the state and leaves its next value there (written in place by the kernels,
+or copied in after the steps); calls of a stateful executable therefore take turns (one lock), and
+`get_state`, `set_state`, `reset_state` read or replace it between calls. `share_state(other)` makes two
+executables of the same state (a prefill and a decode step) work on one region.
 """
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import threading
@@ -30,6 +37,7 @@ from openprim.base.errors import OpenPrimError
 from openprim.base.dtypes import FLOATS, STORAGE, from_storage, host_to_storage
 
 ALIGN = 64
+_UNLOCKED = contextlib.nullcontext()
 
 
 def host_shape(plan: dict, value: int) -> tuple:
@@ -83,6 +91,43 @@ def param_shape(v: dict, perm: list[int] | None) -> tuple:
 def stored_param(v: dict, perm: list[int] | None, stored: np.ndarray) -> np.ndarray:
     """A parameter's value as the caller gives it (not converted), from its stored form."""
     return stored if perm is None else np.ascontiguousarray(stored.transpose(np.argsort(perm)))
+
+
+def state_names(plan: dict) -> list[str]:
+    """The names of a plan's state (carried between calls), [] when it has none."""
+    return [e["name"] for e in plan.get("state", ())]
+
+
+def checked_state(plan: dict, arrays) -> list[tuple[int, np.ndarray]]:
+    """(value id, data in its storage dtype) per state entry that `arrays` (a mapping name -> array) gives;
+    an unknown name or a wrong shape is one OpenPrimError naming it."""
+    specs = {e["name"]: e["value"] for e in plan.get("state", ())}
+    if not hasattr(arrays, "items"):
+        raise OpenPrimError(f"set_state takes a mapping of state names to arrays, got {type(arrays).__name__}")
+    unknown = [n for n in arrays if n not in specs]
+    if unknown:
+        raise OpenPrimError(f"set_state: unknown state {_listed(unknown)} (this executable's state: "
+                            f"{_listed(specs) or 'none'})")
+    out = []
+    for name, a in arrays.items():
+        v = plan["values"][specs[name]]
+        a = np.asarray(a)
+        if tuple(a.shape) != tuple(v["shape"]):
+            raise OpenPrimError(f"set_state: '{name}' must have shape {tuple(v['shape'])}, got {tuple(a.shape)}")
+        out.append((specs[name], host_to_storage(a, v["dtype"], f"state '{name}'")))
+    return out
+
+
+def same_state_layout(plan: dict, other: dict) -> str | None:
+    """Why two plans cannot share one state region (names, shapes, dtypes, offsets differ), or None."""
+    def layout(p):
+        return [(e["name"], p["values"][e["value"]]["shape"], p["values"][e["value"]]["dtype"],
+                 p["values"][e["value"]]["offset"]) for e in p.get("state", ())]
+    if not plan.get("state"):
+        return "this executable carries no state"
+    if layout(plan) != layout(other):
+        return "their state differs (names, shapes or dtypes): compile both from graphs with the same carried inputs"
+    return None
 
 
 def _listed(names) -> str:
@@ -171,13 +216,13 @@ class _Arena:
     weights, or in the params region `params` it is bound to), which the views keep alive, and every step's
     argument pointers into those views. raw: the arena's bytes, kept when it is rebound to new parameters."""
 
-    __slots__ = ("views", "steps", "raw", "params")
+    __slots__ = ("views", "steps", "raw", "params", "state")
 
     def __init__(self, exe: "CpuExecutable", params: np.ndarray, raw: np.ndarray | None = None):
         self.raw = arena = aligned_bytes(exe.plan["arena_bytes"]) if raw is None else raw
-        self.params = params
-        self.views = [_view(v, arena if v["storage"] == "arena" else params if v["storage"] == "param"
-                            else exe.weights) for v in exe.plan["values"]]
+        self.params, self.state = params, exe.state_region
+        regions = {"arena": arena, "param": params, "state": self.state, "weight": exe.weights}
+        self.views = [_view(v, regions[v["storage"]]) for v in exe.plan["values"]]
         self.steps = []
         for fn, step in zip(exe.kernels, exe.plan["steps"]):
             ptrs = [ctypes.c_void_p(self.views[a].ctypes.data) for a in step["args"]]
@@ -215,6 +260,8 @@ class CpuExecutable:
         if plan.get("params_bytes"):
             self._params[:] = np.frombuffer(params, np.uint8, plan["params_bytes"])
         self._loading = threading.Lock()    # one load_weights at a time
+        self.state_region = aligned_bytes(plan.get("state_bytes", 0))   # zeros: the state before any call
+        self._stepping = threading.Lock() if "state" in plan else None  # calls of a stateful plan take turns
         fns = {}
         for step in plan["steps"]:
             name = step["kernel"]
@@ -244,7 +291,8 @@ class CpuExecutable:
         except IndexError:
             return self._new_arena()
         params = self._params
-        return arena if arena.params is params else _Arena(self, params, arena.raw)
+        return arena if arena.params is params and arena.state is self.state_region else \
+            _Arena(self, params, arena.raw)
 
     @property
     def input_names(self):
@@ -277,6 +325,40 @@ class CpuExecutable:
                                         values[p["value"]]["dtype"])
                 for p in self.plan.get("params", ())}
 
+    @property
+    def state_names(self) -> list[str]:
+        """The names of the state this executable carries between calls (Graph.carry); [] for none."""
+        return state_names(self.plan)
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """{name: a copy of the state's current value} (bf16 as float32, as outputs are)."""
+        values = self.plan["values"]
+        with self._stepping or threading.Lock():
+            return {e["name"]: from_storage(_view(values[e["value"]], self.state_region).copy(),
+                                            values[e["value"]]["dtype"]) for e in self.plan.get("state", ())}
+
+    def set_state(self, arrays) -> None:
+        """Replace state entries by arrays (a mapping name -> array of the state's shape); others keep theirs."""
+        updates = checked_state(self.plan, arrays)
+        with self._stepping or threading.Lock():
+            for value, data in updates:
+                _view(self.plan["values"][value], self.state_region)[...] = data
+
+    def reset_state(self) -> None:
+        """Every state entry back to zeros (a new sequence; for a KV cache, the positions say what is valid)."""
+        with self._stepping or threading.Lock():
+            self.state_region[:] = 0
+
+    def share_state(self, other: "CpuExecutable") -> None:
+        """Work on `other`'s state region from now on (a prefill and a decode step of one cache): both
+        plans must carry the same state. Calls of the two still take turns only within each executable:
+        do not call both at once."""
+        why = same_state_layout(self.plan, other.plan)
+        if why:
+            raise OpenPrimError(f"share_state: {why}")
+        with self._stepping:
+            self.state_region = other.state_region   # arenas rebind on their next call (_take)
+
     def __call__(self, *args, **kwargs):
         return self._call(args, kwargs)
 
@@ -289,11 +371,12 @@ class CpuExecutable:
 
     def _call(self, args, kwargs, spans=None):
         inputs = checked_inputs(self.plan, args, kwargs)
-        arena = self._take()
-        try:
-            stored = self._run(arena, inputs, spans)
-        finally:
-            self._free.append(arena)
+        with self._stepping or _UNLOCKED:
+            arena = self._take()
+            try:
+                stored = self._run(arena, inputs, spans)
+            finally:
+                self._free.append(arena)
         values = self.plan["values"]
         outs = [from_storage(s, values[o]["dtype"], values[o].get("host_dtype"))
                 for s, o in zip(stored, self.plan["outputs"])]
@@ -308,6 +391,9 @@ class CpuExecutable:
             for value, data in inputs:
                 views[value][...] = data
             self._steps(arena, spans)
+            for entry in plan.get("state", ()):
+                if entry.get("copy"):
+                    views[entry["value"]][...] = views[entry["next"]]
             raise_failed_checks(plan, views.__getitem__)
             return [views[o].copy() for o in plan["outputs"]]
         stored = [np.empty(host_shape(plan, o), views[o].dtype) for o in plan["outputs"]]

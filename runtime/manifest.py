@@ -11,6 +11,9 @@ whole against itself and the other members:
   params    (weights as values) plan.params is a list of {name, value[, perm]} with unique names, each value
             a parameter (storage "param", not a view), every parameter listed once, perm a permutation of
             its dims; no step writes one
+  state     (carried between calls) plan.state is a list of {name, value, next[, copy]}, names unique
+            among the inputs' too, each value a state's own storage, listed once; next a value of the plan
+            that is the state itself (written in place) or, with copy, any value of its dtype and shape
   steps     every argument is a value of the plan; each step's arguments match the recorded signature
             of its kernel (count, dtypes, shapes: the kernels are compiled for static shapes); outputs
             land in the arena; inputs and outputs are values, input names unique
@@ -71,8 +74,9 @@ def signature(plan: dict) -> dict[str, list]:
     return sigs
 
 
-STORAGES = ("arena", "weight", "param")
-LIMITS = {"arena": "arena_bytes", "weight": "weights_bytes", "param": "params_bytes"}   # each storage's size
+STORAGES = ("arena", "weight", "param", "state")
+LIMITS = {"arena": "arena_bytes", "weight": "weights_bytes", "param": "params_bytes",
+          "state": "state_bytes"}   # each storage's size
 
 
 def _value_bytes(v: dict, i: int, storages=STORAGES) -> int:
@@ -88,8 +92,9 @@ def _value_bytes(v: dict, i: int, storages=STORAGES) -> int:
 
 
 def _check_plan(plan: dict, weights_len: int, params_len: int = 0) -> None:
-    has_params = "params" in plan
-    for key in ("arena_bytes", "weights_bytes") + (("params_bytes",) if has_params else ()):
+    has_params, has_state = "params" in plan, "state" in plan
+    for key in ("arena_bytes", "weights_bytes") + (("params_bytes",) if has_params else ()) + \
+            (("state_bytes",) if has_state else ()):
         _need(_int(plan.get(key)), f"plan.{key} {plan.get(key)!r} is not a non-negative integer")
     _need(_int(plan.get("scratch_bytes", 0)), f"plan.scratch_bytes {plan.get('scratch_bytes')!r} is not a "
                                               f"non-negative integer")
@@ -103,7 +108,9 @@ def _check_plan(plan: dict, weights_len: int, params_len: int = 0) -> None:
     values = plan.get("values")
     _need(isinstance(values, list), "plan.values is not a list")
     for i, v in enumerate(values):
-        end = _value_bytes(v, i, STORAGES if has_params else STORAGES[:2]) + v["offset"]
+        storages = [k for k in STORAGES if k in ("arena", "weight") or (k == "param" and has_params)
+                    or (k == "state" and has_state)]
+        end = _value_bytes(v, i, storages) + v["offset"]
         limit = plan[LIMITS[v["storage"]]]
         _need(end <= limit, f"value {i} ({v['dtype']}{v['shape']}) ends at byte {end}, past the "
                             f"{v['storage']} of {limit} bytes")
@@ -126,6 +133,8 @@ def _check_plan(plan: dict, weights_len: int, params_len: int = 0) -> None:
     _need(isinstance(steps, list), "plan.steps must be a list")  # empty: the outputs are inputs or constants
     if has_params:
         _check_params(plan, values, is_value)
+    if has_state:
+        _check_state(plan, values, is_value)
     checks = plan.get("checks", [])
     _need(isinstance(checks, list) and all(isinstance(c, dict) and is_value(c.get("value"))
                                            and isinstance(c.get("message"), str) for c in checks),
@@ -134,7 +143,7 @@ def _check_plan(plan: dict, weights_len: int, params_len: int = 0) -> None:
         _need(isinstance(s, dict) and isinstance(s.get("kernel"), str) and isinstance(s.get("args"), list)
               and s["args"] and all(map(is_value, s["args"])),
               f"step {n}: needs a kernel name and a non-empty list of value ids of the plan")
-        _need(values[s["args"][-1]]["storage"] == "arena",
+        _need(values[s["args"][-1]]["storage"] in ("arena", "state"),
               f"step {n} ({s['kernel']}) writes into the {values[s['args'][-1]]['storage']}s")
 
 
@@ -157,6 +166,27 @@ def _check_params(plan: dict, values: list, is_value) -> None:
               f"parameter '{p['name']}': perm {perm!r} is not a permutation of its {len(v['shape'])} dims")
     roots = [i for i, v in enumerate(values) if v["storage"] == "param" and "view_of" not in v]
     _need(sorted(listed) == roots, f"parameter values {sorted(listed)} are not the plan's parameters {roots}")
+
+
+def _check_state(plan: dict, values: list, is_value) -> None:
+    """plan.state (the module docstring)."""
+    state = plan["state"]
+    _need(isinstance(state, list) and state and all(
+        isinstance(e, dict) and isinstance(e.get("name"), str) and is_value(e.get("value"))
+        and is_value(e.get("next")) for e in state),
+          "plan.state must be a non-empty list of {name, value, next} with value ids of the plan")
+    names = [e["name"] for e in state] + [i["name"] for i in plan["inputs"]]
+    _need(len(set(names)) == len(names), f"state and input names {names} are not unique")
+    for e in state:
+        v, nxt = values[e["value"]], values[e["next"]]
+        _need(v["storage"] == "state" and "view_of" not in v,
+              f"state '{e['name']}': value {e['value']} is not a state's own storage")
+        _need((nxt["dtype"], nxt["shape"]) == (v["dtype"], v["shape"]),
+              f"state '{e['name']}': its next value is {nxt['dtype']}{nxt['shape']}, not {v['dtype']}{v['shape']}")
+        _need(e.get("copy") or e["next"] == e["value"] or nxt.get("view_of") == e["value"],
+              f"state '{e['name']}': its next value {e['next']} is neither the state's storage nor copied")
+    roots = [i for i, v in enumerate(values) if v["storage"] == "state" and "view_of" not in v]
+    _need(sorted(e["value"] for e in state) == roots, "the state values are not the plan's state storage")
 
 
 def _check_signatures(plan: dict, recorded) -> None:
@@ -346,4 +376,5 @@ def host_sizes(plan: dict) -> dict[str, int]:
     most one kernel call allocates (plan.scratch_bytes, see backends/cpu record_scratch)."""
     return {"arena": plan["arena_bytes"], "weights": 2 * plan["weights_bytes"],
             **({"params": 3 * plan["params_bytes"]} if "params" in plan else {}),   # initial, held, a load's new
+            **({"state": plan["state_bytes"]} if "state" in plan else {}),
             "kernel scratch": plan.get("scratch_bytes", 0)}
