@@ -77,7 +77,7 @@ POOL_ATTRS = {"max_pool2d": {"kernel": "i64s", "strides": "i64s", "padding": "i6
 UNARY_ATTRS = {"relu": {}, "leaky_relu": {"alpha": "f64"}, "clamp": {"min": "f64", "max": "f64"},
                "sigmoid": {}, "tanh": {}, "gelu": {"approximate": "str"}, "silu": {}, "elu": {"alpha": "f64"},
                "hardsigmoid": {"alpha": "f64", "beta": "f64"}, "hardswish": {}}
-UNARY_MATH = ("exp", "log", "sqrt", "abs", "erf")    # elementwise functions without attributes
+UNARY_MATH = ("exp", "log", "sqrt", "abs", "erf", "sin", "cos")    # elementwise functions without attributes
 BINARY = ("add", "sub", "mul", "div", "maximum", "minimum", "pow")
 REDUCE_KINDS = ("sum", "mean", "max", "min")
 COMPARE_KINDS = ("eq", "ne", "lt", "le", "gt", "ge")
@@ -682,8 +682,8 @@ def infer_dtype(name: str, dtypes: list, attrs) -> str | None:
         return given[1]
     if name in ("gather", "gather_elements", "index_copy"):
         _need(given[1] in INTEGERS, f"indices must be integers ({', '.join(INTEGERS)}), got {given[1]}")
-        _need(name != "index_copy" or given[2] == given[0],
-              f"updates must be {given[0]} like the input, got {given[2]}")
+        if name == "index_copy":
+            _need(given[2] == given[0], f"updates must be {given[0]} like the input, got {given[2]}")
         return given[0]
     if name == "bounds_check":
         _need(given[0] in INTEGERS, f"indices must be integers ({', '.join(INTEGERS)}), got {given[0]}")

@@ -232,6 +232,20 @@ irdl.dialect @prim {
     irdl.results(result: %res)
   }
   //
+  irdl.operation @sin {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
+  irdl.operation @cos {
+    %t0 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0)
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
+  //
   irdl.operation @add {
     %t0 = irdl.base "!builtin.tensor"
     %t1 = irdl.base "!builtin.tensor"

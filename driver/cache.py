@@ -179,6 +179,8 @@ def _graph_lines(graph):
         yield "outputs " + ",".join(labels[id(t)] for t in graph.outputs)
     except KeyError:
         raise OpenPrimError("graph output is not a tensor of this graph") from None
+    if graph.state:   # only where there is state: the keys of graphs without it stay as they were
+        yield "state " + ",".join(f"{i}:{o}" for i, o in graph.state)
 
 
 def graph_key(graph, target: Target, options: dict) -> str:

@@ -132,7 +132,8 @@ def elementwise(kt: KernelText, inputs: list, out_shape, dtype, fn) -> V:
 
 BINARY_OP = {"add": "arith.addf", "sub": "arith.subf", "mul": "arith.mulf", "div": "arith.divf",
              "maximum": "arith.maximumf", "minimum": "arith.minimumf", "pow": "math.powf"}
-UNARY_MATH_OP = {"exp": "math.exp", "log": "math.log", "sqrt": "math.sqrt", "abs": "math.absf", "erf": "math.erf"}
+UNARY_MATH_OP = {"exp": "math.exp", "log": "math.log", "sqrt": "math.sqrt", "abs": "math.absf", "erf": "math.erf",
+                 "sin": "math.sin", "cos": "math.cos"}
 
 
 def emit_elementwise(kt, op, operands, attrs, shape, dtype):

@@ -377,6 +377,8 @@ class Graph:
     def sqrt(self, x): return self._emit("sqrt", [x], {})
     def abs(self, x): return self._emit("abs", [x], {})
     def erf(self, x): return self._emit("erf", [x], {})
+    def sin(self, x): return self._emit("sin", [x], {})
+    def cos(self, x): return self._emit("cos", [x], {})
 
     def add(self, a, b): return self._binary("add", a, b)
     def sub(self, a, b): return self._binary("sub", a, b)

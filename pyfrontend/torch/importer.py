@@ -994,6 +994,30 @@ def h_index(im, n, x, indices):
     raise OpenPrimError("index with several index tensors, one of them computed at run time, is not supported")
 
 
+def h_index_copy(im, n, x, dim, index, source):
+    """x with its entries `index` along dim replaced by source's (prim.index_copy; a KV cache update)."""
+    x = im.tensor(x)
+    return im.g.index_copy(x, int(dim), index.value if isinstance(index, _Const) else im.tensor(index),
+                           im.tensor(source))
+
+
+def h_index_put(im, n, x, indices, values, accumulate=False):
+    """x[.., i, ..] = values with one index tensor (the rest whole axes: None), what index_copy decomposes
+    into: prim.index_copy on that axis, values broadcast to the rows written."""
+    x = im.tensor(x)
+    given = [(d, i) for d, i in enumerate(indices) if i is not None]
+    if accumulate or len(given) != 1:
+        raise OpenPrimError(f"index_put with {'accumulate=True' if accumulate else f'{len(given)} index tensors'} is "
+                            "not supported (one index tensor, accumulate=False: index_copy, is)")
+    d, i = given[0]
+    idx = i.value if isinstance(i, _Const) else im.tensor(i)
+    if len(idx.shape) != 1:
+        raise OpenPrimError(f"index_put with a {len(idx.shape)}-d index tensor is not supported (1-d is)")
+    rows = list(x.shape)
+    rows[d] = idx.shape[0]
+    return im.g.index_copy(x, d, idx, im.g.broadcast_to(im.tensor(values), rows))
+
+
 def h_gather(im, n, x, dim, index, sparse_grad=False):
     """torch.gather: out[i] = x[i with dim's coordinate index[i]] (prim.gather_elements, bounds checked)."""
     return im.g.gather_elements(im.tensor(x), index.value if isinstance(index, _Const) else im.tensor(index), int(dim))
@@ -1080,10 +1104,10 @@ _HANDLERS = {
     "__or__": _logical("or"), "bitwise_or": _logical("or"), "logical_or": _logical("or"),
     "__xor__": _logical("xor"), "bitwise_xor": _logical("xor"), "logical_xor": _logical("xor"),
     "bitwise_not": h_logical_not, "logical_not": h_logical_not, "where": h_where, "cumsum": h_cumsum,
-    "index": h_index, "full_like": h_full_like, "gather": h_gather, "rsqrt": h_rsqrt, "isnan": h_isnan,
+    "index": h_index, "index_copy": h_index_copy, "index_put": h_index_put, "full_like": h_full_like, "gather": h_gather, "rsqrt": h_rsqrt, "isnan": h_isnan,
     "isinf": h_isinf, "any": h_any, "all": h_all, "index_select": h_index_select,
     "linalg_vector_norm": h_vector_norm, "repeat": h_repeat, "sqrt": _math("sqrt"), "exp": _math("exp"),
-    "log": _math("log"), "erf": _math("erf"), "reciprocal": h_reciprocal,
+    "log": _math("log"), "erf": _math("erf"), "sin": _math("sin"), "cos": _math("cos"), "reciprocal": h_reciprocal,
     "lift_fresh_copy": h_identity, "slice": h_slice, "select": h_select, "upsample_nearest2d": h_upsample_nearest2d,
 }
 
