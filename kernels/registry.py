@@ -21,6 +21,7 @@ from openprim.solvers.base import THREADS
 from .cpu import index_copy as cpu_index_copy
 from .cpu import pool as cpu_pool
 from .cpu import rows as cpu_rows
+from .gpu import index_copy as gpu_index_copy
 from .gpu import pool, rows, transpose
 
 
@@ -81,6 +82,11 @@ def _cpu_index_copy(r: KernelRequest) -> str:
     return cpu_index_copy.index_copy_kernel(r.name, r.signature, r.attrs["axis"], THREADS)
 
 
+def _gpu_index_copy(r: KernelRequest) -> str:
+    """A copy launch that exits at once where the output has the input's buffer, then the rows (gpu/index_copy.py)."""
+    return gpu_index_copy.index_copy_kernel(r.name, r.signature, r.attrs["axis"])
+
+
 def _transpose(r: KernelRequest) -> str | None:
     """A tiled transpose through shared memory (transpose.py) for permutations that swap two blocks."""
     return transpose.transpose_kernel(r.name, r.signature, r.attrs["perm"], r.dtype) \
@@ -96,6 +102,7 @@ OP_KERNELS: dict[tuple[str, str], Callable[[KernelRequest], str | None]] = {
     **{(op, "cpu"): _cpu_pool for op in ("max_pool2d", "avg_pool2d", "global_avg_pool")},
     **{("transpose", kind): _transpose for kind in GPU_KINDS},
     ("index_copy", "cpu"): _cpu_index_copy,
+    **{("index_copy", kind): _gpu_index_copy for kind in GPU_KINDS},
 }
 
 

@@ -5,7 +5,10 @@ plan's offsets), the weights (copied once), and a scratch area that every kernel
 share (kernels run one after another on one stream); a plan with parameters (weights as values) has a
 fourth, the params region, which `load_weights` overwrites in place (device copies under the lock, after
 every call enqueued before it has finished, so a call sees all old or all new parameters; the addresses
-do not change, so the captured graph stays valid). Each plan step is a list of launches whose
+do not change, so the captured graph stays valid); a plan with state (Graph.carry: a KV cache) has a fifth,
+zeros at first, that calls read and leave the next state in (written in place, or copied in on the
+stream after the launches), and `share_state` points at another executable's (launches bound anew, the
+graph captured again). Each plan step is a list of launches whose
 arguments are resolved to device pointers at load time, so a run is copies in, launches, copies out.
 
 The launches are the same on every call but for the buffers of the plan's inputs and outputs: the
@@ -48,8 +51,8 @@ from openprim.base.target import Target
 from .arrays import DeviceArray, check_bound, describe, is_device_array
 from .cuda import CudaDevice
 from .device import Device, DeviceError
-from .executor import (ALIGN, checked_inputs, checked_params, ordered_inputs, param_names, raise_failed_checks,
-                       stored_param)
+from .executor import (ALIGN, checked_inputs, checked_params, checked_state, ordered_inputs, param_names,
+                       raise_failed_checks, same_state_layout, state_names, stored_param)
 from .hip import HipDevice
 
 
@@ -72,7 +75,8 @@ def check_device_memory(plan: dict, device: Device) -> None:
     """Refuse, before allocating anything, a plan whose arena, weights and scratch do not fit into the
     device's free memory (one line naming the sizes), rather than failing at the third allocation."""
     sizes = {"arena": plan["arena_bytes"], "weights": plan["weights_bytes"], "scratch": plan.get("scratch_bytes", 0),
-             **({"params": plan["params_bytes"]} if "params" in plan else {})}
+             **({"params": plan["params_bytes"]} if "params" in plan else {}),
+             **({"state": plan["state_bytes"]} if "state" in plan else {})}
     free = device.free_memory()
     if free is not None and sum(sizes.values()) > free:
         parts = ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in sizes.items() if v)
@@ -107,8 +111,23 @@ class GpuExecutable:
         self.params = device.alloc(plan["params_bytes"]) if "params" in plan else None
         if plan.get("params_bytes"):
             device.copy_to_device(self.params, np.frombuffer(params, np.uint8, plan["params_bytes"]))
-        self.pointers = [(self.arena if v["storage"] == "arena" else self.params if v["storage"] == "param"
-                          else self.weights) + v["offset"] for v in plan["values"]]
+        self.state = device.alloc(plan["state_bytes"]) if "state" in plan else None
+        self.owns_state = True
+        if plan.get("state_bytes"):
+            device.copy_to_device(self.state, np.zeros(plan["state_bytes"], np.uint8))
+        self._bind_launches()
+        self.stream = device.create_stream()   # graphs are captured here; calls without a stream run here
+        self.last_stream = self.stream         # where the previous call's work was enqueued
+        self.graph = None                      # (graph, executable graph, its kernel nodes), at the first replay
+        self.graph_targets = None              # the buffers the graph's nodes address now, per binding
+        self._lock = threading.RLock()         # held while a call enqueues: the state above is one call's
+        device.synchronize()                   # the weights and tensor maps are in place before any launch
+
+    def _bind_launches(self) -> None:
+        """Every value's device address and every launch's arguments (again after share_state)."""
+        plan, device = self.plan, self.device
+        regions = {"arena": self.arena, "param": self.params, "state": self.state, "weight": self.weights}
+        self.pointers = [regions[v["storage"]] + v["offset"] for v in plan["values"]]
         roots = [v.get("view_of", i) for i, v in enumerate(plan["values"])]
         bound_roots = [roots[i["value"]] for i in plan["inputs"]] + [roots[o] for o in plan["outputs"]]
         slots = {r: b for b, r in enumerate(bound_roots)}     # root -> its binding (inputs, then outputs)
@@ -143,12 +162,6 @@ class GpuExecutable:
         self.arena_targets = [spec[1] for spec in self.input_specs + self.output_specs]
         self.bindable = [plan.get("version", 1) >= 2 and plan["values"][r]["storage"] == "arena"
                          and bound_roots.count(r) == 1 and b not in mapped for b, r in enumerate(bound_roots)]
-        self.stream = device.create_stream()   # graphs are captured here; calls without a stream run here
-        self.last_stream = self.stream         # where the previous call's work was enqueued
-        self.graph = None                      # (graph, executable graph, its kernel nodes), at the first replay
-        self.graph_targets = None              # the buffers the graph's nodes address now, per binding
-        self._lock = threading.RLock()         # held while a call enqueues: the state above is one call's
-        device.synchronize()                   # the weights and tensor maps are in place before any launch
 
     def _spec(self, name: str, value: int) -> tuple:
         """(name, device pointer, shape, dtype, bytes) of a plan input or output."""
@@ -201,6 +214,69 @@ class GpuExecutable:
                 out[p["name"]] = from_storage(stored_param(v, p.get("perm"), host), v["dtype"])
         return out
 
+    @property
+    def state_names(self) -> list[str]:
+        """The names of the state this executable carries between calls (Graph.carry); [] for none."""
+        return state_names(self.plan)
+
+    def get_state(self) -> dict[str, np.ndarray]:
+        """{name: the state's current value} (bf16 as float32), copied from the device after the calls
+        enqueued before."""
+        self._enter()
+        out = {}
+        with self._lock:
+            self.device.synchronize()
+            for e in self.plan.get("state", ()):
+                v = self.plan["values"][e["value"]]
+                host = np.empty(v["shape"], STORAGE[v["dtype"]])
+                self.device.copy_to_host(host, self.pointers[e["value"]])
+                out[e["name"]] = from_storage(host, v["dtype"])
+        return out
+
+    def set_state(self, arrays) -> None:
+        """Replace state entries by arrays (a mapping name -> array of the state's shape); others keep theirs."""
+        updates = checked_state(self.plan, arrays)
+        self._enter()
+        with self._lock:
+            self.device.synchronize()
+            for value, data in updates:
+                self.device.copy_to_device(self.pointers[value], np.ascontiguousarray(data))
+
+    def reset_state(self) -> None:
+        """Every state entry back to zeros."""
+        self._enter()
+        with self._lock:
+            self.device.synchronize()
+            if self.plan.get("state_bytes"):
+                self.device.copy_to_device(self.state, np.zeros(self.plan["state_bytes"], np.uint8))
+
+    def share_state(self, other: "GpuExecutable") -> None:
+        """Work on `other`'s state region from now on (as CpuExecutable.share_state; same device): the
+        launches are bound anew and the graph is captured again at the next call."""
+        why = same_state_layout(self.plan, other.plan)
+        if why or other.device is not self.device:
+            raise OpenPrimError(f"share_state: {why or 'the executables are on different devices'}")
+        self._enter()
+        with self._lock:
+            self.device.synchronize()
+            if self.owns_state:
+                self.device.free(self.state)
+            self.state, self.owns_state, self._shared_with = other.state, False, other   # keeps it alive
+            for address in self.tensor_maps.values():
+                self.device.free(address)
+            self._bind_launches()
+            if self.graph is not None:
+                self.device.destroy_graph(*self.graph[:2])
+                self.graph = None
+
+    def _carry(self, stream) -> None:
+        """Copy each state's next value into the state where the kernels did not write it in place."""
+        for e in self.plan.get("state", ()):
+            if e.get("copy"):
+                v = self.plan["values"][e["value"]]
+                nbytes = int(np.prod(v["shape"])) * np.dtype(STORAGE[v["dtype"]]).itemsize
+                self.device.copy_device_to_device(self.pointers[e["value"]], self.pointers[e["next"]], nbytes, stream)
+
     def _enter(self) -> None:
         """Make the device's context current in the calling thread, where an executable has not (a
         server's worker thread that never used the GPU has no current context)."""
@@ -228,6 +304,7 @@ class GpuExecutable:
                 self.device.copy_to_device(self.pointers[value], data)
             self.device.synchronize()          # host copies (legacy stream) land before our stream reads them
             self._enqueue(self.stream, self.arena_targets)
+            self._carry(self.stream)
             self.last_stream = self.stream
             self.device.stream_synchronize(self.stream)
             for _, pointer, shape, dtype, _ in self.output_specs:
@@ -301,6 +378,7 @@ class GpuExecutable:
                 if target != src:
                     copy(arena, src, nbytes, stream)
             self._enqueue(stream, targets)
+            self._carry(stream)
             for (_, arena, _, _, nbytes), dst, target in zip(self.output_specs, outputs, targets[n:]):
                 if target != dst:
                     copy(dst, arena, nbytes, stream)
@@ -435,5 +513,7 @@ class GpuExecutable:
                 self.device.free(p)
             if self.params is not None:
                 self.device.free(self.params)
+            if self.state is not None and self.owns_state:
+                self.device.free(self.state)
         except Exception:  # interpreter shutdown or a lost device: nothing left to free
             pass

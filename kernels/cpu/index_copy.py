@@ -57,7 +57,8 @@ def index_copy_kernel(name: str, signature: list[tuple[str, str]], axis: int, th
         p = b.open_for(lo, hi)
     else:
         p = b.open_for(0, pairs)
-    o, j = (b.op("arith.divui", p, count), b.op("arith.remui", p, count)) if count > 1 else (p, 0)
+    o, j = (0, p) if outer == 1 else (p, 0) if count == 1 else \
+        (b.op("arith.divui", p, count), b.op("arith.remui", p, count))
     raw = b.fresh("ix")
     b.emit(f"{raw} = memref.load {idx}[{b.idx(j)}] : {it}")
     i = b.fresh("i")

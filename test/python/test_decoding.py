@@ -1,0 +1,218 @@
+"""Decoding: prim.index_copy and sin/cos against numpy, state carried between calls (Graph.carry: written in
+place or copied, get/set/reset/share, artifacts, refusals), and greedy decoding of Hugging Face GPT-2 and
+Llama (grouped-query attention, rotary embeddings, RMSNorm, SwiGLU) built from configs with random weights,
+token for token against eager PyTorch.
+
+The op tests run on every target (GPU ones through helpers.run_on_gpu); state and decoding run on the CPU
+(record/replay carries no state from call to call)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import openprim
+from openprim import compiler
+from openprim.base.errors import OpenPrimError
+from openprim.pyfrontend import Graph
+from openprim.runtime import load
+
+from helpers import TARGET, assert_close, run_on_gpu
+
+cpu_only = pytest.mark.skipif(TARGET != "cpu", reason="state is carried from call to call: a CPU run here")
+
+
+def run(g: Graph, feeds: list):
+    if TARGET != "cpu":
+        res = run_on_gpu(g, feeds)[2]
+    else:
+        res = openprim.compile(g)(*feeds)
+    return list(res) if isinstance(res, tuple) else [res]
+
+
+def index_copy_reference(x, axis, idx, upd):
+    out = x.astype(np.float64).copy()
+    out[(slice(None),) * axis + (idx % x.shape[axis],)] = upd
+    return out
+
+
+@pytest.mark.parametrize("shape,axis,rows,dtype", [((2, 3, 17, 5), 2, 1, "f32"), ((2, 3, 17, 5), 2, 4, "f32"),
+                                                   ((9, 33), 0, 3, "f32"), ((3, 5, 64, 24), 2, 7, "f32"),
+                                                   ((1, 2, 11, 16), 2, 3, "f16"), ((4, 7, 3), -1, 2, "f32")])
+def test_index_copy(shape, axis, rows, dtype):
+    """Distinct random rows (one given from the end), the input used again afterwards (not in place) and
+    not (in place); f16 rows are copied exactly."""
+    rng = np.random.default_rng(sum(shape) + rows)
+    ax = axis % len(shape)
+    ushape = tuple(rows if d == ax else n for d, n in enumerate(shape))
+    npt = np.float16 if dtype == "f16" else np.float32
+    x, u = rng.standard_normal(shape).astype(npt), rng.standard_normal(ushape).astype(npt)
+    idx = rng.choice(shape[ax], rows, replace=False).astype(np.int64)
+    idx[0] -= shape[ax]
+    for reuse in (False, True):
+        g = Graph(dtype=dtype)
+        xt, it, ut = g.input("x", shape), g.input("i", (rows,), "i64"), g.input("u", ushape)
+        y = g.index_copy(xt, axis, it, ut)
+        g.output(g.add(y, xt) if reuse else y)   # reuse: x read after the copy, so not in place
+        want = index_copy_reference(x, ax, idx, u) + (x if reuse else 0)
+        out = run(g, [x, idx, u])[0]
+        assert_close(out, want, dtype)
+        if not reuse:
+            np.testing.assert_array_equal(out, want.astype(npt))
+
+
+def test_index_copy_out_of_range_and_refusals():
+    g = Graph()
+    x, i, u = g.input("x", (2, 6, 4)), g.input("i", (2,), "i64"), g.input("u", (2, 2, 4))
+    g.output(g.index_copy(x, 1, i, u))
+    exe = openprim.compile(g)
+    with pytest.raises(OpenPrimError, match=r"prim.index_copy \(axis 1 of 2x6x4\): an index is outside \[-6, 6\)"):
+        exe(np.ones((2, 6, 4)), np.array([1, 6]), np.ones((2, 2, 4)))
+    g = Graph()
+    x, i = g.input("x", (2, 6, 4)), g.input("i", (2,), "i64")
+    with pytest.raises(OpenPrimError, match=r"updates 2x3x4 must be 2x2x4"):
+        g.index_copy(x, 1, i, g.input("u", (2, 3, 4)))
+    with pytest.raises(OpenPrimError, match=r"test_decoding.py:\d+: error: .* the indices hold values in \[0, 7\]"):
+        g.index_copy(x, 1, [0, 7], g.input("v", (2, 2, 4)))
+
+
+def test_sin_cos():
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((3, 37)) * 20).astype(np.float32)
+    g = Graph()
+    t = g.input("x", x.shape)
+    g.output(g.sin(t), g.cos(t))
+    s, c = run(g, [x])
+    assert_close(s, np.sin(x.astype(np.float64)), "f32")
+    assert_close(c, np.cos(x.astype(np.float64)), "f32")
+
+
+def cache_graph(rows: int, read_old: bool = False, batch=2, heads=3, length=16, dim=8):
+    """rows new rows into a carried cache [batch, heads, length, dim] at run-time positions; returns
+    2 * the new cache (plus the old cache's sum of rows with read_old, which keeps the update from being
+    done in place)."""
+    g = Graph()
+    k = g.input("k", (batch, heads, rows, dim))
+    pos = g.input("pos", (rows,), "i64")
+    cache = g.input("cache", (batch, heads, length, dim))
+    new = g.index_copy(cache, 2, pos, k)
+    g.carry(cache, new)
+    out = g.add(new, new)
+    g.output(g.add(out, g.reduce(cache, "sum", [2], True)) if read_old else out)
+    return g
+
+
+@cpu_only
+@pytest.mark.parametrize("read_old", [False, True])
+def test_state_carried(read_old):
+    """A prefill of 4 rows and steps of one, sharing one state: the cache is what numpy says after every
+    call; in place unless the old cache is read after the update (then copied in: plan 'copy')."""
+    rng = np.random.default_rng(5)
+    pre, step = openprim.compile(cache_graph(4, read_old)), openprim.compile(cache_graph(1, read_old))
+    assert [e.get("copy", False) for e in step.plan["state"]] == [read_old]
+    assert step.state_names == ["cache"] and step.input_names == ["k", "pos"]
+    step.share_state(pre)
+    ref = np.zeros((2, 3, 16, 8))
+    for it in range(2):   # a second sequence after reset_state
+        step.reset_state()
+        ref[:] = 0
+        k = rng.standard_normal((2, 3, 4, 8)).astype(np.float32)
+        old = ref.copy()
+        ref[:, :, :4] = k
+        out = pre(k, np.arange(4))
+        np.testing.assert_allclose(out, 2 * ref + (old.sum(2, keepdims=True) if read_old else 0), rtol=1e-5, atol=1e-5)
+        for t in range(4, 9 + it):
+            k = rng.standard_normal((2, 3, 1, 8)).astype(np.float32)
+            old = ref.copy()
+            ref[:, :, t] = k[:, :, 0]
+            out = step(k, np.array([t]))
+            np.testing.assert_allclose(out, 2 * ref + (old.sum(2, keepdims=True) if read_old else 0), rtol=1e-5, atol=1e-5)
+            np.testing.assert_array_equal(pre.get_state()["cache"], ref.astype(np.float32))
+
+
+@cpu_only
+def test_state_api_and_artifact(tmp_path):
+    path = str(tmp_path / "step.oprim")
+    compiler.save(cache_graph(1), path)
+    exe = load(path)
+    assert exe.manifest["version"] == 4 and exe.state_names == ["cache"]
+    start = np.random.default_rng(0).standard_normal((2, 3, 16, 8)).astype(np.float32)
+    exe.set_state({"cache": start})
+    k = np.ones((2, 3, 1, 8), np.float32)
+    exe(k, np.array([-1]))   # the last row
+    want = start.copy()
+    want[:, :, -1] = 1
+    np.testing.assert_array_equal(exe.get_state()["cache"], want)
+    with pytest.raises(OpenPrimError, match=r"set_state: unknown state 'kache'"):
+        exe.set_state({"kache": start})
+    with pytest.raises(OpenPrimError, match=r"set_state: 'cache' must have shape \(2, 3, 16, 8\)"):
+        exe.set_state({"cache": start[:1]})
+    other = openprim.compile(cache_graph(1, length=8))
+    with pytest.raises(OpenPrimError, match="share_state: their state differs"):
+        other.share_state(exe)
+    with pytest.raises(OpenPrimError, match="expected 2 input"):   # the state is not an input to give
+        exe(k, np.array([0]), start)
+
+
+def test_carry_refusals():
+    g = Graph()
+    x = g.input("x", (2, 3))
+    y = g.add(x, x)
+    with pytest.raises(OpenPrimError, match="carry: the state must be an input of the graph"):
+        g.carry(y, y)
+    with pytest.raises(OpenPrimError, match=r"carry: input 'x' is f32\[2, 3\] but its next value is f32\[3\]"):
+        g.carry(x, g.reduce(y, "sum", [0]))
+    g.carry(x, y)
+    with pytest.raises(OpenPrimError, match="carried twice"):
+        g.carry(x, y)
+
+
+# ------------------------------------------------------------------------------- Hugging Face decoders
+def language_model(kind: str):
+    """A small GPT-2 or Llama from its config, weights drawn wider than the initializer's (0.5) so that
+    greedy tokens vary from step to step instead of repeating one token."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    if kind == "gpt2":
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=97,
+                                                                     n_positions=64))
+    else:
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+            intermediate_size=96, vocab_size=97, max_position_embeddings=64))
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.5)
+    return model.eval()
+
+
+def eager_greedy(model, ids, new_tokens):
+    """Greedy tokens by full forward passes of eager PyTorch (no cache): the reference."""
+    import torch
+    seq = torch.as_tensor(ids)
+    with torch.no_grad():
+        for _ in range(new_tokens):
+            seq = torch.cat([seq, model(seq).logits[:, -1].argmax(-1, keepdim=True)], 1)
+    return seq.numpy()
+
+
+@cpu_only
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_greedy_decoding(kind):
+    """Prompts of 5 (padded into the prefill bucket of 8) and 8 tokens, batch 2, 14 new tokens: the same
+    tokens as eager PyTorch; the decode step updates its caches in place (no copy in its plan)."""
+    decoding = pytest.importorskip("openprim.decoding")
+    model = language_model(kind)
+    dec = decoding.Decoder(model, batch=2, max_len=24)
+    assert not any(e.get("copy") for e in dec.step.plan["state"])
+    rng = np.random.default_rng(1)
+    for prompt in (5, 8):
+        ids = rng.integers(0, 97, (2, prompt))
+        out = dec.generate(ids, 14)
+        want = eager_greedy(model, ids, 14)
+        assert len(set(want[:, prompt:].ravel())) > 4, "the reference repeats itself: a weak test"
+        np.testing.assert_array_equal(out, want)
+    assert sorted(dec.prefills) == [8]
+    with pytest.raises(OpenPrimError, match="exceed max_len 24"):
+        dec.generate(ids, 20)
