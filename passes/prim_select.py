@@ -192,7 +192,11 @@ def _relayout_weights(op: ir.Operation, choice: Choice) -> ir.Operation:
     attrs = dialect.op_attrs(op)
     operands = dialect.operand_groups(op)
     if op.name == "prim.matmul":
-        packing = choice.solver.packed_rhs(problem_of(op), choice.params)
+        problem = problem_of(op)
+        wide = choice.solver.padded_n(problem, choice.params)
+        if wide is not None and constant(operands[1]) is not None:
+            return _padded_matmul(op, choice, wide)
+        packing = choice.solver.packed_rhs(problem, choice.params)
         with ir.InsertionPoint(op), op.location:
             packed = None if packing is None else transformed_constant(operands[1], packing, op.location)
             if packed is not None:
@@ -218,6 +222,27 @@ def _relayout_weights(op: ir.Operation, choice: Choice) -> ir.Operation:
                 operands[1] = packed
                 op = swap(op, rebuild(op, operands, {"filter_layout": layout}, op.location))
     return op
+
+
+def _padded_matmul(op: ir.Operation, choice: Choice, wide: int) -> ir.Operation:
+    """matmul(x, W[K, N]) + bias -> slice(matmul(x, W'[K, wide]) + bias', N): W' (zero columns appended) packed
+    into its panels (Solver.padded_n), the bias padded alike; returns the new matmul."""
+    operands = dialect.operand_groups(op)
+    n = op.result.type.shape[-1]
+    with ir.InsertionPoint(op), op.location:
+        if operands[2] is not None:
+            operands[2] = pad_zeros(operands[2], 0, wide - n, op.location)
+        packing = choice.solver.packed_rhs(dataclasses.replace(problem_of(op), n=wide), choice.params)
+        operands[1] = transformed_constant(operands[1], lambda w: packing(np.pad(w, ((0, 0), (0, wide - n)))),
+                                           op.location)
+        shape = list(op.result.type.shape)
+        new = rebuild(op, operands, {"transpose_rhs": RHS_PANELS}, op.location,
+                      ir.RankedTensorType.get(shape[:-1] + [wide], op.result.type.element_type))
+        cut = create("slice", [new.result], shape, op.result, {"starts": [0] * len(shape), "ends": shape,
+                                                               "steps": [1] * len(shape)}, op.location)
+    op.result.replace_all_uses_with(cut)
+    op.erase()
+    return new
 
 
 def _relayout_filter_gradient(op: ir.Operation, choice: Choice) -> ir.Operation:

@@ -65,6 +65,11 @@ class Solver:
         (transpose_rhs = base.ops.RHS_PANELS) at compile time, or None to keep it."""
         return None
 
+    def padded_n(self, p, params) -> int | None:
+        """For a matmul whose constant rhs packed_rhs cannot pack (N not a multiple of the panel): the N to
+        pad it to with zero columns (prim-select then slices the result back), or None to keep it."""
+        return None
+
     def schedule(self, p, params) -> str | None:
         return None
 

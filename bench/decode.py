@@ -1,0 +1,246 @@
+"""Benchmark: greedy decoding with a KV cache (openprim.decoding) against PyTorch and ONNX Runtime.
+
+    python bench/decode.py [--model gpt2|llama] [--batch 1] [--context 512] [--new 32] [--repeat 3]
+                           [--device cpu|cuda] [--out bench/decode_cpu.json]
+
+The model is built as a user brings it, from its Hugging Face config with random weights (gpt2: GPT2Config(),
+GPT-2 small, 124M parameters; llama: a Llama-style decoder of GPT-2 small's size, 12 layers of hidden 768,
+12 query heads over 4 key/value heads, SwiGLU 2048, vocabulary 32000). A prompt of --context tokens is
+prefilled, then --new tokens are generated greedily; what is timed is the per-token decode (the median over
+the tokens of the median over --repeat generations), the prefill once per repeat, every peer in this process:
+
+  openprim   Decoder(model, batch, max_len=context + new): the one-token step and the prompt's prefill bucket
+             compiled through the compile cache (their compile seconds reported), caches carried as state
+             and written in place
+  eager      PyTorch eager on every core (torch_cpu_threads, inference_mode) with transformers' DynamicCache:
+             model(ids, use_cache=True) once, then model(token, past_key_values=cache) per token
+  ort        ONNX Runtime (every core, all optimizations) on decoding.StepModule exported with
+             torch.onnx.export: the caches are inputs and outputs, fed back each token (ORT has no state;
+             the copy in and out is part of its time, as for a user of a plain InferenceSession)
+
+With --device cuda the model is fp16 and OpenPrim compiles for the GPU found (nvvm:sm_XY); the peers are
+eager PyTorch on the GPU (the same DynamicCache loop) and transformers' generate with a static cache and
+its forward under torch.compile(mode="reduce-overhead") (CUDA graphs), its time per token the difference
+of generating --new and one token over --new - 1. Every step of every peer ends with the next token known
+on the host side of a synchronize (a generation loop checks for the end token). No ORT on the GPU.
+
+The tokens of every peer are checked against eager's. The JSON has every figure and the machine.
+"""
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import platform
+import sys
+import time
+
+import numpy as np
+from timing import ort_session, torch_cpu_threads
+
+
+def build(name: str):
+    import torch
+    import transformers as tf
+    torch.manual_seed(0)
+    if name == "gpt2":
+        return tf.GPT2LMHeadModel(tf.GPT2Config()).eval()
+    config = tf.LlamaConfig(hidden_size=768, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=12,
+                            num_key_value_heads=4, vocab_size=32000, max_position_embeddings=2048)
+    return tf.LlamaForCausalLM(config).eval()
+
+
+def _sync():
+    import torch
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+def eager_generate(model, ids, new: int) -> tuple[np.ndarray, float, list[float]]:
+    """(tokens, prefill seconds, seconds per decode token) of eager PyTorch with a DynamicCache."""
+    import torch
+    device = next(model.parameters()).device
+    with torch.inference_mode():
+        t0 = time.perf_counter()
+        out = model(torch.as_tensor(ids, device=device), use_cache=True)
+        cache, token = out.past_key_values, out.logits[:, -1].argmax(-1, keepdim=True)
+        _sync()
+        prefill = time.perf_counter() - t0
+        tokens, times = [token], []
+        for _ in range(new - 1):
+            t0 = time.perf_counter()
+            out = model(token, past_key_values=cache, use_cache=True)
+            cache, token = out.past_key_values, out.logits[:, -1].argmax(-1, keepdim=True)
+            _sync()
+            times.append(time.perf_counter() - t0)
+            tokens.append(token)
+    return np.concatenate([ids, torch.cat(tokens, 1).cpu().numpy()], 1), prefill, times
+
+
+def compiled_generate(model, ids, new: int) -> tuple[np.ndarray, float, list[float]]:
+    """transformers' generate with a static cache, forward under torch.compile(mode="reduce-overhead"): the
+    prefill is generating one token; the per-token time, (generating `new` - generating 1) / (new - 1)."""
+    import torch
+    x = torch.as_tensor(ids, device="cuda")
+    with torch.inference_mode():
+        t0 = time.perf_counter()
+        model.generate(x, max_new_tokens=1, do_sample=False)
+        _sync()
+        one = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        out = model.generate(x, max_new_tokens=new, min_new_tokens=new, do_sample=False)
+        _sync()
+        total = time.perf_counter() - t0
+    return out.cpu().numpy(), one, [(total - one) / (new - 1)] * (new - 1)
+
+
+def compiled_model(model):
+    """model set up for compiled_generate (static cache, compiled forward, no end token), warmed up."""
+    import torch
+    model.generation_config.cache_implementation = "static"
+    model.generation_config.eos_token_id = None
+    model.generation_config.pad_token_id = 0
+    model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+    return model
+
+
+def openprim_generate(decoder, ids, new: int) -> tuple[np.ndarray, float, list[float]]:
+    """As eager_generate, with the Decoder's executables (the same steps as Decoder.generate, timed)."""
+    batch, prompt = ids.shape
+    size = decoder.bucket(prompt)
+    padded = np.concatenate([ids, np.repeat(ids[:, -1:], size - prompt, axis=1)], axis=1)
+    prefill_exe = decoder.prefill(prompt)
+    decoder.step.reset_state()
+    t0 = time.perf_counter()
+    logits = prefill_exe(padded, np.arange(size), np.array([prompt - 1]))
+    prefill = time.perf_counter() - t0
+    tokens, times = [np.argmax(logits, -1)[:, None]], []
+    for position in range(prompt, prompt + new - 1):
+        t0 = time.perf_counter()
+        logits = decoder.step(tokens[-1], np.array([position]), np.array([0]))
+        times.append(time.perf_counter() - t0)
+        tokens.append(np.argmax(logits, -1)[:, None])
+    return np.concatenate([ids] + tokens, 1), prefill, times
+
+
+def ort_decoder(model, batch: int, max_len: int):
+    """(session for one token, session for the prompt of `prompt` tokens) factory: ONNX Runtime sessions of
+    decoding.StepModule exported per token count, or the reason it cannot be built."""
+    import torch
+    from openprim.decoding import StepModule, cache_shape
+    shape = cache_shape(model.config, batch, max_len)
+    layers = model.config.num_hidden_layers
+
+    def session(tokens: int):
+        caches = [torch.zeros(shape) for _ in range(2 * layers)]
+        args = (torch.zeros((batch, tokens), dtype=torch.long), torch.arange(tokens), torch.tensor([tokens - 1]),
+                *caches)
+        names = ["input_ids", "cache_position", "last"] + [f"cache_{i}" for i in range(2 * layers)]
+        buf = io.BytesIO()
+        with torch.no_grad():
+            torch.onnx.export(StepModule(model).eval(), args, buf, input_names=names, dynamo=False, opset_version=17,
+                              output_names=["logits"] + [f"next_{i}" for i in range(2 * layers)])
+        return ort_session(buf.getvalue())
+    return session, shape, layers
+
+
+def ort_generate(make, ids, new: int, max_len: int) -> tuple[np.ndarray, float, list[float]]:
+    session, shape, layers = make
+    batch, prompt = ids.shape
+    pre, step = session(prompt), session(1)
+    caches = [np.zeros(shape, np.float32) for _ in range(2 * layers)]
+
+    def run(sess, tokens, positions, last):
+        feeds = {"input_ids": tokens, "cache_position": positions, "last": last,
+                 **{f"cache_{i}": c for i, c in enumerate(caches)}}
+        out = sess.run(None, feeds)
+        caches[:] = out[1:]
+        return out[0]
+    t0 = time.perf_counter()
+    logits = run(pre, ids, np.arange(prompt), np.array([prompt - 1]))
+    prefill = time.perf_counter() - t0
+    tokens, times = [np.argmax(logits, -1)[:, None]], []
+    for position in range(prompt, prompt + new - 1):
+        t0 = time.perf_counter()
+        logits = run(step, tokens[-1], np.array([position]), np.array([0]))
+        times.append(time.perf_counter() - t0)
+        tokens.append(np.argmax(logits, -1)[:, None])
+    return np.concatenate([ids] + tokens, 1), prefill, times
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="gpt2", choices=["gpt2", "llama"])
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--context", type=int, default=512)
+    ap.add_argument("--new", type=int, default=32)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime (its export takes minutes)")
+    ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    ap.add_argument("--out", default=None)
+    args = ap.parse_args()
+    import torch
+    from openprim.decoding import Decoder
+
+    torch_cpu_threads()
+    model = build(args.model)
+    max_len = args.context + args.new
+    ids = np.random.default_rng(0).integers(0, model.config.vocab_size, (args.batch, args.context))
+    target = "cpu"
+    if args.device == "cuda":
+        major, minor = torch.cuda.get_device_capability()
+        target, model = f"nvvm:sm_{major}{minor}", model.half()
+    t0 = time.perf_counter()
+    decoder = Decoder(model, batch=args.batch, max_len=max_len, target=target)
+    step_compile = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    decoder.prefill(args.context)
+    prefill_compile = time.perf_counter() - t0
+    peers = {"openprim": lambda: openprim_generate(decoder, ids, args.new)}
+    if args.device == "cuda":
+        import copy
+        gpu_model = copy.deepcopy(model).cuda()
+        compiled = compiled_model(copy.deepcopy(model).cuda())
+        compiled_generate(compiled, ids, args.new)   # compiles and records its graphs
+        peers.update(eager=lambda: eager_generate(gpu_model, ids, args.new),
+                     compiled=lambda: compiled_generate(compiled, ids, args.new))
+    else:
+        peers["eager"] = lambda: eager_generate(model, ids, args.new)
+    if not args.no_ort and args.device == "cpu":
+        try:
+            make = ort_decoder(model, args.batch, max_len)
+            make[0](1)
+            peers["ort"] = lambda: ort_generate(make, ids, args.new, max_len)
+        except Exception as e:  # noqa: BLE001 - an exporter or ORT failure is a result to record, not a crash
+            print(f"ort: not measured ({type(e).__name__}: {str(e).splitlines()[0][:200]})", file=sys.stderr)
+    results, tokens = {}, {}
+    for _ in range(args.repeat):   # interleaved rounds
+        for name, run in peers.items():
+            out, prefill, times = run()
+            tokens[name] = out
+            r = results.setdefault(name, {"prefill_s": [], "token_ms": []})
+            r["prefill_s"].append(prefill)
+            r["token_ms"].append(1e3 * float(np.median(times)))
+    summary = {}
+    for name, r in results.items():
+        differ = np.nonzero((tokens[name] != tokens["eager"]).any(0))[0]
+        summary[name] = {"prefill_s": float(np.median(r["prefill_s"])), "ms_per_token": float(np.median(r["token_ms"])),
+                         "tokens_match_eager": not len(differ),
+                         **({"first_differing_token": int(differ[0]) - args.context} if len(differ) else {})}
+    for name in summary:
+        summary[name]["eager_over_this"] = summary["eager"]["ms_per_token"] / summary[name]["ms_per_token"]
+    report = {"model": args.model, "batch": args.batch, "context": args.context, "new": args.new,
+              "parameters": sum(p.numel() for p in model.parameters()),
+              "compile_s": {"step": step_compile, "prefill": prefill_compile},
+              "device": args.device, "target": target, "results": summary,
+              "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
+                          **({"gpu": torch.cuda.get_device_name()} if args.device == "cuda" else {})}}
+    print(json.dumps(report, indent=1))
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(report, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
