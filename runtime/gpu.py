@@ -203,15 +203,21 @@ class GpuExecutable:
 
     def state_dict(self) -> dict[str, np.ndarray]:
         """{name: the parameter's current value} (bf16 as float32), copied from the device."""
+        params, values = self.plan.get("params", ()), self.plan["values"]
+        copies = self._copies(params)
+        return {p["name"]: from_storage(stored_param(values[p["value"]], p.get("perm"), copies[p["name"]]),
+                                        values[p["value"]]["dtype"]) for p in params}
+
+    def _copies(self, entries) -> dict[str, np.ndarray]:
+        """{entry's name: a host copy of its value} (in storage dtype), after the calls enqueued before."""
         self._enter()
         out = {}
         with self._lock:
             self.device.synchronize()
-            for p in self.plan.get("params", ()):
-                v = self.plan["values"][p["value"]]
-                host = np.empty(v["shape"], STORAGE[v["dtype"]])
-                self.device.copy_to_host(host, self.pointers[p["value"]])
-                out[p["name"]] = from_storage(stored_param(v, p.get("perm"), host), v["dtype"])
+            for e in entries:
+                v = self.plan["values"][e["value"]]
+                out[e["name"]] = np.empty(v["shape"], STORAGE[v["dtype"]])
+                self.device.copy_to_host(out[e["name"]], self.pointers[e["value"]])
         return out
 
     @property
@@ -222,16 +228,9 @@ class GpuExecutable:
     def get_state(self) -> dict[str, np.ndarray]:
         """{name: the state's current value} (bf16 as float32), copied from the device after the calls
         enqueued before."""
-        self._enter()
-        out = {}
-        with self._lock:
-            self.device.synchronize()
-            for e in self.plan.get("state", ()):
-                v = self.plan["values"][e["value"]]
-                host = np.empty(v["shape"], STORAGE[v["dtype"]])
-                self.device.copy_to_host(host, self.pointers[e["value"]])
-                out[e["name"]] = from_storage(host, v["dtype"])
-        return out
+        entries = self.plan.get("state", ())
+        copies = self._copies(entries)
+        return {e["name"]: from_storage(copies[e["name"]], self.plan["values"][e["value"]]["dtype"]) for e in entries}
 
     def set_state(self, arrays) -> None:
         """Replace state entries by arrays (a mapping name -> array of the state's shape); others keep theirs."""

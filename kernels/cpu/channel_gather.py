@@ -65,12 +65,7 @@ def gather_kernel(name: str, signature: list[tuple[str, str]], inputs: list[tupl
     dst = b.flat((out_name, out_t))
     parts = threads if pixels * cout >= SERIAL_ELEMENTS else 1
     vt, wide = f"vector<{LANES}x{elem}>", f"vector<{2 * LANES}x{elem}>"
-    it = b.fresh("it")
-    b.emit(f"scf.forall ({it}) in ({parts}) {{")
-    b.depth += 1
-    lo = b.op("arith.divui", b.mul(it, pixels), parts)
-    hi = b.op("arith.divui", b.add(b.mul(it, pixels), pixels), parts)
-    p = b.open_for(lo, hi)
+    p = b.open_thread_shares(pixels, parts)
     base = [b.mul(p, w) for w in widths]
     row = b.mul(p, cout)
 
@@ -95,6 +90,5 @@ def gather_kernel(name: str, signature: list[tuple[str, str]], inputs: list[tupl
         else:
             store(load(src[0], src[1], None), j, None)
     b.close()
-    b.depth -= 1
-    b.emit("}")
+    b.close()
     return b.function(name, signature)

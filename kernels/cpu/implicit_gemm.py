@@ -156,6 +156,16 @@ class Body:
         self.depth -= 1
         self.emit("}")
 
+    def open_thread_shares(self, items: int, parts: int) -> str:
+        """`scf.forall` over `parts` threads, each looping over its share [t*items/parts, (t+1)*items/parts)
+        of `items`; returns the loop index (close() twice ends both)."""
+        t = self.fresh("it")
+        self.emit(f"scf.forall ({t}) in ({parts}) {{")
+        self.depth += 1
+        lo = self.op("arith.divui", self.mul(t, items), parts)
+        hi = self.op("arith.divui", self.add(self.mul(t, items), items), parts)
+        return self.open_for(lo, hi)
+
     def end_loop(self, values: list[str], ty: str | None, types: list[str] | None = None):
         self.emit(f"scf.yield {', '.join(values)} : {', '.join(types or [ty] * len(values))}")
         self.depth -= 1

@@ -48,15 +48,7 @@ def index_copy_kernel(name: str, signature: list[tuple[str, str]], axis: int, th
     src, dst = b.flat((upd, ut)), b.flat((out, ot))
     pairs = outer * count
     parallel = threads > 1 and pairs * inner >= SERIAL_ELEMENTS and pairs > 1
-    if parallel:   # pairs [t*pairs/T, (t+1)*pairs/T) per thread
-        t = b.fresh("t")
-        b.emit(f"scf.forall ({t}) in ({threads}) {{")
-        b.depth += 1
-        lo = b.op("arith.divui", b.mul(t, pairs), threads)
-        hi = b.op("arith.divui", b.add(b.mul(t, pairs), pairs), threads)
-        p = b.open_for(lo, hi)
-    else:
-        p = b.open_for(0, pairs)
+    p = b.open_thread_shares(pairs, threads) if parallel else b.open_for(0, pairs)
     o, j = (0, p) if outer == 1 else (p, 0) if count == 1 else \
         (b.op("arith.divui", p, count), b.op("arith.remui", p, count))
     raw = b.fresh("ix")
@@ -78,8 +70,7 @@ def index_copy_kernel(name: str, signature: list[tuple[str, str]], axis: int, th
     b.close()
     b.close()
     if parallel:
-        b.depth -= 1
-        b.emit("}")
+        b.close()
     return b.function(name, signature, residual=(x, xt))
 
 

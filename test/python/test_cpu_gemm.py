@@ -131,3 +131,33 @@ def test_gemm_packed_deep_transposed_not_applicable():
                                                 None) is None
     assert SOLVERS["gemm_packed"].default_params(GemmProblem(1, 8, 8, 100_000, False, False, "f32", "none"),
                                                  parse_target("cpu"))["pack"] == 0
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("case", [("lm_head_gemv", (1, 1, 512), (512, 2053), False, True, False, False, "none"),
+                                  ("odd_rows_bias_gelu", (5, 300), (300, 3601), False, True, True, False, "gelu")],
+                         ids=["lm_head_gemv", "odd_rows_bias_gelu"])
+def test_gemm_packed_padded_columns(case, dtype, rng):
+    """A wide constant rhs whose N is no multiple of the panel (a vocabulary) is padded with zero columns,
+    packed at compile time and the result sliced back: the plan has the matmul then the slice, and the weights
+    hold the padded panels (not also the unpadded rhs)."""
+    _, ash, bsh, *_ = case
+    assert _run(rng, case, dtype, solver="") == ["gemm_packed"]
+    net_ops = [s["op"] for s in _last_plan(rng, case, dtype)["steps"]]
+    assert net_ops[-1] == "slice" and "matmul" in net_ops
+
+
+def _last_plan(rng, case, dtype):
+    _, ash, bsh, _, _, bias, _, act = case
+    net = Net(rng, dtype)
+    a, _ = net.input(ash)
+    b, _ = net.weight(bsh)
+    c = net.weight((bsh[-1],))[0] if bias else None
+    y = net.g.matmul(a, b, c, activation=act)
+    net.run(None, y)
+    k, n = bsh
+    nt = 32 if Target("cpu").vector_lanes == 16 else 16
+    padded = -(-n // nt) * nt
+    itemsize = 4 if dtype == "f32" else 2
+    assert net.exe.plan["weights_bytes"] < (k * padded + 2 * padded) * itemsize + 4096
+    return net.exe.plan
