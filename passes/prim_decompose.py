@@ -15,6 +15,14 @@ and head dims) it becomes the ops that every target already runs well:
 An attention in layout BSHD (its operands and result [B, S, H, D]) is decomposed between transposes to
 and from BHSD.
 
+Grouped-query attention (Llama: H query heads over Hkv key/value heads) reaches here with each key/value head
+repeated G = H / Hkv times (transformers' repeat_kv: reshape, expand, reshape), which would materialize G
+copies of the whole KV cache per layer and step. Where k and v are such repeats of k0, v0 [B, Hkv, Sk, D],
+the products read k0 and v0 instead, with the G query heads of a group as G * Sq rows of one batched matmul:
+
+    s = matmul(reshape(q, [B, Hkv, G*Sq, D]), k0, transpose_rhs) viewed as [B, H, Sq, Sk]
+    o = matmul(reshape(p, [B, Hkv, G*Sq, Sk]), v0) viewed as [B, H, Sq, D]
+
 The pass runs first, so that prim-fuse then fuses the scale and mask adds into one elementwise kernel
 and prim-select picks a GEMM solver for both products like for any other matmul.
 """
@@ -31,7 +39,7 @@ from openprim.dialect import graph_functions
 from openprim.solvers import applicable
 from openprim.solvers.problem import problem_of
 
-from .rewrite import create, new_constant, transpose
+from .rewrite import constant, create, new_constant, producer, reshape, transpose
 
 NAME = "prim-decompose"
 HEADS_SWAP = [0, 2, 1, 3]   # BSHD <-> BHSD
@@ -45,6 +53,31 @@ def has_kernel(op: ir.Operation, target: Target) -> bool:
 def _matmul(a: ir.Value, b: ir.Value, shape, transpose_rhs: bool, loc) -> ir.Value:
     return create("matmul", [a, b, None, None], shape, a,
                    {"transpose_rhs": int(transpose_rhs), "activation": "none", "activation_params": []}, loc)
+
+
+def shared_heads(x: ir.Value) -> tuple[ir.Value, list[ir.Operation]] | None:
+    """(x0, the ops that repeat it) where x [B, Hkv*G, S, D] is x0 [B, Hkv, S, D] with each head repeated G
+    times: reshape(broadcast(reshape(x0, [B, Hkv, 1, S, D]), [B, Hkv, G, S, D])), the broadcast a
+    prim.broadcast or an add of zeros (an imported expand); else None."""
+    outer = producer(x, "prim.reshape")
+    if outer is None:
+        return None
+    wide = outer.operands[0]
+    shape = dialect.shape_of(wide)
+    grow = producer(wide, "prim.broadcast") or producer(wide, "prim.add")
+    if len(shape) != 5 or grow is None:
+        return None
+    sources = [o for o in grow.operands if dialect.shape_of(o) != shape] if grow.name == "prim.add" \
+        else list(grow.operands)
+    zeros = [o for o in grow.operands if dialect.shape_of(o) == shape] if grow.name == "prim.add" else []
+    if len(sources) != 1 or any(constant(z) is None or np.any(constant(z)) for z in zeros):
+        return None
+    inner = producer(sources[0], "prim.reshape")
+    b, hkv, g, sk, d = shape
+    if inner is None or dialect.shape_of(sources[0]) != (b, hkv, 1, sk, d) or \
+            dialect.shape_of(inner.operands[0]) != (b, hkv, sk, d):
+        return None
+    return inner.operands[0], [outer, grow, *[producer(z) for z in zeros], inner]
 
 
 def decompose_attention(op: ir.Operation) -> None:
@@ -63,7 +96,15 @@ def decompose_attention(op: ir.Operation) -> None:
             return create("mul", [x, new_constant(np.array(attrs["scale"]), q, loc)], shape, q, {}, loc)
         if D <= Sk:   # q is no larger than the scores: scale it (prim-fuse folds that into q's projection)
             q = scaled(q, (B, H, Sq, D))
-        s = _matmul(q, k, scores, True, loc)
+        grouped = [shared_heads(x) for x in (k, v)] if not heads_inner else [None, None]
+        if all(grouped) and dialect.shape_of(grouped[0][0]) == dialect.shape_of(grouped[1][0]):
+            hkv = dialect.shape_of(grouped[0][0])[1]
+            rows = H // hkv * Sq
+            s = reshape(_matmul(reshape(q, (B, hkv, rows, D), loc), grouped[0][0], (B, hkv, rows, Sk), True, loc),
+                        scores, loc)
+        else:
+            grouped = None
+            s = _matmul(q, k, scores, True, loc)
         if D > Sk:
             s = scaled(s, scores)
         if mask is not None:
@@ -72,11 +113,19 @@ def decompose_attention(op: ir.Operation) -> None:
             above = np.arange(Sk)[None, :] > np.arange(Sq)[:, None]
             s = create("add", [s, new_constant(np.where(above, -np.inf, 0.0), q, loc)], scores, q, {}, loc)
         p = create("softmax", [s], scores, q, {"axis": -1}, loc)
-        out = _matmul(p, v, (B, H, Sq, D), False, loc)
+        if grouped:
+            out = reshape(_matmul(reshape(p, (B, hkv, rows, Sk), loc), grouped[1][0], (B, hkv, rows, D), False, loc),
+                          (B, H, Sq, D), loc)
+        else:
+            out = _matmul(p, v, (B, H, Sq, D), False, loc)
         if heads_inner:
             out = transpose(out, HEADS_SWAP, loc)
     op.result.replace_all_uses_with(out)
     op.erase()
+    for _, repeat in grouped or ():
+        for dead in repeat:   # the repeats, unless something else reads them
+            if dead is not None and not list(dead.result.uses):
+                dead.erase()
 
 
 @dataclass
