@@ -164,7 +164,7 @@ def analyze(fn: ir.Operation, padding: bool = False) -> Analysis | str:
     padding: for a batch padded with copies of real samples (driver/dynamic_batch.py) rather than split,
     where an index bounds check over the whole batch still sees every real index."""
     if contract.state(fn):
-        return "it carries state between calls (prim.state: a KV cache is the whole batch's)"
+        return "it carries state between calls (a KV cache is the whole batch's)"
     block = fn.regions[0].blocks[0]
     args = list(block.arguments)
     args = args[:len(args) - len(contract.param_names(fn))]   # parameters (weights as values) carry no batch

@@ -221,8 +221,8 @@ class _Arena:
     def __init__(self, exe: "CpuExecutable", params: np.ndarray, raw: np.ndarray | None = None):
         self.raw = arena = aligned_bytes(exe.plan["arena_bytes"]) if raw is None else raw
         self.params, self.state = params, exe.state_region
-        regions = {"arena": arena, "param": params, "state": self.state, "weight": exe.weights}
-        self.views = [_view(v, regions[v["storage"]]) for v in exe.plan["values"]]
+        regions = {"arena": arena, "param": params, "state": self.state}
+        self.views = [_view(v, regions.get(v["storage"], exe.weights)) for v in exe.plan["values"]]
         self.steps = []
         for fn, step in zip(exe.kernels, exe.plan["steps"]):
             ptrs = [ctypes.c_void_p(self.views[a].ctypes.data) for a in step["args"]]

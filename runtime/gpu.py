@@ -126,8 +126,8 @@ class GpuExecutable:
     def _bind_launches(self) -> None:
         """Every value's device address and every launch's arguments (again after share_state)."""
         plan, device = self.plan, self.device
-        regions = {"arena": self.arena, "param": self.params, "state": self.state, "weight": self.weights}
-        self.pointers = [regions[v["storage"]] + v["offset"] for v in plan["values"]]
+        regions = {"arena": self.arena, "param": self.params, "state": self.state}
+        self.pointers = [regions.get(v["storage"], self.weights) + v["offset"] for v in plan["values"]]
         roots = [v.get("view_of", i) for i, v in enumerate(plan["values"])]
         bound_roots = [roots[i["value"]] for i in plan["inputs"]] + [roots[o] for o in plan["outputs"]]
         slots = {r: b for b, r in enumerate(bound_roots)}     # root -> its binding (inputs, then outputs)
