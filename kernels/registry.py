@@ -16,8 +16,6 @@ from typing import Callable
 
 from openprim.base.target import Target
 
-from openprim.solvers.base import THREADS
-
 from .cpu import index_copy as cpu_index_copy
 from .cpu import pool as cpu_pool
 from .cpu import rows as cpu_rows
@@ -79,7 +77,7 @@ def _cpu_pool(r: KernelRequest) -> str | None:
 
 def _cpu_index_copy(r: KernelRequest) -> str:
     """Only the update rows written where the output has the input's buffer (cpu/index_copy.py)."""
-    return cpu_index_copy.index_copy_kernel(r.name, r.signature, r.attrs["axis"], THREADS)
+    return cpu_index_copy.index_copy_kernel(r.name, r.signature, r.attrs["axis"])
 
 
 def _gpu_index_copy(r: KernelRequest) -> str:

@@ -9,7 +9,7 @@ and only the rows are written; otherwise the input is copied first (one memcpy).
 With the axis splitting the input into `outer` blocks of T rows of `inner` elements:
 
     if out != x: copy x to out
-    for (o, j) in outer x S (threads over the pairs when there are many elements):
+    for (o, j) in outer x S (scf.forall, OpenMP's static schedule, when there are many elements):
         i = indices[j] (negative: from the end); out of [0, T): skipped (the plan's bounds_check reports it)
         out[o, i, :] = updates[o, j, :]         vector<8> loads and stores, then a scalar tail
 """
@@ -28,7 +28,7 @@ def _shape(mtype: str) -> tuple[list[int], str]:
     return [int(d) for d in dims], elem
 
 
-def index_copy_kernel(name: str, signature: list[tuple[str, str]], axis: int, threads: int) -> str:
+def index_copy_kernel(name: str, signature: list[tuple[str, str]], axis: int) -> str:
     """The kernel function text; signature = [(argument, memref type)] of x, indices, updates, output."""
     b = Body()
     (x, xt), (idx, it), (upd, ut), (out, ot) = signature
@@ -47,8 +47,13 @@ def index_copy_kernel(name: str, signature: list[tuple[str, str]], axis: int, th
     b.emit("}")
     src, dst = b.flat((upd, ut)), b.flat((out, ot))
     pairs = outer * count
-    parallel = threads > 1 and pairs * inner >= SERIAL_ELEMENTS and pairs > 1
-    p = b.open_thread_shares(pairs, threads) if parallel else b.open_for(0, pairs)
+    parallel = pairs * inner >= SERIAL_ELEMENTS and pairs > 1
+    if parallel:
+        p = b.fresh("p")
+        b.emit(f"scf.forall ({p}) in ({pairs}) {{")
+        b.depth += 1
+    else:
+        p = b.open_for(0, pairs)
     o, j = (0, p) if outer == 1 else (p, 0) if count == 1 else \
         (b.op("arith.divui", p, count), b.op("arith.remui", p, count))
     raw = b.fresh("ix")
@@ -69,8 +74,6 @@ def index_copy_kernel(name: str, signature: list[tuple[str, str]], axis: int, th
     _copy(b, src, src_at, dst, dst_at, inner, elem)
     b.close()
     b.close()
-    if parallel:
-        b.close()
     return b.function(name, signature, residual=(x, xt))
 
 

@@ -37,10 +37,12 @@ def index_copy_reference(x, axis, idx, upd):
 
 @pytest.mark.parametrize("shape,axis,rows,dtype", [((2, 3, 17, 5), 2, 1, "f32"), ((2, 3, 17, 5), 2, 4, "f32"),
                                                    ((9, 33), 0, 3, "f32"), ((3, 5, 64, 24), 2, 7, "f32"),
-                                                   ((1, 2, 11, 16), 2, 3, "f16"), ((4, 7, 3), -1, 2, "f32")])
+                                                   ((1, 2, 11, 16), 2, 3, "f16"), ((4, 7, 3), -1, 2, "f32"),
+                                                   ((2, 4, 300, 64), 2, 200, "f32")])   # a prefill: threads
 def test_index_copy(shape, axis, rows, dtype):
     """Distinct random rows (one given from the end), the input used again afterwards (not in place) and
-    not (in place); f16 rows are copied exactly."""
+    not (in place); f16 rows are copied exactly; the last case writes enough rows to be split between
+    threads."""
     rng = np.random.default_rng(sum(shape) + rows)
     ax = axis % len(shape)
     ushape = tuple(rows if d == ax else n for d, n in enumerate(shape))
