@@ -64,6 +64,7 @@ _NOTES = {
     "constant_pad_nd": "non-negative pads (no cropping)",
     "as_strided": "the identity view only",
     "upsample_nearest2d": ".vec (output size or scale factors) and .default; torch's index rule",
+    "index_put": "one 1-d index tensor, accumulate=False (index_copy's decomposition: a KV cache update)",
 }
 
 
