@@ -2,6 +2,10 @@
 
     python bench/dynamic_batch.py [--model resnet|bert] [--batches 1,2,3,4,6,8] [--max 8] [--repeat 5]
                                   [--device cpu|cuda] [--out bench/dynamic_batch_cpu.json]
+    python bench/dynamic_batch.py --model bert --sequences 32,100,128,300,512 [--max-seq 512] [--per-octave 4]
+
+With --sequences the batch is 1 and the sequence length varies: compile_module(..., dynamic_sequence=
+(first, --max-seq), sequence_padding ids and mask 0), each length padded into its power-of-two bucket.
 
 The model is built as a user brings it: Hugging Face transformers from its config with random weights
 (resnet: ResNetConfig(), ResNet-50 at 224x224; bert: BertConfig() base size at 128 tokens). OpenPrim compiles
@@ -53,8 +57,8 @@ def build(name: str):
         import language_models
         model = tf.BertModel(tf.BertConfig()).eval()
 
-        def inputs(batch):
-            feeds = language_models.example_input(model, batch=batch, seq=128, seed=batch)
+        def inputs(batch, seq=128):
+            feeds = language_models.example_input(model, batch=batch, seq=seq, seed=batch + seq)
             return feeds["input_ids"], feeds["attention_mask"]
         return language_models.LastHidden(model).eval(), inputs
     raise SystemExit(f"unknown model {name!r}: resnet or bert")
@@ -67,6 +71,11 @@ def main():
     ap.add_argument("--max", type=int, default=8)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    ap.add_argument("--sequences", default=None,
+                    help="bert: vary the sequence length instead (batch 1), e.g. 32,100,128,300,512: "
+                         "compile_module(dynamic_sequence=(first, --max-seq)), padded with ids and mask 0")
+    ap.add_argument("--max-seq", type=int, default=512)
+    ap.add_argument("--per-octave", type=int, default=1, help="sequence buckets per doubling (BatchRange)")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     import torch
@@ -76,9 +85,12 @@ def main():
     if args.device == "cuda":
         model = model.half().cuda()
 
-    def inputs(batch):
+    sequences = [int(s) for s in args.sequences.split(",")] if args.sequences else None
+
+    def inputs(size):
+        host = host_inputs(1, size) if sequences else host_inputs(size)
         return tuple(x.to(args.device, torch.float16 if x.is_floating_point() else x.dtype)
-                     for x in host_inputs(batch)) if args.device == "cuda" else host_inputs(batch)
+                     for x in host) if args.device == "cuda" else host
 
     def timed(*fns):
         """Median seconds of each fn, timed in interleaved rounds (a quiet moment favours none of them)."""
@@ -90,10 +102,14 @@ def main():
             for fn, ts in zip(fns, times):
                 ts.append(median_time(fn, 1, warmup=0) if args.device == "cpu" else cuda_ms(fn, 10) / 1e3)
         return [float(np.median(ts)) for ts in times]
-    batches = [int(b) for b in args.batches.split(",")]
-    dynamic = compile_module(model, inputs(2), dynamic_batch=(1, args.max))
+    batches = sequences or [int(b) for b in args.batches.split(",")]
+    if sequences:
+        dynamic = compile_module(model, inputs(batches[0]), dynamic_sequence=(batches[0], args.max_seq, args.per_octave),
+                                 sequence_padding={"input_ids": 0, "attention_mask": 0})
+    else:
+        dynamic = compile_module(model, inputs(2), dynamic_batch=(1, args.max))
     rows = []
-    print(f"{'batch':>5} {'pieces':>8} {'dynamic ms':>10} {'specialized ms':>14} {'dyn/spec':>8} {'eager ms':>9} "
+    print(f"{'seq' if sequences else 'batch':>5} {'pieces':>8} {'dynamic ms':>10} {'specialized ms':>14} {'dyn/spec':>8} {'eager ms':>9} "
           f"{'compile s (bucket / specialized)':>32} {'max rel err':>11}")
     for b in batches:
         xs = inputs(b)
@@ -102,7 +118,7 @@ def main():
         got = dynamic(*xs)
         new = sorted(set(dynamic.buckets.compiled) - known)
         bucket_s = time.perf_counter() - t0 if new else None
-        pieces = "+".join(str(c) for _, c, _ in dynamic.buckets.pieces(b))
+        pieces = "+".join(str(c) for _, c, _ in dynamic.buckets.pieces(b))   # a sequence: its one bucket
         t0 = time.perf_counter()
         special = compile_module(model, xs)
         special_s = time.perf_counter() - t0
@@ -111,7 +127,7 @@ def main():
             t_eager, = timed(lambda: model(*xs))
         err = float((got.double() - want.double()).abs().max() / want.double().abs().max())
         t_dyn, t_spec = timed(lambda: dynamic(*xs), lambda: special(*xs))
-        row = {"batch": b, "pieces": pieces, "compiled_now": new, "dynamic_ms": t_dyn * 1e3, "specialized_ms": t_spec * 1e3,
+        row = {"sequence" if sequences else "batch": b, "pieces": pieces, "compiled_now": new, "dynamic_ms": t_dyn * 1e3, "specialized_ms": t_spec * 1e3,
                "dynamic_over_specialized": t_dyn / t_spec, "eager_ms": t_eager * 1e3,
                "bucket_compile_s": bucket_s, "specialized_compile_s": special_s,
                "specialized_cache_hit": special.exe.cache_hit, "max_rel_err": err}
@@ -125,8 +141,11 @@ def main():
           f"needs them (with the compile cache: the specialized model of a bucket's size is that bucket's entry)")
     if args.out:
         with open(args.out, "w") as f:
-            json.dump({"command": f"python bench/dynamic_batch.py --model {args.model} --batches {args.batches} "
-                                  f"--max {args.max} --repeat {args.repeat} --device {args.device}",
+            sizes = f"--sequences {args.sequences} --max-seq {args.max_seq} --per-octave {args.per_octave}" \
+                if sequences else \
+                f"--batches {args.batches} --max {args.max}"
+            json.dump({"command": f"python bench/dynamic_batch.py --model {args.model} {sizes} "
+                                  f"--repeat {args.repeat} --device {args.device}",
                        "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
                        "model": args.model, "threads": threads, "torch": torch.__version__,
                        "machine": platform.processor() or platform.machine(), "buckets": sorted(dynamic.buckets.compiled),

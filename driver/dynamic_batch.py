@@ -40,36 +40,49 @@ DEFAULT_RANGE = (1, 64)
 
 @dataclass(frozen=True)
 class BatchRange:
-    """The batch sizes a dynamic-batch model accepts, and the buckets that serve them."""
+    """The batch sizes (or sequence lengths: what = "sequence length") a dynamic model accepts, and the
+    buckets that serve them."""
     low: int
     high: int
+    what: str = "batch"
+    per_octave: int = 1   # buckets per doubling: 1 the powers of two; k > 1 also the k-1 steps between
+    #                       (rounded up to multiples of 8), for less padding at more compiles
 
     def __post_init__(self):
         if not (isinstance(self.low, int) and isinstance(self.high, int) and 1 <= self.low <= self.high):
-            raise OpenPrimError(f"dynamic batch range ({self.low!r}, {self.high!r}): expected integers "
+            raise OpenPrimError(f"dynamic {self.what} range ({self.low!r}, {self.high!r}): expected integers "
                                 f"1 <= low <= high")
+        if not (isinstance(self.per_octave, int) and 1 <= self.per_octave <= 16):
+            raise OpenPrimError(f"dynamic {self.what}: {self.per_octave!r} buckets per doubling; expected 1 to 16")
 
     @classmethod
-    def of(cls, spec) -> "BatchRange":
-        """From True (DEFAULT_RANGE), an int (1..high) or a (low, high) pair."""
+    def of(cls, spec, what: str = "batch") -> "BatchRange":
+        """From True (DEFAULT_RANGE), an int (1..high), a (low, high) pair or (low, high, per_octave)."""
         if spec is True:
-            return cls(*DEFAULT_RANGE)
+            return cls(*DEFAULT_RANGE, what)
         if isinstance(spec, int) and not isinstance(spec, bool):
-            return cls(1, spec)
-        if isinstance(spec, (tuple, list)) and len(spec) == 2:
-            return cls(*spec)
-        raise OpenPrimError(f"dynamic_batch={spec!r}: expected True, a maximum batch or a (low, high) pair")
+            return cls(1, spec, what)
+        if isinstance(spec, (tuple, list)) and len(spec) in (2, 3):
+            return cls(spec[0], spec[1], what, *spec[2:])
+        raise OpenPrimError(f"dynamic {what} {spec!r}: expected True, a maximum {what}, a (low, high) pair or "
+                            f"(low, high, buckets per doubling)")
 
     @property
     def buckets(self) -> tuple[int, ...]:
-        powers = {1 << k for k in range(self.high.bit_length()) if self.low <= 1 << k <= self.high}
-        return tuple(sorted(powers | {self.low, self.high}))
+        sizes = {self.low, self.high}
+        for k in range(self.high.bit_length()):
+            for step in range(self.per_octave):   # 2^k * 2^(step / per_octave), a multiple of 8 past 8
+                size = round((1 << k) * 2 ** (step / self.per_octave))
+                size = -(-size // 8) * 8 if step and size > 8 else size
+                if self.low <= size <= self.high:
+                    sizes.add(size)
+        return tuple(sorted(sizes))
 
     def bucket(self, n: int) -> int:
         """The smallest bucket that holds a batch of n; a batch outside the range is an error."""
         if not self.low <= n <= self.high:
-            raise OpenPrimError(f"batch {n} is outside the compiled range [{self.low}, {self.high}]: compile "
-                                f"with a wider dynamic_batch range")
+            raise OpenPrimError(f"{self.what} {n} is outside the compiled range [{self.low}, {self.high}]: "
+                                f"compile with a wider dynamic {self.what} range")
         return next(b for b in self.buckets if b >= n)
 
 
@@ -91,6 +104,8 @@ class Buckets:
     batch_range: BatchRange
     compile: object
     split: bool = False
+    check: object = None          # check(graph) -> why padding would change the results, or None; default:
+    #                               mixing_reason (samples of a batch); a dynamic sequence checks its own
     compiled: dict = field(default_factory=dict)
     exact: str | None = None      # why padding and splitting are off, once the check found a reason
     checked: bool = False
@@ -121,8 +136,9 @@ class Buckets:
             self.compiled[b] = run
             if b >= 2 and not self.checked:
                 self.checked = True
-                self.exact = mixing_reason(graph)
+                self.exact = (self.check or mixing_reason)(graph)
                 if self.exact is not None:
-                    warnings.warn(f"dynamic batch: padding or splitting the batch would change the results "
-                                  f"({self.exact}); compiling each batch size instead", RuntimeWarning, stacklevel=4)
+                    what = self.batch_range.what
+                    warnings.warn(f"dynamic {what}: padding or splitting the {what} would change the results "
+                                  f"({self.exact}); compiling each {what} instead", RuntimeWarning, stacklevel=4)
         return self.compiled[b]

@@ -209,7 +209,8 @@ def _check_example_inputs(example_inputs):
                                 f"tensors (or Python numbers)")
 
 
-def compile_module(model, example_inputs, target=None, dynamic_batch=None, **options):
+def compile_module(model, example_inputs, target=None, dynamic_batch=None, dynamic_sequence=None,
+                   sequence_padding=None, **options):
     """torch.export the model (in eval mode; each submodule's mode is restored after) and compile it through
     the compile cache. model: a torch.nn.Module, or a plain function of tensors (wrapped in one).
 
@@ -221,7 +222,13 @@ def compile_module(model, example_inputs, target=None, dynamic_batch=None, **opt
 
     dynamic_batch: True, a maximum batch or a (low, high) range: every tensor input has the batch as dim 0
     and the callable takes any batch in the range, through batch buckets compiled on first use
-    (driver/dynamic_batch.py); `.buckets.compiled` holds them."""
+    (driver/dynamic_batch.py); `.buckets.compiled` holds them.
+
+    dynamic_sequence: a (low, high) range of sequence lengths (dim 1) with sequence_padding, {name of each
+    input that has the sequence as dim 1: the value its padding holds} (a BERT: {"input_ids": 0,
+    "attention_mask": 0}): the callable takes any length in the range, padded into a length bucket
+    (_DynamicSequenceModule); the padding must leave the real positions' results unchanged (keys masked),
+    which is checked once against the example's own length."""
     if isinstance(model, torch.nn.Module):
         signature = _signature(model.forward)
     elif callable(model):
@@ -232,6 +239,12 @@ def compile_module(model, example_inputs, target=None, dynamic_batch=None, **opt
     if not isinstance(example_inputs, tuple):
         example_inputs = tuple(example_inputs) if isinstance(example_inputs, list) else (example_inputs,)
     _check_example_inputs(example_inputs)
+    if dynamic_sequence is not None and dynamic_batch is not None:
+        raise OpenPrimError("compile_module: a dynamic batch and a dynamic sequence at once are not supported; "
+                            "choose one")
+    if dynamic_sequence is not None:
+        return _DynamicSequenceModule(model, signature, example_inputs, target,
+                                      BatchRange.of(dynamic_sequence, "sequence length"), sequence_padding, options)
     if dynamic_batch is not None and dynamic_batch is not False:
         return _DynamicBatchModule(model, signature, example_inputs, target, BatchRange.of(dynamic_batch), options)
     return _compile_module(model, signature, example_inputs, target, options)[0]
@@ -319,6 +332,92 @@ class _DynamicBatchModule:
             args, kwargs = torch.utils._pytree.tree_unflatten(values, spec)
             return run(*args, **kwargs)
         return _run_pieces(self.buckets.pieces(n), leaves, batched, call)
+
+
+class _DynamicSequenceModule:
+    """compile_module(..., dynamic_sequence=..., sequence_padding=...): one plan per sequence-length bucket
+    (dynamic_batch.Buckets, padding only: a sequence cannot be split). A call pads each sequence input
+    along dim 1 with its padding value up to the bucket, runs the bucket's plan, and cuts every output
+    whose dim 1 is the bucket back to the call's length. The first bucket longer than the example is checked
+    once: the example padded into it must give the example's own results (within 1e-3 of the largest)
+    at the real positions, or each length compiles on its own, with one warning."""
+
+    def __init__(self, model, signature, example_inputs, target, seq_range, padding, options):
+        names = list(signature.parameters) if signature is not None else []
+        if not isinstance(padding, dict) or not padding:
+            raise OpenPrimError("compile_module: dynamic_sequence needs sequence_padding, {input name: padding "
+                                "value} for each input with the sequence as dim 1 (a BERT: {'input_ids': 0, "
+                                "'attention_mask': 0})")
+        unknown = [n for n in padding if n not in names[:len(example_inputs)]]
+        if unknown:
+            raise OpenPrimError(f"compile_module: sequence_padding names {unknown}, not among the example inputs "
+                                f"{names[:len(example_inputs)]}")
+        self.signature, self.names = signature, names
+        self.padding = [padding.get(n) for n in names[:len(example_inputs)]]
+        self.length = _sequence_length(example_inputs, self.padding)
+        self.example, self.model, self.target, self.options = example_inputs, model, target, options
+        self.buckets = Buckets(seq_range, self._compile, check=self._check)
+
+    def _compile(self, length: int):
+        return _compile_module(self.model, self.signature, self._fit(self.example, length), self.target,
+                               self.options)
+
+    def _fit(self, inputs, length: int) -> tuple:
+        """inputs with each sequence input padded (or, for compiling only, cut) to `length` along dim 1."""
+        out = []
+        for t, pad in zip(inputs, self.padding):
+            if pad is not None and t.shape[1] < length:
+                extra = torch.full((t.shape[0], length - t.shape[1], *t.shape[2:]), pad, dtype=t.dtype,
+                                   device=t.device)
+                t = torch.cat([t, extra], 1)
+            elif pad is not None:
+                t = t[:, :length]
+            out.append(t)
+        return tuple(out)
+
+    def _check(self, graph) -> str | None:
+        """Why padding the example into the first bucket compiled changes its real positions, or None."""
+        bucket = max(self.buckets.compiled)
+        if bucket <= self.length:   # nothing padded yet: check the first bucket that pads
+            self.buckets.checked = False
+            return None
+        exact = _compile_module(self.model, self.signature, self.example, self.target, self.options)[0]
+        want = torch.utils._pytree.tree_leaves(exact(*self.example))
+        got = torch.utils._pytree.tree_leaves(_cut_sequence(self.buckets.compiled[bucket](
+            *self._fit(self.example, bucket)), self.length, bucket))
+        for k, (a, b) in enumerate(zip(want, got)):
+            if isinstance(a, torch.Tensor) and (a.shape != b.shape or float((a.float() - b.float()).abs().max())
+                                                > 1e-3 * max(float(a.float().abs().max()), 1e-6)):
+                return (f"output {k} at the real positions differs when the example is padded from "
+                        f"{self.length} to {bucket}: is every padded key masked?")
+        return None
+
+    def __call__(self, *args, **kwargs):
+        if kwargs:
+            if self.signature is None:
+                raise OpenPrimError("compile_module: this model's forward has no signature to bind keyword "
+                                    f"arguments {sorted(kwargs)} to; pass its inputs by position")
+            args = self.signature.bind(*args, **kwargs).args
+        n = _sequence_length(args, self.padding)
+        ((run, bucket, _),) = self.buckets.pieces(n)
+        return _cut_sequence(run(*self._fit(args, bucket)), n, bucket)
+
+
+def _sequence_length(inputs, padding) -> int:
+    """The length (dim 1) shared by every input that has a padding value, or one error naming them."""
+    sizes = {tuple(t.shape) for t, pad in zip(inputs, padding) if pad is not None}
+    if not sizes or any(len(s) < 2 for s in sizes) or len({s[1] for s in sizes}) != 1:
+        raise OpenPrimError(f"compile_module: the sequence inputs must share dim 1 (the sequence length); got "
+                            f"shapes {sorted(sizes)}")
+    return next(iter(sizes))[1]
+
+
+def _cut_sequence(outs, n: int, bucket: int):
+    """Outputs of a bucket's plan with dim 1 of length `bucket` cut back to the call's n."""
+    if n == bucket:
+        return outs
+    return torch.utils._pytree.tree_map(
+        lambda o: o[:, :n] if isinstance(o, torch.Tensor) and o.dim() >= 2 and o.shape[1] == bucket else o, outs)
 
 
 # ---------------------------------------------------------------------------- torch.compile backend

@@ -36,6 +36,12 @@ def test_buckets():
             BatchRange(*bad)
     with pytest.raises(OpenPrimError, match="expected True, a maximum batch"):
         BatchRange.of("8")
+    # sequence lengths, 4 buckets per doubling (multiples of 8 between the powers of two): under 25% padding
+    seq = BatchRange.of((32, 512, 4), "sequence length")
+    assert seq.buckets == (32, 40, 48, 56, 64, 80, 96, 112, 128, 152, 184, 216, 256, 304, 368, 432, 512)
+    assert max(seq.bucket(n) / n for n in range(32, 513)) < 1.25
+    with pytest.raises(OpenPrimError, match="0 buckets per doubling"):
+        BatchRange(1, 8, "batch", 0)
 
 
 def _relu_graph(b):
@@ -161,3 +167,40 @@ def test_language_model_dynamic_batch():
             assert got.shape == want.shape
             assert float(np.abs(got.numpy() - want).max() / np.abs(want).max()) < 1e-4
     assert sorted(run.buckets.compiled) == [1, 2, 4]    # 3 = 2 + 1
+
+
+def test_language_model_dynamic_sequence():
+    """A Hugging Face BERT over sequence lengths 4-32: each call padded (ids 0, mask 0) into the next length
+    bucket and its outputs cut back, equal to eager at odd lengths between the buckets and on them; the
+    padding is checked once against the example's own length; a length outside the range is one error."""
+    pytest.importorskip("transformers")
+    import language_models
+    model = language_models.get("bert", "small", layers=1)
+    feeds = language_models.example_input(model, batch=2, seq=12)
+    run = compile_module(language_models.LastHidden(model).eval(), (feeds["input_ids"], feeds["attention_mask"]),
+                         dynamic_sequence=(4, 32), sequence_padding={"input_ids": 0, "attention_mask": 0})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        for seq in (5, 13, 16, 27, 4):
+            inputs = language_models.example_input(model, batch=2, seq=seq, seed=seq)
+            got = run(inputs["input_ids"], attention_mask=inputs["attention_mask"])
+            want = language_models.reference(model, inputs)
+            assert got.shape == want.shape
+            assert float(np.abs(got.numpy() - want).max() / np.abs(want).max()) < 1e-4, seq
+    assert sorted(run.buckets.compiled) == [4, 8, 16, 32]
+    with pytest.raises(OpenPrimError, match=r"sequence length 33 is outside the compiled range \[4, 32\]"):
+        run(torch.zeros(2, 33, dtype=torch.long), torch.ones(2, 33, dtype=torch.long))
+
+
+def test_sequence_padding_that_changes_results_compiles_per_length():
+    """A mean over the sequence is changed by padding: found by the check, each length compiles alone."""
+    def pooled(x):
+        return x - x.mean(1, keepdim=True)
+    run = compile_module(pooled, (torch.randn(2, 5, 3),), dynamic_sequence=(2, 16), sequence_padding={"x": 0.0})
+    x = torch.randn(2, 6, 3)
+    with pytest.warns(RuntimeWarning, match="padding or splitting the sequence length would change the results"):
+        got = run(x)
+    np.testing.assert_allclose(got.numpy(), pooled(x).numpy(), rtol=1e-5, atol=1e-6)
+    assert 6 in run.buckets.compiled
+    with pytest.raises(OpenPrimError, match="sequence_padding names \\['y'\\]"):
+        compile_module(pooled, (torch.randn(2, 5, 3),), dynamic_sequence=(2, 16), sequence_padding={"y": 0})
