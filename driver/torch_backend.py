@@ -177,17 +177,23 @@ class _CompiledModule(_Compiled):
         self.signature = signature
 
     def __call__(self, *args, **kwargs):
-        if kwargs:
-            if self.signature is None:
-                raise OpenPrimError("compile_module: this model's forward has no signature to bind keyword "
-                                    f"arguments {sorted(kwargs)} to; pass its inputs by position")
-            try:
-                bound = self.signature.bind(*args, **kwargs)
-            except TypeError as e:
-                raise OpenPrimError(f"compile_module: {e}; forward takes "
-                                    f"({', '.join(map(str, self.signature.parameters.values()))})") from None
-            args, kwargs = bound.args, bound.kwargs
+        args, kwargs = _bound(self.signature, args, kwargs)
         return super().__call__(*args, **kwargs)
+
+
+def _bound(signature, args, kwargs) -> tuple[tuple, dict]:
+    """(args, kwargs) with keyword arguments bound to forward's parameters by name (keyword-only ones stay)."""
+    if not kwargs:
+        return tuple(args), {}
+    if signature is None:
+        raise OpenPrimError("compile_module: this model's forward has no signature to bind keyword "
+                            f"arguments {sorted(kwargs)} to; pass its inputs by position")
+    try:
+        bound = signature.bind(*args, **kwargs)
+    except TypeError as e:
+        raise OpenPrimError(f"compile_module: {e}; forward takes "
+                            f"({', '.join(map(str, signature.parameters.values()))})") from None
+    return bound.args, bound.kwargs
 
 
 def _signature(fn):
@@ -393,11 +399,10 @@ class _DynamicSequenceModule:
         return None
 
     def __call__(self, *args, **kwargs):
-        if kwargs:
-            if self.signature is None:
-                raise OpenPrimError("compile_module: this model's forward has no signature to bind keyword "
-                                    f"arguments {sorted(kwargs)} to; pass its inputs by position")
-            args = self.signature.bind(*args, **kwargs).args
+        args, rest = _bound(self.signature, args, kwargs)
+        if rest:
+            raise OpenPrimError(f"compile_module: keyword-only arguments {sorted(rest)} with a dynamic sequence "
+                                f"are not supported; pass the inputs by position or by name")
         n = _sequence_length(args, self.padding)
         ((run, bucket, _),) = self.buckets.pieces(n)
         return _cut_sequence(run(*self._fit(args, bucket)), n, bucket)
