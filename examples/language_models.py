@@ -93,6 +93,35 @@ class LastHidden(torch.nn.Module):
         return self.model(input_ids=input_ids, attention_mask=attention_mask)[0]
 
 
+def small_decoder(kind: str):
+    """A small causal LM for decoding tests (transformers' GPT-2, or Llama with grouped-query attention, rotary
+    embeddings, RMSNorm and SwiGLU), its matrices drawn wider than the initializer's (std 0.5) so that greedy
+    tokens vary from step to step instead of repeating one token."""
+    import transformers
+    torch.manual_seed(0)
+    if kind == "gpt2":
+        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=97,
+                                                                     n_positions=64))
+    else:
+        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
+            num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
+            intermediate_size=96, vocab_size=97, max_position_embeddings=64))
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1:
+                p.normal_(0, 0.5)
+    return model.eval()
+
+
+def eager_greedy(model, ids, new_tokens: int) -> np.ndarray:
+    """ids [B, P] followed by new_tokens greedy tokens from full forward passes of eager PyTorch (no cache)."""
+    seq = torch.as_tensor(ids)
+    with torch.no_grad():
+        for _ in range(new_tokens):
+            seq = torch.cat([seq, model(seq).logits[:, -1].argmax(-1, keepdim=True)], 1)
+    return seq.numpy()
+
+
 def example_input(model, batch=2, seq=16, seed=1):
     """{"input_ids": [batch, seq] int64 ids in the vocabulary, "attention_mask": [batch, seq] int64}, the last
     batch element padded to two thirds of the sequence (its mask 0 there)."""

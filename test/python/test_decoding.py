@@ -7,6 +7,9 @@ The op tests run on every target (GPU ones through helpers.run_on_gpu); state an
 (record/replay carries no state from call to call)."""
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
 import pytest
 
@@ -17,6 +20,8 @@ from openprim.pyfrontend import Graph
 from openprim.runtime import load
 
 from helpers import TARGET, assert_close, run_on_gpu
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 
 cpu_only = pytest.mark.skipif(TARGET != "cpu", reason="state is carried from call to call: a CPU run here")
 
@@ -169,50 +174,22 @@ def test_carry_refusals():
 
 
 # ------------------------------------------------------------------------------- Hugging Face decoders
-def language_model(kind: str):
-    """A small GPT-2 or Llama from its config, weights drawn wider than the initializer's (0.5) so that
-    greedy tokens vary from step to step instead of repeating one token."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    if kind == "gpt2":
-        model = transformers.GPT2LMHeadModel(transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=97,
-                                                                     n_positions=64))
-    else:
-        model = transformers.LlamaForCausalLM(transformers.LlamaConfig(
-            num_hidden_layers=2, hidden_size=64, num_attention_heads=4, num_key_value_heads=2,
-            intermediate_size=96, vocab_size=97, max_position_embeddings=64))
-    with torch.no_grad():
-        for p in model.parameters():
-            if p.dim() > 1:
-                p.normal_(0, 0.5)
-    return model.eval()
-
-
-def eager_greedy(model, ids, new_tokens):
-    """Greedy tokens by full forward passes of eager PyTorch (no cache): the reference."""
-    import torch
-    seq = torch.as_tensor(ids)
-    with torch.no_grad():
-        for _ in range(new_tokens):
-            seq = torch.cat([seq, model(seq).logits[:, -1].argmax(-1, keepdim=True)], 1)
-    return seq.numpy()
-
-
 @cpu_only
 @pytest.mark.parametrize("kind", ["gpt2", "llama"])
 def test_greedy_decoding(kind):
     """Prompts of 5 (padded into the prefill bucket of 8) and 8 tokens, batch 2, 14 new tokens: the same
     tokens as eager PyTorch; the decode step updates its caches in place (no copy in its plan)."""
+    pytest.importorskip("transformers")
     decoding = pytest.importorskip("openprim.decoding")
-    model = language_model(kind)
+    import language_models
+    model = language_models.small_decoder(kind)
     dec = decoding.Decoder(model, batch=2, max_len=24)
     assert not any(e.get("copy") for e in dec.step.plan["state"])
     rng = np.random.default_rng(1)
     for prompt in (5, 8):
         ids = rng.integers(0, 97, (2, prompt))
         out = dec.generate(ids, 14)
-        want = eager_greedy(model, ids, 14)
+        want = language_models.eager_greedy(model, ids, 14)
         assert len(set(want[:, prompt:].ravel())) > 4, "the reference repeats itself: a weak test"
         np.testing.assert_array_equal(out, want)
     assert sorted(dec.prefills) == [8]
