@@ -24,7 +24,9 @@ its forward under torch.compile(mode="reduce-overhead") (CUDA graphs), its time 
 of generating --new and one token over --new - 1. Every step of every peer ends with the next token known
 on the host side of a synchronize (a generation loop checks for the end token). No ORT on the GPU.
 
-The tokens of every peer are checked against eager's. The JSON has every figure and the machine.
+The tokens of every peer are checked against eager's. On the CPU the JSON also has the decode step's GEMVs
+(matmuls over constant weights) as bandwidth: weight bytes over their time, beside a threaded copy of as many
+bytes measured in the same run. The JSON has every figure and the machine.
 """
 from __future__ import annotations
 
@@ -169,6 +171,40 @@ def ort_generate(make, ids, new: int, max_len: int) -> tuple[np.ndarray, float, 
     return np.concatenate([ids] + tokens, 1), prefill, times
 
 
+def gemv_bandwidth(exe) -> dict:
+    """The CPU decode step's matmuls over constant weights (its GEMVs): their weight bytes over their time
+    (Executable.time_steps, the medians of 20 runs), against a copy of as many bytes split between the cores
+    (numpy copyto in threads, read + write counted), measured now."""
+    import threading
+    times, values = exe.time_steps(20), exe.plan["values"]
+    weight = [(t, int(np.prod(values[s["args"][1]]["shape"])) * np.dtype(np.float16 if values[s["args"][1]]["dtype"]
+                                                                       in ("f16", "bf16") else np.float32).itemsize)
+              for s, t in zip(exe.plan["steps"], times)
+              if s["op"] == "matmul" and values[s["args"][1]]["storage"] == "weight"]
+    seconds, nbytes = sum(t for t, _ in weight), sum(b for _, b in weight)
+    src = np.ones(nbytes // 4, np.float32)
+    dst = np.empty_like(src)
+    parts = np.array_split(np.arange(len(src)), os.cpu_count() or 1)
+
+    def copy():
+        threads = [threading.Thread(target=np.copyto, args=(dst[p[0]:p[-1] + 1], src[p[0]:p[-1] + 1]))
+                   for p in parts if len(p)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    copy()
+    copies = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        copy()
+        copies.append(time.perf_counter() - t0)
+    copy_gbs = 2 * nbytes / float(np.median(copies)) / 1e9
+    gemv_gbs = nbytes / seconds / 1e9
+    return {"gemv_weight_mb": nbytes / 1e6, "gemv_ms": seconds * 1e3, "gemv_gb_per_s": gemv_gbs,
+            "copy_gb_per_s": copy_gbs, "gemv_over_copy": gemv_gbs / copy_gbs}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="gpt2", choices=["gpt2", "llama"])
@@ -230,6 +266,8 @@ def main() -> None:
                          **({"first_differing_token": int(differ[0]) - args.context} if len(differ) else {})}
     for name in summary:
         summary[name]["eager_over_this"] = summary["eager"]["ms_per_token"] / summary[name]["ms_per_token"]
+    if args.device == "cpu":
+        summary["openprim"]["decode_step"] = gemv_bandwidth(decoder.step)
     report = {"model": args.model, "batch": args.batch, "context": args.context, "new": args.new,
               "parameters": sum(p.numel() for p in model.parameters()),
               "compile_s": {"step": step_compile, "prefill": prefill_compile},
