@@ -333,20 +333,20 @@ class CpuExecutable:
     def get_state(self) -> dict[str, np.ndarray]:
         """{name: a copy of the state's current value} (bf16 as float32, as outputs are)."""
         values = self.plan["values"]
-        with self._stepping or threading.Lock():
+        with self._stepping or _UNLOCKED:
             return {e["name"]: from_storage(_view(values[e["value"]], self.state_region).copy(),
                                             values[e["value"]]["dtype"]) for e in self.plan.get("state", ())}
 
     def set_state(self, arrays) -> None:
         """Replace state entries by arrays (a mapping name -> array of the state's shape); others keep theirs."""
         updates = checked_state(self.plan, arrays)
-        with self._stepping or threading.Lock():
+        with self._stepping or _UNLOCKED:
             for value, data in updates:
                 _view(self.plan["values"][value], self.state_region)[...] = data
 
     def reset_state(self) -> None:
         """Every state entry back to zeros (a new sequence; for a KV cache, the positions say what is valid)."""
-        with self._stepping or threading.Lock():
+        with self._stepping or _UNLOCKED:
             self.state_region[:] = 0
 
     def share_state(self, other: "CpuExecutable") -> None:

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
+import sys
 import zlib
 
 import numpy as np
@@ -27,7 +29,10 @@ from onnx import TensorProto as T, helper, numpy_helper  # noqa: E402
 
 import openprim  # noqa: E402
 from openprim.base.errors import OpenPrimError  # noqa: E402
+
 from openprim.pyfrontend.onnx import import_model  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))   # language_models (torch)
 
 
 # ----------------------------------------------------------------------------- helpers
@@ -543,15 +548,9 @@ def test_language_model(name, tmp_path):
         torch.onnx.export(model, (), str(path), kwargs={"input_ids": ids, "attention_mask": mask},
                           input_names=["input_ids", "attention_mask"], verbose=False)
     else:
-        class Positional(torch.nn.Module):
-            def __init__(self, m):
-                super().__init__()
-                self.m = m
-
-            def forward(self, input_ids, attention_mask):
-                return self.m(input_ids=input_ids, attention_mask=attention_mask)[0]
+        import language_models   # needs torch, imported above
         # (in eval mode: the exporter puts the module back in the mode it found it in, submodules included)
-        torch.onnx.export(Positional(model).eval(), (ids, mask), str(path), dynamo=False,
+        torch.onnx.export(language_models.LastHidden(model).eval(), (ids, mask), str(path), dynamo=False,
                           input_names=["input_ids", "attention_mask"])
     g = import_model(str(path))
     assert [(t.name, t.dtype) for t in g.inputs] == [("input_ids", "i64"), ("attention_mask", "i64")]
