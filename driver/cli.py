@@ -127,7 +127,53 @@ def _time(exe, args_, repeat: int, warmup: int = 3):
     return np.median(ts), np.min(ts)
 
 
+def _dynamic_range(text: str, padded: bool):
+    """--dynamic NAME=LOW:HIGH[:K] as (NAME, its BatchRange): a batch unless padding values are given."""
+    from openprim.runtime.buckets import BatchRange
+    name, sep, rest = text.partition("=")
+    parts = rest.split(":")
+    if not (sep and name and len(parts) in (2, 3) and all(p.strip().isdigit() for p in parts)):
+        raise OpenPrimError(f"--dynamic {text!r}: expected NAME=LOW:HIGH or NAME=LOW:HIGH:BUCKETS_PER_DOUBLING "
+                            f"(batch=1:64)")
+    return name, BatchRange(int(parts[0]), int(parts[1]), name if padded else "batch", *map(int, parts[2:]))
+
+
+def compile_dynamic(args) -> int:
+    """`openprim compile MODEL --dynamic NAME=LOW:HIGH [--pad INPUT=VALUE ...]`: one artifact with a plan per
+    bucket of the range (driver/dynamic_batch.save); NAME is a build() keyword of a .py model or a named
+    dimension of an ONNX model's inputs."""
+    from openprim import dynamic_batch
+    padding = define_options(args.pad) or None
+    name, size_range = _dynamic_range(args.dynamic, padding is not None)
+    if args.weights != "constants":
+        raise OpenPrimError("--dynamic with --weights values is not supported: a dynamic artifact holds constant "
+                            "weights (compile one artifact per size)")
+    kind = os.path.splitext(args.model)[1]
+    if kind not in (".py", ".onnx"):
+        raise OpenPrimError(f"--dynamic takes a .py model (NAME a build() keyword) or an .onnx model (NAME a named "
+                            f"input dimension), not {args.model}")
+    option = {".py": lambda n: [f"{name}={n}"], ".onnx": lambda n: []}[kind]
+
+    from openprim.pyfrontend import importers
+
+    def build(n):
+        extra = {"dims": {name: n}} if kind == ".onnx" else {}
+        return importers.load(args.model, **define_options(args.define + option(n)), **extra)
+    out = writable_output(args.output or os.path.splitext(os.path.basename(args.model))[0] + ".oprim", "-o")
+    info = dynamic_batch.save(build, out, args.target, size_range, name, padding,
+                              {"solver": args.solver, "layout": args.layout, "precision": args.precision})
+    print(f"compiled {args.model} for {args.target} in {info['seconds']:.2f} s -> {out} ({info['bytes'] / 2**20:.1f} "
+          f"MiB): dynamic {name} in [{size_range.low}, {size_range.high}], buckets {info['buckets']} "
+          f"({info['cache_hits']} from the compile cache), weights pooled {info['pool_bytes'] / 2**20:.1f} MiB "
+          f"(the buckets' own {info['bucket_bytes'] / 2**20:.1f} MiB)")
+    return 0
+
+
 def cmd_compile(args) -> int:
+    if args.dynamic:
+        return compile_dynamic(args)
+    if args.pad:
+        raise OpenPrimError("--pad applies only with --dynamic")
     from openprim import compiler
     from openprim.pyfrontend import Graph
     from openprim.timings import CompileTimings
@@ -197,7 +243,9 @@ def cmd_run(args) -> int:
         t0 = time.perf_counter()
         exe = load(args.model)
         print(f"loaded {args.model} ({exe.manifest['compiler']}, target {exe.manifest['target']}) "
-              f"in {time.perf_counter() - t0:.2f} s")
+              f"in {time.perf_counter() - t0:.2f} s"
+              + (f", dynamic {exe.spec['what']} in [{exe.spec['low']}, {exe.spec['high']}]: {len(exe.buckets)} "
+                 f"buckets" if hasattr(exe, "spec") else ""))
     else:
         from openprim import api
         graph = load_model(args.model, args.define, module_ok=True)
@@ -241,9 +289,31 @@ def _resources(target, kernels: dict[str, bytes]) -> tuple[str, list[str]]:
         f"{k['name']}: shared {k['shared_bytes']} B" for k in codeobject.ptx_kernels(kernels[PTX].decode())]
 
 
+def _inspect_dynamic(path: str, manifest: dict, buckets: dict, pool: bytes) -> int:
+    """`openprim inspect` of a dynamic artifact: the dimension, and per bucket its shapes, steps and memory."""
+    spec = manifest["dynamic"]
+    how = (f"padded with {spec['padding']}" if spec["padding"] else
+           "padded by repeating rows" + (", split into buckets" if spec["split"] else ""))
+    print(f"{path}: {manifest['format']} version {manifest['version']}, {manifest.get('compiler')}, "
+          f"target {manifest['target']}")
+    print(f"dynamic {spec['what']} '{spec['name']}' in [{spec['low']}, {spec['high']}], {how}: inputs "
+          + ", ".join(f"{n} dim {d}" for n, d in spec["inputs"].items()) + "; outputs "
+          + ", ".join(f"{k} dim {d}" for k, d in enumerate(spec["outputs"]) if d is not None))
+    print(f"weights: {len(pool)} B pooled for {len(buckets)} buckets")
+    for b, (inner, kernels) in buckets.items():
+        plan = inner["plan"]
+        shapes = [_shape({**plan["values"][i["value"]], "shape": host_shape(plan, i["value"])}) for i in plan["inputs"]]
+        outs = [_shape({**plan["values"][o], "shape": host_shape(plan, o)}) for o in plan["outputs"]]
+        print(f"bucket {b}: {', '.join(shapes)} -> {', '.join(outs)}; {len(plan['steps'])} steps, arena "
+              f"{plan['arena_bytes']} B, kernels {sum(map(len, kernels.values()))} B")
+    return 0
+
+
 def cmd_inspect(args) -> int:
     from openprim.runtime import artifact
-    manifest, kernels, _ = artifact.read(args.artifact)
+    manifest, kernels, weights = artifact.read(args.artifact)
+    if manifest["version"] == artifact.DYNAMIC_VERSION:
+        return _inspect_dynamic(args.artifact, manifest, kernels, weights)
     plan, target = manifest["plan"], parse_target(manifest["target"])
     values = plan["values"]
     print(f"{args.artifact}: {manifest['format']} version {manifest['version']}, {manifest.get('compiler')}, "
@@ -507,6 +577,13 @@ def _command(argv) -> int:
     c.add_argument("model", help="a model file: .py defining build(), .onnx, .pt2 (torch.export.save) or .mlir")
     c.add_argument("-o", "--output", help="the .oprim file to write (default: MODEL.oprim)")
     c.add_argument("--timings", action="store_true", help="print the time of each stage and the slowest kernels")
+    c.add_argument("--dynamic", metavar="NAME=LOW:HIGH[:K]",
+                   help="one artifact for every size of a dimension in [LOW, HIGH] (a plan per bucket: the powers of "
+                        "two, K per doubling): NAME is a build() keyword of a .py model or a named input dimension of "
+                        "an ONNX model; without --pad the dimension is the batch")
+    c.add_argument("--pad", action="append", default=[], metavar="INPUT=VALUE",
+                   help="with --dynamic: the dimension is padded with VALUE in INPUT (a sequence: input_ids=0, "
+                        "attention_mask=0), one per input that has it")
     c.add_argument("--weights", choices=("constants", "values"), default="constants",
                    help="constants (default): the weights are compiled in (folded, packed); values: the artifact "
                         "holds them and exe.load_weights replaces them (docs/artifacts.md)")
@@ -527,6 +604,8 @@ def _command(argv) -> int:
     f.add_argument("--json", metavar="PATH", help="also write the profile to PATH as JSON")
     f.add_argument("--input", action="append", default=[], help=".npy file per input (default: random)")
     f.add_argument("--seed", type=_int_at_least(0), default=0)
+    f.add_argument("--bucket", type=_int_at_least(1), help="a dynamic artifact: the bucket to profile (default: the "
+                                                          "largest)")
     t = sub.add_parser("tune", help="find the fastest solver and parameters of every conv/matmul layer")
     t.add_argument("model", nargs="+", help="model files (their distinct layers are tuned once)")
     t.add_argument("--ray", nargs="?", const="", metavar="ADDRESS",

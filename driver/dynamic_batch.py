@@ -27,63 +27,25 @@ compiled per exact batch size instead, with one warning that says which op mixes
 """
 from __future__ import annotations
 
+import os
+import tempfile
+import time
 import warnings
 from dataclasses import dataclass, field
 
-from openprim import compiler
+import numpy as np
+
+from openprim import cache, compiler
 from openprim.base.errors import OpenPrimError
 from openprim.dialect import graph_functions
 from openprim.passes import batch_chunks
+from openprim.runtime import artifact
+from openprim.runtime.buckets import BatchRange, piece_sizes
+from openprim.runtime.dynamic import DynamicExecutable
+from openprim.runtime.executor import host_shape
+from openprim.runtime.profile import random_inputs
 
-DEFAULT_RANGE = (1, 64)
-
-
-@dataclass(frozen=True)
-class BatchRange:
-    """The batch sizes (or sequence lengths: what = "sequence length") a dynamic model accepts, and the
-    buckets that serve them."""
-    low: int
-    high: int
-    what: str = "batch"
-    per_octave: int = 1   # buckets per doubling: 1 the powers of two; k > 1 also the k-1 steps between
-    #                       (rounded up to multiples of 8), for less padding at more compiles
-
-    def __post_init__(self):
-        if not (isinstance(self.low, int) and isinstance(self.high, int) and 1 <= self.low <= self.high):
-            raise OpenPrimError(f"dynamic {self.what} range ({self.low!r}, {self.high!r}): expected integers "
-                                f"1 <= low <= high")
-        if not (isinstance(self.per_octave, int) and 1 <= self.per_octave <= 16):
-            raise OpenPrimError(f"dynamic {self.what}: {self.per_octave!r} buckets per doubling; expected 1 to 16")
-
-    @classmethod
-    def of(cls, spec, what: str = "batch") -> "BatchRange":
-        """From True (DEFAULT_RANGE), an int (1..high), a (low, high) pair or (low, high, per_octave)."""
-        if spec is True:
-            return cls(*DEFAULT_RANGE, what)
-        if isinstance(spec, int) and not isinstance(spec, bool):
-            return cls(1, spec, what)
-        if isinstance(spec, (tuple, list)) and len(spec) in (2, 3):
-            return cls(spec[0], spec[1], what, *spec[2:])
-        raise OpenPrimError(f"dynamic {what} {spec!r}: expected True, a maximum {what}, a (low, high) pair or "
-                            f"(low, high, buckets per doubling)")
-
-    @property
-    def buckets(self) -> tuple[int, ...]:
-        sizes = {self.low, self.high}
-        for k in range(self.high.bit_length()):
-            for step in range(self.per_octave):   # 2^k * 2^(step / per_octave), a multiple of 8 past 8
-                size = round((1 << k) * 2 ** (step / self.per_octave))
-                size = -(-size // 8) * 8 if step and size > 8 else size
-                if self.low <= size <= self.high:
-                    sizes.add(size)
-        return tuple(sorted(sizes))
-
-    def bucket(self, n: int) -> int:
-        """The smallest bucket that holds a batch of n; a batch outside the range is an error."""
-        if not self.low <= n <= self.high:
-            raise OpenPrimError(f"{self.what} {n} is outside the compiled range [{self.low}, {self.high}]: "
-                                f"compile with a wider dynamic {self.what} range")
-        return next(b for b in self.buckets if b >= n)
+__all__ = ["BatchRange", "Buckets", "mixing_reason", "save"]
 
 
 def mixing_reason(graph) -> str | None:
@@ -113,18 +75,9 @@ class Buckets:
     def pieces(self, n: int) -> list[tuple[object, int, int]]:
         """[(run, b, rows)] for a call of batch n: a bucket's plan for each consecutive piece of `rows`
         rows (b >= rows), every plan compiled (now, where new) and the model checked before any runs."""
-        b = self.batch_range.bucket(n)
+        sizes = piece_sizes(self.batch_range, n, self.split)     # a size out of the range: an error
         if self.exact is not None:
             sizes = [(n, n)]
-        elif not self.split:
-            sizes = [(b, n)]
-        else:
-            sizes, left = [], n
-            while left:
-                fits = [c for c in self.batch_range.buckets if c <= left]
-                c = max(fits) if fits else self.batch_range.low      # rows under the range: padded
-                sizes.append((c, min(c, left)))
-                left -= min(c, left)
         runs = [self._compiled(c) for c, _ in sizes]
         if self.exact is not None and sizes != [(n, n)]:
             return self.pieces(n)
@@ -142,3 +95,117 @@ class Buckets:
                     warnings.warn(f"dynamic {what}: padding or splitting the {what} would change the results "
                                   f"({self.exact}); compiling each {what} instead", RuntimeWarning, stacklevel=4)
         return self.compiled[b]
+
+
+# ---------------------------------------------------------------------------- one artifact for the range
+def save(build, path: str, target, size_range: BatchRange, name: str, padding: dict | None = None,
+         options: dict | None = None) -> dict:
+    """One dynamic artifact (runtime/dynamic.py) at `path` for the dimension `name`: build(size) -> the
+    Graph at that size, compiled for each bucket of `size_range` (through the compile cache, with
+    `options`: openprim.compiler.save's keyword arguments). Which input and output dimension varies is read
+    off the buckets' plans (the one that follows the size). padding None: the dimension is a batch (dim 0
+    of every input), padded by repeating rows and, on the CPU, split into buckets; refused when an op mixes
+    the samples. padding {input: value}: every varying input padded with its value (a sequence), checked
+    once on the CPU: the first padded size must give the exact compile's results at its real positions.
+    Returns {"plan": the largest bucket's, "buckets", "bytes", "pool_bytes", "bucket_bytes", "seconds",
+    "cache_hits"}."""
+    t0 = time.perf_counter()
+    target, options = compiler.target_of(target), dict(options or {})
+    sizes = size_range.buckets
+    if len(sizes) < 2:
+        raise OpenPrimError(f"dynamic {name}={size_range.low}:{size_range.high} has one size: compile it without "
+                            f"a dynamic dimension")
+    graphs, parts, hits = {}, {}, 0
+    with tempfile.TemporaryDirectory(prefix="openprim-dynamic-") as tmp:
+        for b in sizes:
+            graphs[b] = build(b)
+            info = cache.save_cached(graphs[b], os.path.join(tmp, f"{b}.oprim"), target, options)
+            hits += bool(info.get("cache_hit"))
+            manifest, kernels, weights = artifact.read(os.path.join(tmp, f"{b}.oprim"))
+            parts[b] = (manifest["plan"], kernels, weights, {k: v for k, v in manifest.items() if k not in (
+                "format", "version", "kernel_files", "signatures", "members", "plan", "digest")})
+    plans = {b: p[0] for b, p in parts.items()}
+    names = [i["name"] for i in plans[sizes[0]]["inputs"]]
+    if padding is not None:   # an int key: the input at that position
+        padding = {names[k] if isinstance(k, int) and 0 <= k < len(names) else k: v for k, v in padding.items()}
+    spec = {"name": name, "what": size_range.what, "low": size_range.low, "high": size_range.high,
+            "per_octave": size_range.per_octave, "inputs": _input_dims(plans, name), "outputs": _output_dims(plans, name),
+            "padding": dict(padding) if padding else None}
+    if padding is None:
+        spec["split"] = not target.is_gpu
+        _check_batch(spec, graphs[sizes[1]], name)
+    else:
+        spec["split"] = False
+        _check_padding(spec, build, sizes[1], name)
+    pool = artifact.write_dynamic(path, spec, parts)
+    return {"plan": plans[sizes[-1]], "buckets": list(sizes), "bytes": os.path.getsize(path), "pool_bytes": pool,
+            "bucket_bytes": sum(len(p[2]) for p in parts.values()), "seconds": time.perf_counter() - t0,
+            "cache_hits": hits, "spec": spec}
+
+
+def _varying(shapes: dict[int, tuple], what: str, name: str) -> int | None:
+    """The one dim of a value's shapes per bucket that equals the bucket in each, where the shapes differ;
+    None where they do not."""
+    lo, hi = min(shapes), max(shapes)
+    differ = [d for d in range(len(shapes[lo])) if shapes[lo][d] != shapes[hi][d]]
+    if not differ:
+        return None
+    if len(differ) > 1 or len({len(s) for s in shapes.values()}) != 1 or \
+            any(s[differ[0]] != b for b, s in shapes.items()):
+        raise OpenPrimError(f"dynamic {name}: {what} has shapes {sorted(shapes.items())} over the buckets; "
+                            f"only one dimension may vary, as the size itself")
+    return differ[0]
+
+
+def _input_dims(plans: dict[int, dict], name: str) -> dict[str, int]:
+    first = plans[min(plans)]
+    dims = {}
+    for k, spec in enumerate(first["inputs"]):
+        d = _varying({b: host_shape(p, p["inputs"][k]["value"]) for b, p in plans.items()},
+                     f"input '{spec['name']}'", name)
+        if d is not None:
+            dims[spec["name"]] = d
+    if not dims:
+        raise OpenPrimError(f"dynamic {name}: no input changes with it; is '{name}' a dimension of the model's inputs?")
+    return dims
+
+
+def _output_dims(plans: dict[int, dict], name: str) -> list[int | None]:
+    first = plans[min(plans)]
+    return [_varying({b: host_shape(p, p["outputs"][k]) for b, p in plans.items()}, f"output {k}", name)
+            for k in range(len(first["outputs"]))]
+
+
+def _check_batch(spec: dict, graph, name: str) -> None:
+    """A dimension padded by repeating rows must be every varying input's and output's dim 0, and no op
+    may mix the samples."""
+    dims = {**spec["inputs"], **{f"output {k}": d for k, d in enumerate(spec["outputs"]) if d is not None}}
+    other = {k: d for k, d in dims.items() if d != 0}
+    if other:
+        raise OpenPrimError(f"dynamic {name}: it is not dim 0 of {other}; a dimension other than the batch needs "
+                            f"a padding value per input (padding=, --pad INPUT=VALUE)")
+    reason = mixing_reason(graph)
+    if reason is not None:
+        raise OpenPrimError(f"dynamic {name}: padding or splitting the batch would change the results ({reason}); "
+                            f"compile one artifact per batch size")
+
+
+def _check_padding(spec: dict, build, bucket: int, name: str) -> None:
+    """The size one under `bucket` padded into it gives the exact compile's results at the real positions
+    (within 1e-3 of the largest), both compiled for this CPU; inputs: normal floats, integer ones ones."""
+    missing = sorted(set(spec["inputs"]) - set(spec["padding"]))
+    unknown = sorted(set(spec["padding"]) - set(spec["inputs"]))
+    if missing or unknown:
+        raise OpenPrimError(f"dynamic {name}: padding values are needed for exactly the inputs that vary with it, "
+                            f"{sorted(spec['inputs'])}" + (f"; missing {missing}" if missing else "")
+                            + (f"; {unknown} do not vary" if unknown else ""))
+    n = bucket - 1
+    exact = cache.load_or_compile(build(n), "cpu")
+    padded = DynamicExecutable(spec, {bucket: exact.plan}, lambda b: cache.load_or_compile(build(b), "cpu"))
+    inputs = random_inputs(exact.plan, integers=1)     # ones: a valid token id, an unmasked position
+    want, got = exact(*inputs), padded.run_piece(inputs, bucket, 0, n)
+    for k, (a, b) in enumerate(zip(want if isinstance(want, tuple) else (want,), got)):
+        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+        if a.shape != b.shape or np.abs(a - b).max() > 1e-3 * max(np.abs(a).max(), 1e-6):
+            raise OpenPrimError(f"dynamic {name}: output {k} at the real positions differs when {n} is padded to "
+                                f"{bucket}: is every padded position masked?")

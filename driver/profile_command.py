@@ -16,9 +16,11 @@ import json
 import os
 import time
 
+from openprim.base.errors import OpenPrimError
 from openprim.base.files import atomic_file
 from openprim.cli import _inputs, load_model, writable_output
 from openprim.runtime import load
+from openprim.runtime.dynamic import DynamicExecutable
 from openprim.runtime.profile import Profile, Step, profile, random_inputs
 
 
@@ -46,7 +48,13 @@ def executable(args):
         exe = load(args.model)
         print(f"loaded {args.model} ({exe.manifest['compiler']}, target {exe.manifest['target']}) "
               f"in {time.perf_counter() - t0:.2f} s")
+        if isinstance(exe, DynamicExecutable):   # one plan per bucket: profile one
+            bucket = args.bucket or max(exe.buckets)
+            print(f"dynamic {exe.spec['what']} '{exe.spec['name']}': profiling bucket {bucket} of {exe.buckets}")
+            return exe.executable(bucket)
         return exe
+    if args.bucket:
+        raise OpenPrimError("--bucket applies to a dynamic .oprim artifact only")
     from openprim import api   # MLIR and the compiler: only for a model file
     graph = load_model(args.model, args.define, module_ok=True)
     exe = api.compile(graph, args.target, args.solver, layout=args.layout, cache=not args.no_cache,

@@ -36,6 +36,7 @@ import numpy as np
 import openprim.cache
 from openprim.base.errors import OpenPrimError
 from openprim.base.target import parse_target
+from openprim import dynamic_batch
 from openprim.dynamic_batch import BatchRange, Buckets
 from openprim.pyfrontend.importers.common import DTYPE_NAMES, require
 from openprim.pyfrontend.torch import aot, backward
@@ -256,16 +257,21 @@ def compile_module(model, example_inputs, target=None, dynamic_batch=None, dynam
     return _compile_module(model, signature, example_inputs, target, options)[0]
 
 
-def _compile_module(model, signature, example_inputs, target, options):
-    """(the _CompiledModule, its Graph) of compile_module."""
-    default, index = _default_target(example_inputs)
+def _exported(model, example_inputs):
+    """(the ExportedProgram, its Graph) of the model in eval mode at these inputs (its modes restored)."""
     modes = [(m, m.training) for m in model.modules()]
     try:
         ep = torch.export.export(model.eval(), example_inputs)
     finally:
         for m, training in modes:
             m.training = training
-    g, _ = import_exported(ep)
+    return ep, import_exported(ep)[0]
+
+
+def _compile_module(model, signature, example_inputs, target, options):
+    """(the _CompiledModule, its Graph) of compile_module."""
+    default, index = _default_target(example_inputs)
+    ep, g = _exported(model, example_inputs)
     flat = [t for t in torch.utils._pytree.tree_leaves(example_inputs) if isinstance(t, torch.Tensor)]
     channels_last = _channels_last_inputs(g, flat, target or default)
     exe = openprim.cache.load_or_compile(g, target or default, options, device=index)
@@ -318,16 +324,22 @@ class _DynamicBatchModule:
 
     def __init__(self, model, signature, example_inputs, target, batch_range, options):
         tensors = [t for t in torch.utils._pytree.tree_leaves(example_inputs) if isinstance(t, torch.Tensor)]
-        example_batch = _batch_of(tensors, "compile_module")
+        self.example_batch = _batch_of(tensors, "compile_module")
+        self.model, self.example, self.options = model, example_inputs, options
+        self.target = target or _default_target(example_inputs)[0]
+        self.buckets = Buckets(batch_range, lambda b: _compile_module(model, signature, self._inputs_at(b), target,
+                                                                      options), split=not parse_target(self.target).is_gpu)
 
-        def compile_bucket(b):
-            rows = (lambda t: _pad_rows(t, b)) if b >= example_batch else (lambda t: t[:b])
-            inputs = torch.utils._pytree.tree_map(lambda t: rows(t) if isinstance(t, torch.Tensor) else t,
-                                                  example_inputs)
-            return _compile_module(model, signature, inputs, target, options)
+    def _inputs_at(self, b: int):
+        """The example inputs at batch b: rows repeated, or cut."""
+        rows = (lambda t: _pad_rows(t, b)) if b >= self.example_batch else (lambda t: t[:b])
+        return torch.utils._pytree.tree_map(lambda t: rows(t) if isinstance(t, torch.Tensor) else t, self.example)
 
-        gpu = parse_target(target or _default_target(example_inputs)[0]).is_gpu
-        self.buckets = Buckets(batch_range, compile_bucket, split=not gpu)
+    def save(self, path: str) -> dict:
+        """One .oprim artifact for the whole range (openprim.dynamic_batch.save): its runtime executable takes
+        the flat tensor inputs as numpy arrays, any batch in the range (openprim.runtime.load)."""
+        return dynamic_batch.save(lambda b: _exported(self.model, self._inputs_at(b))[1], path, self.target,
+                                  self.buckets.batch_range, "batch", None, self.options)
 
     def __call__(self, *args, **kwargs):
         leaves, spec = torch.utils._pytree.tree_flatten((args, kwargs))
@@ -367,6 +379,15 @@ class _DynamicSequenceModule:
     def _compile(self, length: int):
         return _compile_module(self.model, self.signature, self._fit(self.example, length), self.target,
                                self.options)
+
+    def save(self, path: str) -> dict:
+        """One .oprim artifact for the whole range (openprim.dynamic_batch.save), padded with sequence_padding:
+        its runtime executable takes the flat tensor inputs as numpy arrays, any length in the range."""
+        tensors = [pad for t, pad in zip(self.example, self.padding) if isinstance(t, torch.Tensor)]
+        padding = {k: pad for k, pad in enumerate(tensors) if pad is not None}    # by position: the plan's names
+        return dynamic_batch.save(lambda n: _exported(self.model, self._fit(self.example, n))[1], path,
+                                  self.target or _default_target(self.example)[0], self.buckets.batch_range,
+                                  "sequence", padding, self.options)
 
     def _fit(self, inputs, length: int) -> tuple:
         """inputs with each sequence input padded (or, for compiling only, cut) to `length` along dim 1."""

@@ -8,6 +8,10 @@ A zip archive (stored, not compressed) with these members:
   params.bin     (weights as values: format version 3) the parameters' initial data, at the offsets of the
                  plan's params region; the executable holds a copy that `load_weights` replaces
   the kernels, by target: kernel_files.py's table (kernels.so; kernels.ptx and a kernels.cubin; kernels.hsaco)
+A dynamic artifact (version 5, runtime/dynamic.py) holds, instead of one plan and its kernels, a
+bucket-B/ folder per bucket B of its dynamic dimension with that bucket's manifest.json (a version-2
+manifest whose weights.bin is the pooled one) and kernels; its own manifest names the buckets, the
+dimension (the "dynamic" entry) and every member's digest.
 Writes are atomic (temporary file + rename); a truncated, corrupt or foreign file is refused with one
 line that says what is wrong. The manifest is validated as a whole before anything is allocated or run
 (runtime/manifest.py): memory offsets, step arguments against each kernel's recorded signature, launch
@@ -24,15 +28,18 @@ from openprim.base.files import atomic_file
 
 from openprim.base.target import Target, parse_target
 
-from . import kernel_files, manifest as manifest_check
+from . import dynamic, kernel_files, manifest as manifest_check
 from .executable import build_executable
+from .gpu import DeviceWeights, open_device
 
 FORMAT = "openprim-artifact"
 VERSION = 2  # 2: kernel signatures, member digests, the CPU features the code needs (runtime/manifest.py)
 PARAMS_VERSION = 3  # 3: weights as values: the plan's "params", the params.bin member. Only an artifact with
 #                     parameters has it, so that a runtime that reads version 2 only refuses it by its version
 STATE_VERSION = 4  # 4: state carried between calls (the plan's "state"), with or without parameters
-VERSIONS = (VERSION, PARAMS_VERSION, STATE_VERSION)
+DYNAMIC_VERSION = 5  # 5: a dynamic dimension, one plan per bucket (runtime/dynamic.py): the manifest's "dynamic"
+#                      and "buckets"; each bucket's manifest and kernels under bucket-B/, weights.bin the pool
+VERSIONS = (VERSION, PARAMS_VERSION, STATE_VERSION, DYNAMIC_VERSION)
 MEMBERS = ("manifest.json", "weights.bin")
 PARAMS = "params.bin"
 
@@ -55,13 +62,45 @@ def write(path: str, plan: dict, kernels: dict[str, bytes], weights: bytes, meta
             z.writestr(PARAMS, params)
 
 
-def read(path: str) -> tuple[dict, dict[str, bytes], bytes]:
-    """(manifest, {kernel member: bytes}, weights bytes), validated."""
+def write_dynamic(path: str, spec: dict, buckets: dict[int, tuple[dict, dict[str, bytes], bytes, dict]]) -> int:
+    """One artifact for a dynamic dimension (runtime/dynamic.py's spec) from each bucket's (plan, kernels,
+    weights, meta): the weights pooled, each bucket's manifest and kernels under bucket-B/. Returns the
+    pool's size in bytes."""
+    order = sorted(buckets)
+    if any("params" in buckets[b][0] or "state" in buckets[b][0] for b in order):
+        raise OpenPrimError("a dynamic artifact cannot hold parameters (weights='values') or carried state yet; "
+                            "compile one artifact per size")
+    plans, pool = dynamic.pool_weights([(buckets[b][0], buckets[b][2]) for b in order])
+    members = {"weights.bin": pool}
+    for b, plan in zip(order, plans):
+        kernels, meta = buckets[b][1], buckets[b][3]
+        inner = {"format": FORMAT, "version": VERSION, **meta, "kernel_files": sorted(kernels),
+                 "signatures": manifest_check.signature(plan),
+                 "members": manifest_check.member_digests({**kernels, "weights.bin": pool}), "plan": plan}
+        inner["digest"] = manifest_check.manifest_digest(inner)
+        members[f"bucket-{b}/manifest.json"] = json.dumps(inner, indent=1).encode()
+        members.update({f"bucket-{b}/{name}": data for name, data in kernels.items()})
+    meta = buckets[order[0]][3]
+    manifest = {"format": FORMAT, "version": DYNAMIC_VERSION, "compiler": meta.get("compiler"),
+                "target": meta["target"], "dynamic": spec, "buckets": order,
+                "members": manifest_check.member_digests(members)}
+    manifest["digest"] = manifest_check.manifest_digest(manifest)
+    with atomic_file(path, "wb", "artifact") as f, zipfile.ZipFile(f, "w", zipfile.ZIP_STORED) as z:
+        z.writestr("manifest.json", json.dumps(manifest, indent=1))
+        for name, data in members.items():
+            z.writestr(name, data)
+    return len(pool)
+
+
+def read(path: str) -> tuple[dict, dict, bytes]:
+    """(manifest, {kernel member: bytes}, weights bytes), validated; of a dynamic artifact (version 5):
+    (manifest, {bucket: (its manifest, {kernel member: bytes})}, the pooled weights)."""
     return _read(path)[:3]
 
 
-def _read(path: str) -> tuple[dict, dict[str, bytes], bytes, Target, bytes]:
-    """read(path), the target the manifest names and the params region's initial bytes."""
+def _read(path: str) -> tuple[dict, dict, bytes, Target, bytes]:
+    """read(path), the target the manifest names and the params region's initial bytes. A dynamic
+    artifact's second entry is _dynamic_buckets', its weights the pool."""
     try:
         with zipfile.ZipFile(path) as z:
             names = set(z.namelist())
@@ -78,6 +117,9 @@ def _read(path: str) -> tuple[dict, dict[str, bytes], bytes, Target, bytes]:
                 target = parse_target(manifest.get("target", ""))
             except OpenPrimError as e:
                 raise OpenPrimError(f"{path}: {e}") from None
+            if manifest.get("version") == DYNAMIC_VERSION:
+                members = {m: z.read(m) for m in sorted(names - {"manifest.json"})}
+                return manifest, _dynamic_buckets(path, manifest, members, target), members["weights.bin"], target, b""
             if kernel_files.REQUIRED[target.kind] not in names:
                 raise OpenPrimError(f"{path}: not an OpenPrim artifact (missing {kernel_files.REQUIRED[target.kind]})")
             files = manifest.get("kernel_files", [])
@@ -115,10 +157,67 @@ def _read(path: str) -> tuple[dict, dict[str, bytes], bytes, Target, bytes]:
     return manifest, kernels, weights, target, params
 
 
+def _dynamic_buckets(path: str, manifest: dict, members: dict[str, bytes], target: Target) -> dict:
+    """{bucket: (its manifest, {kernel member: bytes})} of a dynamic artifact, every bucket validated as
+    a plain artifact is (on the pooled weights) and the whole against the manifest's digests."""
+    def need(cond, what):
+        if not cond:
+            raise OpenPrimError(f"{path}: corrupt artifact ({what})")
+    spec, order = manifest.get("dynamic"), manifest.get("buckets")
+    need(isinstance(spec, dict) and isinstance(spec.get("inputs"), dict) and isinstance(spec.get("outputs"), list),
+         "the manifest has no valid dynamic dimension")
+    try:
+        expected = list(dynamic.bucket_range(spec).buckets)
+    except (OpenPrimError, KeyError, TypeError) as e:
+        raise OpenPrimError(f"{path}: corrupt artifact (dynamic dimension {spec!r}: {e})") from None
+    need(order == expected, f"buckets {order!r} are not those of the range, {expected}")
+    need(isinstance(manifest.get("members"), dict) and set(manifest["members"]) == set(members),
+         "its members are not the ones its manifest records")
+    pool_digest = manifest_check.member_digests({"weights.bin": members["weights.bin"]})
+    try:
+        manifest_check.check_integrity(manifest, members)
+    except OpenPrimError as e:
+        raise OpenPrimError(f"{path}: corrupt artifact ({e})") from None
+    buckets = {}
+    for b in order:
+        inner = json.loads(members[f"bucket-{b}/manifest.json"])
+        need(isinstance(inner, dict) and inner.get("version") == VERSION and isinstance(inner.get("plan"), dict)
+             and isinstance(inner.get("kernel_files"), list), f"bucket {b}: no valid manifest")
+        kernels = {m: members[f"bucket-{b}/{m}"] for m in inner["kernel_files"] if f"bucket-{b}/{m}" in members}
+        need(kernel_files.REQUIRED[target.kind] in kernels, f"bucket {b}: missing {kernel_files.REQUIRED[target.kind]}")
+        need(inner.get("target") == manifest.get("target"), f"bucket {b}: compiled for {inner.get('target')}")
+        try:
+            manifest_check.validate(inner, kernels, members["weights.bin"], target, known=pool_digest)
+        except OpenPrimError as e:
+            raise OpenPrimError(f"{path}: corrupt artifact (bucket {b}: {e})") from None
+        buckets[b] = inner, kernels
+    need(len({tuple(i["name"] for i in inner["plan"]["inputs"]) for inner, _ in buckets.values()}) == 1,
+         "its buckets take different inputs")
+    return buckets
+
+
 def load(path: str, device: int = 0, graphs: bool | None = None):
     """An executable for the artifact: on this machine's CPU, or on GPU `device` for a GPU target
-    (graphs: replay its launches as a CUDA/HIP graph; None: unless OPENPRIM_GPU_GRAPHS=0)."""
+    (graphs: replay its launches as a CUDA/HIP graph; None: unless OPENPRIM_GPU_GRAPHS=0). A dynamic
+    artifact gives a runtime.dynamic.DynamicExecutable, which makes each bucket's executable on first use."""
     manifest, kernels, weights, target, params = _read(path)
+    if manifest["version"] == DYNAMIC_VERSION:
+        return _load_dynamic(path, manifest, kernels, weights, target, device, graphs)
     exe = build_executable(target, manifest["plan"], kernels, weights, manifest, device, graphs, path, params)
+    exe.manifest = manifest
+    return exe
+
+
+def _load_dynamic(path, manifest, buckets, pool, target, device, graphs):
+    if target.is_gpu:
+        dev = open_device(target, device)
+        shared = DeviceWeights(dev, pool, len(pool))
+    else:
+        dev, shared = device, dynamic.shared_weights(pool)
+
+    def make(b):
+        inner, kernels = buckets[b]
+        return build_executable(target, inner["plan"], kernels, shared, inner, dev, graphs, f"{path} (bucket {b})")
+    exe = dynamic.DynamicExecutable(manifest["dynamic"], {b: inner["plan"] for b, (inner, _) in buckets.items()}, make)
     exe.manifest = manifest
     return exe

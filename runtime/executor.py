@@ -248,13 +248,17 @@ class CpuExecutable:
     def __init__(self, plan: dict, kernel_address, weights: bytes | np.ndarray, keepalive=None, packed=False,
                  params: bytes = b""):
         """kernel_address(name) -> address of `void name(T *arg0, ...)`; with packed=True, of MLIR's
-        JIT wrapper `void _mlir_name(void **args)` (args[i] points at the i-th pointer). params: the initial
-        bytes of the plan's params region (weights as values)."""
+        JIT wrapper `void _mlir_name(void **args)` (args[i] points at the i-th pointer). weights: the blob
+        (copied), or a 64-byte aligned uint8 array of its size, used as it is (shared, never written).
+        params: the initial bytes of the plan's params region (weights as values)."""
         self.plan = plan
         self._keepalive = keepalive
         self.packed = packed  # the JIT engine or the loaded library: kernels live as long as we do
-        self.weights = aligned_bytes(plan["weights_bytes"])
-        if plan["weights_bytes"]:
+        if isinstance(weights, np.ndarray) and weights.dtype == np.uint8 and weights.size == plan["weights_bytes"] \
+                and weights.ctypes.data % ALIGN == 0:
+            self.weights = weights       # aligned already (a dynamic artifact's pool, runtime/dynamic.py): shared
+        else:
+            self.weights = aligned_bytes(plan["weights_bytes"])
             self.weights[:] = np.frombuffer(weights, np.uint8, plan["weights_bytes"])
         self._params = aligned_bytes(plan.get("params_bytes", 0))   # the current region: never written again
         if plan.get("params_bytes"):

@@ -92,22 +92,39 @@ def graphs_enabled(graphs: bool | None) -> bool:
     return os.environ.get("OPENPRIM_GPU_GRAPHS", "1") != "0" if graphs is None else bool(graphs)
 
 
+class DeviceWeights:
+    """A weights blob in device memory, freed when the last executable using it is gone (one per plain
+    executable; one for all buckets of a dynamic artifact, runtime/dynamic.py)."""
+
+    def __init__(self, device: Device, blob: bytes, size: int):
+        self.device, self.pointer = device, device.alloc(size)
+        if size:
+            device.copy_to_device(self.pointer, np.frombuffer(blob, np.uint8, size))
+
+    def __del__(self):
+        try:
+            self.device.free(self.pointer)
+        except Exception:  # interpreter shutdown or a lost device: nothing left to free
+            pass
+
+
 class GpuExecutable:
     """A compiled network on a GPU: call it with numpy arrays (numpy back) or device arrays (DeviceArrays
     back), or bind device buffers with run_into."""
 
-    def __init__(self, plan: dict, image: bytes, weights: bytes, device: Device, graphs: bool | None = None,
+    def __init__(self, plan: dict, image: bytes, weights, device: Device, graphs: bool | None = None,
                  params: bytes = b""):
-        """params: the initial bytes of the plan's params region (weights as values)."""
+        """weights: the blob (bytes), or DeviceWeights that other executables share (a dynamic artifact's
+        pool). params: the initial bytes of the plan's params region (weights as values)."""
         self.plan, self.device = plan, device
         self.graphs = graphs_enabled(graphs)
         check_device_memory(plan, device)
         self.module = device.load_module(image)
         self.arena = device.alloc(plan["arena_bytes"])
-        self.weights = device.alloc(plan["weights_bytes"])
+        self.shared_weights = weights if isinstance(weights, DeviceWeights) else \
+            DeviceWeights(device, weights, plan["weights_bytes"])
+        self.weights = self.shared_weights.pointer
         self.scratch = device.alloc(plan.get("scratch_bytes", 0))
-        if plan["weights_bytes"]:
-            device.copy_to_device(self.weights, np.frombuffer(weights, np.uint8, plan["weights_bytes"]))
         self.params = device.alloc(plan["params_bytes"]) if "params" in plan else None
         if plan.get("params_bytes"):
             device.copy_to_device(self.params, np.frombuffer(params, np.uint8, plan["params_bytes"]))
@@ -508,7 +525,7 @@ class GpuExecutable:
             if self.graph is not None:
                 self.device.destroy_graph(*self.graph[:2])
             self.device.destroy_stream(self.stream)
-            for p in (self.arena, self.weights, self.scratch, *self.tensor_maps.values()):
+            for p in (self.arena, self.scratch, *self.tensor_maps.values()):
                 self.device.free(p)
             if self.params is not None:
                 self.device.free(self.params)

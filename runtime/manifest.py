@@ -287,19 +287,22 @@ def manifest_digest(manifest: dict) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
-def _check_integrity(manifest: dict, members: dict[str, bytes]) -> None:
+def check_integrity(manifest: dict, members: dict[str, bytes], known: dict[str, str] | None = None) -> None:
+    """known: digests computed already (a dynamic artifact's pool, which every bucket records)."""
     recorded = manifest.get("members")
     _need(isinstance(recorded, dict), "the manifest records no member digests")
-    for name, digest in member_digests(members).items():
+    digests = {**member_digests({k: v for k, v in members.items() if k not in (known or {})}), **(known or {})}
+    for name, digest in sorted(digests.items()):
         _need(recorded.get(name) == digest, f"{name} is not the one this manifest was written with "
                                             f"(SHA-256 mismatch): members were swapped or edited")
     _need(manifest.get("digest") == manifest_digest(manifest),
           "the manifest was edited after it was written (digest mismatch); recompile the model")
 
 
-def validate(manifest: dict, kernels: dict[str, bytes], weights: bytes, target: Target, params: bytes = b"") -> None:
+def validate(manifest: dict, kernels: dict[str, bytes], weights: bytes, target: Target, params: bytes = b"",
+             known: dict[str, str] | None = None) -> None:
     """Raise Invalid (what is wrong, where) unless the manifest is consistent as a whole (see the module doc);
-    params: the params.bin member (weights as values)."""
+    params: the params.bin member (weights as values); known: member digests computed already."""
     plan = manifest["plan"]
     _check_plan(plan, len(weights), len(params))
     members = {**kernels, "weights.bin": weights, **({"params.bin": params} if "params" in plan else {})}
@@ -311,7 +314,7 @@ def validate(manifest: dict, kernels: dict[str, bytes], weights: bytes, target: 
         for member, names in _device_functions(target, kernels).items():
             missing = sorted(needed - names)
             _need(not missing, f"{member} lacks the device function(s) {', '.join(missing)} that the plan launches")
-        _check_integrity(manifest, members)
+        check_integrity(manifest, members, known)
         return
     try:
         symbols = _shared_object_symbols(kernels[kernel_files.SHARED_OBJECT])
@@ -319,7 +322,7 @@ def validate(manifest: dict, kernels: dict[str, bytes], weights: bytes, target: 
         raise Invalid(f"{kernel_files.SHARED_OBJECT} is {e}") from None
     missing = sorted({s["kernel"] for s in plan["steps"]} - symbols) if symbols else []
     _need(not missing, f"{kernel_files.SHARED_OBJECT} lacks the kernel(s) {', '.join(missing)} that the plan calls")
-    _check_integrity(manifest, members)
+    check_integrity(manifest, members, known)
 
 
 def _best_level(have: frozenset[str]) -> str:

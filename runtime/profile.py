@@ -111,15 +111,15 @@ def summarize(spans, step_of, steps: int) -> dict:
             "kernels": float(np.median(duration.sum(axis=1))), "gaps": float(np.median(gap.sum(axis=1)))}
 
 
-def random_inputs(plan: dict, seed: int = 0) -> list[np.ndarray]:
+def random_inputs(plan: dict, seed: int = 0, integers: int = 0) -> list[np.ndarray]:
     """Inputs for a profiling run: seeded standard normal data for float inputs (as `openprim run` makes
-    them), zeros for integer and bool ones (valid indices for a gather)."""
+    them), `integers` for integer and bool ones (0: valid indices for a gather)."""
     rng = np.random.default_rng(seed)
     out = []
     for spec in plan["inputs"]:
         v, shape = plan["values"][spec["value"]], host_shape(plan, spec["value"])
         dtype = v.get("host_dtype", v["dtype"])
-        out.append(rng.standard_normal(shape).astype(np.float32) if dtype in FLOATS else np.zeros(shape, HOST[dtype]))
+        out.append(rng.standard_normal(shape).astype(np.float32) if dtype in FLOATS else np.full(shape, integers, HOST[dtype]))
     return out
 
 

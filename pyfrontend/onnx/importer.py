@@ -1,7 +1,8 @@
 """Import an ONNX model (opsets 13-21) into an OpenPrim `Graph`.
 
-`import_model(model_or_path, input_shapes=None) -> Graph` (a ModelProto, a path or serialized bytes;
-`input_shapes` overrides or fixes dynamic input shapes by input name). The model is checked with
+`import_model(model_or_path, input_shapes=None, dims=None) -> Graph` (a ModelProto, a path or serialized
+bytes; `input_shapes` overrides or fixes dynamic input shapes by input name, `dims` sizes named dynamic
+dimensions). The model is checked with
 onnx.checker first. Initializers become `g.param`. Every tensor whose value is known at import time
 (initializers, Constant, Shape/Size of a static tensor, and any node whose inputs are all known: the
 Shape -> Gather -> Unsqueeze -> Concat -> Reshape chains of exporters) is kept as a numpy array, folded
@@ -1423,8 +1424,10 @@ def _input_shape(inp, input_shapes: dict) -> tuple:
     else:
         dynamic = next((d for d in tt.shape.dim if not d.HasField("dim_value")), None)
         if dynamic is not None:
+            fix = (f"dims={{'{dynamic.dim_param}': size}} (a range in one artifact: openprim compile "
+                   f"--dynamic {dynamic.dim_param}=LOW:HIGH) or " if dynamic.dim_param else "")
             raise OpenPrimError(f"ONNX input '{inp.name}' has a dynamic dimension "
-                                f"'{dynamic.dim_param or '?'}'; pass input_shapes={{'{inp.name}': (...)}}")
+                                f"'{dynamic.dim_param or '?'}'; pass {fix}input_shapes={{'{inp.name}': (...)}}")
         shape = tuple(d.dim_value for d in tt.shape.dim)
     if any(s <= 0 for s in shape):
         raise OpenPrimError(f"ONNX input '{inp.name}' has a non-positive dimension {shape}")
@@ -1478,9 +1481,31 @@ def read_model(model_or_path):
     return model
 
 
-def import_model(model_or_path, input_shapes: dict | None = None) -> Graph:
-    """An ONNX ModelProto (or the path of a .onnx file, or its bytes) as an OpenPrim Graph."""
-    return _Importer(_upgrade(read_model(model_or_path)), input_shapes).run()
+def import_model(model_or_path, input_shapes: dict | None = None, dims: dict | None = None) -> Graph:
+    """An ONNX ModelProto (or the path of a .onnx file, or its bytes) as an OpenPrim Graph. dims: sizes of
+    named dynamic dimensions ({"batch_size": 8}), for every input that has them (input_shapes wins)."""
+    model = _upgrade(read_model(model_or_path))
+    return _Importer(model, {**_named_dims(model, dims or {}), **(input_shapes or {})}).run()
+
+
+def _named_dims(model, dims: dict) -> dict:
+    """input_shapes for the inputs with a dimension that `dims` names ({dim_param: size}); a name that no
+    input has is an error that lists those they have."""
+    shapes, named = {}, set()
+    for inp in model.graph.input:
+        tt = inp.type.tensor_type if inp.type.HasField("tensor_type") else None
+        if tt is None or not tt.HasField("shape"):
+            continue
+        params = [d.dim_param if not d.HasField("dim_value") else None for d in tt.shape.dim]
+        named.update(p for p in params if p)
+        if any(p in dims for p in params):
+            shapes[inp.name] = tuple(dims.get(p, 0) if p is not None else d.dim_value
+                                     for p, d in zip(params, tt.shape.dim))
+    unknown = sorted(set(dims) - named)
+    if unknown:
+        raise OpenPrimError(f"dims names {unknown}, not a named dimension of any input "
+                            f"(the model's: {sorted(named) or 'none'})")
+    return shapes
 
 
 def check_model(model_or_path) -> tuple[dict[str, list[str]], list[str]]:
