@@ -3,6 +3,7 @@
     python bench/dynamic_batch.py [--model resnet|bert] [--batches 1,2,3,4,6,8] [--max 8] [--repeat 5]
                                   [--device cpu|cuda] [--out bench/dynamic_batch_cpu.json]
     python bench/dynamic_batch.py --model bert --sequences 32,100,128,300,512 [--max-seq 512] [--per-octave 4]
+    python bench/dynamic_batch.py ... --artifact /tmp/range.oprim   # the range as one artifact, runtime only
 
 With --sequences the batch is 1 and the sequence length varies: compile_module(..., dynamic_sequence=
 (first, --max-seq), sequence_padding ids and mask 0), each length padded into its power-of-two bucket.
@@ -76,6 +77,9 @@ def main():
                          "compile_module(dynamic_sequence=(first, --max-seq)), padded with ids and mask 0")
     ap.add_argument("--max-seq", type=int, default=512)
     ap.add_argument("--per-octave", type=int, default=1, help="sequence buckets per doubling (BatchRange)")
+    ap.add_argument("--artifact", metavar="PATH", help="time the range written as one artifact (.save(PATH), format "
+                                                      "version 5) through openprim.runtime.load, numpy in and out, "
+                                                      "against the specialized executables called the same way")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     import torch
@@ -108,6 +112,18 @@ def main():
                                  sequence_padding={"input_ids": 0, "attention_mask": 0})
     else:
         dynamic = compile_module(model, inputs(2), dynamic_batch=(1, args.max))
+    if args.artifact:
+        from openprim.runtime import load
+        from openprim.runtime.buckets import piece_sizes
+        t0 = time.perf_counter()
+        saved = dynamic.save(args.artifact)
+        artifact = load(args.artifact)
+        print(f"{args.artifact}: buckets {saved['buckets']} compiled and written in {time.perf_counter() - t0:.1f} s, "
+              f"{saved['bytes'] / 2**20:.1f} MiB (weights pooled {saved['pool_bytes'] / 2**20:.1f} MiB of the buckets' "
+              f"{saved['bucket_bytes'] / 2**20:.1f} MiB)")
+
+        def as_numpy(xs):
+            return [x.cpu().numpy() for x in xs]
     rows = []
     print(f"{'seq' if sequences else 'batch':>5} {'pieces':>8} {'dynamic ms':>10} {'specialized ms':>14} {'dyn/spec':>8} {'eager ms':>9} "
           f"{'compile s (bucket / specialized)':>32} {'max rel err':>11}")
@@ -125,8 +141,15 @@ def main():
         with torch.inference_mode():
             want = model(*xs)
             t_eager, = timed(lambda: model(*xs))
+        if args.artifact:   # the artifact and the specialized executable, both numpy in and out
+            arrays = as_numpy(xs)
+            got = torch.from_numpy(artifact(*arrays)).to(want.device)
+            pieces = "+".join(str(c) for c, _ in piece_sizes(artifact.range, b, artifact.spec["split"]))
+            runs = (lambda: artifact(*arrays), lambda: special.exe(*arrays))
+        else:
+            runs = (lambda: dynamic(*xs), lambda: special(*xs))
         err = float((got.double() - want.double()).abs().max() / want.double().abs().max())
-        t_dyn, t_spec = timed(lambda: dynamic(*xs), lambda: special(*xs))
+        t_dyn, t_spec = timed(*runs)
         row = {"sequence" if sequences else "batch": b, "pieces": pieces, "compiled_now": new, "dynamic_ms": t_dyn * 1e3, "specialized_ms": t_spec * 1e3,
                "dynamic_over_specialized": t_dyn / t_spec, "eager_ms": t_eager * 1e3,
                "bucket_compile_s": bucket_s, "specialized_compile_s": special_s,
@@ -145,7 +168,10 @@ def main():
                 if sequences else \
                 f"--batches {args.batches} --max {args.max}"
             json.dump({"command": f"python bench/dynamic_batch.py --model {args.model} {sizes} "
-                                  f"--repeat {args.repeat} --device {args.device}",
+                                  f"--repeat {args.repeat} --device {args.device}"
+                                  + (" --artifact PATH" if args.artifact else ""),
+                       "artifact": {k: saved[k] for k in ("buckets", "bytes", "pool_bytes", "bucket_bytes")}
+                       if args.artifact else None,
                        "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
                        "model": args.model, "threads": threads, "torch": torch.__version__,
                        "machine": platform.processor() or platform.machine(), "buckets": sorted(dynamic.buckets.compiled),

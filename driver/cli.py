@@ -138,27 +138,33 @@ def _dynamic_range(text: str, padded: bool):
     return name, BatchRange(int(parts[0]), int(parts[1]), name if padded else "batch", *map(int, parts[2:]))
 
 
-def compile_dynamic(args) -> int:
-    """`openprim compile MODEL --dynamic NAME=LOW:HIGH [--pad INPUT=VALUE ...]`: one artifact with a plan per
-    bucket of the range (driver/dynamic_batch.save); NAME is a build() keyword of a .py model or a named
-    dimension of an ONNX model's inputs."""
-    from openprim import dynamic_batch
-    padding = define_options(args.pad) or None
+def dynamic_builder(args):
+    """(NAME, its BatchRange, the padding or None, build(size) -> the model's Graph at that size) of
+    --dynamic NAME=LOW:HIGH[:K] (and --pad INPUT=VALUE where the command has it): NAME is a build() keyword
+    of a .py model or a named dimension of an ONNX model's inputs."""
+    from openprim.pyfrontend import importers
+    padding = define_options(getattr(args, "pad", [])) or None
     name, size_range = _dynamic_range(args.dynamic, padding is not None)
-    if args.weights != "constants":
-        raise OpenPrimError("--dynamic with --weights values is not supported: a dynamic artifact holds constant "
-                            "weights (compile one artifact per size)")
     kind = os.path.splitext(args.model)[1]
     if kind not in (".py", ".onnx"):
         raise OpenPrimError(f"--dynamic takes a .py model (NAME a build() keyword) or an .onnx model (NAME a named "
                             f"input dimension), not {args.model}")
-    option = {".py": lambda n: [f"{name}={n}"], ".onnx": lambda n: []}[kind]
-
-    from openprim.pyfrontend import importers
 
     def build(n):
-        extra = {"dims": {name: n}} if kind == ".onnx" else {}
-        return importers.load(args.model, **define_options(args.define + option(n)), **extra)
+        if kind == ".onnx":
+            return importers.load(args.model, dims={name: n}, **define_options(args.define))
+        return importers.load(args.model, **define_options(args.define + [f"{name}={n}"]))
+    return name, size_range, padding, build
+
+
+def compile_dynamic(args) -> int:
+    """`openprim compile MODEL --dynamic NAME=LOW:HIGH [--pad INPUT=VALUE ...]`: one artifact with a plan per
+    bucket of the range (driver/dynamic_batch.save)."""
+    from openprim import dynamic_batch
+    if args.weights != "constants":
+        raise OpenPrimError("--dynamic with --weights values is not supported: a dynamic artifact holds constant "
+                            "weights (compile one artifact per size)")
+    name, size_range, padding, build = dynamic_builder(args)
     out = writable_output(args.output or os.path.splitext(os.path.basename(args.model))[0] + ".oprim", "-o")
     info = dynamic_batch.save(build, out, args.target, size_range, name, padding,
                               {"solver": args.solver, "layout": args.layout, "precision": args.precision})
@@ -379,6 +385,10 @@ def cmd_tune(args) -> int:
     from openprim.tuning import lock
     if args.ray is not None and os.path.isfile(args.ray):   # `--ray model.py`: a model, not an address
         args.model, args.ray = args.model + [args.ray], ""
+    if args.ray is not None and args.dynamic:
+        raise OpenPrimError("--dynamic and --ray: tune each bucket's model on the cluster (one .py per size)")
+    if args.dynamic and (len(args.model) > 1 or args.measure_on):
+        raise OpenPrimError("--dynamic tunes one model's buckets here (not with --measure-on or several models)")
     if args.ray is None and args.workers is not None:
         raise OpenPrimError("--workers applies to --ray (tuning on a Ray cluster)")
     if args.ray is not None:
@@ -404,16 +414,26 @@ def cmd_tune(args) -> int:
     for model in args.model:
         with lock.working(args.target):   # all this process computes, under the measurement lock (tuning/lock.py)
             from openprim import tuning_commands
-            graph = load_model(model, args.define)
             t0 = time.perf_counter()
-            layers = tuning_commands.tune(graph, args.target, args.budget, args.db)
-        print(f"tuned {len(layers)} distinct layers of {model} in {time.perf_counter() - t0:.1f} s "
-              f"-> {args.db or tuning_commands.tuning_db.user_path()}")
+            if args.dynamic:          # every bucket's layers: a record per bucket's problems
+                args.model = model
+                name, size_range, _, build = dynamic_builder(args)
+                layers = [layer for b in size_range.buckets
+                          for layer in tuning_commands.tune(build(b), args.target, args.budget, args.db)]
+            else:
+                layers = tuning_commands.tune(load_model(model, args.define), args.target, args.budget, args.db)
+        print(f"tuned {len(layers)} distinct layers of {model}"
+              + (f" over the buckets {list(size_range.buckets)} of {name}" if args.dynamic else "")
+              + f" in {time.perf_counter() - t0:.1f} s -> {args.db or tuning_commands.tuning_db.user_path()}")
     return 0
 
 
 def cmd_explain(args) -> int:
     from openprim import tuning_commands
+    if args.dynamic:
+        name, size_range, _, build = dynamic_builder(args)
+        tuning_commands.explain_buckets({b: build(b) for b in size_range.buckets}, args.target, name)
+        return 0
     tuning_commands.explain(load_model(args.model, args.define), args.target)
     return 0
 
@@ -646,6 +666,9 @@ def _command(argv) -> int:
         p.add_argument("--solver", default="", help="force a convolution/GEMM solver")
         if p is not v:
             p.add_argument("-D", "--define", action="append", default=[], help="build() keyword argument name=value")
+    for p in (t, e):
+        p.add_argument("--dynamic", metavar="NAME=LOW:HIGH[:K]", help="every bucket of a dynamic dimension, as "
+                                                                     "`compile --dynamic` compiles them")
     k = sub.add_parser("cache", help="the compile cache: where it is and how big (info), or empty it (clear)")
     k.add_argument("action", choices=("info", "clear"))
     for p in (c, r, f):

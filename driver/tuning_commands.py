@@ -15,6 +15,8 @@ printed, and read by `db add`, as the database stores them: a table index by its
 """
 from __future__ import annotations
 
+from collections import Counter
+
 import hashlib
 import io
 import json
@@ -295,12 +297,34 @@ def explain(graph, target: str) -> None:
                     f"predicted {_us(s.cost(problem, target))}, measured " + \
                     (f"{_us(rec.seconds)} with {_params(rec.solver, rec.params)} ({rec.source} db)" if rec else "-")
                 print(f"  {s.name:{width}} {state}")
-            if mode == "find":
-                print("  choice: made by find when compiled (mode find)")
-                continue
-            c = prim_select.decide(op, target, prim_select.forced_solver(), mode="immediate", tuner=Tuner())
-            print(f"  choice: {c.solver.name} {_params(c.solver.name, c.params)} from {c.source}"
-                  + (f" ({_us(c.seconds)})" if c.seconds is not None else "") + f" (mode {mode})")
+            print(f"  choice: {_choice(op, target, mode)}")
+
+
+def _choice(op, target, mode: str) -> str:
+    """The solver a compile picks for the layer `op` now, with its parameters and where it comes from."""
+    if mode == "find":
+        return "made by find when compiled (mode find)"
+    c = prim_select.decide(op, target, prim_select.forced_solver(), mode="immediate", tuner=Tuner())
+    return (f"{c.solver.name} {_params(c.solver.name, c.params)} from {c.source}"
+            + (f" ({_us(c.seconds)})" if c.seconds is not None else "") + f" (mode {mode})")
+
+
+def explain_buckets(graphs: dict, target: str, name: str) -> None:
+    """`openprim explain --dynamic`: per bucket of the dimension `name` ({size: Graph}), the choice for each
+    layer, and how many layers each solver takes there (`openprim explain` at one size lists every solver)."""
+    target = compiler.target_of(target)
+    mode = prim_select.find_mode()
+    print(f"dynamic {name}: buckets {sorted(graphs)} on {target}")
+    for b, graph in sorted(graphs.items()):
+        module, todo = layers(graph, target)
+        tally = Counter()
+        print(f"{name}={b}: {len(todo)} distinct layers")
+        with module.context:
+            for op, key, count in todo:
+                choice = _choice(op, target, mode)
+                tally[choice.split()[0]] += count
+                print(f"  {key} x{count}: {choice}")
+        print(f"  solvers at {name}={b}: " + ", ".join(f"{s} x{n}" for s, n in tally.most_common()))
 
 
 # MIOpenDriver's -F: one bit per direction (0 = all three)

@@ -235,3 +235,18 @@ def depthwise_case(net: "Net", cfg, activations):
         y, want = g.add(y, r), want + rv
     op, act = activations[cfg["act"]]
     return op(g, y), act(want)
+
+
+def seeded_cnn():
+    """A seeded torch CNN of odd sizes: a strided grouped conv, batch norm (random statistics), ReLU, a
+    dilated conv, pooling, linear; input [N, 4, H, W] (the dynamic batch tests)."""
+    import torch    # only the torch tests call it: helpers itself must import without torch
+    torch.manual_seed(0)
+    m = torch.nn.Sequential(torch.nn.Conv2d(4, 6, 3, stride=2, padding=1, groups=2), torch.nn.BatchNorm2d(6),
+                            torch.nn.ReLU(), torch.nn.Conv2d(6, 5, 3, padding=2, dilation=2),
+                            torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(5, 3)).eval()
+    with torch.no_grad():
+        m[1].running_mean.normal_()
+        m[1].running_var.uniform_(0.5, 2.0)
+        m[1].weight.normal_()
+    return m

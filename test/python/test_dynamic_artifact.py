@@ -15,6 +15,7 @@ import zipfile
 import numpy as np
 import pytest
 
+from helpers import seeded_cnn
 from openprim.base.errors import OpenPrimError
 from openprim.runtime import artifact, load
 from openprim.runtime.buckets import BatchRange
@@ -63,20 +64,6 @@ def test_pool_weights_stores_each_segment_once():
         pool_weights([(_plan([(0, 4)], 16, launch_offsets=(999, 0)), bytes(16))])
 
 
-def _cnn():
-    """A seeded CNN of odd sizes: a strided grouped conv, batch norm (random statistics), ReLU, dilation,
-    pooling, linear."""
-    torch.manual_seed(0)
-    m = torch.nn.Sequential(torch.nn.Conv2d(4, 6, 3, stride=2, padding=1, groups=2), torch.nn.BatchNorm2d(6),
-                            torch.nn.ReLU(), torch.nn.Conv2d(6, 5, 3, padding=2, dilation=2),
-                            torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(5, 3)).eval()
-    with torch.no_grad():
-        m[1].running_mean.normal_()
-        m[1].running_var.uniform_(0.5, 2.0)
-        m[1].weight.normal_()
-    return m
-
-
 def _relative(got, want) -> float:
     return float(np.abs(np.asarray(got, np.float64) - want).max() / np.abs(want).max())
 
@@ -85,7 +72,7 @@ def test_dynamic_batch_artifact(tmp_path):
     """compile_module(..., dynamic_batch=(3, 12)).save: one file, buckets 3, 4, 8, 12; the runtime alone runs
     any batch in the range (on the CPU split into buckets: 7 = 4 + 3, 5 = 4 + 1 padded to 3) against float64
     PyTorch, and makes only the buckets that calls used."""
-    m = _cnn()
+    m = seeded_cnn()
     path = str(tmp_path / "cnn.oprim")
     info = compile_module(m, (torch.randn(2, 4, 11, 9),), dynamic_batch=(3, 12)).save(path)
     assert info["buckets"] == [3, 4, 8, 12] and info["spec"]["inputs"] == {"input": 0} and info["spec"]["outputs"] == [0]
@@ -161,7 +148,7 @@ def test_corrupt_dynamic_artifact(tmp_path):
     """A bucket's manifest edited, its kernels swapped for another bucket's, or the buckets list changed:
     each refused with one line at load, before any bucket runs."""
     path = str(tmp_path / "cnn.oprim")
-    compile_module(_cnn(), (torch.randn(2, 4, 11, 9),), dynamic_batch=(1, 4)).save(path)
+    compile_module(seeded_cnn(), (torch.randn(2, 4, 11, 9),), dynamic_batch=(1, 4)).save(path)
     artifact.read(path)
     cases = {
         "bucket manifest edited": (lambda n, d: d.replace(b'"arena_bytes": ', b'"arena_bytes": 1') if n == "bucket-2/manifest.json" else d,
@@ -181,11 +168,11 @@ def test_corrupt_dynamic_artifact(tmp_path):
 
 
 def _onnx_cnn(path: str) -> None:
-    """_cnn as ONNX with the batch a named dimension 'N'."""
+    """seeded_cnn as ONNX with the batch a named dimension 'N'."""
     f = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(_cnn(), (torch.randn(2, 4, 11, 9),), f, dynamo=False, opset_version=17,
+        torch.onnx.export(seeded_cnn(), (torch.randn(2, 4, 11, 9),), f, dynamo=False, opset_version=17,
                           input_names=["x"], output_names=["y"], dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
     with open(path, "wb") as out:
         out.write(f.getvalue())
@@ -224,7 +211,7 @@ def test_cli_dynamic_onnx(tmp_path):
 def test_gpu_dynamic_artifact_validates(tmp_path):
     """For an NVIDIA target (compiled here, not run): every bucket's plan, launches included, validates
     against the pooled weights."""
-    m = _cnn()
+    m = seeded_cnn()
     path = str(tmp_path / "cnn.oprim")
     info = dynamic_batch.save(lambda b: _exported(m, (torch.randn(b, 4, 11, 9),))[1], path, "nvvm:sm_90",
                               BatchRange(1, 4), "batch")
@@ -232,3 +219,42 @@ def test_gpu_dynamic_artifact_validates(tmp_path):
     manifest, buckets, pool = artifact.read(path)
     assert manifest["version"] == artifact.DYNAMIC_VERSION and sorted(buckets) == [1, 2, 4]
     assert all(inner["plan"]["weights_bytes"] == len(pool) for inner, _ in buckets.values())
+
+
+TINY_MODEL = '''
+import numpy as np
+from openprim.pyfrontend import Graph
+
+
+def build(n=1):
+    rng = np.random.default_rng(0)
+    g = Graph()
+    x = g.input("x", (n, 3, 10, 10))
+    y = g.relu(g.conv2d(x, g.param("w", rng.standard_normal((8, 3, 3, 3)).astype(np.float32)), padding=1))
+    g.output(g.conv2d(y, g.param("w2", rng.standard_normal((4, 8, 1, 1)).astype(np.float32))))
+    return g
+'''
+
+
+def test_cli_dynamic_explain_and_tune(tmp_path):
+    """explain --dynamic: each bucket's layers with their choice and a tally per bucket; tune --dynamic
+    measures every bucket's layers into the database that explain then reads; compile --dynamic of the
+    .py model (NAME a build() keyword) runs any size like the model compiled at that size."""
+    (tmp_path / "tiny.py").write_text(TINY_MODEL)
+    r = _cli("explain", "tiny.py", "--dynamic", "n=1:4", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "dynamic n: buckets [1, 2, 4] on cpu" in r.stdout and "n=4: 2 distinct layers" in r.stdout
+    assert r.stdout.count("solvers at n=") == 3 and "conv2d-4x3x10x10-k8-3x3" in r.stdout
+    env_db = str(tmp_path / "tune.sqlite")
+    r = _cli("tune", "tiny.py", "--dynamic", "n=1:2", "--budget", "1", "--db", env_db, cwd=tmp_path)
+    assert r.returncode == 0 and "tuned 4 distinct layers of tiny.py over the buckets [1, 2] of n" in r.stdout, r.stderr
+    r = _cli("compile", "tiny.py", "--dynamic", "n=1:4", "-o", "tiny.oprim", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    from openprim.pyfrontend import importers
+    from openprim import cache
+    exe = load(str(tmp_path / "tiny.oprim"))
+    x = np.random.default_rng(1).standard_normal((3, 3, 10, 10)).astype(np.float32)
+    want = cache.load_or_compile(importers.load(str(tmp_path / "tiny.py"), n=3), "cpu")(x)
+    np.testing.assert_allclose(exe(x), want, rtol=1e-5, atol=1e-5)
+    r = _cli("tune", "tiny.py", "--dynamic", "n=1:2", "--measure-on", "b.zip", cwd=tmp_path)
+    assert r.returncode == 1 and "--dynamic tunes one model's buckets here" in r.stderr

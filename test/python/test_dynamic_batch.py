@@ -16,6 +16,7 @@ import pytest
 
 from openprim.base.errors import OpenPrimError
 from openprim.dynamic_batch import BatchRange
+from helpers import seeded_cnn
 
 torch = pytest.importorskip("torch")
 from openprim.torch_backend import compile_module  # noqa: E402 - needs torch
@@ -66,19 +67,6 @@ def test_pieces(split, n, want):
     assert buckets.checked and buckets.exact is None
 
 
-def _cnn():
-    """A seeded CNN of odd sizes: a strided grouped conv, batch norm (random statistics), ReLU, pooling, linear."""
-    torch.manual_seed(0)
-    m = torch.nn.Sequential(torch.nn.Conv2d(4, 6, 3, stride=2, padding=1, groups=2), torch.nn.BatchNorm2d(6),
-                            torch.nn.ReLU(), torch.nn.Conv2d(6, 5, 3, padding=2, dilation=2),
-                            torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(5, 3)).eval()
-    with torch.no_grad():
-        m[1].running_mean.normal_()
-        m[1].running_var.uniform_(0.5, 2.0)
-        m[1].weight.normal_()
-    return m
-
-
 def _close(got, model, x):
     with torch.no_grad():
         want = copy.deepcopy(model).double()(x.double())
@@ -88,7 +76,7 @@ def _close(got, model, x):
 
 
 def test_compile_module_dynamic_batch():
-    m = _cnn()
+    m = seeded_cnn()
     run = compile_module(m, (torch.randn(2, 4, 11, 9),), dynamic_batch=(1, 16))
     for n in (1, 3, 8, 13, 16, 5):
         x = torch.randn(n, 4, 11, 9)
@@ -124,7 +112,7 @@ def test_samples_that_mix_compile_per_size():
 def test_torch_compile_dynamic():
     """torch.compile(dynamic=True) makes every size symbolic: the batch runs buckets, the image size compiles
     as given; no call falls back to eager (an openprim warning would say so)."""
-    m = _cnn()
+    m = seeded_cnn()
     torch._dynamo.reset()
     f = torch.compile(m, backend="openprim", dynamic=True, options={"dynamic_batch": (1, 8)})
     with torch.no_grad(), warnings.catch_warnings():
@@ -137,7 +125,7 @@ def test_torch_compile_dynamic():
 
 
 def test_torch_compile_dynamic_outside_range_runs_eagerly():
-    m = _cnn()
+    m = seeded_cnn()
     torch._dynamo.reset()
     f = torch.compile(m, backend="openprim", dynamic=True, options={"dynamic_batch": (1, 4)})
     with torch.no_grad():
