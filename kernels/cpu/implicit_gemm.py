@@ -183,12 +183,12 @@ def kernel_arguments(signature: list[tuple[str, str]], epilogue: str):
     return x, w, bias, residual, next(names)
 
 
-VECTOR_MATH = {"math.exp": vmath.exp, "math.erf": vmath.erf}
+VECTOR_MATH = {"math.exp": vmath.exp, "math.erf": vmath.erf, "math.tanh": vmath.tanh}
 
 
 class VectorOps:
     """What semantics.activation needs (scalar, const, fresh, emit) on vector<WIDTHxf32> values, so
-    the activation written for scalars is emitted once per vector; exp and erf as vector polynomials
+    the activation written for scalars is emitted once per vector; exp, erf and tanh as vector polynomials
     (kernels/cpu/vmath.py), not a libm call per lane."""
 
     def __init__(self, body: Body, width: int):

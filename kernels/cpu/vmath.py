@@ -1,15 +1,18 @@
-"""Vector math for the CPU kernels: exp and erf as polynomials in vector FMAs.
+"""Vector math for the CPU kernels: exp, erf and tanh as polynomials in vector FMAs.
 
-LLVM lowers math.exp / math.erf on a vector to one scalar libm call per lane (expf, erff): a GELU epilogue
-(BERT's FFN) spent more time there than in its GEMM, the softmax of BERT's attention 1.2 ms, and EfficientNet's
-SiLU epilogues (x * sigmoid(x): an exp per output) made its 16 -> 96 expand convolution at 112 x 112 4.5x
-slower than the same layer with ReLU6. Here both are straight-line vector code:
+LLVM lowers math.exp / math.erf / math.tanh on a vector to one scalar libm call per lane (expf, erff, tanhf):
+a GELU epilogue (BERT's FFN) spent more time there than in its GEMM, the softmax of BERT's attention 1.2 ms,
+EfficientNet's SiLU epilogues (x * sigmoid(x): an exp per output) made its 16 -> 96 expand convolution at
+112 x 112 4.5x slower than the same layer with ReLU6, and GPT-2's tanh-approximated GELU made its FFN's first
+GEMM 1.7x slower than the second (same FLOPs). Here all three are straight-line vector code:
 
   exp(x)  Cephes' expf: x = n ln2 + r with n = floor(x log2(e) + 1/2), |r| <= ln2/2, exp(r) a degree-7
           polynomial (EXP_P), 2^n built in the exponent bits; relative error about 2 ulp. x is clamped to
           [EXP_LO, EXP_HI] and values below EXP_LO give exactly 0 (a masked -inf score contributes nothing).
   erf(x)  x P(x^2) / Q(x^2) on x clamped to [-4, 4] (Eigen's and XLA's float erf): max error 4.2e-7 against
           math.erf.
+  tanh(x) x P(x^2) / Q(x^2) on x clamped to [-TANH_CLAMP, TANH_CLAMP] (where float tanh is +-1), x itself
+          below TANH_TINY (Eigen's and XLA's float tanh): max relative error 4e-7 against math.tanh.
 
 Each takes the kernel's Body (kernels/cpu/implicit_gemm.py), an SSA vector<width x f32> and the width.
 """
@@ -25,6 +28,11 @@ ERF_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.
          -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
 ERF_Q = (-1.45660718464996e-05, -2.13374055278905e-04, -1.68282697438203e-03, -7.37332916720468e-03,
          -1.42647390514189e-02)
+
+TANH_P = (-2.76076847742355e-16, 2.00018790482477e-13, -8.60467152213735e-11, 5.12229709037114e-08,
+          1.48572235717979e-05, 6.37261928875436e-04, 4.89352455891786e-03)
+TANH_Q = (1.19825839466702e-06, 1.18534705686654e-04, 2.26843463243900e-03, 4.89352518554385e-03)
+TANH_CLAMP, TANH_TINY = 7.90531110763549805, 0.0004
 
 
 def _op(b, op: str, *operands, ty: str) -> str:
@@ -58,10 +66,10 @@ def exp(b, x: str, width: int) -> str:
     return out
 
 
-def erf(b, x: str, width: int) -> str:
-    """erf of a vector<width x f32> (the rational polynomial of the module docstring)."""
+def _odd_rational(b, x: str, width: int, clamp: float, p: tuple, q: tuple) -> str:
+    """x P(x^2) / Q(x^2) on x clamped to [-clamp, clamp] (Horner in vector FMAs), with x the clamped x."""
     vt = f"vector<{width}xf32>"
-    x = _op(b, "arith.minimumf", _op(b, "arith.maximumf", x, b.const(-4.0, vt), ty=vt), b.const(4.0, vt), ty=vt)
+    x = _op(b, "arith.minimumf", _op(b, "arith.maximumf", x, b.const(-clamp, vt), ty=vt), b.const(clamp, vt), ty=vt)
     x2 = _op(b, "arith.mulf", x, x, ty=vt)
 
     def poly(coefficients):
@@ -69,4 +77,20 @@ def erf(b, x: str, width: int) -> str:
         for c in coefficients[1:]:
             acc = _op(b, "math.fma", acc, x2, b.const(float(c), vt), ty=vt)
         return acc
-    return _op(b, "arith.divf", _op(b, "arith.mulf", poly(ERF_P), x, ty=vt), poly(ERF_Q), ty=vt)
+    return _op(b, "arith.divf", _op(b, "arith.mulf", poly(p), x, ty=vt), poly(q), ty=vt)
+
+
+def erf(b, x: str, width: int) -> str:
+    """erf of a vector<width x f32> (the rational polynomial of the module docstring)."""
+    return _odd_rational(b, x, width, 4.0, ERF_P, ERF_Q)
+
+
+def tanh(b, x: str, width: int) -> str:
+    """tanh of a vector<width x f32> (the rational polynomial of the module docstring); NaN stays NaN."""
+    vt = f"vector<{width}xf32>"
+    y = _odd_rational(b, x, width, TANH_CLAMP, TANH_P, TANH_Q)
+    tiny = b.fresh("tiny")
+    b.emit(f"{tiny} = arith.cmpf olt, {_op(b, 'math.absf', x, ty=vt)}, {b.const(TANH_TINY, vt)} : {vt}")
+    out = b.fresh("tanh")
+    b.emit(f"{out} = arith.select {tiny}, {x}, {y} : vector<{width}xi1>, {vt}")
+    return out

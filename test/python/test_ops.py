@@ -223,6 +223,27 @@ def test_gelu_erf(dtype, pipeline, rng):
 
 
 @pytest.mark.parametrize("dtype,pipeline", grid())
+def test_tanh_epilogues_wide_range(dtype, pipeline, rng):
+    """tanh and GELU's tanh form as GEMM and convolution epilogues on outputs from about -30 to 30 (the CPU's
+    vector tanh: a rational polynomial clamped where float tanh is +-1, x itself near 0)."""
+    net = Net(rng, dtype)
+    a, av = net.input((6, 9), scale=3.0)
+    b, bv = net.weight((9, 19), scale=2.0)
+    x, xv = net.input((1, 3, 6, 5), scale=3.0)
+    w, wv = net.weight((5, 3, 3, 3), scale=1.5)
+    g = net.g
+    cases = [("matmul+tanh", g.matmul(a, b, activation="tanh"), ref.matmul(av, bv, activation_name="tanh"), 9),
+             ("matmul+gelu_tanh", g.matmul(a, b, activation="gelu_tanh"),
+              ref.matmul(av, bv, activation_name="gelu_tanh"), 9),
+             ("conv2d+tanh", g.conv2d(x, w, padding=1, activation="tanh"),
+              ref.conv2d(xv, wv, padding=1, activation_name="tanh"), 27)]
+    outs = net.run(pipeline, *[c[1] for c in cases])
+    assert np.abs(ref.matmul(av, bv)).max() > 15    # the range reaches the clamp
+    for out, (what, _, want, red) in zip(outs, cases):
+        assert_close(out, want, dtype, reduction=red, what=what)
+
+
+@pytest.mark.parametrize("dtype,pipeline", grid())
 def test_binary_broadcast(dtype, pipeline, rng):
     net = Net(rng, dtype)
     a, av = net.input((2, 3, 5, 7))
