@@ -2,7 +2,7 @@
 
 Exports write RMSNorm as Pow, ReduceMean, Add, Sqrt, Div and an optional Mul by the scale, and Llama's
 (Hugging Face) `h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)` reaches the torch importer as a
-multiplication by 1 / sqrt, the mean as a global average pool of a view:
+multiplication by 1 / sqrt:
 
     h / sqrt(mean(h^2 over the trailing dims, keepdims) + eps) [* scale]      ->  rms_norm(h, scale)
     h * (1 / sqrt(mean(h^2 over the trailing dims, keepdims) + eps)) [* scale]
@@ -33,26 +33,15 @@ def _square_of(v: ir.Value, h: ir.Value):
 
 
 def _mean_of_square(v: ir.Value, h: ir.Value):
-    """(k, the ops) when v is the mean of h^2 over h's trailing k dims, kept as unit dims: a reduce, or the
-    torch importer's view of it (reshape to [1, rows, D, 1], global_avg_pool, reshape back); else None."""
+    """(k, the ops) when v is the mean of h^2 over h's trailing k dims, kept as unit dims (a reduce), else None."""
     R = len(h.type.shape)
     red = _single_producer(v, "prim.reduce")
-    if red is not None:
-        ra, pw = dialect.op_attrs(red), _square_of(red.operands[0], h)
-        axes = sorted(a % R for a in ra["axes"])
-        ok = pw is not None and ra["kind"] == "mean" and ra["keepdims"] and axes == list(range(R - len(axes), R))
-        return (len(axes), [red, pw]) if ok else None
-    back = _single_producer(v, "prim.reshape")
-    pool = back and _single_producer(back.operands[0], "prim.global_avg_pool")
-    view = pool and _single_producer(pool.operands[0], "prim.reshape")
-    pw = view and _square_of(view.operands[0], h)
-    if pw is None or dialect.op_attrs(pool)["layout"] != "NCHW":
+    if red is None:
         return None
-    shape, out = tuple(h.type.shape), tuple(v.type.shape)
-    k = next((k for k in range(1, R + 1) if shape[:R - k] == out[:R - k] and all(d == 1 for d in out[R - k:])), None)
-    rows = int(np.prod(shape[:R - k])) if k else 0
-    ok = k is not None and tuple(view.result.type.shape) == (1, rows, int(np.prod(shape[R - k:])), 1)
-    return (k, [back, pool, view, pw]) if ok else None
+    ra, pw = dialect.op_attrs(red), _square_of(red.operands[0], h)
+    axes = sorted(a % R for a in ra["axes"])
+    ok = pw is not None and ra["kind"] == "mean" and ra["keepdims"] and axes == list(range(R - len(axes), R))
+    return (len(axes), [red, pw]) if ok else None
 
 
 def match_rms_norm(div: ir.Operation) -> bool:

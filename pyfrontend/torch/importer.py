@@ -536,22 +536,18 @@ def h_adaptive_avg_pool2d(im, n, x, size):
 
 
 def h_mean(im, n, x, dims=None, keepdim=False, dtype=None):
-    """Spatial mean of NCHW -> global_avg_pool; any other mean: move the reduced dims last, view as
-    [1, kept, reduced, 1] and take the global average pool of that."""
+    """Spatial mean of NCHW -> global_avg_pool; any other mean: prim.reduce "mean" over dims (a row per
+    kept index: Llama's RMSNorm mean over the hidden dim stays per token, which prim-fuse's pattern and a
+    dynamic batch's analysis both read)."""
     x = im.tensor(x)
     r = x.ndim
-    dims = list(range(r)) if dims is None or len(dims) == 0 else _norm_dims(dims, r)
+    dims = list(range(r)) if dims is None or len(dims) == 0 else sorted(set(_norm_dims(dims, r)))
     out = _out_shape(n)
     if r == 4 and dims == [2, 3]:
         y = im.g.global_avg_pool(x)
         return y if keepdim else im.g.reshape(y, out)
-    keep = [d for d in range(r) if d not in dims]
-    if keep + dims != list(range(r)):
-        x = im.g.transpose(x, keep + dims)
-    kept = int(np.prod([x.shape[i] for i in range(len(keep))]))
-    red = int(np.prod(x.shape[len(keep):]))
-    y = im.g.global_avg_pool(im.g.reshape(x, (1, kept, red, 1)))
-    return im.g.reshape(y, out)
+    y = im.g.reduce(x, "mean", dims, bool(keepdim))
+    return y if tuple(y.shape) == tuple(out) else im.g.reshape(y, out)
 
 
 def h_sum(im, n, x, dims=None, keepdim=False, dtype=None):

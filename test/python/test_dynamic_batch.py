@@ -136,13 +136,15 @@ def test_torch_compile_dynamic_outside_range_runs_eagerly():
     _close(got, m, x)
 
 
-def test_language_model_dynamic_batch():
-    """A Hugging Face BERT: int64 ids and a padded attention mask. Its linear layers run on
-    [batch x tokens, hidden] (rows per sample) and its mask is a gather of the flattened mask that reads
-    each sample's own rows: the analysis follows both, so the batch pads into buckets."""
+@pytest.mark.parametrize("name", ["bert", "llama", "t5_encoder"])
+def test_language_model_dynamic_batch(name):
+    """Hugging Face BERT, Llama and T5 encoders: int64 ids and a padded attention mask. Their linear layers run
+    on [batch x tokens, hidden] (rows per sample), BERT's mask is a gather of the flattened mask that reads
+    each sample's own rows, and Llama's and T5's RMSNorm means are per token: the analysis follows all of
+    them, so the batch pads into buckets (no per-size compile, no warning)."""
     pytest.importorskip("transformers")
     import language_models
-    model = language_models.get("bert", "small", layers=1)
+    model = language_models.get(name, "small", layers=1)
     feeds = language_models.example_input(model, batch=2, seq=12)
     run = compile_module(language_models.LastHidden(model).eval(), (feeds["input_ids"], feeds["attention_mask"]),
                          dynamic_batch=4)

@@ -70,10 +70,10 @@ func.func @cube(%x: tensor<2x5x3xf32>) -> tensor<2x5x3xf32> {
   return %d : tensor<2x5x3xf32>
 }
 
-// Llama's x * rsqrt(mean(x^2) + eps) * w as the torch importer writes it: the mean as a global average pool
-// of a [1, rows, D, 1] view, the rsqrt as 1 / sqrt multiplied in, the scale first.
+// Llama's x * rsqrt(mean(x^2) + eps) * w as the torch importer writes it: the rsqrt as 1 / sqrt multiplied in,
+// the scale first.
 // CHECK-LABEL: func.func @rms_llama
-// CHECK-NOT:  "prim.global_avg_pool"
+// CHECK-NOT:  "prim.reduce"
 // CHECK:      %[[S:.+]] = "prim.constant"() {value = dense<[1.000000e+00, 2.000000e+00, 3.000000e+00, 4.000000e+00]> : tensor<4xf32>}
 // CHECK-NEXT: %[[Y:.+]] = "prim.rms_norm"(%arg0, %[[S]]) {epsilon = 9.9999999747524271E-7 : f64, normalized_ndim = 1 : i64, operandSegmentSizes = array<i32: 1, 1, 0>}
 // CHECK-NEXT: return %[[Y]]
@@ -83,9 +83,7 @@ func.func @rms_llama(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
   %one = "prim.constant"() {value = dense<1.0> : tensor<f32>} : () -> tensor<f32>
   %w = "prim.constant"() {value = dense<[1.0, 2.0, 3.0, 4.0]> : tensor<4xf32>} : () -> tensor<4xf32>
   %p = "prim.pow"(%x, %two) : (tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
-  %v = "prim.reshape"(%p) : (tensor<2x3x4xf32>) -> tensor<1x6x4x1xf32>
-  %g = "prim.global_avg_pool"(%v) {layout = "NCHW"} : (tensor<1x6x4x1xf32>) -> tensor<1x6x1x1xf32>
-  %m = "prim.reshape"(%g) : (tensor<1x6x1x1xf32>) -> tensor<2x3x1xf32>
+  %m = "prim.reduce"(%p) {axes = array<i64: 2>, keepdims = 1, kind = "mean"} : (tensor<2x3x4xf32>) -> tensor<2x3x1xf32>
   %a = "prim.add"(%m, %eps) : (tensor<2x3x1xf32>, tensor<f32>) -> tensor<2x3x1xf32>
   %q = "prim.sqrt"(%a) : (tensor<2x3x1xf32>) -> tensor<2x3x1xf32>
   %r = "prim.div"(%one, %q) : (tensor<f32>, tensor<2x3x1xf32>) -> tensor<2x3x1xf32>
@@ -94,22 +92,3 @@ func.func @rms_llama(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
   return %y : tensor<2x3x4xf32>
 }
 
-// A mean over a leading dim through the same view is not a norm over the trailing dims: left alone.
-// CHECK-LABEL: func.func @view_not_trailing
-// CHECK:      "prim.global_avg_pool"
-// CHECK-NOT:  "prim.rms_norm"
-func.func @view_not_trailing(%x: tensor<2x3x4xf32>) -> tensor<2x3x4xf32> {
-  %two = "prim.constant"() {value = dense<2.0> : tensor<f32>} : () -> tensor<f32>
-  %eps = "prim.constant"() {value = dense<1.0e-6> : tensor<f32>} : () -> tensor<f32>
-  %one = "prim.constant"() {value = dense<1.0> : tensor<f32>} : () -> tensor<f32>
-  %p = "prim.pow"(%x, %two) : (tensor<2x3x4xf32>, tensor<f32>) -> tensor<2x3x4xf32>
-  %t = "prim.transpose"(%p) {perm = array<i64: 1, 2, 0>} : (tensor<2x3x4xf32>) -> tensor<3x4x2xf32>
-  %v = "prim.reshape"(%t) : (tensor<3x4x2xf32>) -> tensor<1x12x2x1xf32>
-  %g = "prim.global_avg_pool"(%v) {layout = "NCHW"} : (tensor<1x12x2x1xf32>) -> tensor<1x12x1x1xf32>
-  %m = "prim.reshape"(%g) : (tensor<1x12x1x1xf32>) -> tensor<1x3x4xf32>
-  %a = "prim.add"(%m, %eps) : (tensor<1x3x4xf32>, tensor<f32>) -> tensor<1x3x4xf32>
-  %q = "prim.sqrt"(%a) : (tensor<1x3x4xf32>) -> tensor<1x3x4xf32>
-  %r = "prim.div"(%one, %q) : (tensor<f32>, tensor<1x3x4xf32>) -> tensor<1x3x4xf32>
-  %n = "prim.mul"(%x, %r) : (tensor<2x3x4xf32>, tensor<1x3x4xf32>) -> tensor<2x3x4xf32>
-  return %n : tensor<2x3x4xf32>
-}
