@@ -14,11 +14,11 @@ from openprim import dialect
 from openprim.base.errors import OpenPrimError
 from openprim.base.target import Target, parse_target
 
-from . import (batch_chunks, prim_decompose, prim_fuse, prim_gpu_map, prim_layout, prim_lower, prim_pipeline,
-               prim_select, prim_tile)
+from . import (batch_chunks, cpu_vector_math, prim_decompose, prim_fuse, prim_gpu_map, prim_layout, prim_lower,
+               prim_pipeline, prim_select, prim_tile)
 
 PASSES = {m.NAME: m for m in (batch_chunks, prim_decompose, prim_fuse, prim_layout, prim_select, prim_tile,
-                              prim_lower, prim_gpu_map, prim_pipeline)}
+                              prim_lower, prim_gpu_map, prim_pipeline, cpu_vector_math)}
 
 
 def split_pipeline(text: str) -> list[tuple[str, str]]:

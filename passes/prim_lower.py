@@ -4,7 +4,8 @@ Kernels already made by prim-tile are kept; any prim op still in a graph functio
 semantics (kernels/semantics.py) untiled. Then, inside `module @kernels` only, bufferization (in place
 into the caller's output buffer), and by target:
 
-  cpu      the CPU backend's lowering (backends/cpu): the LLVM dialect with the bare-pointer calling
+  cpu      math on f32 vectors as polynomials (prim-cpu-vector-math), then the CPU backend's lowering
+           (backends/cpu): the LLVM dialect with the bare-pointer calling
            convention, every kernel `void kernel(T *in0, ..., T *out)`, called through ctypes;
   nvvm/rocdl  every loop nest onto the grid (prim-gpu-map, or the solver's own gpu kernel), then the
            backend's lowering (backends/nvvm, backends/rocdl): one `gpu.module @device` holding every kernel
@@ -21,7 +22,7 @@ from mlir import ir
 from openprim.backends.registry import for_target
 from openprim.base.target import Target
 
-from . import prim_gpu_map
+from . import cpu_vector_math, prim_gpu_map
 from .outline import outline
 
 NAME = "prim-lower"
@@ -75,6 +76,7 @@ class Options:
         # rejects the gpu ops of solver kernels).
         bufferize = BUFFERIZE[:-1] if target.is_gpu else BUFFERIZE
         head = [(f"{NAME}-outline", lambda op: outline(op, target)),
+                *([] if target.is_gpu else [(cpu_vector_math.NAME, cpu_vector_math.expand)]),
                 nested(bufferize), ("memref-copy-to-linalg", copies_to_linalg)]
         tail = for_target(target).lowering(target, self.threads, nested)
         if not target.is_gpu:

@@ -7,8 +7,9 @@ EfficientNet's SiLU epilogues (x * sigmoid(x): an exp per output) made its 16 ->
 GEMM 1.7x slower than the second (same FLOPs). Here all three are straight-line vector code:
 
   exp(x)  Cephes' expf: x = n ln2 + r with n = floor(x log2(e) + 1/2), |r| <= ln2/2, exp(r) a degree-7
-          polynomial (EXP_P), 2^n built in the exponent bits; relative error about 2 ulp. x is clamped to
-          [EXP_LO, EXP_HI] and values below EXP_LO give exactly 0 (a masked -inf score contributes nothing).
+          polynomial (EXP_P), 2^n built in the exponent bits; relative error about 2 ulp (3 where n is
+          capped at 127, x past 88.38). x is clamped to [EXP_LO, EXP_HI]; values below EXP_LO give exactly
+          0 (a masked -inf score contributes nothing; no subnormal results), above EXP_HI +inf.
   erf(x)  x P(x^2) / Q(x^2) on x clamped to [-4, 4] (Eigen's and XLA's float erf): max error 4.2e-7 against
           math.erf.
   tanh(x) x P(x^2) / Q(x^2) on x clamped to [-TANH_CLAMP, TANH_CLAMP] (where float tanh is +-1), x itself
@@ -22,7 +23,8 @@ import math
 
 EXP_P = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1)
 LN2_HI, LN2_LO = 0.693359375, -2.12194440e-4   # ln 2 = LN2_HI + LN2_LO, LN2_HI exact in 9 bits
-EXP_LO, EXP_HI = -87.33654, 88.0                # 2^n stays a normal float: n in [-126, 127]
+EXP_LO, EXP_HI = -87.33654, 88.72283           # 2^n stays a normal float: n in [-126, 127]; above
+#                                                 EXP_HI (just under ln of the largest float) exp is +inf
 
 ERF_P = (-2.72614225801306e-10, 2.77068142495902e-08, -2.10102402082508e-06, -5.69250639462346e-05,
          -7.34990630326855e-04, -2.95459980854025e-03, -1.60960333262415e-02)
@@ -49,6 +51,7 @@ def exp(b, x: str, width: int) -> str:
     b.emit(f"{under} = arith.cmpf olt, {x}, {splat(EXP_LO)} : {vt}")
     c = _op(b, "arith.minimumf", _op(b, "arith.maximumf", x, splat(EXP_LO), ty=vt), splat(EXP_HI), ty=vt)
     n = _op(b, "math.floor", _op(b, "math.fma", c, splat(math.log2(math.e)), splat(0.5), ty=vt), ty=vt)
+    n = _op(b, "arith.minimumf", n, splat(127.0), ty=vt)     # 2^n normal; r then up to ln 2 (3 ulp there)
     r = _op(b, "math.fma", n, splat(-LN2_HI), c, ty=vt)
     r = _op(b, "math.fma", n, splat(-LN2_LO), r, ty=vt)
     p = splat(EXP_P[0])
@@ -61,8 +64,11 @@ def exp(b, x: str, width: int) -> str:
     scale = b.fresh("pow2")
     b.emit(f"{scale} = arith.bitcast {bits} : {it} to {vt}")
     y = _op(b, "arith.mulf", y, scale, ty=vt)
+    over = b.fresh("over")
+    b.emit(f"{over} = arith.cmpf ogt, {x}, {splat(EXP_HI)} : {vt}")
+    y = _op(b, "arith.select", under, splat(0.0), y, ty=f"vector<{width}xi1>, {vt}")
     out = b.fresh("exp")
-    b.emit(f"{out} = arith.select {under}, {splat(0.0)}, {y} : vector<{width}xi1>, {vt}")
+    b.emit(f"{out} = arith.select {over}, {splat(math.inf)}, {y} : vector<{width}xi1>, {vt}")
     return out
 
 

@@ -576,3 +576,31 @@ def test_long_vectors_are_tiled(rng):
     s, sv = net.input(())
     got = net.run(None, net.g.add(a, net.g.mul(s, a)))
     assert_close(got[0], av + sv * av, "f32")
+
+
+def test_cpu_vector_math_edge_values():
+    """Standalone tanh, erf, exp, sigmoid and GELU on the CPU (prim-cpu-vector-math's polynomials on each
+    64-lane vector, LLVM's scalar code on the 3-element tail) at the values where the approximations
+    switch: the clamps, the tiny-x branch, exp's underflow and overflow, signed zero and NaN."""
+    import math
+    edges = [-100.0, -20.0, -8.0, -7.9, -4.5, -4.0, -1.0, -5e-4, -3e-4, -1e-6, -0.0, 0.0, 1e-6, 3e-4, 5e-4, 0.3,
+             1.0, 4.0, 4.5, 7.9, 8.0, 20.0, 80.0, 88.5, -87.0, -88.0, -104.0, float("nan")]
+    values = np.array((edges * 5)[:131], np.float32)        # two full vectors and a tail
+    g = openprim.Graph()
+    x = g.input("x", (131,))
+    ops = {"tanh": np.tanh, "erf": np.vectorize(math.erf), "exp": np.exp, "sigmoid": lambda v: 1 / (1 + np.exp(-v)),
+           "gelu": lambda v: 0.5 * v * (1 + np.vectorize(math.erf)(v / math.sqrt(2)))}
+    for name in ops:
+        g.output(getattr(g, name)(x))
+    outs = openprim.compile(g, "cpu", cache=False)(values)
+    with np.errstate(over="ignore"):
+        for (name, fn), got in zip(ops.items(), outs):
+            want = fn(values.astype(np.float64))
+            real = ~np.isnan(values)
+            assert np.isnan(got[~real]).all(), f"{name} of NaN"
+            big = real & (np.abs(want) > np.finfo(np.float32).max)        # exp past ln(FLT_MAX): +inf
+            assert (got[big] == np.inf).all(), f"{name} overflow"
+            # results under the smallest normal float may be flushed to 0 (vmath.exp below EXP_LO); GELU's
+            # 1 + erf(x / sqrt 2) cancels for x << 0: float32's absolute error there (as PyTorch's)
+            atol = 4e-7 if name == "gelu" else float(np.finfo(np.float32).tiny)
+            np.testing.assert_allclose(got[real & ~big], want[real & ~big], rtol=3e-6, atol=atol, err_msg=name)
