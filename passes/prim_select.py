@@ -224,25 +224,63 @@ def _relayout_weights(op: ir.Operation, choice: Choice) -> ir.Operation:
     return op
 
 
+PADDED_COLUMNS_BYTES = 1 << 20   # _pad_columns: the least weight bytes worth a slice launch on a GPU
+
+
 def _padded_matmul(op: ir.Operation, choice: Choice, wide: int) -> ir.Operation:
     """matmul(x, W[K, N]) + bias -> slice(matmul(x, W'[K, wide]) + bias', N): W' (zero columns appended) packed
     into its panels (Solver.padded_n), the bias padded alike; returns the new matmul."""
+    n = op.result.type.shape[-1]
+    packing = choice.solver.packed_rhs(dataclasses.replace(problem_of(op), n=wide), choice.params)
+    with ir.InsertionPoint(op), op.location:
+        rhs = transformed_constant(dialect.operand_groups(op)[1],
+                                   lambda w: packing(np.pad(w, ((0, 0), (0, wide - n)))), op.location)
+    return _widened(op, wide, rhs, {"transpose_rhs": RHS_PANELS})
+
+
+def _widened(op: ir.Operation, wide: int, rhs: ir.Value, attrs: dict) -> ir.Operation:
+    """The matmul `op` computing `wide` columns from `rhs` (its [K, N] rhs with zero columns appended, in
+    whatever form `attrs` say), the bias padded with zeros alike, its result sliced back to N columns; returns
+    the new matmul."""
     operands = dialect.operand_groups(op)
     n = op.result.type.shape[-1]
     with ir.InsertionPoint(op), op.location:
         if operands[2] is not None:
             operands[2] = pad_zeros(operands[2], 0, wide - n, op.location)
-        packing = choice.solver.packed_rhs(dataclasses.replace(problem_of(op), n=wide), choice.params)
-        operands[1] = transformed_constant(operands[1], lambda w: packing(np.pad(w, ((0, 0), (0, wide - n)))),
-                                           op.location)
+        operands[1] = rhs
         shape = list(op.result.type.shape)
-        new = rebuild(op, operands, {"transpose_rhs": RHS_PANELS}, op.location,
+        new = rebuild(op, operands, attrs, op.location,
                       ir.RankedTensorType.get(shape[:-1] + [wide], op.result.type.element_type))
         cut = create("slice", [new.result], shape, op.result, {"starts": [0] * len(shape), "ends": shape,
                                                                "steps": [1] * len(shape)}, op.location)
     op.result.replace_all_uses_with(cut)
     op.erase()
     return new
+
+
+def _pad_columns(op: ir.Operation, target: Target) -> ir.Operation:
+    """A GPU matmul whose constant [K, N] rhs has N no multiple of 8 (a vocabulary: GPT-2's 50257) gets zero
+    columns appended up to the next multiple, its result sliced back, where the predicted time says it pays:
+    the matrix-core GEMMs read 8 columns (16 bytes) at a time, and without them the layer falls to the SIMT
+    GEMM. Not with a residual epilogue (it would need padding per call), nor under PADDED_COLUMNS_BYTES of
+    weights (a classifier's 7 columns: its time is its launch, and the slice would add one)."""
+    if op.name != "prim.matmul" or not target.is_gpu:
+        return op
+    p = problem_of(op)
+    rhs = dialect.operand_groups(op)[1]
+    if p.n % 8 == 0 or p.transpose_rhs or p.batched_rhs or "residual" in p.epilogue.split("+") \
+            or len(rhs.type.shape) != 2 or producer(rhs, "prim.constant") is None \
+            or p.k * p.n * (4 if p.dtype == "f32" else 2) < PADDED_COLUMNS_BYTES:
+        return op
+    padded = dataclasses.replace(p, n=-(-p.n // 8) * 8)
+    item = 4 if p.dtype == "f32" else 2
+    slice_time = 2 * item * p.batch * p.m * p.n / (target.rates[1] * 1e9)     # the slice reads and writes M x N
+    best = lambda q: heuristic(q, "matmul", target).cost(q, target)  # noqa: E731
+    if best(padded) + slice_time >= best(p):
+        return op
+    with ir.InsertionPoint(op), op.location:
+        wide = pad_zeros(rhs, 1, padded.n - p.n, op.location)
+    return _widened(op, padded.n, wide, {})
 
 
 def _relayout_filter_gradient(op: ir.Operation, choice: Choice) -> ir.Operation:
@@ -467,7 +505,7 @@ def prepare(fn, layout: str, target: Target, forced: str = "") -> list[ir.Operat
     _fuse_depthwise_pointwise(fn, target, forced)
     reshape_problem = (lambda op: op) if forced else \
         (lambda op: _subsample_pointwise(_densify_groups(_backward_data_as_forward(op, target), target), target))
-    return [_pad_channels(reshape_problem(_untranspose_rhs(op)), target) for op in ops()
+    return [_pad_columns(_pad_channels(reshape_problem(_untranspose_rhs(op)), target), target) for op in ops()
             if op.name in SELECTED_OPS and contract.solver(op) is None]
 
 

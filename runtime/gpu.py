@@ -56,15 +56,21 @@ from .executor import (ALIGN, checked_inputs, checked_params, checked_state, ord
 from .hip import HipDevice
 
 
+_OPENED: dict[tuple[str, int], Device] = {}   # one Device per GPU and driver in a process
+_OPENING = threading.Lock()
+
+
 def open_device(target: Target, index: int = 0) -> Device:
     """The driver for a target (nvvm:sm_90 -> CUDA, rocdl:gfx942 -> HIP), checked against the device
-    (Target.runs_on)."""
-    if target.kind == "nvvm":
-        dev = CudaDevice(index)
-    elif target.kind == "rocdl":
-        dev = HipDevice(index)
-    else:
+    (Target.runs_on). GPU `index` is opened once per process: every executable on it shares the Device
+    (share_state, a dynamic artifact's buckets and their weights need the same one)."""
+    if target.kind not in ("nvvm", "rocdl"):
         raise OpenPrimError(f"target '{target}' does not run on a GPU")
+    with _OPENING:
+        key = (target.kind, index)
+        if key not in _OPENED:
+            _OPENED[key] = CudaDevice(index) if target.kind == "nvvm" else HipDevice(index)
+        dev = _OPENED[key]
     why_not = target.runs_on(dev.arch())
     if why_not:
         raise DeviceError(f"{why_not} (GPU {index}: {dev.name()})")

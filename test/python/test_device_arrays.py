@@ -592,3 +592,15 @@ def test_graphs_off_binds_in_the_launch_arguments(fake, data):
     y = exe(dx, ds)
     assert not fake.calls("DtoD") and [e[1] for e in fake.calls("launch")] == ["mul", "relu_bias"]
     np.testing.assert_allclose(y.numpy(), _want(x, s, w), rtol=1e-5, atol=1e-6)
+
+
+def test_open_device_once_per_gpu(fake, monkeypatch):
+    """Every executable opened on one GPU gets the same Device: a decoder's prefill then shares the state of
+    its step (share_state refuses executables on different Devices; each compile opened its own before)."""
+    from openprim.base.target import parse_target
+    from openprim.runtime import gpu
+    monkeypatch.setattr(gpu, "_OPENED", {})
+    target = parse_target("nvvm:sm_90")
+    device = gpu.open_device(target, 0)
+    assert gpu.open_device(target, 0) is device
+    assert gpu.open_device(parse_target("nvvm:sm_80"), 0) is device     # an sm_80 build runs on sm_90

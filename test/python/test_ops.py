@@ -115,7 +115,8 @@ def test_conv2d_epilogue_activations(dtype, pipeline, rng):
 
 
 # ----------------------------------------------------------------------------- matmul / linear
-MATMUL = [dict(id="batched_lhs_bias_gelu_tanh"), dict(id="batched_rhs_transposed_and_linear")]
+MATMUL = [dict(id="batched_lhs_bias_gelu_tanh"), dict(id="batched_rhs_transposed_and_linear"),
+          dict(id="odd_columns_head")]
 
 
 @pytest.mark.parametrize("cfg,dtype,pipeline", grid(MATMUL))
@@ -127,6 +128,12 @@ def test_matmul(cfg, dtype, pipeline, rng):
         c, cv = net.weight((9,))
         out, = net.run(pipeline, net.g.matmul(a, b, c, activation="gelu_tanh"))
         assert_close(out, ref.matmul(av, bv, cv, activation_name="gelu_tanh"), dtype, reduction=7)
+    elif cfg["id"] == "odd_columns_head":   # a vocabulary-like N (GPUs pad it to a multiple of 8, slice back)
+        x, xv = net.input((6, 520))
+        w, wv = net.weight((520, 1001), scale=0.05)
+        c, cv = net.weight((1001,))
+        out, = net.run(pipeline, net.g.matmul(x, w, c))
+        assert_close(out, ref.matmul(xv, wv, cv), dtype, reduction=520)
     else:
         a, av = net.input((3, 5, 13))
         b, bv = net.input((3, 9, 13))
