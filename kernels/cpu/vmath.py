@@ -12,8 +12,9 @@ GEMM 1.7x slower than the second (same FLOPs). Here all three are straight-line 
           0 (a masked -inf score contributes nothing; no subnormal results), above EXP_HI +inf.
   erf(x)  x P(x^2) / Q(x^2) on x clamped to [-4, 4] (Eigen's and XLA's float erf): max error 4.2e-7 against
           math.erf.
-  tanh(x) x P(x^2) / Q(x^2) on x clamped to [-TANH_CLAMP, TANH_CLAMP] (where float tanh is +-1), x itself
-          below TANH_TINY (Eigen's and XLA's float tanh): max relative error 4e-7 against math.tanh.
+  tanh(x) x P(x^2) / Q(x^2) on |x| < TANH_CLAMP (Eigen's and XLA's float tanh), exactly +-1 from there (so
+          that 1 - tanh^2, GELU's derivative, is 0 where float64's is), x itself below TANH_TINY: max relative
+          error 4e-7 against math.tanh.
 
 Each takes the kernel's Body (kernels/cpu/implicit_gemm.py), an SSA vector<width x f32> and the width.
 """
@@ -93,10 +94,13 @@ def erf(b, x: str, width: int) -> str:
 
 def tanh(b, x: str, width: int) -> str:
     """tanh of a vector<width x f32> (the rational polynomial of the module docstring); NaN stays NaN."""
-    vt = f"vector<{width}xf32>"
+    vt, mt = f"vector<{width}xf32>", f"vector<{width}xi1>"
     y = _odd_rational(b, x, width, TANH_CLAMP, TANH_P, TANH_Q)
-    tiny = b.fresh("tiny")
-    b.emit(f"{tiny} = arith.cmpf olt, {_op(b, 'math.absf', x, ty=vt)}, {b.const(TANH_TINY, vt)} : {vt}")
+    ax = _op(b, "math.absf", x, ty=vt)
+    tiny, one = b.fresh("tiny"), b.fresh("one")
+    b.emit(f"{tiny} = arith.cmpf olt, {ax}, {b.const(TANH_TINY, vt)} : {vt}")
+    b.emit(f"{one} = arith.cmpf oge, {ax}, {b.const(TANH_CLAMP, vt)} : {vt}")
+    y = _op(b, "arith.select", one, _op(b, "math.copysign", b.const(1.0, vt), x, ty=vt), y, ty=f"{mt}, {vt}")
     out = b.fresh("tanh")
-    b.emit(f"{out} = arith.select {tiny}, {x}, {y} : vector<{width}xi1>, {vt}")
+    b.emit(f"{out} = arith.select {tiny}, {x}, {y} : {mt}, {vt}")
     return out
