@@ -103,7 +103,12 @@ def compiled_model(model):
     model.generation_config.cache_implementation = "static"
     model.generation_config.eos_token_id = None
     model.generation_config.pad_token_id = 0
-    model.forward = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+    compiled = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
+
+    def forward(*args, **kwargs):   # each call a new CUDA-graph step: the static cache is written in place
+        torch.compiler.cudagraph_mark_step_begin()
+        return compiled(*args, **kwargs)
+    model.forward = forward
     return model
 
 
