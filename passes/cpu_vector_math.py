@@ -1,8 +1,8 @@
 """prim-cpu-vector-math: tanh, erf and exp on f32 vectors in the CPU kernels as polynomials in vector FMAs.
 
 A vectorized elementwise kernel (prim-tile's schedule) applies math.tanh / math.erf / math.exp to a
-vector<N x f32>, and LLVM lowers each to one libm call per lane: a standalone tanh over [512, 3072] took 13.8 ms
-where a ReLU takes 0.8 ms, a GELU (erf) 7.4 ms. The GEMM and convolution epilogues emit
+vector<N x f32>, and LLVM lowers each to one libm call per lane: a standalone tanh over [512, 3072] took 14-20 ms
+where a ReLU takes 0.8 ms, a GELU (erf) 7-19 ms (bench/RESULTS.md). The GEMM and convolution epilogues emit
 kernels/cpu/vmath.py's straight-line code instead; this pass gives every other kernel the same:
 
     for each such op on a 1-d vector<N x f32>:
