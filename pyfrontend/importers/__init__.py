@@ -3,7 +3,7 @@ its suffix. The `openprim` commands load their models through it.
 
     from openprim.pyfrontend import importers
     graph = importers.load("examples/resnet.py", depth=50)   # options: build()'s keyword arguments
-    graph = importers.load("model.onnx")                     # options: input_shapes, dims
+    graph = importers.load("model.onnx", batch_size=8)       # options: input_shapes, dims, named dims
     graph = importers.load("model.pt2")                      # a program saved with torch.export.save
     module = importers.load("model.mlir")                    # a prim module: an mlir.ir.Module
 
@@ -80,9 +80,10 @@ def load(path, /, **options):
 
 
 # The loaders below import their importer when called: onnx, torch and MLIR only for their own files.
-def _onnx(path, /, input_shapes=None, dims=None):
+def _onnx(path, /, input_shapes=None, dims=None, **named):
+    """named: sizes of named dimensions as options of their own (`-D batch_size=8`), added to dims."""
     from openprim.pyfrontend.onnx import import_model
-    return import_model(path, input_shapes, dims)
+    return import_model(path, input_shapes, {**(dims or {}), **named})
 
 
 def _pt2(path, /):

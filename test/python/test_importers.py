@@ -74,8 +74,17 @@ def test_suffixes_and_errors(tmp_path, capsys):
         importers.load(tmp_path)
     with pytest.raises(OpenPrimError, match="no such file"):
         importers.load(tmp_path / "none.onnx")
-    (tmp_path / "m.onnx").write_bytes(b"x")
-    with pytest.raises(OpenPrimError, match=r"m.onnx: an ONNX model takes no option batch; its options: input_shapes"):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 3])
+    model = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, tmp_path / "m.onnx")
+    # an ONNX model's options beyond input_shapes and dims are sizes of its named dimensions
+    assert importers.load(tmp_path / "m.onnx", N=4).inputs[0].shape == (4, 3)
+    with pytest.raises(OpenPrimError, match=r"dims names \['batch'\], not a named dimension of any input "
+                                            r"\(the model's: \['N'\]\)"):
         importers.load(tmp_path / "m.onnx", batch=2)
     assert "unknown kind of file; expected .py" in one_line_error(capsys, "compile", str(tmp_path / "m.txt"))
 
