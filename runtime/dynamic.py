@@ -37,6 +37,7 @@ import numpy as np
 from openprim.base.dtypes import ITEMSIZE
 from openprim.base.errors import OpenPrimError
 
+from .arrays import is_device_array
 from .buckets import BatchRange, piece_sizes
 from .executor import aligned_bytes, host_shape, ordered_inputs
 
@@ -157,7 +158,11 @@ class DynamicExecutable:
         return next(iter(sizes.values()))
 
     def __call__(self, *args, **kwargs):
-        arrays = [np.asarray(a) for a in ordered_inputs(self.plan, args, kwargs)]
+        given = ordered_inputs(self.plan, args, kwargs)
+        if any(is_device_array(a) for a in given):
+            raise OpenPrimError("a dynamic artifact's call takes numpy arrays; for device arrays call one bucket's "
+                                "executable (exe.executable(bucket)) with inputs of its size")
+        arrays = [np.asarray(a) for a in given]
         n = self.size_of(arrays)
         for spec, a in zip(self.plan["inputs"], arrays):
             want = list(host_shape(self.plan, spec["value"]))

@@ -86,6 +86,9 @@ def test_dynamic_batch_artifact(tmp_path):
         got = exe(x.numpy())
         assert got.shape == want.shape and _relative(got, want) < 1e-5, n
     assert sorted(exe.executables) == [3, 4, 12]
+    on_gpu = type("OnGpu", (), {"__cuda_array_interface__": {}})()
+    with pytest.raises(OpenPrimError, match="a dynamic artifact's call takes numpy arrays"):
+        exe(on_gpu)
     with pytest.raises(OpenPrimError, match=r"batch 13 is outside the compiled range \[3, 12\]"):
         exe(np.zeros((13, 4, 11, 9), np.float32))
     with pytest.raises(OpenPrimError, match=r"input 'input' must have shape \(5, 4, 11, 9\) \(at batch 5; any in \[3, 12\]\), got \(5, 4, 11, 8\)"):
