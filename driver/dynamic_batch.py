@@ -136,7 +136,7 @@ def save(build, path: str, target, size_range: BatchRange, name: str, padding: d
         _check_batch(spec, graphs[sizes[1]], name)
     else:
         spec["split"] = False
-        _check_padding(spec, build, sizes[1], name)
+        _check_padding(spec, build, graphs[sizes[1]], sizes[1], name)
     pool = artifact.write_dynamic(path, spec, parts)
     return {"plan": plans[sizes[-1]], "buckets": list(sizes), "bytes": os.path.getsize(path), "pool_bytes": pool,
             "bucket_bytes": sum(len(p[2]) for p in parts.values()), "seconds": time.perf_counter() - t0,
@@ -190,9 +190,10 @@ def _check_batch(spec: dict, graph, name: str) -> None:
                             f"compile one artifact per batch size")
 
 
-def _check_padding(spec: dict, build, bucket: int, name: str) -> None:
-    """The size one under `bucket` padded into it gives the exact compile's results at the real positions
-    (within 1e-3 of the largest), both compiled for this CPU; inputs: normal floats, integer ones ones."""
+def _check_padding(spec: dict, build, graph, bucket: int, name: str) -> None:
+    """The size one under `bucket` (whose Graph is `graph`) padded into it gives the exact compile's results at
+    the real positions (within 1e-3 of the largest), both compiled for this CPU; inputs: normal floats, integer
+    ones ones."""
     missing = sorted(set(spec["inputs"]) - set(spec["padding"]))
     unknown = sorted(set(spec["padding"]) - set(spec["inputs"]))
     if missing or unknown:
@@ -200,8 +201,8 @@ def _check_padding(spec: dict, build, bucket: int, name: str) -> None:
                             f"{sorted(spec['inputs'])}" + (f"; missing {missing}" if missing else "")
                             + (f"; {unknown} do not vary" if unknown else ""))
     n = bucket - 1
-    exact = cache.load_or_compile(build(n), "cpu")
-    padded = DynamicExecutable(spec, {bucket: exact.plan}, lambda b: cache.load_or_compile(build(b), "cpu"))
+    exact, whole = cache.load_or_compile(build(n), "cpu"), cache.load_or_compile(graph, "cpu")
+    padded = DynamicExecutable(spec, {bucket: whole.plan}, lambda _: whole)
     inputs = random_inputs(exact.plan, integers=1)     # ones: a valid token id, an unmasked position
     want, got = exact(*inputs), padded.run_piece(inputs, bucket, 0, n)
     for k, (a, b) in enumerate(zip(want if isinstance(want, tuple) else (want,), got)):
