@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+import time
 from pathlib import Path
 
 SYSTEM_DB = Path(__file__).parent / "data" / "tuning.sqlite"
@@ -22,9 +23,27 @@ def connect(path: Path, readonly: bool) -> sqlite3.Connection:
     if readonly:
         return sqlite3.connect(f"file:{path}?mode=ro&immutable=1", uri=True, timeout=BUSY_TIMEOUT_S)
     conn = sqlite3.connect(path, timeout=BUSY_TIMEOUT_S)
-    conn.execute("PRAGMA journal_mode=WAL")
+    _to_wal(conn)
     conn.execute(SCHEMA)
     return conn
+
+
+def _to_wal(conn: sqlite3.Connection) -> None:
+    """Switch to the WAL journal. SQLite answers "database is locked" at once, without its busy handler, when
+    another process holds the file while it is being created or switched; so wait for it here, as the busy
+    timeout would."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    pause = 0.001
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as e:
+            if "locked" not in str(e) or time.monotonic() > deadline:
+                conn.close()
+                raise
+            time.sleep(pause)
+            pause = min(2 * pause, 0.05)
 
 
 def digest(path: Path) -> str:

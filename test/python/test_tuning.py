@@ -117,12 +117,16 @@ def _writer(args):
 
 
 def test_concurrent_writers(user_db):
-    """4 processes x 40 records at once: all present, the file intact."""
+    """4 processes x 40 records at once into a database none of them has created yet (creating it and switching
+    it to WAL race), three times: all present, the file intact."""
     with multiprocessing.get_context("spawn").Pool(4) as pool:
-        pool.map(_writer, [(str(user_db), w, 40) for w in range(4)])
-    conn = sqlite3.connect(user_db)
-    assert conn.execute("SELECT COUNT(*) FROM records").fetchone()[0] == 160
-    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+        for n in range(3):
+            path = user_db.with_name(f"user{n}.sqlite")
+            pool.map(_writer, [(str(path), w, 40) for w in range(4)])
+            conn = sqlite3.connect(path)
+            assert conn.execute("SELECT COUNT(*) FROM records").fetchone()[0] == 160
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+            conn.close()
 
 
 def test_unwritable_location_warns_once(tmp_path, monkeypatch):
