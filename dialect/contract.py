@@ -21,9 +21,10 @@ prim.fused                a private function whose body becomes one kernel. Writ
 prim.op                   the op kind a kernel function computes ("conv2d", "fused_elementwise"). Written by
                           outlining; read by tools and tests.
 prim.kernel               the declaration the graph calls is a kernel's. Written by outlining; for readers of the IR.
-prim.in_place             the argument that a kernel reads at each output index just before writing it there, so
-                          that the output may take its buffer. Written by kernels/cpu/implicit_gemm.py on a kernel
-                          function; read by driver/plan.py.
+prim.in_place             the arguments that a kernel reads at each output index just before writing it there
+                          (an i64, or an array of them), so that the output may take one of their buffers.
+                          Written by kernels/cpu/implicit_gemm.py, kernels/*/index_copy.py and outlining (CPU
+                          elementwise kernels: every operand of the result's type); read by driver/plan.py.
 prim.batch_chunks         how many chunks of its batch a graph function runs once each. Written by
                           passes/batch_chunks.py; read by batch-chunks (done already) and driver/plan.py.
 prim.input_names          a graph function's input names. Written by pyfrontend/emit.py; read by driver/plan.py.
@@ -153,8 +154,19 @@ def in_place_text(index: int) -> str:
     return f"{IN_PLACE} = {index} : i64"
 
 
-def in_place(kernel) -> int | None:
-    return _int(kernel, IN_PLACE)
+def set_in_place(kernel, indices) -> None:
+    """The kernel's output may take the buffer of any one of the arguments `indices`."""
+    kernel.attributes[IN_PLACE] = ir.ArrayAttr.get([_i64(kernel, i) for i in indices], kernel.context)
+
+
+def in_place(kernel) -> tuple[int, ...]:
+    """The arguments whose buffer the kernel's output may take (none: ())."""
+    if IN_PLACE not in kernel.attributes:
+        return ()
+    attr = kernel.attributes[IN_PLACE]
+    if isinstance(attr, ir.ArrayAttr):
+        return tuple(ir.IntegerAttr(a).value for a in ir.ArrayAttr(attr))
+    return (ir.IntegerAttr(attr).value,)
 
 
 def set_batch_chunks(fn, chunks: int) -> None:

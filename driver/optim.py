@@ -8,20 +8,21 @@ OpenPrim kernels, with fp32 master weights for f16/bf16 parameters and dynamic l
     opt = openprim.optim.AdamW(half_model.parameters(), loss_scale="dynamic")   # or a fixed scale
     opt.scale(loss).backward(); opt.step()                   # f16: scaled loss, unscaled in the update
 
-How. At construction every parameter of a group moves into one flat buffer (the parameters become views of
-it; zeros pad it to whole rows of ROW) and its gradient into another (`p.grad` views: backward accumulates
-into them in place, so zero_grad zeroes them and never sets them to None); the optimizer's state (momentum,
-Adam's moments) and, for f16/bf16 parameters, the fp32 master copy are flat fp32 buffers too. One Graph per
-group computes the update of the whole flat vector elementwise: prim-fuse makes it a handful of kernels (the
-new state, the new weights, the overflow check), whatever the number of parameters, where torch.optim's
-foreach path launches per tensor list and its loop per parameter. The hyper-parameters (learning rate, bias
-corrections, the loss scale's inverse) are scalar inputs, so a schedule never recompiles. The results are
-copied back into the flat buffers (on the CPU that copying, in and out of the runtime's arena, makes a step
-slower than torch.optim's: bench/optimizer_cpu.py).
+How. One Graph per group computes the update of the whole flat vector elementwise: prim-fuse makes it a
+handful of kernels (the new state, the new weights), whatever the number of parameters, where torch.optim's
+foreach path launches per tensor list and its loop per parameter. Everything it reads and writes is state
+the executable carries between calls (Graph.carry), updated in place: the weights (the parameters, or for
+f16/bf16 parameters their fp32 master copy), the gradients (read only) and the optimizer's buffers
+(momentum, Adam's moments). At construction every parameter of a group moves into the weights' state (the
+parameters become views of it; zeros pad it to whole rows of ROW) and its gradient into the gradients'
+(`p.grad` views: backward accumulates into them in place, so zero_grad zeroes them and never sets them to
+None); a step passes only the hyper-parameters (learning rate, bias corrections, the loss scale's inverse),
+scalar inputs, so a schedule never recompiles and nothing is copied in or out.
 
 Loss scaling (f16): `scale(loss)` multiplies the loss by the current scale; the update multiplies the
-gradients by its inverse and, with loss_scale="dynamic", sums them times 0 (one reduction in the same
-executable: nan where a gradient is inf or nan). Then the step is skipped and the scale halved; after
+gradients by its inverse. With loss_scale="dynamic" a second executable on the same state first sums the
+gradients times 0 (one reduction: nan where a gradient is inf or nan). Then the step is skipped and the scale
+halved; after
 `growth_interval` finite steps in a row it doubles (as torch.amp.GradScaler).
 
 The update follows torch.optim's formulas (single tensor, not fused): SGD's momentum buffer is the first
@@ -49,7 +50,8 @@ ROW = 256   # the flat vectors are updated as [size / ROW, ROW] maps: rows for t
 
 
 class _Flat:
-    """One param group's parameters as views of one flat buffer, their gradients of another."""
+    """One param group's parameters as views of one flat buffer, their gradients of another; both buffers are
+    given by `bind` (the update's state, so the update reads and writes them where they are)."""
 
     def __init__(self, params: list):
         if not params:
@@ -62,12 +64,16 @@ class _Flat:
             raise OpenPrimError("openprim.optim: CPU parameters only (the GPU update is not built yet)")
         self.params, self.dtype = params, next(iter(dtypes))
         self.size = -(-sum(p.numel() for p in params) // ROW) * ROW     # zeros after the last: they stay zero
-        self.data = torch.zeros(self.size, dtype=self.dtype)
-        self.grad = torch.zeros(self.size, dtype=self.dtype)
+
+    def bind(self, data, grad) -> None:
+        """Move the parameters into `data` and their gradients into `grad` (flat, zeros), as views."""
+        self.data, self.grad = data, grad
         offset = 0
-        for p in params:
+        for p in self.params:
             n = p.numel()
             self.data[offset:offset + n].copy_(p.detach().reshape(-1))
+            if p.grad is not None:
+                self.grad[offset:offset + n].copy_(p.grad.reshape(-1))
             p.data = self.data[offset:offset + n].view_as(p)
             p.grad = self.grad[offset:offset + n].view_as(p)
             offset += n
@@ -87,6 +93,12 @@ class _Flat:
         return any_grad
 
 
+def _tensor(view: np.ndarray, dtype) -> "torch.Tensor":
+    """A flat torch tensor on a state view of the update (bf16 is stored as uint16 bits)."""
+    t = torch.from_numpy(view.reshape(-1))
+    return t.view(dtype) if dtype == torch.bfloat16 else t
+
+
 class _FusedOptimizer(torch.optim.Optimizer):
     """The flat buffers, the compiled update per group, loss scaling; subclasses give the update's Graph."""
 
@@ -100,13 +112,25 @@ class _FusedOptimizer(torch.optim.Optimizer):
         self.dynamic = loss_scale == "dynamic"
         self.loss_scale = 2.0 ** 16 if self.dynamic else float(loss_scale or 1.0)
         self.growth_interval, self._good_steps, self.skipped = growth_interval, 0, 0
-        self._flats, self._exes = [], []
+        self._groups = []
         for group in self.param_groups:
             flat = _Flat([p for p in group["params"] if p.requires_grad])
-            master = flat.data.float() if flat.dtype != torch.float32 else None
-            state = {name: torch.zeros(flat.size) for name in self.STATE}
-            self._flats.append((flat, master, state, {"step": 0}))
-            self._exes.append(api.compile(self._graph(flat.size, DTYPES[flat.dtype]), target="cpu"))
+            dtype = DTYPES[flat.dtype]
+            update = api.compile(self._graph(flat.size, dtype), target="cpu")
+            check = None
+            if self.dynamic:    # the same state, read only: whether a gradient overflowed, before any update
+                check = api.compile(self._graph(flat.size, dtype, check=True), target="cpu")
+                check.share_state(update)
+            views = update.state_views()
+            w = _tensor(views["w"], torch.float32)
+            if flat.dtype == torch.float32:
+                flat.bind(w, _tensor(views["g"], flat.dtype))
+                master = None
+            else:               # fp32 master weights in the state, the parameters rounded from them after a step
+                flat.bind(torch.zeros(flat.size, dtype=flat.dtype), _tensor(views["g"], flat.dtype))
+                w.copy_(flat.data)
+                master = w
+            self._groups.append((flat, master, update, check, {"step": 0}))
 
     def scale(self, loss):
         """The loss times the current loss scale (call backward on this)."""
@@ -114,23 +138,30 @@ class _FusedOptimizer(torch.optim.Optimizer):
 
     def zero_grad(self, set_to_none: bool = False):
         """Zero the flat gradients in place (they stay the parameters' .grad: set_to_none is ignored)."""
-        for flat, *_ in self._flats:
+        for flat, *_ in self._groups:
             flat.grad.zero_()
 
-    def _graph(self, size, dtype) -> Graph:
-        """The update of a flat group: inputs w (fp32: the parameters or their master copy), g (the parameters'
-        dtype; bf16 as f32, which numpy lacks), the state, then the scalars (`SCALARS`); outputs the new w, the
-        new state and, with dynamic loss scaling, a sum that is not finite where a gradient is not."""
-        g, shape = Graph(name="update"), (size // ROW, ROW)
+    def _graph(self, size, dtype, check=False) -> Graph:
+        """The update of a flat group, all of it state carried between calls and updated in place: w (fp32:
+        the parameters or their master copy), g (the parameters' dtype; read only) and the optimizer's buffers;
+        inputs the scalars (`SCALARS`). check: the same state read only, and one output, a sum that is not
+        finite where a gradient is not (dynamic loss scaling runs it before the update)."""
+        g, shape = Graph(name="check" if check else "update"), (size // ROW, ROW)
         w = g.input("w", shape, "f32")
-        grad = g.input("g", shape, "f16" if dtype == "f16" else "f32")
+        grad = g.input("g", shape, dtype)
         state = [g.input(name, shape, "f32") for name in self.STATE]
-        scalars = {name: g.input(name, (), "f32") for name in self.SCALARS}
-        gf = g.cast(grad, "f32") if dtype == "f16" else grad
-        new_w, new_state = self._update(g, w, g.mul(gf, scalars["inv_scale"]), state, scalars)
-        g.output(new_w, *new_state)
-        if self.dynamic:     # sum(g * 0): nan where any gradient is inf or nan, else 0 (one reduction)
+        gf = g.cast(grad, "f32") if dtype != "f32" else grad
+        if check:           # sum(g * 0): nan where any gradient is inf or nan, else 0 (one reduction)
             g.output(g.reduce(g.mul(gf, g.constant("zero", np.zeros((), np.float32))), "sum"))
+            for x in (w, grad, *state):
+                g.carry(x, x)
+            return g
+        scalars = {name: g.input(name, (), "f32") for name in self.SCALARS}
+        new_w, new_state = self._update(g, w, g.mul(gf, scalars["inv_scale"]), state, scalars)
+        g.carry(w, new_w)
+        g.carry(grad, grad)
+        for old, new in zip(state, new_state):
+            g.carry(old, new)
         return g
 
     @torch.no_grad()
@@ -139,25 +170,17 @@ class _FusedOptimizer(torch.optim.Optimizer):
         if closure is not None:
             with torch.enable_grad():
                 loss = closure()
-        for group, (flat, master, state, count), exe in zip(self.param_groups, self._flats, self._exes):
+        for group, (flat, master, update, check, count) in zip(self.param_groups, self._groups):
             if not flat.gather_grads():
                 continue
-            w = master if master is not None else flat.data
-            scalars = self._scalars(group, count["step"] + 1)
-            scalars["inv_scale"] = 1.0 / self.loss_scale
-            rows = (flat.size // ROW, ROW)
-            grad = flat.grad if flat.dtype != torch.bfloat16 else flat.grad.float()
-            outs = exe(w.numpy().reshape(rows), grad.numpy().reshape(rows),
-                       *[state[n].numpy().reshape(rows) for n in self.STATE],
-                       *[np.float32(scalars[n]) for n in self.SCALARS])
-            if self.dynamic and not np.isfinite(outs[-1]):    # a gradient overflowed: skip, halve the scale
+            if check is not None and not np.isfinite(check()):    # a gradient overflowed: skip, halve the scale
                 self.loss_scale /= 2
                 self._good_steps, self.skipped = 0, self.skipped + 1
                 return loss
+            scalars = self._scalars(group, count["step"] + 1)
+            scalars["inv_scale"] = 1.0 / self.loss_scale
+            update(*[np.float32(scalars[n]) for n in self.SCALARS])
             count["step"] += 1
-            np.copyto(w.numpy(), outs[0].reshape(-1))
-            for n, v in zip(self.STATE, outs[1:1 + len(self.STATE)]):
-                np.copyto(state[n].numpy(), v.reshape(-1))
             if master is not None:     # the parameters: the master weights rounded to their dtype
                 flat.data.copy_(master)
         if self.dynamic:

@@ -218,14 +218,14 @@ def _layer(call: ir.Operation, kernel: str) -> dict:
     return info
 
 
-def _in_place_args(module: ir.Module) -> dict[str, int]:
-    """{kernel: the argument whose buffer its output may take} (the kernels' `prim.in_place`)."""
+def _in_place_args(module: ir.Module) -> dict[str, tuple[int, ...]]:
+    """{kernel: the arguments whose buffer its output may take} (the kernels' `prim.in_place`)."""
     km = kernels_module(module.operation)
     return {ir.StringAttr(f.attributes["sym_name"]).value: at
-            for f in ([] if km is None else body(km).operations) if (at := contract.in_place(f)) is not None}
+            for f in ([] if km is None else body(km).operations) if (at := contract.in_place(f))}
 
 
-def _state_in_place(steps, values, roots, in_place: dict[str, int], state) -> None:
+def _state_in_place(steps, values, roots, in_place: dict[str, tuple[int, ...]], state) -> None:
     """Give each state's next value the state's buffer where the step computing it may write into its
     input's (`in_place` names the state there) and no later step reads the old state; mark the others
     "copy" (the runtime copies them in after a run)."""
@@ -240,8 +240,8 @@ def _state_in_place(steps, values, roots, in_place: dict[str, int], state) -> No
             continue
         i = producer.get(nxt)
         s = steps[i] if i is not None else None
-        at = in_place.get(s["kernel"]) if s else None
-        if at is None or roots[s["args"][at]] != root or last.get(root) != i or s["args"][-1] != nxt or \
+        at = next((j for j in in_place.get(s["kernel"], ()) if roots[s["args"][j]] == root), None) if s else None
+        if at is None or last.get(root) != i or s["args"][-1] != nxt or \
                 any(roots[a] == root for j, a in enumerate(s["args"][:-1]) if j != at):
             entry["copy"] = True
             continue
@@ -251,7 +251,7 @@ def _state_in_place(steps, values, roots, in_place: dict[str, int], state) -> No
                 values[v]["storage"] = "state"
 
 
-def _outputs_in_place(steps, values, roots, in_place: dict[str, int], inputs, outputs) -> None:
+def _outputs_in_place(steps, values, roots, in_place: dict[str, tuple[int, ...]], inputs, outputs) -> None:
     """Give a step's output the buffer of its residual where the kernel allows it (`in_place`) and the
     residual dies there: no later step reads it, no other argument of the step shares its buffer, it is
     neither a graph input nor output, and it has the output's size. A residual convolution then reads and
@@ -263,16 +263,15 @@ def _outputs_in_place(steps, values, roots, in_place: dict[str, int], inputs, ou
         for a in s["args"]:
             last[roots[a]] = i
     for i, s in enumerate(steps):
-        at = in_place.get(s["kernel"])
-        if at is None:
-            continue
-        res, out = roots[s["args"][at]], roots[s["args"][-1]]
-        others = {roots[a] for j, a in enumerate(s["args"][:-1]) if j != at}
-        nbytes = [int(np.prod(values[r]["shape"])) * ITEMSIZE[values[r]["dtype"]] for r in (res, out)]
-        if last[res] != i or res in others or res in fixed or out in fixed or nbytes[0] != nbytes[1] or \
-                values[res]["storage"] != "arena" or out != s["args"][-1]:
-            continue
-        for v, r in enumerate(roots):
-            if r == out:
-                roots[v] = res
-        last[res] = last[out]
+        for at in in_place.get(s["kernel"], ()):
+            res, out = roots[s["args"][at]], roots[s["args"][-1]]
+            others = {roots[a] for j, a in enumerate(s["args"][:-1]) if j != at}
+            nbytes = [int(np.prod(values[r]["shape"])) * ITEMSIZE[values[r]["dtype"]] for r in (res, out)]
+            if last[res] != i or res in others or res in fixed or out in fixed or nbytes[0] != nbytes[1] or \
+                    values[res]["storage"] != "arena" or out != s["args"][-1]:
+                continue
+            for v, r in enumerate(roots):
+                if r == out:
+                    roots[v] = res
+            last[res] = last[out]
+            break

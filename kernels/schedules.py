@@ -14,6 +14,7 @@ between), and `prim.aux = i` for every other structured op (padding, im2col, tra
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 from openprim.dialect import contract
@@ -194,12 +195,21 @@ def threaded_final_op(kt, threads: int) -> tuple[str, str] | None:
     index, domain, iterators = kt.generics[kt.result]
     if math.prod(domain) < SERIAL_POINTS:
         return None
-    dim = next((d for d, (n, it) in enumerate(zip(domain, iterators))
-                if it == "parallel" and n >= threads and n % threads == 0), None)
-    if dim is None or len(domain) < 2:
+    if len(domain) < 2:
+        return None
+    dims = [d for d, (n, it) in enumerate(zip(domain, iterators)) if it == "parallel" and n >= threads]
+    outer = [d for d in dims if d < len(domain) - 1]
+    # A thread's share is best a contiguous block of outer rows: an outer dim that divides evenly; else one
+    # long enough that splitting it unevenly costs little (the last thread's tile is smaller by < 1/8; the
+    # innermost dim stays whole for the vectors), so that an odd row count (197 tokens, a flat optimizer
+    # buffer of 45,663 rows) still uses every thread; else any dim that divides; else any outer one.
+    dim = next(itertools.chain((d for d in outer if domain[d] % threads == 0),
+                               (d for d in outer if domain[d] >= 8 * threads),
+                               (d for d in dims if domain[d] % threads == 0), outer), None)
+    if dim is None:
         return None
     par = [0] * len(domain)
-    par[dim] = domain[dim] // threads
+    par[dim] = -(-domain[dim] // threads)
     inner = _tiles([par[d] or n for d, n in enumerate(domain)])
     kt.aux[index] = []  # tiled by the epilogue schedule, not as an aux op
     return contract.aux_text(index) + "}", parallel_epilogue(par, inner)

@@ -17,6 +17,7 @@ from mlir import ir
 from mlir.dialects import func
 
 from openprim import dialect
+from openprim.base.ops import ELEMENTWISE
 from openprim.base.target import Target
 from openprim.dialect import body, contract, graph_functions, kernels_module
 from openprim.kernels.irtext import KernelText, V, mtype
@@ -127,6 +128,9 @@ def outline(module: ir.Operation, target: Target, schedule=None) -> None:
                 kmod = schedule(text, kt, ops) if schedule else ir.Module.parse(text)
                 kfn = next(o.operation for o in kmod.body.operations if o.operation.name == "func.func")
                 contract.set_kernel_op(kfn, kind)
+                if not target.is_gpu and all(o.name[5:] in ELEMENTWISE for o in ops) and \
+                        (same := [i for i, v in enumerate(inputs) if v.type == result.type]):
+                    contract.set_in_place(kfn, same)   # each reads its element where it writes the result's
                 if solver:
                     contract.set_solver(kfn, solver)
                 body(km).append(kfn)  # moves it out of kmod, which must stay alive until here

@@ -341,6 +341,14 @@ class CpuExecutable:
             return {e["name"]: from_storage(_view(values[e["value"]], self.state_region).copy(),
                                             values[e["value"]]["dtype"]) for e in self.plan.get("state", ())}
 
+    def state_views(self) -> dict[str, np.ndarray]:
+        """{name: the state itself, a numpy view in its storage dtype (bf16 as uint16 bits)}: what a caller
+        writes there is the state of the next call, and each call leaves the next value there. Views of the
+        region as it is now: share_state replaces it. A fused optimizer keeps the parameters so, updated in
+        place with no copy in or out."""
+        values = self.plan["values"]
+        return {e["name"]: _view(values[e["value"]], self.state_region) for e in self.plan.get("state", ())}
+
     def set_state(self, arrays) -> None:
         """Replace state entries by arrays (a mapping name -> array of the state's shape); others keep theirs."""
         updates = checked_state(self.plan, arrays)

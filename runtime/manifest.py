@@ -128,8 +128,8 @@ def _check_plan(plan: dict, weights_len: int, params_len: int = 0) -> None:
           "plan.inputs must be a list of {name, value} with value ids of the plan")
     names = [i["name"] for i in inputs]
     _need(len(set(names)) == len(names), f"input names {names} are not unique")
-    _need(isinstance(outputs, list) and outputs and all(map(is_value, outputs)),
-          "plan.outputs must be a non-empty list of value ids of the plan")
+    _need(isinstance(outputs, list) and (outputs or plan.get("state")) and all(map(is_value, outputs)),
+          "plan.outputs must be a list of value ids of the plan, non-empty unless the plan carries state")
     _need(isinstance(steps, list), "plan.steps must be a list")  # empty: the outputs are inputs or constants
     if has_params:
         _check_params(plan, values, is_value)

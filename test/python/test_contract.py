@@ -32,8 +32,8 @@ def fn():
 
 def test_readers_default_when_absent(fn):
     assert [contract.solver(fn), contract.problem(fn), contract.choice(fn), contract.measured_us(fn),
-            contract.in_place(fn), contract.batch_chunks(fn), contract.input_names(fn), contract.scratch_bytes(fn)] \
-        == [None] * 8
+            contract.batch_chunks(fn), contract.input_names(fn), contract.scratch_bytes(fn)] == [None] * 7
+    assert contract.in_place(fn) == ()
     assert contract.params(fn) == {} and not contract.is_fused(fn) and contract.element_strides(fn, 3) == [1, 1, 1]
 
 
@@ -66,7 +66,7 @@ def test_text_writers_parse_to_the_readers():
                        contract.role_text("epilogue"), contract.aux_text(3)])
     with dialect.new_context():
         module, f = _function(f"func.func @k() attributes {{{attrs}}} {{ return }}")
-        assert contract.in_place(f) == 2 and contract.element_strides(f, 4) == [1, 2, 2, 1]
+        assert contract.in_place(f) == (2,) and contract.element_strides(f, 4) == [1, 2, 2, 1]
         assert ir.StringAttr(f.attributes[contract.ROLE]).value == "epilogue"
         assert ir.IntegerAttr(f.attributes[contract.AUX]).value == 3
 

@@ -20,11 +20,11 @@
 // CHECK-NEXT:  module @kernels attributes {{[{].*}}prim.target = "cpu"} {
 // CHECK-NOT:   func.func
 // CHECK-NOT:   memref<
-// CHECK:       llvm.func @relu_0(%arg0: !llvm.ptr, %arg1: !llvm.ptr) attributes {prim.op = "relu"} {
+// CHECK:       llvm.func @relu_0(%arg0: !llvm.ptr, %arg1: !llvm.ptr) attributes {prim.in_place = [0], prim.op = "relu"} {
 // CHECK:       llvm.intr.maximum
 // CHECK:       llvm.return
 // CHECK-NOT:   func.func
-// CHECK:       llvm.func @relu_1(%arg0: !llvm.ptr, %arg1: !llvm.ptr) attributes {prim.op = "relu"} {
+// CHECK:       llvm.func @relu_1(%arg0: !llvm.ptr, %arg1: !llvm.ptr) attributes {prim.in_place = [0], prim.op = "relu"} {
 // CHECK-NOT:   func.func
 // CHECK:       llvm.func @softmax_2(%arg0: !llvm.ptr, %arg1: !llvm.ptr) attributes {prim.op = "softmax"} {
 // CHECK:       llvm.intr.exp

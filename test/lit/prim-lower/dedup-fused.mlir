@@ -9,7 +9,7 @@
 // CHECK-NEXT:  %[[B:.+]] = call @fused_elementwise_0(%arg1)
 // CHECK-NEXT:  return %[[A]], %[[B]]
 // CHECK:       module @kernels
-// CHECK-COUNT-1: llvm.func @fused_elementwise_0(%arg0: !llvm.ptr, %arg1: !llvm.ptr) attributes {prim.op = "fused_elementwise"}
+// CHECK-COUNT-1: llvm.func @fused_elementwise_0(%arg0: !llvm.ptr, %arg1: !llvm.ptr) attributes {prim.in_place = [0], prim.op = "fused_elementwise"}
 // CHECK-NOT:   llvm.func
 func.func @main(%x: tensor<2x8xf32>, %y: tensor<2x8xf32>) -> (tensor<2x8xf32>, tensor<2x8xf32>) {
   %0 = "prim.tanh"(%x) : (tensor<2x8xf32>) -> tensor<2x8xf32>

@@ -34,7 +34,7 @@
 // CHECK:       bufferization.materialize_in_destination %{{.+}} in restrict writable %arg3
 // CHECK-NEXT:  return
 
-// CHECK-LABEL: func.func @fused_elementwise_3(%arg0: memref<1x2x4x4xf32>, %arg1: memref<1x2x4x4xf32>, %arg2: memref<1x2x4x4xf32>) attributes {prim.op = "fused_elementwise"} {
+// CHECK-LABEL: func.func @fused_elementwise_3(%arg0: memref<1x2x4x4xf32>, %arg1: memref<1x2x4x4xf32>, %arg2: memref<1x2x4x4xf32>) attributes {prim.in_place = [0, 1], prim.op = "fused_elementwise"} {
 // CHECK-NOT:   linalg.
 // CHECK:       %[[A:.+]] = vector.transfer_read %{{.+}} : tensor<1x2x4x4xf32>, vector<4xf32>
 // CHECK-NEXT:  %[[C:.+]] = vector.transfer_read %{{.+}} : tensor<1x2x4x4xf32>, vector<4xf32>
