@@ -112,6 +112,14 @@ def compiled_model(model):
     return model
 
 
+def step_feeds(ids, start: int, max_len: int) -> tuple:
+    """StepModule's (input_ids, position_ids, cache_position, attention_mask) for tokens `ids` [B, S] at
+    cache positions start.. (no padding: the mask all ones)."""
+    batch, tokens = ids.shape
+    positions = np.arange(start, start + tokens)
+    return ids, np.repeat(positions[None], batch, 0), positions, np.ones((batch, max_len), np.int64)
+
+
 def openprim_generate(decoder, ids, new: int) -> tuple[np.ndarray, float, list[float]]:
     """As eager_generate, with the Decoder's executables (the same steps as Decoder.generate, timed)."""
     batch, prompt = ids.shape
@@ -120,12 +128,12 @@ def openprim_generate(decoder, ids, new: int) -> tuple[np.ndarray, float, list[f
     prefill_exe = decoder.prefill(prompt)
     decoder.step.reset_state()
     t0 = time.perf_counter()
-    logits = prefill_exe(padded, np.arange(size), np.array([prompt - 1]))
+    logits = prefill_exe(*step_feeds(padded, 0, decoder.max_len), np.array([prompt - 1]))
     prefill = time.perf_counter() - t0
     tokens, times = [np.argmax(logits, -1)[:, None]], []
     for position in range(prompt, prompt + new - 1):
         t0 = time.perf_counter()
-        logits = decoder.step(tokens[-1], np.array([position]), np.array([0]))
+        logits = decoder.step(*step_feeds(tokens[-1], position, decoder.max_len), np.array([0]))
         times.append(time.perf_counter() - t0)
         tokens.append(np.argmax(logits, -1)[:, None])
     return np.concatenate([ids] + tokens, 1), prefill, times
@@ -135,15 +143,13 @@ def ort_decoder(model, batch: int, max_len: int):
     """(session for one token, session for the prompt of `prompt` tokens) factory: ONNX Runtime sessions of
     decoding.StepModule exported per token count, or the reason it cannot be built."""
     import torch
-    from openprim.decoding import StepModule, cache_shape
+    from openprim.decoding import STEP_INPUTS, StepModule, cache_shape, step_example
     shape = cache_shape(model.config, batch, max_len)
     layers = model.config.num_hidden_layers
 
     def session(tokens: int):
-        caches = [torch.zeros(shape) for _ in range(2 * layers)]
-        args = (torch.zeros((batch, tokens), dtype=torch.long), torch.arange(tokens), torch.tensor([tokens - 1]),
-                *caches)
-        names = ["input_ids", "cache_position", "last"] + [f"cache_{i}" for i in range(2 * layers)]
+        args = step_example(model.config, batch, tokens, max_len)
+        names = list(STEP_INPUTS) + [f"cache_{i}" for i in range(2 * layers)]
         buf = io.BytesIO()
         with torch.no_grad():
             torch.onnx.export(StepModule(model).eval(), args, buf, input_names=names, dynamo=False, opset_version=17,
@@ -158,19 +164,21 @@ def ort_generate(make, ids, new: int, max_len: int) -> tuple[np.ndarray, float, 
     pre, step = session(prompt), session(1)
     caches = [np.zeros(shape, np.float32) for _ in range(2 * layers)]
 
-    def run(sess, tokens, positions, last):
-        feeds = {"input_ids": tokens, "cache_position": positions, "last": last,
-                 **{f"cache_{i}": c for i, c in enumerate(caches)}}
-        out = sess.run(None, feeds)
+    def run(sess, tokens, start, last):
+        names = [i.name for i in sess.get_inputs()]    # the exporter drops inputs the graph does not read
+        feeds = dict(zip(("input_ids", "position_ids", "cache_position", "attention_mask"),
+                         step_feeds(tokens, start, max_len)), last=last,
+                     **{f"cache_{i}": c for i, c in enumerate(caches)})
+        out = sess.run(None, {k: v for k, v in feeds.items() if k in names})
         caches[:] = out[1:]
         return out[0]
     t0 = time.perf_counter()
-    logits = run(pre, ids, np.arange(prompt), np.array([prompt - 1]))
+    logits = run(pre, ids, 0, np.array([prompt - 1]))
     prefill = time.perf_counter() - t0
     tokens, times = [np.argmax(logits, -1)[:, None]], []
     for position in range(prompt, prompt + new - 1):
         t0 = time.perf_counter()
-        logits = run(step, tokens[-1], np.array([position]), np.array([0]))
+        logits = run(step, tokens[-1], position, np.array([0]))
         times.append(time.perf_counter() - t0)
         tokens.append(np.argmax(logits, -1)[:, None])
     return np.concatenate([ids] + tokens, 1), prefill, times

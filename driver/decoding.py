@@ -1,7 +1,8 @@
-"""Greedy decoding of a Hugging Face causal LM with its KV cache carried in the executable.
+"""Generation with a Hugging Face causal LM, its KV cache carried in the executable.
 
-A decoder step is one compiled graph: (token ids [B, S], their positions [S], the position whose logits
-to return [1]) -> logits [B, V], with every layer's key and value cache [B, kv heads, max_len, head dim]
+A decoder step is one compiled graph: (token ids [B, S], their positions [B, S], the cache rows they go to
+[S], the cache's padding mask [B, max_len], the row whose logits to return [1]) -> logits [B, V], with every
+layer's key and value cache [B, kv heads, max_len, head dim]
 carried as state (Graph.carry): the step writes its S rows into the caches in place (prim.index_copy,
 kernels/cpu/index_copy.py) and attends over the whole cache under the causal mask the model builds from
 the positions (rows past the current position are masked, so whatever they hold is never read).
@@ -9,6 +10,10 @@ the positions (rows past the current position are masked, so whatever they hold 
     prefill  S = the prompt padded to a bucket (a power of two): rows past the prompt are written with
              the padding's keys and overwritten by the decode steps before any query can see them
     decode   S = 1, once per new token, at position P, P + 1, ...
+
+Prompts of different lengths are left-padded (the mask's zeros; a row's positions count its real tokens),
+a batch of fewer rows than compiled is filled with copies of the first, and the next token is the argmax or
+a draw as transformers' generate makes it (temperature, top-k, top-p; eos and pad tokens).
 
 Both are traced from the model as users bring it (`torch.export` of `StepModule`: the model runs with a
 cache whose layers update functionally, `CarriedLayer`), imported, and compiled through the compile
@@ -48,19 +53,30 @@ class CarriedLayer(StaticLayer):
 
 
 class StepModule(torch.nn.Module):
-    """(input_ids [B, S], cache_position [S], last [1], k0, v0, k1, v1, ...) -> (logits at `last` [B, V],
-    k0', v0', ...): one step of `model` (a transformers causal LM) over caches given and returned."""
+    """(input_ids [B, S], position_ids [B, S], cache_position [S], attention_mask [B, max_len], last [1], k0,
+    v0, k1, v1, ...) -> (logits at `last` [B, V], k0', v0', ...): one step of `model` (a transformers causal LM)
+    over caches given and returned. The mask holds 0 at the cache positions of a row's left padding."""
 
     def __init__(self, model):
         super().__init__()
         self.model = model
 
-    def forward(self, input_ids, cache_position, last, *caches):
+    def forward(self, input_ids, position_ids, cache_position, attention_mask, last, *caches):
         cache = Cache(layers=[CarriedLayer(k, v, cache_position) for k, v in zip(caches[::2], caches[1::2])])
-        positions = cache_position[None].expand(input_ids.shape[0], -1)   # not from the cache's length
-        out = self.model(input_ids=input_ids, position_ids=positions, cache_position=cache_position,
-                         past_key_values=cache, use_cache=True, logits_to_keep=last)
+        out = self.model(input_ids=input_ids, position_ids=position_ids, cache_position=cache_position,
+                         attention_mask=attention_mask, past_key_values=cache, use_cache=True, logits_to_keep=last)
         return (out.logits[:, -1], *[t for layer in cache.layers for t in (layer.keys, layer.values)])
+
+
+def step_example(config, batch: int, tokens: int, max_len: int, dtype=torch.float32) -> tuple:
+    """Example arguments of StepModule for a step over `tokens` tokens (zero caches)."""
+    shape = cache_shape(config, batch, max_len)
+    return (torch.zeros((batch, tokens), dtype=torch.long), torch.zeros((batch, tokens), dtype=torch.long),
+            torch.arange(tokens), torch.ones((batch, max_len), dtype=torch.long), torch.tensor([tokens - 1]),
+            *[torch.zeros(shape, dtype=dtype) for _ in range(2 * config.num_hidden_layers)])
+
+
+STEP_INPUTS = ("input_ids", "position_ids", "cache_position", "attention_mask", "last")
 
 
 def cache_shape(config, batch: int, max_len: int) -> tuple[int, int, int, int]:
@@ -73,25 +89,22 @@ def cache_shape(config, batch: int, max_len: int) -> tuple[int, int, int, int]:
 
 def step_graph(model, batch: int, tokens: int, max_len: int):
     """The Graph of a step over `tokens` tokens, its caches carried as state."""
-    config = model.config
-    shape = cache_shape(config, batch, max_len)
-    caches = [torch.zeros(shape, dtype=model.dtype) for _ in range(2 * config.num_hidden_layers)]
-    example = (torch.zeros((batch, tokens), dtype=torch.long), torch.arange(tokens), torch.tensor([tokens - 1]),
-               *caches)
+    example = step_example(model.config, batch, tokens, max_len, model.dtype)
     with torch.no_grad():
         ep = torch.export.export(StepModule(model).eval(), example, strict=False)
     graph, _ = import_exported(ep)
-    if len(graph.outputs) != 1 + len(caches):
+    caches = len(example) - len(STEP_INPUTS)
+    if len(graph.outputs) != 1 + caches:
         raise OpenPrimError(f"the step of {type(model).__name__} returned {len(graph.outputs)} tensors, expected "
-                            f"the logits and {len(caches)} caches")
-    for k in range(len(caches)):
-        graph.carry(graph.inputs[3 + k], graph.outputs[1 + k])
+                            f"the logits and {caches} caches")
+    for k in range(caches):
+        graph.carry(graph.inputs[len(STEP_INPUTS) + k], graph.outputs[1 + k])
     return graph
 
 
 class Decoder:
-    """Greedy generation with `model` (a transformers causal LM, eval mode) compiled for `target`: batch
-    `batch`, prompt plus new tokens at most `max_len`."""
+    """Generation with `model` (a transformers causal LM, eval mode) compiled for `target`: at most `batch`
+    prompts at once, prompt plus new tokens at most `max_len`."""
 
     def __init__(self, model, batch: int = 1, max_len: int = 128, target="cpu", **options):
         limit = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
@@ -116,22 +129,90 @@ class Decoder:
             self.prefills[size] = exe
         return self.prefills[size]
 
-    def generate(self, input_ids, max_new_tokens: int) -> np.ndarray:
-        """The prompt [batch, P] (int) followed by max_new_tokens greedy tokens: [batch, P + max_new_tokens]."""
-        ids = np.asarray(input_ids, np.int64)
-        if ids.ndim != 2 or ids.shape[0] != self.batch or not ids.shape[1]:
-            raise OpenPrimError(f"input_ids must be [{self.batch}, P] with P >= 1, got {list(ids.shape)}")
-        prompt = ids.shape[1]
+    def generate(self, input_ids, max_new_tokens: int, attention_mask=None, *, do_sample: bool = False,
+                 temperature: float = 1.0, top_k: int | None = 50, top_p: float = 1.0, generator=None,
+                 eos_token_id=None, pad_token_id: int | None = None) -> np.ndarray:
+        """The prompts [rows, P] (int; rows <= batch) followed by up to max_new_tokens new tokens each, as
+        transformers' generate does: greedy, or with do_sample drawn from softmax(logits / temperature) cut
+        to the top_k tokens and the top_p nucleus (torch.multinomial on `generator`, else torch's global
+        generator: the same seed draws the same tokens as generate's). attention_mask [rows, P] marks left
+        padding with 0 (prompts of different lengths). A row that emits an eos_token_id (an int or a list)
+        continues with pad_token_id (default: the first eos); generation stops once every row has."""
+        ids, mask = self._prompts(input_ids, attention_mask)
+        rows, prompt = ids.shape
         if prompt + max_new_tokens > self.max_len:
             raise OpenPrimError(f"{prompt} prompt tokens + {max_new_tokens} new ones exceed max_len {self.max_len}")
+        choose = _sampler(do_sample, temperature, top_k, top_p, generator)
+        eos = np.atleast_1d(np.asarray([] if eos_token_id is None else eos_token_id, np.int64))
+        pad = int(eos[0]) if pad_token_id is None and len(eos) else pad_token_id
         if max_new_tokens <= 0:
             return ids
+        # The rows past `rows` repeat the first prompt; positions count a row's real tokens (HF's convention:
+        # a pad's position is 1); the cache mask is 1 past the prompt (causality hides what is not written).
+        full = np.concatenate([ids, np.repeat(ids[:1], self.batch - rows, 0)])
+        full_mask = np.concatenate([mask, np.repeat(mask[:1], self.batch - rows, 0)])
+        positions = np.where(full_mask == 1, np.cumsum(full_mask, 1) - 1, 1)
+        cache_mask = np.ones((self.batch, self.max_len), np.int64)
+        cache_mask[:, :prompt] = full_mask
         size = self.bucket(prompt)
-        padded = np.concatenate([ids, np.repeat(ids[:, -1:], size - prompt, axis=1)], axis=1)
+        tail = np.arange(1, size - prompt + 1)
         self.step.reset_state()
-        logits = self.prefill(prompt)(padded, np.arange(size), np.array([prompt - 1]))
-        out = [ids, np.argmax(logits, axis=-1)[:, None]]
-        for position in range(prompt, prompt + max_new_tokens - 1):
-            logits = self.step(out[-1], np.array([position]), np.array([0]))
-            out.append(np.argmax(logits, axis=-1)[:, None])
+        logits = self.prefill(prompt)(np.concatenate([full, np.repeat(full[:, -1:], size - prompt, 1)], 1),
+                                      np.concatenate([positions, positions[:, -1:] + tail], 1), np.arange(size),
+                                      cache_mask, np.array([prompt - 1]))
+        position = positions[:, -1:] + 1
+        out, unfinished = [ids], np.ones(rows, bool)
+        for step in range(max_new_tokens):
+            token = choose(logits[:rows])
+            if pad is not None:
+                token = np.where(unfinished, token, pad)
+            out.append(token[:, None])
+            if len(eos):
+                unfinished &= ~np.isin(token, eos)
+            if step == max_new_tokens - 1 or not unfinished.any():
+                break
+            feed = np.concatenate([token, np.repeat(token[:1], self.batch - rows)])[:, None]
+            logits = self.step(feed, position, np.array([prompt + step]), cache_mask, np.array([0]))
+            position = position + 1
         return np.concatenate(out, axis=1)
+
+    def _prompts(self, input_ids, attention_mask) -> tuple[np.ndarray, np.ndarray]:
+        """The prompts and their mask (ones when not given), checked."""
+        ids = np.asarray(input_ids)
+        if ids.ndim != 2 or not 1 <= ids.shape[0] <= self.batch or not ids.shape[1] or \
+                not np.issubdtype(ids.dtype, np.integer):
+            raise OpenPrimError(f"input_ids must be integers [rows, P] with 1 <= rows <= {self.batch} (the "
+                                f"decoder's batch) and P >= 1, got {ids.dtype}{list(ids.shape)}")
+        if attention_mask is None:
+            return ids.astype(np.int64), np.ones(ids.shape, np.int64)
+        mask = np.asarray(attention_mask)
+        if mask.shape != ids.shape or not np.isin(mask, (0, 1)).all():
+            raise OpenPrimError(f"attention_mask must be 0/1 of the prompts' shape {list(ids.shape)}, got "
+                                f"{mask.dtype}{list(mask.shape)}")
+        if not (np.diff(mask.astype(np.int64), axis=1) >= 0).all() or not mask[:, -1].all():
+            raise OpenPrimError("attention_mask: only left padding is supported (each row's zeros before its "
+                                "ones, the last token real)")
+        return ids.astype(np.int64), mask.astype(np.int64)
+
+
+def _sampler(do_sample: bool, temperature: float, top_k: int | None, top_p: float, generator):
+    """logits [rows, V] -> the next token of each row [rows]: argmax, or a draw after transformers' warpers
+    (temperature, top-k, top-p, in that order; filtered tokens at -inf)."""
+    if not do_sample:
+        return lambda logits: np.argmax(logits, axis=-1)
+    if not temperature > 0 or not 0 < top_p <= 1 or (top_k is not None and top_k < 0):
+        raise OpenPrimError(f"sampling needs temperature > 0, 0 < top_p <= 1 and top_k >= 0, got temperature="
+                            f"{temperature}, top_p={top_p}, top_k={top_k}")
+
+    def draw(logits):
+        scores = torch.from_numpy(np.asarray(logits, np.float32)) / temperature
+        if top_k:
+            kth = torch.topk(scores, min(top_k, scores.shape[-1]))[0][..., -1, None]
+            scores = scores.masked_fill(scores < kth, -float("inf"))
+        if top_p < 1:
+            ordered, order = torch.sort(scores, descending=False)
+            drop = ordered.softmax(dim=-1).cumsum(dim=-1) <= 1 - top_p
+            drop[..., -1:] = False
+            scores = scores.masked_fill(drop.scatter(1, order, drop), -float("inf"))
+        return torch.multinomial(scores.softmax(dim=-1), 1, generator=generator)[:, 0].numpy()
+    return draw

@@ -195,3 +195,59 @@ def test_greedy_decoding(kind):
     assert sorted(dec.prefills) == [8]
     with pytest.raises(OpenPrimError, match="exceed max_len 24"):
         dec.generate(ids, 20)
+
+
+@cpu_only
+@pytest.mark.parametrize("kind", ["gpt2", "llama"])
+def test_generate_like_transformers(kind):
+    """Decoder.generate against transformers' generate on the same model: three prompts left-padded to 6
+    tokens (lengths 6, 4, 2) greedy; sampling under one seed (defaults, top-k, top-p, all three with a
+    temperature): the same tokens drawn; eos ids ending every row after one token (generation stops early, as
+    generate's); two rows on a decoder of three."""
+    pytest.importorskip("transformers")
+    torch = pytest.importorskip("torch")
+    decoding = pytest.importorskip("openprim.decoding")
+    import language_models
+    model = language_models.small_decoder(kind)
+    dec = decoding.Decoder(model, batch=3, max_len=24)
+    rng = np.random.default_rng(3)
+    ids = rng.integers(1, 97, (3, 6))
+    mask = np.ones_like(ids)
+    mask[1, :2] = mask[2, :4] = 0
+    ids[mask == 0] = 0
+
+    def hf(rows=3, **kw):
+        with torch.no_grad():
+            return model.generate(input_ids=torch.tensor(ids[:rows]), attention_mask=torch.tensor(mask[:rows]),
+                                  pad_token_id=0, **kw).numpy()
+    greedy = dec.generate(ids, 10, mask)
+    np.testing.assert_array_equal(greedy, hf(max_new_tokens=10, do_sample=False))
+    assert len(set(greedy[:, 6:].ravel())) > 6, "the reference repeats itself: a weak test"
+    for kw in [{}, {"top_k": 5}, {"top_p": 0.8, "top_k": 0}, {"temperature": 0.7, "top_k": 20, "top_p": 0.9}]:
+        torch.manual_seed(7)
+        want = hf(max_new_tokens=10, do_sample=True, **kw)
+        torch.manual_seed(7)
+        np.testing.assert_array_equal(dec.generate(ids, 10, mask, do_sample=True, **kw), want)
+    eos = sorted(set(greedy[:, 6]))
+    out = dec.generate(ids, 10, mask, eos_token_id=eos, pad_token_id=0)
+    np.testing.assert_array_equal(out, hf(max_new_tokens=10, do_sample=False, eos_token_id=eos))
+    assert out.shape == (3, 7)
+    np.testing.assert_array_equal(dec.generate(ids[:2], 8, mask[:2]), hf(rows=2, max_new_tokens=8))
+
+
+@cpu_only
+def test_generate_refusals():
+    pytest.importorskip("transformers")
+    decoding = pytest.importorskip("openprim.decoding")
+    import language_models
+    dec = decoding.Decoder(language_models.small_decoder("gpt2"), batch=2, max_len=16)
+    ids = np.ones((2, 4), np.int64)
+    for args, kw, match in [((np.ones((3, 4), np.int64), 2), {}, r"1 <= rows <= 2 \(the decoder's batch\)"),
+                            ((ids.astype(np.float32), 2), {}, "must be integers"),
+                            ((ids, 2, np.array([[1, 1, 0, 0], [1, 1, 1, 1]])), {}, "only left padding"),
+                            ((ids, 2, np.ones((2, 3))), {}, "of the prompts' shape"),
+                            ((ids, 2), {"do_sample": True, "top_p": 0.0}, "0 < top_p <= 1"),
+                            ((ids, 2), {"do_sample": True, "temperature": 0}, "temperature > 0"),
+                            ((ids, 13), {}, "exceed max_len 16")]:
+        with pytest.raises(OpenPrimError, match=match):
+            dec.generate(*args, **kw)
