@@ -6,8 +6,9 @@ then keeps its linalg form (a transform schedule on the CPU, prim-gpu-map's grid
 A conv2d/matmul's builder is its solver's `kernel(request)` (solvers/); the other ops' builders are
 the table below, keyed by (op, target kind): on the CPU, vectorized row kernels (kernels/cpu/rows.py) for
 softmax / log_softmax / layer_norm, whose reference lowering calls libm's scalar expf per value, and
-pooling read in place (kernels/cpu/pool.py) instead of through a padded copy, and index_copy writing only its
-rows into a buffer it shares with its input (kernels/cpu/index_copy.py: a KV cache).
+pooling read in place (kernels/cpu/pool.py) instead of through a padded copy, index_copy writing only its
+rows into a buffer it shares with its input (kernels/cpu/index_copy.py: a KV cache), and per-channel sums of
+channels-last maps swept row by row (kernels/cpu/channel_sums.py: batch norm training and its backward).
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Callable
 
 from openprim.base.target import Target
 
+from .cpu import channel_sums as cpu_channel_sums
 from .cpu import index_copy as cpu_index_copy
 from .cpu import pool as cpu_pool
 from .cpu import rows as cpu_rows
@@ -59,6 +61,11 @@ def _cpu_rows(r: KernelRequest) -> str | None:
         if reduced else None
 
 
+def _cpu_channel_sums(r: KernelRequest) -> str | None:
+    """Rows of a channels-last map swept in order, chunks split between the threads (cpu/channel_sums.py)."""
+    return cpu_channel_sums.channel_kernel(r.name, r.signature, r.op, r.attrs, r.dtype)
+
+
 def _pool(r: KernelRequest) -> str | None:
     """One pass over the window per output (pool.py), NHWC only."""
     return pool.pool_kernel(r.name, r.signature, r.op[:3], r.attrs, r.shape, r.dtype) \
@@ -100,6 +107,8 @@ OP_KERNELS: dict[tuple[str, str], Callable[[KernelRequest], str | None]] = {
     **{(op, "cpu"): _cpu_pool for op in ("max_pool2d", "avg_pool2d", "global_avg_pool")},
     **{("transpose", kind): _transpose for kind in GPU_KINDS},
     ("index_copy", "cpu"): _cpu_index_copy,
+    **{(op, "cpu"): _cpu_channel_sums for op in ("batch_norm_statistics", "batch_norm_training", "batch_norm_backward",
+                                                 "reduce")},
     **{("index_copy", kind): _gpu_index_copy for kind in GPU_KINDS},
 }
 

@@ -1,0 +1,67 @@
+"""Per-channel sums of channels-last maps (kernels/cpu/channel_sums.py on the CPU): batch norm's statistics,
+its training forward and backward in NHWC, and reduces over every dim but the last, against float64 numpy.
+
+Shapes cover one chunk of rows run serially, many chunks split between the threads with a short last chunk,
+channel counts below, at and past a vector (3, 16, 37, 130: the C % 16 tail masked) and past one group of
+channel vectors; f16 and bf16 maps are widened to f32 and rounded once."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import openprim
+import reference as ref
+from openprim.pyfrontend import Graph
+
+from helpers import TARGET, assert_close, rounded, run_on_gpu
+
+SHAPES = [(1, 3, 5, 16), (2, 7, 9, 3), (3, 33, 31, 37), (2, 19, 23, 130), (8, 56, 56, 64)]
+
+
+def run(g: Graph, feeds: list) -> list:
+    res = run_on_gpu(g, feeds)[2] if TARGET != "cpu" else openprim.compile(g)(*feeds)
+    return list(res) if isinstance(res, (tuple, list)) else [res]
+
+
+def data(shape, dtype, seed, offset=0.0):
+    """Random values rounded to dtype, off zero by `offset` (a mean the two-pass variance must handle)."""
+    return rounded(np.random.default_rng(seed).standard_normal(shape) * 2 + offset, dtype)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+def test_statistics_training_backward(shape, dtype):
+    C = shape[-1]
+    x, dy = data(shape, dtype, sum(shape), offset=3.0), data(shape, dtype, C)
+    scale, shift = data((C,), dtype, 1) + 1, data((C,), dtype, 2)
+    g = Graph(dtype=dtype)
+    xi, dyi, si, bi = g.input("x", shape), g.input("dy", shape), g.input("s", (C,)), g.input("b", (C,))
+    mean, inv = g.batch_norm_statistics(xi, layout="NHWC")
+    g.output(mean)
+    g.output(inv)
+    g.output(g.batch_norm_training(xi, si, bi, layout="NHWC"))
+    for t in g.batch_norm_backward(dyi, xi, si, mean, inv, layout="NHWC"):
+        g.output(t)
+    out = run(g, [x, dy, scale, shift])
+    want_mean, want_inv = ref.batch_norm_statistics(x, layout="NHWC")
+    rows = x.size // C
+    assert_close(out[0], want_mean, dtype, rows, "mean")
+    assert_close(out[1], want_inv, dtype, what="inv_std")
+    assert_close(out[2], ref.batch_norm_training(x, scale, shift, layout="NHWC"), dtype, what="training")
+    # the backward from the statistics as computed (as a training step uses them)
+    stats = [rounded(o, dtype) for o in out[:2]]
+    for got, want, what in zip(out[3:], ref.batch_norm_backward(dy, x, scale, *stats, layout="NHWC"),
+                               ("dx", "dscale", "dshift")):
+        assert_close(got, want, dtype, rows if what != "dx" else 1, what)
+
+
+@pytest.mark.parametrize("shape,axes,keepdims", [((2, 9, 11, 37), [0, 1, 2], 0), ((8, 56, 56, 64), [0, 1, 2], 1),
+                                                 ((300, 130), [0], 0), ((5, 7, 16), [-3, -2], 1)])
+@pytest.mark.parametrize("kind", ["sum", "mean", "max", "min"])
+def test_reduce_leading_dims(shape, axes, keepdims, kind):
+    x = data(shape, "f32", len(shape) + shape[-1], offset=-1.0)
+    g = Graph()
+    g.output(g.reduce(g.input("x", shape), kind, axes, keepdims=bool(keepdims)))
+    want = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}[kind](x, axis=tuple(axes),
+                                                                                 keepdims=bool(keepdims))
+    assert_close(run(g, [x])[0], want, "f32", x.size // shape[-1] if kind in ("sum", "mean") else 1)
