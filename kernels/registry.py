@@ -19,6 +19,7 @@ from openprim.base.target import Target
 
 from .cpu import channel_sums as cpu_channel_sums
 from .cpu import index_copy as cpu_index_copy
+from .cpu import max_pool_backward as cpu_max_pool_backward
 from .cpu import pool as cpu_pool
 from .cpu import rows as cpu_rows
 from .gpu import index_copy as gpu_index_copy
@@ -66,6 +67,11 @@ def _cpu_channel_sums(r: KernelRequest) -> str | None:
     return cpu_channel_sums.channel_kernel(r.name, r.signature, r.op, r.attrs, r.dtype)
 
 
+def _cpu_max_pool_backward(r: KernelRequest) -> str | None:
+    """Each window scatters its dy to its first maximum, images split between the threads, NHWC f32."""
+    return cpu_max_pool_backward.max_pool_backward_kernel(r.name, r.signature, r.attrs, r.dtype)
+
+
 def _pool(r: KernelRequest) -> str | None:
     """One pass over the window per output (pool.py), NHWC only."""
     return pool.pool_kernel(r.name, r.signature, r.op[:3], r.attrs, r.shape, r.dtype) \
@@ -107,6 +113,7 @@ OP_KERNELS: dict[tuple[str, str], Callable[[KernelRequest], str | None]] = {
     **{(op, "cpu"): _cpu_pool for op in ("max_pool2d", "avg_pool2d", "global_avg_pool")},
     **{("transpose", kind): _transpose for kind in GPU_KINDS},
     ("index_copy", "cpu"): _cpu_index_copy,
+    ("max_pool2d_backward", "cpu"): _cpu_max_pool_backward,
     **{(op, "cpu"): _cpu_channel_sums for op in ("batch_norm_statistics", "batch_norm_training", "batch_norm_backward",
                                                  "reduce")},
     **{("index_copy", kind): _gpu_index_copy for kind in GPU_KINDS},

@@ -108,6 +108,8 @@ MAXPOOL = [
          dilation=2, ceil_mode=False),
     dict(id="nhwc_k2s2_ceil_odd", layout="NHWC", x=(1, 7, 5, 4), kernel=2, stride=2, padding=0, dilation=1,
          ceil_mode=True),
+    dict(id="nhwc_threads_tail", layout="NHWC", x=(4, 40, 36, 37), kernel=3, stride=2, padding=1, dilation=1,
+         ceil_mode=False),   # images split between the threads on the CPU, 37 channels: a vector tail
 ]
 AVGPOOL = [
     dict(id="k3s2p1_ceil_incl", layout="NCHW", x=(2, 3, 9, 8), kernel=3, stride=2, padding=1, ceil_mode=True,
@@ -326,6 +328,19 @@ def test_max_pool2d_backward(dtype, pipeline, rng):
         wants.append(ref.max_pool2d_backward(dyv, xv, layout=cfg["layout"], **kw))
     for out, want, cfg in zip(net.run(pipeline, *outs), wants, MAXPOOL):
         assert_close(out, want, dtype, reduction=4, what=cfg["id"])
+
+
+@pytest.mark.skipif(TARGET != "cpu", reason="the CPU kernel (kernels/cpu/max_pool_backward.py)")
+def test_max_pool2d_backward_ties():
+    """Windows full of equal values (three levels): each window's gradient goes to its first maximum in
+    row-major order, exactly, as PyTorch's does."""
+    x = np.random.default_rng(5).integers(0, 3, (3, 17, 19, 21)).astype(np.float32)
+    kw = dict(kernel=3, stride=2, padding=1, dilation=1, ceil_mode=True)
+    dy = np.random.default_rng(6).standard_normal(ref.max_pool2d(x, layout="NHWC", **kw).shape).astype(np.float32)
+    g = Graph()
+    g.output(g.max_pool2d_backward(g.input("dy", dy.shape), g.input("x", x.shape), layout="NHWC", **kw))
+    np.testing.assert_allclose(openprim.compile(g)(dy, x), ref.max_pool2d_backward(dy, x, layout="NHWC", **kw),
+                               rtol=1e-6, atol=1e-6)
 
 
 @pytest.mark.parametrize("dtype,pipeline", grid())
