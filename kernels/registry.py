@@ -7,8 +7,10 @@ A conv2d/matmul's builder is its solver's `kernel(request)` (solvers/); the othe
 the table below, keyed by (op, target kind): on the CPU, vectorized row kernels (kernels/cpu/rows.py) for
 softmax / log_softmax / layer_norm, whose reference lowering calls libm's scalar expf per value, and
 pooling read in place (kernels/cpu/pool.py) instead of through a padded copy, index_copy writing only its
-rows into a buffer it shares with its input (kernels/cpu/index_copy.py: a KV cache), and per-channel sums of
-channels-last maps swept row by row (kernels/cpu/channel_sums.py: batch norm training and its backward).
+rows into a buffer it shares with its input (kernels/cpu/index_copy.py: a KV cache), per-channel sums of
+channels-last maps swept row by row (kernels/cpu/channel_sums.py: batch norm training and its backward),
+max pooling's input gradient scattered per window (kernels/cpu/max_pool_backward.py), and transposes that
+read and write in runs (kernels/cpu/transpose.py).
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ from .cpu import channel_sums as cpu_channel_sums
 from .cpu import index_copy as cpu_index_copy
 from .cpu import max_pool_backward as cpu_max_pool_backward
 from .cpu import pool as cpu_pool
+from .cpu import transpose as cpu_transpose
 from .cpu import rows as cpu_rows
 from .gpu import index_copy as gpu_index_copy
 from .gpu import pool, rows, transpose
@@ -98,6 +101,11 @@ def _gpu_index_copy(r: KernelRequest) -> str:
     return gpu_index_copy.index_copy_kernel(r.name, r.signature, r.attrs["axis"])
 
 
+def _cpu_transpose(r: KernelRequest) -> str | None:
+    """Runs on both sides: rows copied, or tiles transposed in registers (cpu/transpose.py)."""
+    return cpu_transpose.transpose_kernel(r.name, r.signature, r.attrs["perm"])
+
+
 def _transpose(r: KernelRequest) -> str | None:
     """A tiled transpose through shared memory (transpose.py) for permutations that swap two blocks."""
     return transpose.transpose_kernel(r.name, r.signature, r.attrs["perm"], r.dtype) \
@@ -112,6 +120,7 @@ OP_KERNELS: dict[tuple[str, str], Callable[[KernelRequest], str | None]] = {
     **{("global_avg_pool", kind): _global_pool for kind in GPU_KINDS},
     **{(op, "cpu"): _cpu_pool for op in ("max_pool2d", "avg_pool2d", "global_avg_pool")},
     **{("transpose", kind): _transpose for kind in GPU_KINDS},
+    ("transpose", "cpu"): _cpu_transpose,
     ("index_copy", "cpu"): _cpu_index_copy,
     ("max_pool2d_backward", "cpu"): _cpu_max_pool_backward,
     **{(op, "cpu"): _cpu_channel_sums for op in ("batch_norm_statistics", "batch_norm_training", "batch_norm_backward",
