@@ -9,7 +9,9 @@
    is forced, a grouped convolution with a constant filter on a GPU becomes a denser one with a
    block-diagonal filter, and a strided 1x1 convolution on the CPU reads a strided slice of its input,
    where the predicted time says so; a GPU convolution with few input channels gets zero channels for the
-   matrix cores where that pays.
+   matrix cores where that pays. A backward-data convolution becomes forward ones where that pays: a
+   stride-1 one the forward convolution it is (_backward_data_as_forward), a strided one a stride-1
+   convolution per phase of its rows and columns, interleaved (passes/backward_data_phases.py).
 2. Solver, MIOpen-style. A forced solver (`solver=` option or $OPENPRIM_SOLVER) wins; otherwise the mode
    (`mode=` option, else $OPENPRIM_FIND_MODE, else hybrid) decides where the choice comes from:
      immediate  the tuning database (tuning/db.py), else the heuristic: the applicable solver of the
@@ -58,13 +60,11 @@ from openprim.solvers.problem import SOLVER_OP, DepthwisePointwiseProblem, probl
 from . import slow_fallbacks
 from .param_layouts import store_params_permuted
 from .prim_layout import MARK, cancel_transposes, check_layout, lay_out
-from .rewrite import (constant, create, index_constant, new_constant, pad_zeros, producer, rebuild, reshape,
+from .backward_data_phases import backward_data_by_phases
+from .rewrite import (constant, create, filter_perm, index_constant, new_constant, pad_zeros, producer, rebuild, reshape,
                       single_use, swap, transformed_constant, transpose)
 
 NAME = "prim-select"
-def filter_perm(have: str, want: str) -> list[int]:
-    """The transpose taking a filter from layout `have` to `want` (plain layouts: KCRS, KRSC, RSCK)."""
-    return [have.index(d) for d in want]
 
 
 def _unit_transposes_to_views(fn) -> None:
@@ -503,6 +503,10 @@ def prepare(fn, layout: str, target: Target, forced: str = "") -> list[ir.Operat
     else:
         lay_out(fn, layout)
     _fuse_depthwise_pointwise(fn, target, forced)
+    if not forced:
+        cost = lambda problem: heuristic(problem, "conv2d", target, False).cost(problem, target)  # noqa: E731
+        for op in ops():
+            backward_data_by_phases(op, target, cost)
     reshape_problem = (lambda op: op) if forced else \
         (lambda op: _subsample_pointwise(_densify_groups(_backward_data_as_forward(op, target), target), target))
     return [_pad_columns(_pad_channels(reshape_problem(_untranspose_rhs(op)), target), target) for op in ops()

@@ -119,6 +119,11 @@ def index_constant(data, loc) -> ir.Value:
                                loc=loc).result
 
 
+def filter_perm(have: str, want: str) -> list[int]:
+    """The transpose taking a filter from layout `have` to `want` (plain layouts: KCRS, KRSC, RSCK)."""
+    return [have.index(d) for d in want]
+
+
 def reshape(v: ir.Value, shape, loc) -> ir.Value:
     """prim.reshape of v to `shape` (same element count, row-major order)."""
     return ir.Operation.create("prim.reshape", results=[ir.RankedTensorType.get(list(shape), v.type.element_type)],

@@ -7,6 +7,9 @@ With the forward convolution x [N, H, W, C] * w [R, S, C, K] -> y [N, OH, OW, K]
       dx = dy padded by (d(R-1) - top, d(S-1) - left, ...) correlated with the filter's taps reversed and its
       C and K swapped: wf[r, s, k, c] = w[R-1-r, S-1-s, c, k]. That is a forward convolution of K input and C
       output channels (`forward_problem`, `flip_pads`), which every forward solver computes.
+  bwd_data, stride > 1 (no solver here either: passes/backward_data_phases.py)
+      one stride-1 forward convolution per phase (ih mod sh, iw mod sw) with that phase's taps reversed,
+      interleaved by concatenations, where the predicted time says so.
   bwd_data, any stride (conv_bwd_data_gemm)
       dcol [N OH OW, R S C] = dy [N OH OW, K] x w [K, R S C]   (one GEMM, the GEMM solver's schedule; the
       filter laid out KRSC by prim-select), then col2im: dx[n, ih, iw, c] = the sum over the taps (r, s) of
