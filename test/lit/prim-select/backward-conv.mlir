@@ -1,7 +1,8 @@
 // Backward convolutions get solvers of their direction (issue 31; solvers/cpu_backward.py). A stride-1 input
 // gradient is the forward convolution of dy with the filter's taps reversed (a gather of the 9 taps) and its
-// K and C swapped (one transpose into RSCK), so a forward solver serves it; a strided one is
-// conv_bwd_data_gemm on a KRSC filter; a filter gradient is conv_bwd_weights_gemm, computed RSCK and
+// K and C swapped (one transpose into RSCK), so a forward solver serves it; a strided one is a stride-1
+// forward convolution per phase, interleaved (prim-select/backward-data-phases.mlir; conv_bwd_data_gemm
+// where it is forced: backward-forced.mlir); a filter gradient is conv_bwd_weights_gemm, computed RSCK and
 // transposed back (the two transposes after it in a row are one).
 // RUN: openprim-opt %s -p prim-select | filecheck %s
 
@@ -16,8 +17,9 @@
 // CHECK-NEXT:  %[[DX:.+]] = "prim.conv2d"(%[[DY]], %[[WF]]) {{{.*}}filter_layout = "RSCK"{{.*}}padding = array<i64: 1, 1, 1, 1>
 // CHECK-SAME:  prim.problem = "conv2d-2x6x9x7-k4-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-RSCK-f32-none"
 // CHECK-SAME:  strides = array<i64: 1, 1>} : (tensor<2x9x7x6xf32>, tensor<3x3x6x4xf32>) -> tensor<2x9x7x4xf32>
-// CHECK:       %[[DX2:.+]] = "prim.conv2d_backward_data"({{.*}}, %[[W]]) {{{.*}}filter_layout = "KRSC"
-// CHECK-SAME:  prim.problem = "conv2d_bwd_data-2x4x9x7-k6-3x3-s2x2-p1x1x1x1-d1x1-g1-NHWC-KRSC-f32-none", prim.solver = "conv_bwd_data_gemm"
+// CHECK-NOT:   "prim.conv2d_backward_data"
+// CHECK:       "prim.conv2d"({{.*}}prim.problem = "conv2d-2x6x5x4-k4-2x2-s1x1-p0x0x1x1-d1x1-g1-NHWC-RSCK-f32-none"
+// CHECK:       "prim.concat"({{.*}}) {axis = 2 : i64} : (tensor<2x5x8x4xf32>, tensor<2x5x8x4xf32>) -> tensor<2x5x16x4xf32>
 // CHECK:       %[[DW:.+]] = "prim.conv2d_backward_weights"({{.*}}, %[[DY]]) {{{.*}}filter_layout = "RSCK"
 // CHECK-SAME:  prim.problem = "conv2d_bwd_weights-2x4x9x7-k6-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-KRSC-f32-none", prim.solver = "conv_bwd_weights_gemm"
 // CHECK-SAME:  -> tensor<3x3x4x6xf32>
