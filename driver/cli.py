@@ -302,9 +302,15 @@ def _inspect_dynamic(path: str, manifest: dict, buckets: dict, pool: bytes) -> i
            "padded by repeating rows" + (", split into buckets" if spec["split"] else ""))
     print(f"{path}: {manifest['format']} version {manifest['version']}, {manifest.get('compiler')}, "
           f"target {manifest['target']}")
-    print(f"dynamic {spec['what']} '{spec['name']}' in [{spec['low']}, {spec['high']}], {how}: inputs "
-          + ", ".join(f"{n} dim {d}" for n, d in spec["inputs"].items()) + "; outputs "
-          + ", ".join(f"{k} dim {d}" for k, d in enumerate(spec["outputs"]) if d is not None))
+    if "decoder" in spec:
+        state = buckets[min(buckets)][0]["plan"].get("state_bytes", 0)
+        print(f"decoder: batch {spec['decoder']['batch']}, up to {spec['decoder']['max_len']} tokens; the one-token "
+              f"step and prefill buckets up to {spec['high']} prompt tokens, on one carried state of {state} B "
+              f"(runtime.load(path).generate)")
+    else:
+        print(f"dynamic {spec['what']} '{spec['name']}' in [{spec['low']}, {spec['high']}], {how}: inputs "
+              + ", ".join(f"{n} dim {d}" for n, d in spec["inputs"].items()) + "; outputs "
+              + ", ".join(f"{k} dim {d}" for k, d in enumerate(spec["outputs"]) if d is not None))
     print(f"weights: {len(pool)} B pooled for {len(buckets)} buckets")
     for b, (inner, kernels) in buckets.items():
         plan = inner["plan"]

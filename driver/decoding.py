@@ -21,13 +21,21 @@ cache; the decode step and every prefill bucket share one state region (`share_s
 """
 from __future__ import annotations
 
+import os
+import time
+
 import numpy as np
 import torch
 from transformers.cache_utils import Cache, StaticLayer
 
 import openprim
+from openprim import compiler
 from openprim.base.errors import OpenPrimError
 from openprim.pyfrontend.torch.importer import import_exported
+from openprim.runtime import artifact, generation
+from openprim.runtime.buckets import BatchRange
+
+from . import dynamic_batch
 
 
 class CarriedLayer(StaticLayer):
@@ -137,72 +145,38 @@ class Decoder:
         to the top_k tokens and the top_p nucleus (torch.multinomial on `generator`, else torch's global
         generator: the same seed draws the same tokens as generate's). attention_mask [rows, P] marks left
         padding with 0 (prompts of different lengths). A row that emits an eos_token_id (an int or a list)
-        continues with pad_token_id (default: the first eos); generation stops once every row has."""
-        ids, mask = self._prompts(input_ids, attention_mask)
-        rows, prompt = ids.shape
-        if prompt + max_new_tokens > self.max_len:
-            raise OpenPrimError(f"{prompt} prompt tokens + {max_new_tokens} new ones exceed max_len {self.max_len}")
-        choose = _sampler(do_sample, temperature, top_k, top_p, generator)
-        eos = np.atleast_1d(np.asarray([] if eos_token_id is None else eos_token_id, np.int64))
-        pad = int(eos[0]) if pad_token_id is None and len(eos) else pad_token_id
-        if max_new_tokens <= 0:
-            return ids
-        # The rows past `rows` repeat the first prompt; positions count a row's real tokens (HF's convention:
-        # a pad's position is 1); the cache mask is 1 past the prompt (causality hides what is not written).
-        full = np.concatenate([ids, np.repeat(ids[:1], self.batch - rows, 0)])
-        full_mask = np.concatenate([mask, np.repeat(mask[:1], self.batch - rows, 0)])
-        positions = np.where(full_mask == 1, np.cumsum(full_mask, 1) - 1, 1)
-        cache_mask = np.ones((self.batch, self.max_len), np.int64)
-        cache_mask[:, :prompt] = full_mask
-        size = self.bucket(prompt)
-        tail = np.arange(1, size - prompt + 1)
-        self.step.reset_state()
-        logits = self.prefill(prompt)(np.concatenate([full, np.repeat(full[:, -1:], size - prompt, 1)], 1),
-                                      np.concatenate([positions, positions[:, -1:] + tail], 1), np.arange(size),
-                                      cache_mask, np.array([prompt - 1]))
-        position = positions[:, -1:] + 1
-        out, unfinished = [ids], np.ones(rows, bool)
-        for step in range(max_new_tokens):
-            token = choose(logits[:rows])
-            if pad is not None:
-                token = np.where(unfinished, token, pad)
-            out.append(token[:, None])
-            if len(eos):
-                unfinished &= ~np.isin(token, eos)
-            if step == max_new_tokens - 1 or not unfinished.any():
-                break
-            feed = np.concatenate([token, np.repeat(token[:1], self.batch - rows)])[:, None]
-            logits = self.step(feed, position, np.array([prompt + step]), cache_mask, np.array([0]))
-            position = position + 1
-        return np.concatenate(out, axis=1)
+        continues with pad_token_id (default: the first eos); generation stops once every row has
+        (runtime/generation.py runs the loop)."""
+        return generation.generate(self.step, self.prefill, self.bucket, self.batch, self.max_len, input_ids,
+                                   max_new_tokens, attention_mask, _sampler(do_sample, temperature, top_k, top_p,
+                                                                            generator), eos_token_id, pad_token_id)
 
-    def _prompts(self, input_ids, attention_mask) -> tuple[np.ndarray, np.ndarray]:
-        """The prompts and their mask (ones when not given), checked."""
-        ids = np.asarray(input_ids)
-        if ids.ndim != 2 or not 1 <= ids.shape[0] <= self.batch or not ids.shape[1] or \
-                not np.issubdtype(ids.dtype, np.integer):
-            raise OpenPrimError(f"input_ids must be integers [rows, P] with 1 <= rows <= {self.batch} (the "
-                                f"decoder's batch) and P >= 1, got {ids.dtype}{list(ids.shape)}")
-        if attention_mask is None:
-            return ids.astype(np.int64), np.ones(ids.shape, np.int64)
-        mask = np.asarray(attention_mask)
-        if mask.shape != ids.shape or not np.isin(mask, (0, 1)).all():
-            raise OpenPrimError(f"attention_mask must be 0/1 of the prompts' shape {list(ids.shape)}, got "
-                                f"{mask.dtype}{list(mask.shape)}")
-        if not (np.diff(mask.astype(np.int64), axis=1) >= 0).all() or not mask[:, -1].all():
-            raise OpenPrimError("attention_mask: only left padding is supported (each row's zeros before its "
-                                "ones, the last token real)")
-        return ids.astype(np.int64), mask.astype(np.int64)
+    def save(self, path: str, max_prompt: int | None = None) -> dict:
+        """One artifact at `path` with the decode step and a prefill bucket for every power of two up to
+        max_prompt (default max_len) tokens, all on one state, the weights pooled: `openprim.runtime.load(path)`
+        runs generate() with numpy alone (sampling from numpy's generator). Returns what
+        dynamic_batch.compile_buckets and write_dynamic report: {"buckets", "bytes", "pool_bytes", "seconds"}."""
+        t0 = time.perf_counter()
+        sizes = BatchRange(1, max_prompt or self.max_len, "prompt length")
+        if sizes.high > self.max_len:
+            raise OpenPrimError(f"max_prompt {sizes.high} is past max_len {self.max_len}")
+        _, parts, _ = dynamic_batch.compile_buckets(
+            lambda tokens: step_graph(self.model, self.batch, tokens, self.max_len), sizes.buckets,
+            compiler.target_of(self.target), self.options)
+        spec = {"name": "tokens", "what": sizes.what, "low": 1, "high": sizes.high, "per_octave": 1, "split": False,
+                "inputs": {"input_ids": 1, "position_ids": 1, "cache_position": 0}, "outputs": [None],
+                "padding": None, "decoder": {"batch": self.batch, "max_len": self.max_len}}
+        pool = artifact.write_dynamic(path, spec, parts)
+        return {"buckets": list(sizes.buckets), "bytes": os.path.getsize(path), "pool_bytes": pool,
+                "seconds": time.perf_counter() - t0}
 
 
 def _sampler(do_sample: bool, temperature: float, top_k: int | None, top_p: float, generator):
     """logits [rows, V] -> the next token of each row [rows]: argmax, or a draw after transformers' warpers
     (temperature, top-k, top-p, in that order; filtered tokens at -inf)."""
     if not do_sample:
-        return lambda logits: np.argmax(logits, axis=-1)
-    if not temperature > 0 or not 0 < top_p <= 1 or (top_k is not None and top_k < 0):
-        raise OpenPrimError(f"sampling needs temperature > 0, 0 < top_p <= 1 and top_k >= 0, got temperature="
-                            f"{temperature}, top_p={top_p}, top_k={top_k}")
+        return generation.sampler(False)
+    generation.check_sampling(temperature, top_k, top_p)
 
     def draw(logits):
         scores = torch.from_numpy(np.asarray(logits, np.float32)) / temperature

@@ -98,6 +98,21 @@ class Buckets:
 
 
 # ---------------------------------------------------------------------------- one artifact for the range
+def compile_buckets(build, sizes, target, options: dict) -> tuple[dict, dict, int]:
+    """({size: its Graph}, {size: (plan, kernels, weights, manifest meta)}, compile-cache hits): build(size)
+    compiled for each size through the compile cache, as runtime/artifact.write_dynamic takes them."""
+    graphs, parts, hits = {}, {}, 0
+    with tempfile.TemporaryDirectory(prefix="openprim-dynamic-") as tmp:
+        for b in sizes:
+            graphs[b] = build(b)
+            info = cache.save_cached(graphs[b], os.path.join(tmp, f"{b}.oprim"), target, options)
+            hits += bool(info.get("cache_hit"))
+            manifest, kernels, weights = artifact.read(os.path.join(tmp, f"{b}.oprim"))
+            parts[b] = (manifest["plan"], kernels, weights, {k: v for k, v in manifest.items() if k not in (
+                "format", "version", "kernel_files", "signatures", "members", "plan", "digest")})
+    return graphs, parts, hits
+
+
 def save(build, path: str, target, size_range: BatchRange, name: str, padding: dict | None = None,
          options: dict | None = None) -> dict:
     """One dynamic artifact (runtime/dynamic.py) at `path` for the dimension `name`: build(size) -> the
@@ -115,15 +130,7 @@ def save(build, path: str, target, size_range: BatchRange, name: str, padding: d
     if len(sizes) < 2:
         raise OpenPrimError(f"dynamic {name}={size_range.low}:{size_range.high} has one size: compile it without "
                             f"a dynamic dimension")
-    graphs, parts, hits = {}, {}, 0
-    with tempfile.TemporaryDirectory(prefix="openprim-dynamic-") as tmp:
-        for b in sizes:
-            graphs[b] = build(b)
-            info = cache.save_cached(graphs[b], os.path.join(tmp, f"{b}.oprim"), target, options)
-            hits += bool(info.get("cache_hit"))
-            manifest, kernels, weights = artifact.read(os.path.join(tmp, f"{b}.oprim"))
-            parts[b] = (manifest["plan"], kernels, weights, {k: v for k, v in manifest.items() if k not in (
-                "format", "version", "kernel_files", "signatures", "members", "plan", "digest")})
+    graphs, parts, hits = compile_buckets(build, sizes, target, options)
     plans = {b: p[0] for b, p in parts.items()}
     names = [i["name"] for i in plans[sizes[0]]["inputs"]]
     if padding is not None:   # an int key: the input at that position

@@ -30,6 +30,8 @@ from openprim.base.target import Target, parse_target
 
 from . import dynamic, kernel_files, manifest as manifest_check
 from .executable import build_executable
+from .executor import same_state_layout
+from .generation import Decoder
 from .gpu import DeviceWeights, open_device
 
 FORMAT = "openprim-artifact"
@@ -67,9 +69,16 @@ def write_dynamic(path: str, spec: dict, buckets: dict[int, tuple[dict, dict[str
     weights, meta): the weights pooled, each bucket's manifest and kernels under bucket-B/. Returns the
     pool's size in bytes."""
     order = sorted(buckets)
-    if any("params" in buckets[b][0] or "state" in buckets[b][0] for b in order):
-        raise OpenPrimError("a dynamic artifact cannot hold parameters (weights='values') or carried state yet; "
-                            "compile one artifact per size")
+    if any("params" in buckets[b][0] for b in order):
+        raise OpenPrimError("a dynamic artifact cannot hold parameters (weights='values') yet; compile one "
+                            "artifact per size")
+    stateful = [b for b in order if "state" in buckets[b][0]]
+    if stateful and "decoder" not in spec:
+        raise OpenPrimError("a dynamic artifact holds carried state only as a decoder's (its buckets share one "
+                            "state: openprim.decoding.Decoder.save); compile one artifact per size")
+    if stateful and (len(stateful) != len(order) or any(same_state_layout(buckets[b][0], buckets[order[0]][0])
+                                                         for b in order)):
+        raise OpenPrimError("a decoder artifact's buckets must carry the same state (names, shapes, dtypes)")
     plans, pool = dynamic.pool_weights([(buckets[b][0], buckets[b][2]) for b in order])
     members = {"weights.bin": pool}
     for b, plan in zip(order, plans):
@@ -199,7 +208,8 @@ def _dynamic_buckets(path: str, manifest: dict, members: dict[str, bytes], targe
 def load(path: str, device: int = 0, graphs: bool | None = None):
     """An executable for the artifact: on this machine's CPU, or on GPU `device` for a GPU target
     (graphs: replay its launches as a CUDA/HIP graph; None: unless OPENPRIM_GPU_GRAPHS=0). A dynamic
-    artifact gives a runtime.dynamic.DynamicExecutable, which makes each bucket's executable on first use."""
+    artifact gives a runtime.dynamic.DynamicExecutable, which makes each bucket's executable on first use;
+    a decoder artifact (openprim.decoding.Decoder.save) a runtime.generation.Decoder (`.generate`)."""
     manifest, kernels, weights, target, params = _read(path)
     if manifest["version"] == DYNAMIC_VERSION:
         return _load_dynamic(path, manifest, kernels, weights, target, device, graphs)
@@ -220,4 +230,4 @@ def _load_dynamic(path, manifest, buckets, pool, target, device, graphs):
         return build_executable(target, inner["plan"], kernels, shared, inner, dev, graphs, f"{path} (bucket {b})")
     exe = dynamic.DynamicExecutable(manifest["dynamic"], {b: inner["plan"] for b, (inner, _) in buckets.items()}, make)
     exe.manifest = manifest
-    return exe
+    return Decoder(exe) if "decoder" in manifest["dynamic"] else exe

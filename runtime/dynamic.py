@@ -23,7 +23,9 @@ Padding a batch is sound only where no output row depends on another (the compil
 before it writes the artifact); padding a sequence only where the padded positions are masked (the
 compiler checks the first padded bucket against an exact compile). `spec` is the manifest's "dynamic"
 entry: {"name", "what", "low", "high", "per_octave", "split", "inputs": {input name: dim},
-"outputs": [dim or None per output], "padding": {input name: value} or None (a batch: repeat rows)}.
+"outputs": [dim or None per output], "padding": {input name: value} or None (a batch: repeat rows)}, and
+for a decoder's artifact "decoder": {"batch", "max_len"}: its buckets are the token counts of the one-token
+step and the prefills, all working on one carried state (runtime/generation.py runs them).
 """
 from __future__ import annotations
 
@@ -143,7 +145,10 @@ class DynamicExecutable:
             raise OpenPrimError(f"no bucket {bucket}: this artifact's {self.spec['what']} buckets are {self.buckets}")
         with self._making:
             if bucket not in self.executables:
-                self.executables[bucket] = self._make(bucket)
+                exe = self._make(bucket)
+                if "decoder" in self.spec and self.executables:   # a decoder's buckets work on one state
+                    exe.share_state(next(iter(self.executables.values())))
+                self.executables[bucket] = exe
         return self.executables[bucket]
 
     def size_of(self, arrays) -> int:
@@ -158,6 +163,9 @@ class DynamicExecutable:
         return next(iter(sizes.values()))
 
     def __call__(self, *args, **kwargs):
+        if "decoder" in self.spec:
+            raise OpenPrimError("a decoder artifact is called through its generate() (runtime.load gives a "
+                                "runtime.generation.Decoder)")
         given = ordered_inputs(self.plan, args, kwargs)
         if any(is_device_array(a) for a in given):
             raise OpenPrimError("a dynamic artifact's call takes numpy arrays; for device arrays call one bucket's "

@@ -17,7 +17,7 @@ import openprim
 from openprim import compiler
 from openprim.base.errors import OpenPrimError
 from openprim.pyfrontend import Graph
-from openprim.runtime import load
+from openprim.runtime import artifact, load
 
 from helpers import TARGET, assert_close, run_on_gpu
 
@@ -251,3 +251,62 @@ def test_generate_refusals():
                             ((ids, 13), {}, "exceed max_len 16")]:
         with pytest.raises(OpenPrimError, match=match):
             dec.generate(*args, **kw)
+
+
+@cpu_only
+def test_decoder_artifact(tmp_path):
+    """Decoder.save: the step and the prefill buckets up to 8 tokens in one artifact (weights pooled, one state);
+    runtime.load runs generate with numpy alone: greedy tokens equal to the Decoder's (left-padded prompts),
+    seeded sampling repeatable, a prompt past the buckets refused; a plain dynamic artifact refuses state."""
+    pytest.importorskip("transformers")
+    decoding = pytest.importorskip("openprim.decoding")
+    import language_models
+    from openprim.runtime import generation
+    dec = decoding.Decoder(language_models.small_decoder("llama"), batch=2, max_len=20)
+    path = str(tmp_path / "llama.oprim")
+    info = dec.save(path, max_prompt=8)
+    assert info["buckets"] == [1, 2, 4, 8] and info["pool_bytes"] < info["bytes"]
+    run = load(path)
+    assert isinstance(run, generation.Decoder) and (run.batch, run.max_len) == (2, 20)
+    rng = np.random.default_rng(4)
+    ids = rng.integers(1, 97, (2, 7))
+    mask = np.ones_like(ids)
+    mask[1, :3] = 0
+    np.testing.assert_array_equal(run.generate(ids, 9, mask), dec.generate(ids, 9, mask))
+    np.testing.assert_array_equal(run.generate(ids[:1, 2:], 5), dec.generate(ids[:1, 2:], 5))
+    drawn = [run.generate(ids, 9, mask, do_sample=True, top_k=20, seed=s) for s in (1, 1, 2)]
+    np.testing.assert_array_equal(drawn[0], drawn[1])
+    assert not np.array_equal(drawn[0], drawn[2]) and drawn[0].max() < 97
+    with pytest.raises(OpenPrimError, match=r"outside the compiled range \[1, 8\]"):
+        run.generate(rng.integers(1, 97, (2, 9)), 2)
+    with pytest.raises(OpenPrimError, match="called through its generate"):
+        run.buckets(ids)
+    g = Graph()
+    x = g.input("x", (2, 3))
+    g.carry(x, g.add(x, x))
+    g.output(g.reduce(x, "sum"))
+    compiler.save(g, str(tmp_path / "state.oprim"))
+    m, kernels, weights = artifact.read(str(tmp_path / "state.oprim"))
+    parts = {b: (m["plan"], kernels, weights, {}) for b in (1, 2)}
+    with pytest.raises(OpenPrimError, match="carried state only as a decoder's"):
+        artifact.write_dynamic(str(tmp_path / "d.oprim"), {"name": "n"}, parts)
+
+
+def test_numpy_sampler():
+    """runtime.generation.sampler: top_k=1 and a tiny top_p are the argmax; with top_k=3 only the three best
+    tokens are drawn, at their softmax frequencies (20,000 draws, within 0.02); temperature sharpens."""
+    from openprim.runtime.generation import sampler
+    logits = np.random.default_rng(0).standard_normal((4, 50)) * 2
+    best = np.argmax(logits, -1)
+    np.testing.assert_array_equal(sampler(True, top_k=1, seed=0)(logits), best)
+    np.testing.assert_array_equal(sampler(True, top_k=0, top_p=1e-6, seed=0)(logits), best)
+    draw = sampler(True, top_k=3, seed=1)
+    rows = np.repeat(logits[:1], 20000, 0)
+    got = draw(rows)
+    top3 = np.argsort(logits[0])[-3:]
+    assert set(got) <= set(top3)
+    p = np.exp(logits[0, top3] - logits[0, top3].max())
+    p /= p.sum()
+    np.testing.assert_allclose([np.mean(got == t) for t in top3], p, atol=0.02)
+    cold = sampler(True, top_k=0, temperature=0.05, seed=2)(rows[:2000])
+    assert np.mean(cold == best[0]) > 0.9
