@@ -73,17 +73,7 @@ class _Channels:
     def load(self, buf, at, masked: bool, neutral: float = 0.0) -> str:
         """buf[at : at + 16] as f32; masked: the C % 16 tail lanes, the others `neutral`."""
         b = self.b
-        elem = buf[1].rsplit("x", 1)[1][:-1]
-        et, n = f"vector<{LANES}x{elem}>", b.fresh("ld")
-        if masked:
-            b.emit(f"{n} = vector.maskedload {buf[0]}[{b.idx(at)}], {self.mask}, {b.const(0.0, et)} "
-                   f": {buf[1]}, vector<{LANES}xi1>, {et} into {et}")
-        else:
-            b.emit(f"{n} = vector.load {buf[0]}[{b.idx(at)}] : {buf[1]}, {et}")
-        if elem != "f32":
-            w = b.fresh("x")
-            b.emit(f"{w} = arith.extf {n} : {et} to {self.vt}")
-            n = w
+        n = b.load_f32(buf, at, LANES, buf[1].rsplit("x", 1)[1][:-1], self.mask if masked else None)
         if masked and neutral != 0.0:
             w = b.fresh("x")
             b.emit(f"{w} = arith.select {self.mask}, {n}, {self.splat(neutral)} : vector<{LANES}xi1>, {self.vt}")

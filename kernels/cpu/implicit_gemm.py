@@ -75,6 +75,21 @@ class Body:
         self.emit(f"{n} = arith.truncf {y} : {ft} to {et}")
         return n
 
+    def load_f32(self, buf: tuple[str, str], at, width: int, elem: str, mask: str | None = None) -> str:
+        """buf[at : at + width] (a 1-d memref of `elem`) widened to vector<width x f32>; with a mask
+        (vector<width x i1>), a masked load whose other lanes are 0."""
+        et, n = f"vector<{width}x{elem}>", self.fresh("ld")
+        if mask:
+            self.emit(f"{n} = vector.maskedload {buf[0]}[{self.idx(at)}], {mask}, {self.const(0.0, et)} "
+                      f": {buf[1]}, vector<{width}xi1>, {et} into {et}")
+        else:
+            self.emit(f"{n} = vector.load {buf[0]}[{self.idx(at)}] : {buf[1]}, {et}")
+        if elem == "f32":
+            return n
+        w = self.fresh("x")
+        self.emit(f"{w} = arith.extf {n} : {et} to vector<{width}xf32>")
+        return w
+
     def flat(self, arg: tuple[str, str]) -> tuple[str, str]:
         """A 1-d view of a kernel argument (name, memref type)."""
         name, mtype = arg

@@ -47,9 +47,7 @@ class _MaxPoolBackward:
         return n
 
     def load(self, buf, at, width: int) -> str:
-        n = self.b.fresh("ld")
-        self.b.emit(f"{n} = vector.load {buf[0]}[{self.b.idx(at)}] : {buf[1]}, {self.vt(width)}")
-        return n
+        return self.b.load_f32(buf, at, width, "f32")
 
     def store(self, value: str, buf, at, width: int) -> None:
         self.b.emit(f"vector.store {value}, {buf[0]}[{self.b.idx(at)}] : {buf[1]}, {self.vt(width)}")

@@ -77,18 +77,7 @@ class _Rows:
     # ------------------------------------------------------------------ memory
     def load(self, buf, at, masked: bool, dtype: str | None = None) -> str:
         """The vector buf[at : at + 16] as f32; masked: only the row's L % 16 tail lanes (others 0)."""
-        b, dtype = self.b, dtype or self.dtype
-        et, n = f"vector<{LANES}x{dtype}>", b.fresh("ld")
-        if masked:
-            b.emit(f"{n} = vector.maskedload {buf[0]}[{b.idx(at)}], {self.mask}, {b.const(0.0, et)} "
-                   f": {buf[1]}, vector<{LANES}xi1>, {et} into {et}")
-        else:
-            b.emit(f"{n} = vector.load {buf[0]}[{b.idx(at)}] : {buf[1]}, {et}")
-        if dtype == "f32":
-            return n
-        w = b.fresh("x")
-        b.emit(f"{w} = arith.extf {n} : {et} to {self.vt}")
-        return w
+        return self.b.load_f32(buf, at, LANES, dtype or self.dtype, self.mask if masked else None)
 
     def row_values(self, at, masked: bool) -> str:
         """x[at : at + 16] (+ residual[at : at + 16]) as f32."""
