@@ -33,6 +33,7 @@ from openprim.solvers.cpu import GemmBackedSolver, _matmul, _pad_nhwc
 from openprim.solvers.problem import ConvProblem, GemmProblem
 
 NO_EPILOGUE = {"activation": "none", "activation_params": []}
+GATHER_NS = (1.5, 0.6)   # col2im's ns per input-gradient element: a base and per filter tap (ConvBwdDataGemm.cost)
 REFERENCE_TARGETS = ("cpu", "nvvm", "rocdl")
 
 
@@ -76,8 +77,11 @@ class ConvBwdDataGemm(GemmBackedSolver):
     efficiency = 0.7
 
     def cost(self, p, target):
-        col = 4 * p.n * p.oh * p.ow * p.r * p.s * p.c
-        return super().cost(p, target) + 3 * col / (target.rates[1] * 1e9)
+        """The GEMM's, plus col2im: a scalar gather per input-gradient element and tap, measured at about
+        GATHER_NS[0] + GATHER_NS[1] * taps ns per element on the 2-core Zen 4 (bench/cpu_backward_layers.json:
+        4 ms for ResNet-18's 1x1 stride-2 layer at batch 8, 11 ms for its 3x3 one)."""
+        elements = p.n * p.h * p.w * p.c
+        return super().cost(p, target) + elements * (GATHER_NS[0] + GATHER_NS[1] * p.r * p.s) * 1e-9
 
     def filter_layout(self):
         return "KRSC"    # [K, R S C]: the GEMM's rhs as it is
