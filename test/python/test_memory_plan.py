@@ -8,10 +8,14 @@ shares a's buffer, except where a is read later or is the convolution's own inpu
 """
 from __future__ import annotations
 
+import numpy as np
 import pytest
+
+import openprim
 
 import reference as ref
 from helpers import TARGET, Net, assert_close
+from openprim.pyfrontend import Graph
 
 pytestmark = pytest.mark.skipif(TARGET != "cpu", reason="the CPU kernels' in-place residual")
 
@@ -56,3 +60,39 @@ def test_residual_output_in_place(solver, groups, kernel, variant, rng):
     assert shared == (variant == "dies"), (variant, res, out)
     if shared:
         assert out["view_of"] == step["args"][3]
+
+
+def test_inputs_read_in_place():
+    """A C-contiguous, 16-byte aligned input of the storage dtype is read where it is (the steps' pointers
+    bound to it for the call, then back home: its arena slot is never written), a strided one too once made
+    contiguous; one only 4-byte aligned is copied in, and so is an input that an output reads back. Each call gets
+    its own data, and outputs come back 64-byte aligned (another executable reads them in place)."""
+    from openprim.runtime.executor import aligned_bytes
+    g = Graph()
+    x, z = g.input("x", (64, 33)), g.input("z", (64, 33))
+    g.output(g.add(g.mul(x, x), z))
+    g.output(z)                                    # read back from the arena: copied
+    exe = openprim.compile(g)
+    assert exe.bindable == {exe.plan["inputs"][0]["value"]}
+    rng = np.random.default_rng(3)
+    home = exe._free[0].views[exe.plan["inputs"][0]["value"]]
+    buf = aligned_bytes(2 * 64 * 33 * 4 + 64)
+    for how in ("aligned", "offset 4", "strided", "offset 16"):
+        if how == "strided":
+            a = buf[:2 * 64 * 33 * 4].view(np.float32).reshape(64, 66)[:, ::2]
+        else:
+            at = {"aligned": 0, "offset 4": 4, "offset 16": 16}[how]
+            a = buf[at:at + 64 * 33 * 4].view(np.float32).reshape(64, 33)
+        a[...] = rng.standard_normal((64, 33))
+        b = rng.standard_normal((64, 33)).astype(np.float32)
+        y, zz = exe(a, b)
+        assert_close(y, a.astype(np.float64) ** 2 + b, "f32")
+        np.testing.assert_array_equal(zz, b)
+        assert y.ctypes.data % 64 == 0 and zz.ctypes.data % 64 == 0
+        if how != "offset 4":
+            assert not np.any(home), f"the {how} input was copied into the arena"
+        else:
+            np.testing.assert_array_equal(home, a)     # copied in
+        home[...] = 0
+    exe.time_steps(2)                             # the pointers are home again: timing reads the arena
+    assert_close(exe(a.copy(), b)[0], a.astype(np.float64) ** 2 + b, "f32")
