@@ -61,8 +61,8 @@ from . import slow_fallbacks
 from .param_layouts import store_params_permuted
 from .prim_layout import MARK, cancel_transposes, check_layout, lay_out
 from .backward_data_phases import backward_data_by_phases
-from .rewrite import (constant, create, filter_perm, index_constant, new_constant, pad_zeros, producer, rebuild, reshape,
-                      single_use, swap, transformed_constant, transpose)
+from .rewrite import (constant, create, filter_perm, index_constant, new_constant, pad_zeros, producer, rebuild,
+                      reshape, single_use, swap, transformed_constant, transpose)
 
 NAME = "prim-select"
 
@@ -157,6 +157,12 @@ def heuristic(problem, kind: str, target: Target, constant_filter: bool = True):
     ok = [s for s, reason in applicable(problem, kind, target) if reason is None
           and (constant_filter or not needs_constant_filter(s, problem, target))]
     return min(ok, key=lambda s: s.cost(problem, target))
+
+
+def predicted_time(problem, target: Target) -> float:
+    """The heuristic's predicted seconds of a convolution problem (any direction), with a filter that may
+    not be a constant: what rewriting a problem into others compares."""
+    return heuristic(problem, "conv2d", target, False).cost(problem, target)
 
 
 def decide(op: ir.Operation, target: Target, forced: str = "", mode: str = "hybrid", enforce: str = "NONE",
@@ -422,9 +428,8 @@ def _backward_data_as_forward(op: ir.Operation, target: Target) -> ir.Operation:
     if tuple(p.strides) != (1, 1) or min(flip_pads(p)) < 0:
         return op
     q = forward_problem(p)
-    cost = lambda problem: heuristic(problem, "conv2d", target, False).cost(problem, target)  # noqa: E731
     flip = 3 * 2 * 4 * p.k * (p.c // p.groups) * p.r * p.s / (target.rates[1] * 1e9)   # 3 kernels over the filter
-    if cost(q) + flip >= cost(p):
+    if predicted_time(q, target) + flip >= predicted_time(p, target):
         return op
     g, kg, cg, loc = p.groups, p.k // p.groups, p.c // p.groups, op.location
     dy, w = dialect.operand_groups(op)
@@ -504,9 +509,8 @@ def prepare(fn, layout: str, target: Target, forced: str = "") -> list[ir.Operat
         lay_out(fn, layout)
     _fuse_depthwise_pointwise(fn, target, forced)
     if not forced:
-        cost = lambda problem: heuristic(problem, "conv2d", target, False).cost(problem, target)  # noqa: E731
         for op in ops():
-            backward_data_by_phases(op, target, cost)
+            backward_data_by_phases(op, target, lambda problem: predicted_time(problem, target))
     reshape_problem = (lambda op: op) if forced else \
         (lambda op: _subsample_pointwise(_densify_groups(_backward_data_as_forward(op, target), target), target))
     return [_pad_columns(_pad_channels(reshape_problem(_untranspose_rhs(op)), target), target) for op in ops()

@@ -61,7 +61,8 @@ def sampler(do_sample: bool, temperature: float = 1.0, top_k: int | None = 50, t
     def draw(logits):
         scores = np.asarray(logits, np.float64) / temperature
         if top_k:
-            kth = -np.partition(-scores, min(top_k, scores.shape[-1]) - 1, axis=-1)[:, min(top_k, scores.shape[-1]) - 1]
+            k = min(top_k, scores.shape[-1]) - 1                  # the k-th largest score of each row
+            kth = -np.partition(-scores, k, axis=-1)[:, k]
             scores = np.where(scores < kth[:, None], -np.inf, scores)
         if top_p < 1:
             order = np.argsort(scores, axis=-1, kind="stable")

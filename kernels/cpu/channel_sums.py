@@ -138,32 +138,32 @@ class _Channels:
                     self.store(results[i * len(group) + j], partial, b.add(b.mul(k, self.C), c), masked)
         self.close_chunks()
 
+    def each_vector(self, f) -> None:
+        """f(channel, masked) for every channel vector: a loop over the full ones, then the C % 16 tail."""
+        b = self.b
+        if self.full:
+            f(b.mul(b.open_for(0, self.full), LANES), False)
+            b.close()
+        if self.rest:
+            f(self.full * LANES, True)
+
     def totals(self, partial, kind: str, each) -> None:
         """each(total, channel, masked) for every channel vector: the combine of the chunks' partials."""
         b = self.b
-        for c, masked in ([(None, False)] if self.full else []) + ([(self.full * LANES, True)] if self.rest else []):
-            if c is None:
-                j = b.open_for(0, self.full)
-                c = b.mul(j, LANES)
-            k, (acc,), (total,) = b.loop(0, self.chunks, [self.splat(NEUTRAL[kind])], self.vt)
+
+        def total(c, masked):
+            k, (acc,), (result,) = b.loop(0, self.chunks, [self.splat(NEUTRAL[kind])], self.vt)
             b.end_loop([self.v(COMBINE[kind], acc, self.load(partial, b.add(b.mul(k, self.C), c), masked,
                                                               NEUTRAL[kind]))], self.vt)
-            each(total, c, masked)
-            if not masked:
-                b.close()
+            each(result, c, masked)
+        self.each_vector(total)
 
     def per_element(self, f, out) -> None:
         """out[r, c] = f(row offset, channel, masked) for every element, chunks split between the threads."""
         b = self.b
         _, (lo, hi) = self.open_chunks()
         at = b.mul(b.open_for(lo, hi), self.C)
-        for c, masked in ([(None, False)] if self.full else []) + ([(self.full * LANES, True)] if self.rest else []):
-            if c is None:
-                c = b.mul(b.open_for(0, self.full), LANES)
-                self.store(f(at, c, False), out, b.add(at, c), False)
-                b.close()
-            else:
-                self.store(f(at, c, True), out, b.add(at, c), True)
+        self.each_vector(lambda c, masked: self.store(f(at, c, masked), out, b.add(at, c), masked))
         b.close()
         self.close_chunks()
 
