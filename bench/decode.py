@@ -21,7 +21,8 @@ the tokens of the median over --repeat generations), the prefill once per repeat
 With --device cuda the model is fp16 and OpenPrim compiles for the GPU found (nvvm:sm_XY); the peers are
 eager PyTorch on the GPU (the same DynamicCache loop) and transformers' generate with a static cache and
 its forward under torch.compile(mode="reduce-overhead") (CUDA graphs), its time per token the difference
-of generating --new and one token over --new - 1. Every step of every peer ends with the next token known
+of generating --new and one token over --new - 1; that peer runs in a child process (a crash of it is
+recorded under "not_measured" with the signal, and the other figures are kept). Every step of every peer ends with the next token known
 on the host side of a synchronize (a generation loop checks for the end token). No ORT on the GPU.
 
 The tokens of every peer are checked against eager's. On the CPU the JSON also has the decode step's GEMVs
@@ -110,6 +111,45 @@ def compiled_model(model):
         return compiled(*args, **kwargs)
     model.forward = forward
     return model
+
+
+def compiled_in_child(args):
+    """The compiled peer, run by this script in a child process (--child-compiled FILE): torch.compile with
+    CUDA graphs over transformers' static cache has crashed the whole process (SIGSEGV, torch 2.11 +
+    transformers 5.17 on the H100) before any figure was written. A run returns (tokens, prefill, times)
+    as the other peers do, all of the child's --repeat generations measured in that one child; a crash
+    or failure raises PeerFailed with what happened, and the peer is recorded as not measured."""
+    import subprocess
+    import tempfile
+    rounds: list = []
+
+    def run():
+        if not rounds:
+            with tempfile.TemporaryDirectory() as tmp:
+                path = os.path.join(tmp, "compiled.npz")
+                argv = [sys.executable, os.path.abspath(__file__), "--device", "cuda", "--model", args.model,
+                        "--batch", str(args.batch), "--context", str(args.context), "--new", str(args.new),
+                        "--repeat", str(args.repeat), "--child-compiled", path]
+                child = subprocess.run(argv, capture_output=True, text=True)
+                if child.returncode != 0 or not os.path.exists(path):
+                    why = f"signal {-child.returncode}" if child.returncode < 0 else f"exit {child.returncode}"
+                    raise PeerFailed(f"{why}; its last output: {child.stderr.strip().splitlines()[-1:] or ''}")
+                with np.load(path) as got:
+                    rounds.extend((got["tokens"], float(p), list(t)) for p, t in zip(got["prefill"], got["times"]))
+        return rounds.pop(0)
+    return run
+
+
+class PeerFailed(RuntimeError):
+    """A peer that could not be measured (its reason is a result, not a crash of the benchmark)."""
+
+
+def child_compiled(args, model, ids) -> None:
+    """--child-compiled FILE: the compiled peer's --repeat generations, written to FILE (npz)."""
+    compiled = compiled_model(model.cuda())
+    compiled_generate(compiled, ids, args.new)   # compiles and records its graphs
+    runs = [compiled_generate(compiled, ids, args.new) for _ in range(args.repeat)]
+    np.savez(args.child_compiled, tokens=runs[0][0], prefill=[r[1] for r in runs], times=[r[2] for r in runs])
 
 
 def step_feeds(ids, start: int, max_len: int) -> tuple:
@@ -228,6 +268,7 @@ def main() -> None:
     ap.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime (its export takes minutes)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--out", default=None)
+    ap.add_argument("--child-compiled", metavar="FILE", help=argparse.SUPPRESS)
     args = ap.parse_args()
     import torch
     from openprim.decoding import Decoder
@@ -240,6 +281,8 @@ def main() -> None:
     if args.device == "cuda":
         major, minor = torch.cuda.get_device_capability()
         target, model = f"nvvm:sm_{major}{minor}", model.half()
+    if args.child_compiled:
+        return child_compiled(args, model, ids)
     t0 = time.perf_counter()
     decoder = Decoder(model, batch=args.batch, max_len=max_len, target=target)
     step_compile = time.perf_counter() - t0
@@ -251,12 +294,7 @@ def main() -> None:
         import copy
         gpu_model = copy.deepcopy(model).cuda()
         peers["eager"] = lambda: eager_generate(gpu_model, ids, args.new)
-        try:
-            compiled = compiled_model(copy.deepcopy(model).cuda())
-            compiled_generate(compiled, ids, args.new)   # compiles and records its graphs
-            peers["compiled"] = lambda: compiled_generate(compiled, ids, args.new)
-        except Exception as e:  # noqa: BLE001 - a peer that fails is a result to record, not a crash
-            print(f"compiled: not measured ({type(e).__name__}: {str(e).splitlines()[0][:200]})", file=sys.stderr)
+        peers["compiled"] = compiled_in_child(args)
     else:
         peers["eager"] = lambda: eager_generate(model, ids, args.new)
     if not args.no_ort and args.device == "cpu":
@@ -266,10 +304,16 @@ def main() -> None:
             peers["ort"] = lambda: ort_generate(make, ids, args.new, max_len)
         except Exception as e:  # noqa: BLE001 - an exporter or ORT failure is a result to record, not a crash
             print(f"ort: not measured ({type(e).__name__}: {str(e).splitlines()[0][:200]})", file=sys.stderr)
-    results, tokens = {}, {}
+    results, tokens, failed = {}, {}, {}
     for _ in range(args.repeat):   # interleaved rounds
-        for name, run in peers.items():
-            out, prefill, times = run()
+        for name, run in list(peers.items()):
+            try:
+                out, prefill, times = run()
+            except PeerFailed as e:
+                print(f"{name}: not measured ({e})", file=sys.stderr, flush=True)
+                failed[name] = str(e)
+                del peers[name]
+                continue
             tokens[name] = out
             r = results.setdefault(name, {"prefill_s": [], "token_ms": []})
             r["prefill_s"].append(prefill)
@@ -288,7 +332,7 @@ def main() -> None:
     report = {"model": args.model, "batch": args.batch, "context": args.context, "new": args.new,
               "parameters": sum(p.numel() for p in model.parameters()),
               "compile_s": {"step": step_compile, "prefill": prefill_compile},
-              "device": args.device, "target": target, "results": summary,
+              "device": args.device, "target": target, "results": summary, "not_measured": failed,
               "machine": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(),
                           **({"gpu": torch.cuda.get_device_name()} if args.device == "cuda" else {})}}
     print(json.dumps(report, indent=1))

@@ -1,6 +1,6 @@
-"""ViT-B/16 and a BERT-base encoder layer as torch.nn modules, written out with the structure and state_dict
-names of their reference implementations (torchvision's VisionTransformer, Hugging Face's BertLayer; neither
-library is installed beside this torch), random weights.
+"""ViT-B/16, Swin-T and a BERT-base encoder layer as torch.nn modules, written out with the structure and
+state_dict names of their reference implementations (torchvision's VisionTransformer and SwinTransformer,
+Hugging Face's BertLayer; neither library is installed beside this torch), random weights.
 
 They bring what the convolutional models do not: attention. ViT's encoder blocks are pre-LayerNorm with an
 `nn.MultiheadAttention` (batch_first, one packed `in_proj_weight`), which in eval with need_weights=False
@@ -11,6 +11,10 @@ Hugging Face's "sdpa" implementation (`F.scaled_dot_product_attention` on [batch
 views, an optional additive [batch, 1, 1, seq] mask as `BertModel.get_extended_attention_mask` builds
 it), erf GELU. `attn_implementation="eager"` is HF's other form: matmul, scale, mask add, softmax, matmul,
 the pattern ONNX exporters write for both (examples/zoo_models.py's `bert_layer` is that layer).
+Swin-T (Liu et al., 2021) attends within 7x7 windows of a channels-last map, spelled out as torchvision
+does: matmul, the relative-position bias gathered from a table, on every other block a cyclic shift
+(torch.roll) and the shifted windows' mask added through a 5-d view of the scores, softmax, matmul; patch
+merging concatenates the four 2x2 phases.
 
 torch.export keeps `scaled_dot_product_attention` whole and the torch importer maps it to `prim.attention`;
 PyTorch's TorchScript ONNX exporter spells it as MatMul/Softmax/MatMul, which the ONNX importer's pattern
@@ -40,7 +44,7 @@ import torch.nn.functional as F
 
 from openprim.base.errors import OpenPrimError
 
-MODELS = ("vit_b_16", "bert_encoder_layer")
+MODELS = ("vit_b_16", "swin_t", "bert_encoder_layer")
 ONNX_OPSET = 20  # LayerNormalization and Gelu are single nodes from opsets 17 and 20 on
 _TORCH_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
 
@@ -142,6 +146,116 @@ def _randomize(model, seed):
 def vit_b_16(seed=0, image_size=224, num_layers=12, num_heads=12, hidden_dim=768, mlp_dim=3072, num_classes=1000):
     """ViT-B/16 (86.6M parameters at the defaults), seeded, in eval mode."""
     return _randomize(VisionTransformer(image_size, 16, num_layers, num_heads, hidden_dim, mlp_dim, num_classes), seed)
+
+
+# ----------------------------------------------------------------------------- Swin-T (torchvision)
+class ShiftedWindowAttention(nn.Module):
+    def __init__(self, dim, window, shift, heads):
+        super().__init__()
+        self.window, self.shift, self.num_heads = window, shift, heads
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.relative_position_bias_table = nn.Parameter(0.02 * torch.randn((2 * window - 1) ** 2, heads))
+        pos = torch.stack(torch.meshgrid(torch.arange(window), torch.arange(window), indexing="ij")).flatten(1)
+        rel = (pos[:, :, None] - pos[:, None, :]).permute(1, 2, 0) + (window - 1)
+        self.register_buffer("relative_position_index", (rel[..., 0] * (2 * window - 1) + rel[..., 1]).flatten())
+
+    def forward(self, x):
+        B, H, W, C = x.shape
+        w, n, heads = self.window, self.window ** 2, self.num_heads
+        shift = self.shift if w < H else 0      # one window covers the map: nothing to shift
+        if shift:
+            x = torch.roll(x, shifts=(-shift, -shift), dims=(1, 2))
+        windows = (H // w) * (W // w)
+        x = x.view(B, H // w, w, W // w, w, C).permute(0, 1, 3, 2, 4, 5).reshape(B * windows, n, C)
+        qkv = self.qkv(x).reshape(B * windows, n, 3, heads, C // heads).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0] * (C // heads) ** -0.5, qkv[1], qkv[2]
+        bias = self.relative_position_bias_table[self.relative_position_index].view(n, n, -1)
+        attn = q.matmul(k.transpose(-2, -1)) + bias.permute(2, 0, 1).contiguous().unsqueeze(0)
+        if shift:   # label the 3x3 regions the roll brought together; keys of another region get -100
+            region = x.new_zeros((H, W))
+            bounds = ((0, -w), (-w, -shift), (-shift, None))
+            for label, (hs, ws) in enumerate((hs, ws) for hs in bounds for ws in bounds):
+                region[hs[0]:hs[1], ws[0]:ws[1]] = label
+            region = region.view(H // w, w, W // w, w).permute(0, 2, 1, 3).reshape(windows, n)
+            mask = region.unsqueeze(1) - region.unsqueeze(2)
+            mask = mask.masked_fill(mask != 0, -100.0).masked_fill(mask == 0, 0.0)
+            attn = attn.view(B, windows, heads, n, n) + mask.unsqueeze(1).unsqueeze(0)
+            attn = attn.view(-1, heads, n, n)
+        x = F.softmax(attn, dim=-1).matmul(v).transpose(1, 2).reshape(B * windows, n, C)
+        x = self.proj(x).view(B, H // w, W // w, w, w, C).permute(0, 1, 3, 2, 4, 5).reshape(B, H, W, C)
+        return torch.roll(x, shifts=(shift, shift), dims=(1, 2)) if shift else x
+
+
+class SwinTransformerBlock(nn.Module):
+    def __init__(self, dim, heads, window, shift, mlp_ratio=4.0):
+        super().__init__()
+        self.norm1 = nn.LayerNorm(dim, eps=1e-5)
+        self.attn = ShiftedWindowAttention(dim, window, shift, heads)
+        self.norm2 = nn.LayerNorm(dim, eps=1e-5)
+        self.mlp = MLPBlock(dim, int(dim * mlp_ratio), 0.0)
+
+    def forward(self, x):
+        x = x + self.attn(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class PatchMerging(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.reduction = nn.Linear(4 * dim, 2 * dim, bias=False)
+        self.norm = nn.LayerNorm(4 * dim)
+
+    def forward(self, x):
+        x = torch.cat([x[..., 0::2, 0::2, :], x[..., 1::2, 0::2, :], x[..., 0::2, 1::2, :], x[..., 1::2, 1::2, :]], -1)
+        return self.reduction(self.norm(x))
+
+
+class Permute(nn.Module):
+    def __init__(self, dims):
+        super().__init__()
+        self.dims = dims
+
+    def forward(self, x):
+        return torch.permute(x, self.dims)
+
+
+class SwinTransformer(nn.Module):
+    """torchvision's SwinTransformer (v1): a 4x4 patch embedding, stages of blocks alternating plain and
+    shifted windows, patch merging between stages, the head on the average of the last map."""
+
+    def __init__(self, image_size=224, embed_dim=96, depths=(2, 2, 6, 2), num_heads=(3, 6, 12, 24), window=7,
+                 num_classes=1000):
+        super().__init__()
+        self.image_size = image_size
+        layers = [nn.Sequential(nn.Conv2d(3, embed_dim, 4, 4), Permute([0, 2, 3, 1]), nn.LayerNorm(embed_dim))]
+        for i, (depth, heads) in enumerate(zip(depths, num_heads)):
+            dim = embed_dim * 2 ** i
+            layers.append(nn.Sequential(*[SwinTransformerBlock(dim, heads, window, 0 if j % 2 == 0 else window // 2)
+                                          for j in range(depth)]))
+            if i < len(depths) - 1:
+                layers.append(PatchMerging(dim))
+        self.features = nn.Sequential(*layers)
+        self.norm = nn.LayerNorm(embed_dim * 2 ** (len(depths) - 1))
+        self.permute = Permute([0, 3, 1, 2])
+        self.avgpool = nn.AdaptiveAvgPool2d(1)
+        self.flatten = nn.Flatten(1)
+        self.head = nn.Linear(embed_dim * 2 ** (len(depths) - 1), num_classes)
+
+    def forward(self, x):
+        return self.head(self.flatten(self.avgpool(self.permute(self.norm(self.features(x))))))
+
+
+def swin_t(seed=0, image_size=224, **config):
+    """Swin-T (28.3M parameters at the defaults), seeded, in eval mode; config: SwinTransformer's (a
+    smaller embed_dim, depths or num_heads keep the structure)."""
+    torch.manual_seed(seed)
+    model = SwinTransformer(image_size, **config)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, ShiftedWindowAttention):
+                m.relative_position_bias_table.normal_(0, 0.5)   # torchvision: 0.02, which hides it
+    return _randomize(model, seed + 1)
 
 
 # ----------------------------------------------------------------------------- BERT-base layer (Hugging Face)
@@ -253,7 +367,7 @@ def example_input(model, batch=1, seq=128, seed=1, lengths=None, dtype=torch.flo
     ([batch, seq, hidden] hidden states,) for BERT, plus the extended attention mask when `lengths` (the
     unpadded length of each batch element) is given; in `dtype`."""
     g = torch.Generator().manual_seed(seed)
-    if isinstance(model, VisionTransformer):
+    if isinstance(model, (VisionTransformer, SwinTransformer)):
         return (torch.randn(batch, 3, model.image_size, model.image_size, generator=g).to(dtype),)
     if not isinstance(model, BertLayer):
         raise OpenPrimError(f"example_input: expected a model of examples/transformer_models.py, got "
@@ -285,8 +399,8 @@ def build(model="vit_b_16", batch=1, via="torch", image_size=224, num_layers=12,
     batch, seq = int(batch), int(seq)
     if dtype not in _TORCH_DTYPES:
         raise OpenPrimError(f"dtype must be one of {', '.join(_TORCH_DTYPES)}, got '{dtype}'")
-    if model == "vit_b_16":
-        module = get(model, image_size=int(image_size), num_layers=int(num_layers))
+    if model in ("vit_b_16", "swin_t"):
+        module = get(model, image_size=int(image_size), **({"num_layers": int(num_layers)} if model == "vit_b_16" else {}))
         inputs = example_input(module, batch, dtype=_TORCH_DTYPES[dtype])
     else:
         module = get(model)

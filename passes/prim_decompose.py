@@ -1,8 +1,9 @@
 """prim-decompose: composite ops that the target has no kernel for, rewritten into the ops it has.
 
 `prim.attention` is softmax(scale * q @ k^T + mask) @ v. Where an attention solver applies on the target
-(solvers/: the NVIDIA and AMD flash-attention kernels, f16/bf16 with head dims 64 and 128), the op stays whole and
-prim-select chooses it, so the S x S scores never reach memory. Everywhere else (the CPU, other dtypes
+(solvers/: the NVIDIA and AMD flash-attention kernels, f16/bf16, head dims 64 and 128; on mma.sync any
+multiple of 16 up to 128), the op stays whole and prim-select chooses it, so the S x S scores never reach
+memory. Everywhere else (the CPU, other dtypes
 and head dims) it becomes the ops that every target already runs well:
 
     s = matmul(q * scale, k, transpose_rhs)  batched over B*H, [B, H, Sq, Sk]; the scale on q where q is no

@@ -20,6 +20,16 @@ torch.onnx writes scaled_dot_product_attention with a NaN guard between the Soft
 Where(IsNaN(p), 0, p) (the ONNX importer's where(ne(p, p), 0, p)): a query row whose keys are all masked
 (-inf) is 0 rather than NaN. The chain takes it, and the same guard goes on the attention's result instead
 (a row of NaN there is such a row; the result is the same but where V itself holds NaN or inf).
+
+torch.export spells a 4-d matmul as reshapes to 3-d around a batched one (aten.matmul -> view, bmm, view);
+`merge_batched_matmuls` puts the 4-d matmul back first, so the chains are found on that path too.
+
+Swin's shifted windows add a second mask through a 5-d view of the scores: reshape the [B nW, H, Sq, Sk]
+scores to [B, nW, H, Sq, Sk], add the windows' mask [1, nW, 1, Sq, Sk], reshape back. No 4-d mask
+broadcasts to that (it depends on the window, b nW + w, not on the batch), but over the view q, k, v
+[B, nW H, S, D] (a reshape, free) the relative-position bias and the windows' mask add into one constant
+[1, nW H, Sq, Sk] (nW H Sq Sk values: 0.46 M for Swin-T's first stage): the chain becomes
+reshape(attention(q', k', v', that sum)) when both masks are constants.
 """
 from __future__ import annotations
 
@@ -28,13 +38,22 @@ import itertools
 import numpy as np
 
 from openprim.base import ops as spec
-from openprim.base.dtypes import from_storage
+from openprim.base.dtypes import from_storage, host_to_storage
 
 from .graph import Graph, Node, Tensor
 
 
 def _producers(graph: Graph) -> dict[int, Node]:
     return {id(n.result): n for n in graph.nodes}
+
+
+def _consumers(graph: Graph) -> dict[int, list[Node]]:
+    users: dict[int, list[Node]] = {}
+    for n in graph.nodes:
+        for o in n.operands:
+            if o is not None:
+                users.setdefault(id(o), []).append(n)
+    return users
 
 
 def _uses(graph: Graph) -> dict[int, int]:
@@ -109,6 +128,75 @@ def _moved_like_transpose(x: Tensor, prod: dict, uses: dict):
     return found
 
 
+def _batch_split(x: Tensor, prod: dict, uses: dict) -> Tensor | None:
+    """x4 when x (3-d) is reshape(x4) of a 4-d x4 [P, Q, a, b] to [P Q, a, b] used only here, else None."""
+    node = prod.get(id(x))
+    if node is None or node.op != "reshape" or uses[id(x)] != 1:
+        return None
+    x4 = node.operands[0]
+    ok = x4.ndim == 4 and tuple(x4.shape[2:]) == tuple(x.shape[1:]) and x4.shape[0] * x4.shape[1] == x.shape[0]
+    return x4 if ok else None
+
+
+def merge_batched_matmuls(graph: Graph) -> int:
+    """Rewrite reshape(matmul(reshape(a4), reshape(b4)) -> [P, Q, m, n]) of 4-d a4, b4 with equal leading
+    dims [P, Q] into matmul(a4, b4), in place; returns how many."""
+    merged = 0
+    prod, uses, users = _producers(graph), _uses(graph), _consumers(graph)
+    for mm in list(graph.nodes):
+        if not _plain_matmul(mm) or mm.result.ndim != 3 or uses.get(id(mm.result)) != 1 or \
+                len(users.get(id(mm.result), ())) != 1:
+            continue
+        back = users[id(mm.result)][0]
+        a4, b4 = (_batch_split(o, prod, uses) for o in mm.operands[:2])
+        if back.op != "reshape" or a4 is None or b4 is None or tuple(a4.shape[:2]) != tuple(b4.shape[:2]) or \
+                tuple(back.result.shape) != tuple(a4.shape[:2]) + tuple(mm.result.shape[1:]):
+            continue
+        dead = {id(mm)} | {id(prod[id(o)]) for o in mm.operands[:2]}
+        back.op, back.operands, back.attrs = "matmul", [a4, b4, None, None], mm.attrs
+        graph.nodes = [n for n in graph.nodes if id(n) not in dead]
+        prod, uses, users = _producers(graph), _uses(graph), _consumers(graph)
+        merged += 1
+    return merged
+
+
+def _windows(x: Tensor, prod: dict, uses: dict):
+    """(x4, the windows' mask constant [1, nW|1, H|1, Sq|1, Sk|1], [their nodes]) when x = reshape(add(
+    reshape(x4 [B nW, H, Sq, Sk] -> [B, nW, H, Sq, Sk]), that constant) -> [B nW, H, Sq, Sk]), else None."""
+    back = prod.get(id(x))
+    if back is None or back.op != "reshape" or uses[id(x)] != 1 or x.ndim != 4:
+        return None
+    y = back.operands[0]
+    add = prod.get(id(y))
+    if add is None or add.op != "add" or uses[id(y)] != 1 or y.ndim != 5:
+        return None
+    for r5, m5 in (add.operands, add.operands[::-1]):
+        split, const = prod.get(id(r5)), prod.get(id(m5))
+        if split is None or split.op != "reshape" or uses[id(r5)] != 1 or const is None or const.op != "constant":
+            continue
+        x4 = split.operands[0]
+        B, nW, H, Sq, Sk = y.shape
+        if tuple(x4.shape) == tuple(x.shape) == (B * nW, H, Sq, Sk) and tuple(r5.shape) == tuple(y.shape) and \
+                m5.ndim == 5 and m5.shape[0] == 1:
+            return x4, const, [back, add, split]
+    return None
+
+
+def _window_mask(bias: Node | None, windows: Node, nW: int, H: int, Sq: int, Sk: int) -> np.ndarray | None:
+    """bias (a constant broadcast to [1, H, Sq, Sk], or none) plus the windows' mask [1, nW, H, Sq, Sk] as one
+    [1, nW H, Sq, Sk] array in float64, or None when the bias is not such a constant."""
+    total = from_storage(windows.value, windows.result.dtype).astype(np.float64).reshape(windows.result.shape)
+    if bias is not None:
+        if bias.op != "constant" or bias.result.ndim > 4 or (bias.result.ndim == 4 and bias.result.shape[0] != 1):
+            return None
+        try:
+            b = np.broadcast_to(from_storage(bias.value, bias.result.dtype).reshape(bias.result.shape), (1, H, Sq, Sk))
+        except ValueError:
+            return None
+        total = total + b.astype(np.float64)[:, None]
+    return np.broadcast_to(total, (1, nW, H, Sq, Sk)).reshape(1, nW * H, Sq, Sk)
+
+
 def _match(pv: Node, prod: dict, uses: dict):
     """(q, k or (k0, perm), v, mask, scale, dead nodes, the NaN guard's zero or None) when `pv` ends an
     attention chain, else None."""
@@ -122,6 +210,10 @@ def _match(pv: Node, prod: dict, uses: dict):
             uses[id(soft.result)] != (1 if zero is None else 3):
         return None
     dead, x, mask, scale = dead + [soft], soft.operands[0], None, 1.0
+    windows = _windows(x, prod, uses) if zero is None else None
+    if windows is not None:
+        x, window_mask, window_nodes = windows
+        dead += window_nodes
     node = prod.get(id(x))
     if node is not None and node.op == "add" and uses[id(x)] == 1:
         inner = [o for o in node.operands if prod.get(id(o)) is not None and prod[id(o)].op in ("div", "mul", "matmul")]
@@ -151,12 +243,23 @@ def _match(pv: Node, prod: dict, uses: dict):
         dead += chain
     v = pv.operands[1]
     k_shape = rhs.shape if node.attrs["transpose_rhs"] else tuple(rhs.shape[:2]) + (rhs.shape[3], rhs.shape[2])
+    shapes, window = [q.shape, k_shape, v.shape], None
+    if windows is not None:   # over the view [B, nW H, S, D], with the masks summed into one constant
+        B, nW = window_nodes[1].result.shape[:2]
+        H, Sq, Sk = x.shape[1:]
+        if mask is not None and prod.get(id(mask)) is None:
+            return None
+        mask = _window_mask(prod.get(id(mask)) if mask is not None else None, window_mask, nW, H, Sq, Sk)
+        if mask is None:
+            return None
+        window = (B, nW)
+        shapes = [(B, nW * t[1]) + tuple(t[2:]) for t in shapes]
     try:
-        spec.infer("attention", [q.shape, k_shape, v.shape, None if mask is None else mask.shape],
+        spec.infer("attention", shapes + [None if mask is None else mask.shape],
                    {"scale": scale, "causal": 0, "layout": "BHSD"})
     except spec.ShapeError:
         return None
-    return q, k, v, mask, scale, dead, zero
+    return q, k, v, mask, scale, dead, zero, window
 
 
 def match_attention(graph: Graph) -> int:
@@ -167,7 +270,7 @@ def match_attention(graph: Graph) -> int:
         m = _match(pv, prod, uses)
         if m is None:
             continue
-        q, k, v, mask, scale, dead, zero = m
+        q, k, v, mask, scale, dead, zero, window = m
         if isinstance(k, tuple):
             k0, perm = k
             if perm == list(range(4)):
@@ -176,7 +279,21 @@ def match_attention(graph: Graph) -> int:
                 k = Tensor(graph, tuple(k0.shape[p] for p in perm), k0.dtype, f"%{len(graph.nodes)}")
                 graph.nodes.insert(graph.nodes.index(pv), Node("transpose", [k0], {"perm": perm}, k, pv.loc))
         attrs = {"scale": float(np.float64(scale)), "causal": 0, "layout": "BHSD"}
-        if zero is None:
+        if window is not None:
+            B, nW = window
+
+            def put(op, operands, shape, dtype, value=None, attrs=None):
+                t = Tensor(graph, tuple(shape), dtype, f"%{len(graph.nodes)}")
+                graph.nodes.insert(graph.nodes.index(pv), Node(op, operands, attrs or {}, t, pv.loc, value))
+                return t
+
+            q, k, v = (put("reshape", [t], (B, nW * t.shape[1]) + tuple(t.shape[2:]), t.dtype) for t in (q, k, v))
+            stored = host_to_storage(mask, q.dtype, "the shifted windows' attention mask")
+            mask = put("constant", [], stored.shape, q.dtype, stored)
+            graph._values[id(mask)] = stored
+            y = put("attention", [q, k, v, mask], q.shape, pv.result.dtype, attrs=attrs)
+            pv.op, pv.operands, pv.attrs = "reshape", [y], {}
+        elif zero is None:
             pv.op, pv.operands, pv.attrs = "attention", [q, k, v, mask], attrs
         else:   # the NaN guard on the attention's result: pv becomes where(ne(y, y), 0, y)
             y = Tensor(graph, pv.result.shape, pv.result.dtype, f"%{len(graph.nodes)}")

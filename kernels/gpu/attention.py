@@ -12,16 +12,16 @@ from openprim.kernels.gpu.gemm import Emitter, collapse
 from openprim.kernels.irtext import flit
 
 LOG2E = 1.4426950408889634
-HEAD_DIMS = (64, 128)       # what the flash kernels take: f16/bf16 tiles of whole 16-byte rows
+HEAD_DIMS = (64, 128)       # what the flash kernels take by default: f16/bf16 tiles of whole 16-byte rows
 DTYPES = ("f16", "bf16")
 
 
-def applicable(dtype: str, d: int, kernel: str) -> str | None:
+def applicable(dtype: str, d: int, kernel: str, head_dims: tuple[int, ...] = HEAD_DIMS) -> str | None:
     """None, or why `kernel` (a flash kernel's name for the message) does not apply."""
     if dtype not in DTYPES:
         return f"{dtype}: the {kernel} flash kernel takes f16 or bf16"
-    if d not in HEAD_DIMS:
-        return f"head dim {d}: the {kernel} flash kernel takes head dims {' and '.join(map(str, HEAD_DIMS))}"
+    if d not in head_dims:
+        return f"head dim {d}: the {kernel} flash kernel takes head dims {', '.join(map(str, head_dims))}"
     return None
 
 

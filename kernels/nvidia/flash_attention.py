@@ -25,9 +25,9 @@ the A operand holds the same (row, column pair) for columns k and k + 8. So the 
 tiles 2 kk and 2 kk + 1, rounded to f16/bf16 in pairs, are exactly the A fragment of keys 16 kk .. + 15
 of P V: P never leaves registers. The row statistics of a thread are those of rows g and g + 8.
 
-Shared memory: one K and one V tile, [64][D + 8] each (rows 16 bytes past a multiple of 128: ldmatrix's
-8 rows of a phase hit 32 different banks), 18 KB at D = 64 and 34 KB at D = 128. The copies overlap the
-other product: V[t] is copied while S = Q K[t]^T runs, K[t + 1] while O += P V[t] runs:
+Shared memory: one K and one V tile, [64][D + 8] each (rows an odd number of 16-byte chunks: ldmatrix's
+8 rows of a phase hit 32 different banks), 10 KB at D = 32, 18 KB at D = 64 and 34 KB at D = 128. The
+copies overlap the other product: V[t] is copied while S = Q K[t]^T runs, K[t + 1] while O += P V[t] runs:
 
     wait K[t], barrier (everyone is also done with Vs)   -> copy V[t]    -> S, softmax
     wait V[t], barrier (everyone is also done with Ks)   -> copy K[t+1]  -> P V
@@ -50,11 +50,15 @@ BLOCK_K = 64            # keys per tile
 WARPS = BLOCK_Q // 16
 PAD = 8                 # elements after each shared row (16 bytes)
 ACC_T = "!llvm.struct<(f32, f32, f32, f32)>"
+# Head dims: whole k steps of 16 and a K/V tile copied in whole rounds of 16-byte chunks; each shared row is
+# then 16 bytes times an odd number, so ldmatrix's 8 rows of a phase hit 8 different 16-byte bank groups.
+# Up to 128: two tiles of 64 x 136 elements are 34 KB of the 48 KB static shared memory. (Swin's 32.)
+HEAD_DIMS = tuple(range(16, 129, 16))
 
 
 def applicable(dtype: str, d: int) -> str | None:
     """None, or why the kernel does not apply."""
-    return attention.applicable(dtype, d, "mma.sync")
+    return attention.applicable(dtype, d, "mma.sync", HEAD_DIMS)
 
 
 def shared_bytes(d: int) -> int:

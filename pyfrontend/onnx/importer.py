@@ -57,7 +57,7 @@ import numpy as np
 
 from openprim.base.dtypes import FLOATS, INTEGERS, from_storage
 from openprim.base.errors import OpenPrimError
-from openprim.pyfrontend.attention import match_attention
+from openprim.pyfrontend.attention import match_attention, merge_batched_matmuls
 from openprim.pyfrontend.graph import Graph, Tensor
 from openprim.pyfrontend.importers.common import (GRAPH_DTYPES, dominant_dtype, float64_message, inexact_int,
                                                   require)
@@ -248,6 +248,7 @@ class _Importer:
             else:
                 raise OpenPrimError(f"ONNX output '{o.name}' is not produced by any node")
         self.g.output(*outs)
+        merge_batched_matmuls(self.g)   # a 4-d MatMul reshaped to 3-d and back (as torch.onnx writes some)
         match_attention(self.g)  # MatMul/Transpose/Div/Add/Softmax/MatMul chains -> one attention op
         return self.g
 

@@ -34,6 +34,7 @@ import warnings
 import numpy as np
 from openprim.base.dtypes import FINITE_MAX
 from openprim.base.errors import OpenPrimError
+from openprim.pyfrontend.attention import match_attention, merge_batched_matmuls
 from openprim.pyfrontend.graph import Graph, Tensor
 from openprim.base.dtypes import FLOATS
 from openprim.pyfrontend.importers.common import GRAPH_DTYPES, dominant_dtype, float64_message, require
@@ -199,6 +200,8 @@ class _Importer:
                         t = self.g.mul(t, 1.0) if t.dtype in FLOATS else self.g.where(True, t, t)
                     results.append(t)
                 self.g.output(*results)
+                merge_batched_matmuls(self.g)   # aten.matmul's view + bmm + view as one 4-d matmul
+                match_attention(self.g)         # matmul/softmax/matmul chains (Swin's windows) -> attention
             else:
                 raise OpenPrimError(f"torch import: unsupported fx node kind '{n.op}' ({n.name})")
         return self.g, self.input_names

@@ -1,10 +1,11 @@
 """prim.attention: its shape rule, its decomposition (prim-decompose), its numerics against float64 numpy on
-every dtype (odd sequence lengths, head dims 64, 128 and odd ones, causal with Sq != Sk, additive masks),
+every dtype (odd sequence lengths, head dims 16 to 128 and odd ones, causal with Sq != Sk, additive masks),
 the importers' mapping of torch's scaled_dot_product_attention and ONNX's attention patterns, and the NVIDIA
 flash-attention kernel's IR.
 
 Under OPENPRIM_TEST_TARGET=nvvm:sm_90 with OPENPRIM_GPU_RECORD=DIR the numerics cases are recorded for the
-GPU machine (f16/bf16 with head dims 64 and 128 run the flash kernel there; see helpers.run_on_gpu)."""
+GPU machine (f16/bf16 with head dims that are multiples of 16 run the flash kernels there; see
+helpers.run_on_gpu)."""
 from __future__ import annotations
 
 import math
@@ -80,15 +81,19 @@ FLASH_CASES = [  # b, h, sq, sk, d, causal, mask shape: ragged query blocks (64 
     (2, 1, 65, 129, 128, True, (65, 129)),       # a 2-d mask, one row and one key past the tiles
     (2, 3, 33, 70, 64, False, (2, 3, 1, 70)),    # a mask broadcast over queries
     (1, 2, 1, 5, 64, False, (1, 2, 1, 1)),       # one query, a mask broadcast over keys
+    (2, 6, 49, 49, 32, False, (1, 6, 49, 49)),   # Swin's windows: head dim 32 (mma.sync), bias + windows' mask
+    (1, 3, 77, 100, 16, True, None),             # head dim 16: mma.sync also on sm_90
+    (1, 2, 90, 65, 80, False, (90, 65)),         # head dim 80
 ]
 ON_NVIDIA = TARGET.startswith("nvvm")
 
 
-def _assert_flash(net, masked: bool):
+def _assert_flash(net, masked: bool, d: int = 64):
     """On NVIDIA targets the attention is one flash-attention kernel: on sm_90 the wgmma one unless there is
-    an additive mask, elsewhere (and with a mask) the mma.sync one."""
+    an additive mask or the head dim is not 64 or 128, elsewhere the mma.sync one."""
     if ON_NVIDIA:
-        solver = "attention_flash_wgmma" if TARGET.startswith("nvvm:sm_90") and not masked else "attention_flash_mma"
+        wgmma = TARGET.startswith("nvvm:sm_90") and not masked and d in (64, 128)
+        solver = "attention_flash_wgmma" if wgmma else "attention_flash_mma"
         assert list(kernel_info(net.module).values()) == [("attention", solver)]
 
 
@@ -98,7 +103,7 @@ def _assert_flash(net, masked: bool):
 def test_flash_attention_numerics(rng, dtype, case):
     *shape, causal, mask_shape = case
     out, want, net = _attention(rng, dtype, *shape, causal=causal, mask_shape=mask_shape)
-    _assert_flash(net, bool(mask_shape))
+    _assert_flash(net, bool(mask_shape), shape[4])
     assert_close(out, rounded(want, dtype), dtype, reduction=shape[3])
 
 
@@ -142,17 +147,20 @@ def test_flash_attention_fully_masked_rows_are_zero(rng, dtype):
 
 @pytest.mark.parametrize("target", ["nvvm:sm_80", "nvvm:sm_90"])
 def test_flash_solver_applies(target):
-    """f16/bf16 with head dims 64 and 128 take the flash kernel on mma.sync GPUs; others say why not."""
+    """f16/bf16 with head dims that are multiples of 16 up to 128 take the flash kernel on mma.sync GPUs;
+    others say why not."""
     solver, t = SOLVERS["attention_flash_mma"], parse_target(target)
     problem = lambda dtype, d: AttentionProblem(16, 512, 512, d, True, (512, 512), dtype)  # noqa: E731
-    assert solver.is_applicable(problem("f16", 64), t) is None
+    for d in (16, 32, 64, 96, 128):
+        assert solver.is_applicable(problem("f16", d), t) is None
     assert solver.is_applicable(problem("bf16", 128), t) is None
     assert "takes f16 or bf16" in solver.is_applicable(problem("f32", 64), t)
-    assert "head dim 96" in solver.is_applicable(problem("f16", 96), t)
+    assert "head dim 24" in solver.is_applicable(problem("f16", 24), t)
+    assert "head dim 256" in solver.is_applicable(problem("f16", 256), t)
     assert solver.cost(problem("f16", 64), t) > 0
 
 
-@pytest.mark.parametrize("d, flash", [(64, True), (128, True), (80, False)])
+@pytest.mark.parametrize("d, flash", [(64, True), (128, True), (32, True), (80, True), (40, False)])
 def test_flash_kept_whole_on_nvvm(d, flash):
     """Compiled (not run) for sm_90: prim-decompose keeps the attention whole where the flash solver applies,
     prim-select chooses it and prim-tile emits its kernel; other head dims are decomposed into GEMMs."""

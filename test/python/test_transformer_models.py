@@ -1,9 +1,10 @@
-"""ViT-B/16 and the BERT-base encoder layer of examples/transformer_models.py, ONNX's Attention op, and
-`openprim explain` on attention.
+"""ViT-B/16, Swin-T and the BERT-base encoder layer of examples/transformer_models.py, ONNX's Attention op,
+and `openprim explain` on attention.
 
 1. The models have torchvision's and Hugging Face's parameter counts and state_dict names.
 2. Both through torch.export (the torch importer) and through PyTorch's ONNX exporter (the ONNX importer), in
-   small configurations (ViT: 64x64 images, 17 tokens, 2 blocks; BERT: 37 tokens, a padded batch element):
+   small configurations (ViT: 64x64 images, 17 tokens, 2 blocks; Swin: 56x56, 4 blocks, shifted windows;
+   BERT: 37 tokens, a padded batch element):
    every attention is one prim.attention in the imported graph (nn.MultiheadAttention's and HF's
    scaled_dot_product_attention, and its ONNX spelling with the scale split over Q and K^T), and the compiled
    model matches PyTorch eager in float32 on the CPU (1e-4 of the output's largest magnitude). BERT's eager
@@ -68,6 +69,12 @@ def test_reference_names(tm):
                      "self_attention.out_proj.weight", "ln_2.bias", "mlp.0.weight", "mlp.3.bias"))):
         assert name in vit_names, name
     assert vit.encoder.pos_embedding.shape == (1, 197, 768)
+    swin = tm.swin_t()
+    assert sum(p.numel() for p in swin.parameters()) == 28288354
+    for name in ("features.0.0.weight", "features.0.2.bias", "features.1.1.attn.relative_position_bias_table",
+                 "features.1.1.attn.relative_position_index", "features.5.5.attn.qkv.weight", "features.6.reduction.weight",
+                 "features.7.1.mlp.3.bias", "norm.weight", "head.bias"):
+        assert name in swin.state_dict(), name
     assert set(bert.state_dict()) == {f"{m}.{p}" for m in (
         "attention.self.query", "attention.self.key", "attention.self.value", "attention.output.dense",
         "attention.output.LayerNorm", "intermediate.dense", "output.dense", "output.LayerNorm") for p in ("weight", "bias")}
@@ -119,6 +126,43 @@ def test_bert_layer(tm, via):
     module = tm.bert_encoder_layer()
     inputs = tm.example_input(module, batch=2, seq=37, lengths=[37, 20])
     _check(module, inputs, _import(tm, module, inputs, via), attentions=1)
+
+
+@CPU_ONLY
+@pytest.mark.parametrize("via", ["torch", "onnx"])
+def test_swin(tm, via):
+    """Swin-T's structure at 56x56 (a 14x14 map: 4 windows of 7x7, then one), 64 wide, 2 + 2 blocks: every
+    window attention is one prim.attention, the shifted ones over [B, windows x heads] with the relative-position
+    bias and the windows' mask summed into one constant, and the model matches eager."""
+    module = tm.swin_t(image_size=56, embed_dim=64, depths=(2, 2), num_heads=(2, 4), num_classes=10)
+    inputs = tm.example_input(module, batch=2)
+    graph = _import(tm, module, inputs, via)
+    masks = sorted(tuple(n.operands[3].shape) for n in graph.nodes if n.op == "attention")
+    assert masks == [(1, 2, 49, 49), (1, 4, 49, 49), (1, 4, 49, 49), (1, 8, 49, 49)]   # one shifted block
+    _check(module, inputs, graph, attentions=4)
+
+
+class _WindowsMaskInput(torch.nn.Module):
+    """The shifted windows' 5-d mask add with the mask an input (not a constant): no single 4-d mask exists."""
+
+    def forward(self, q, k, v, mask):
+        s = q.matmul(k.transpose(-2, -1)) * 0.25
+        s = (s.view(2, 4, 3, 9, 9) + mask.unsqueeze(1).unsqueeze(0)).view(-1, 3, 9, 9)
+        return torch.softmax(s, -1).matmul(v)
+
+
+@CPU_ONLY
+def test_windows_mask_input_stays_unmatched(rng):
+    module = _WindowsMaskInput()
+    inputs = tuple(torch.tensor(rng.standard_normal(s), dtype=torch.float32)
+                   for s in ((8, 3, 9, 16), (8, 3, 9, 16), (8, 3, 9, 16), (4, 9, 9)))
+    graph = import_exported(torch.export.export(module, inputs))[0]
+    ops = _ops(graph)
+    assert ops["attention"] == 0 and ops["softmax"] == 1 and ops["matmul"] == 2, ops
+    assert all(n.result.ndim == 4 for n in graph.nodes if n.op == "matmul")   # view + bmm + view merged
+    want = module(*inputs).numpy()
+    got = np.asarray(openprim.compile(graph)(*(x.numpy() for x in inputs)))
+    assert np.abs(got - want).max() <= RTOL * np.abs(want).max()
 
 
 @CPU_ONLY
