@@ -471,7 +471,10 @@ def _attention(shapes, attrs):
     scores = (b, h, sq, sk)
     if mask is not None:
         fits = len(mask) <= 4 and all(m in (1, s) for m, s in zip(reversed(mask), reversed(scores)))
-        _need(fits, f"mask {fmt_shape(mask)} does not broadcast to the scores {fmt_shape(scores)}")
+        tiled = len(mask) == 4 and mask[0] > 0 and b % mask[0] == 0 and \
+            all(m in (1, s) for m, s in zip(mask[1:], scores[1:]))
+        _need(fits or tiled, f"mask {fmt_shape(mask)} does not broadcast to the scores {fmt_shape(scores)} "
+                             f"(nor tile their batch: a first dim dividing {b})")
     return tuple(q)
 
 

@@ -18,7 +18,8 @@ the CPU, one padded bucket on a GPU), the specialized one's, their ratio, and Py
 in --repeat interleaved rounds after two warm-up calls (a call each, median_time, on the CPU; CUDA events
 around 10 calls with --device cuda: the model and inputs in fp16 on the GPU, OpenPrim compiling for it),
 the median over the rounds; the compile seconds of the buckets a batch needed first and of each
-specialized model; the largest relative difference from eager. Outputs are checked against eager.
+specialized model; the largest relative difference from eager. Outputs are checked against eager
+(1e-3 of the largest output in f32 on the CPU, 2e-2 in fp16 on the GPU).
 """
 from __future__ import annotations
 
@@ -159,7 +160,7 @@ def main():
         print(f"{b:5d} {pieces:>8} {t_dyn * 1e3:10.1f} {t_spec * 1e3:14.1f} {t_dyn / t_spec:8.2f} {t_eager * 1e3:9.1f} "
               f"{compile_cell + ' / ' + f'{special_s:.1f}' + (' (cached)' if special.exe.cache_hit else ''):>32} "
               f"{err:11.1e}", flush=True)
-        assert err < 1e-3, (b, err)
+        assert err < (2e-2 if args.device == "cuda" else 1e-3), (b, err)   # fp16 on the GPU, f32 on the CPU
     print(f"{args.device}: PyTorch eager on {threads} threads; the buckets' compile is charged to the first batch that "
           f"needs them (with the compile cache: the specialized model of a bucket's size is that bucket's entry)")
     if args.out:

@@ -414,7 +414,7 @@ irdl.dialect @prim {
     %res = irdl.base "!builtin.tensor"
     irdl.results(result: %res)
   }
-  // softmax(scale * q @ k^T + mask [+ causal: -inf where key > query index]) @ v per batch and head; layout BHSD: q [B,H,Sq,D], k/v [B,H,Sk,D]; BSHD: q [B,Sq,H,D], k/v [B,Sk,H,D] (the heads of a projection, untransposed); the result is shaped like q; mask broadcastable to [B,H,Sq,Sk]
+  // softmax(scale * q @ k^T + mask [+ causal: -inf where key > query index]) @ v per batch and head; layout BHSD: q [B,H,Sq,D], k/v [B,H,Sk,D]; BSHD: q [B,Sq,H,D], k/v [B,Sk,H,D] (the heads of a projection, untransposed); the result is shaped like q; mask broadcastable to [B,H,Sq,Sk], or [P,..] with P dividing B tiling the batch (batch b reads mask[b mod P]: Swin's P windows per image)
   irdl.operation @attention {
     %t0 = irdl.base "!builtin.tensor"
     %t1 = irdl.base "!builtin.tensor"

@@ -808,7 +808,11 @@ def emit_attention(kt, op, operands, attrs, shape, dtype):
                         kt.filled((B, H, Sq, Sk), "f32", 0.0), amap(5, ["d0", "d1", "d2", "d3"]),
                         ["parallel"] * 4 + ["reduction"], mac_body([q.dtype, k.dtype]))
     ins, maps = [scores], [ident]
-    if mask is not None:
+    if mask is not None and len(mask.shape) == 4 and mask.shape[0] not in (1, B):   # tiling the batch
+        ins.append(mask)
+        maps.append(amap(4, [f"d0 mod {mask.shape[0]}"] + [f"d{i}" if n > 1 else "0"
+                                                         for i, n in enumerate(mask.shape[1:], 1)]))
+    elif mask is not None:
         m, mmap = _broadcast_operand(kt, mask, (B, H, Sq, Sk))
         ins.append(m)
         maps.append(mmap)

@@ -12,7 +12,7 @@ Every transpose and slice is a kernel.
 
 Both rewrites work on index maps computed with numpy: the chain of view ops is replayed on the flat
 positions of its source (arange), which says exactly which source element each result element is. That map
-is then written as reshape -> transpose -> reshape when it is one (`_as_one_transpose`: the positions are
+is then written as reshape -> transpose -> reshape when it is one (`as_one_transpose`: the positions are
 an affine function of the result's index with the strides of some order of its axes), so no case analysis
 of the ops in the chain is needed and a rewrite happens only when the new chain is provably the same map.
   split:  the uses of a matmul are view chains (q, k, v of a packed projection). Each becomes a matmul
@@ -38,11 +38,11 @@ VIEWS = ("prim.reshape", "prim.transpose", "prim.slice")
 # per chain. ViT-B/16 at batch 32 (14.5 M positions per packed projection) spends about 8 s of its compile
 # here on the 2-core machine; larger ones keep their view chains (a stride-based form of the maps would
 # lift this).
-MAX_POSITIONS = 1 << 24
+MAX_POSITIONS = 1 << 25
 COPIES = ("prim.transpose", "prim.slice")  # the view ops that are kernels
 
 
-def _replay(op: ir.Operation, idx: np.ndarray) -> np.ndarray:
+def replay(op: ir.Operation, idx: np.ndarray) -> np.ndarray:
     """The view op applied to an array of positions."""
     if op.name == "prim.reshape":
         return idx.reshape(op.result.type.shape)
@@ -86,15 +86,15 @@ def _index_type(size: int):
     return np.int32 if size < 2**31 else np.int64
 
 
-def _positions(shape, ops) -> np.ndarray:
+def positions(shape, ops) -> np.ndarray:
     size = int(np.prod(shape))
     idx = np.arange(size, dtype=_index_type(size)).reshape(shape)
     for op in ops:
-        idx = _replay(op, idx)
+        idx = replay(op, idx)
     return idx
 
 
-def _as_one_transpose(pos: np.ndarray):
+def as_one_transpose(pos: np.ndarray):
     """(shape, perm) with pos == arange(pos.size).reshape(shape).transpose(perm).reshape(pos.shape) after
     dropping size-1 axes, or None when the map is not one transpose of a reshape."""
     flat = pos.reshape([d for d in pos.shape if d != 1])
@@ -116,7 +116,7 @@ def _as_one_transpose(pos: np.ndarray):
     return shape, [int(p) for p in np.argsort(order)]
 
 
-def _emit_views(v: ir.Value, shape, perm, out_shape, loc) -> ir.Value:
+def emit_views(v: ir.Value, shape, perm, out_shape, loc) -> ir.Value:
     if list(v.type.shape) != list(shape):
         v = reshape(v, shape, loc)
     if perm != sorted(perm):
@@ -126,7 +126,7 @@ def _emit_views(v: ir.Value, shape, perm, out_shape, loc) -> ir.Value:
     return v
 
 
-def _copies(ops) -> int:
+def copies(ops) -> int:
     return sum(op.name in COPIES for op in ops)
 
 
@@ -157,7 +157,7 @@ def _new_matmul(op: ir.Operation, lhs: ir.Value, w: np.ndarray, bias, out_shape,
                                operands=[v for v in operands if v is not None], attributes=attrs, loc=loc).result
 
 
-def _erase_dead(ops) -> None:
+def erase_dead(ops) -> None:
     for op in reversed(ops):
         if not list(op.result.uses):
             op.erase()
@@ -177,7 +177,7 @@ def split_columns(op: ir.Operation) -> bool:
     lt = producer(lhs, "prim.transpose")
     if lt is not None and dialect.op_attrs(lt)["perm"][-1] == len(lhs.type.shape) - 1:
         lhs, removed = lt.operands[0], [lt]
-    wb = _row_matmul(op) if _copies(removed) + sum(_copies(ops) for ops, _ in chains) else None
+    wb = _row_matmul(op) if copies(removed) + sum(copies(ops) for ops, _ in chains) else None
     if wb is None:
         return False
     w, bias = wb
@@ -190,7 +190,7 @@ def split_columns(op: ir.Operation) -> bool:
     new_row[rows.ravel()] = np.arange(rows.size, dtype=itype)
     plans = []
     for ops, end in chains:
-        pos = _positions(op.result.type.shape, ops)
+        pos = positions(op.result.type.shape, ops)
         row, col = np.divmod(pos, n)
         cols = np.flatnonzero(np.bincount(col.ravel(), minlength=n))  # the columns read, sorted
         if pos.size != rows.size * len(cols):
@@ -199,13 +199,13 @@ def split_columns(op: ir.Operation) -> bool:
         new_col = np.zeros(n, dtype=itype)
         new_col[cols] = np.arange(len(cols), dtype=itype)
         new_pos = new_row[row] * len(cols) + new_col[col]
-        views = _as_one_transpose(new_pos)
+        views = as_one_transpose(new_pos)
         if views is None:
             return False
         plans.append((ops, end, cols, views))
     if sum(len(cols) for _, _, cols, _ in plans) > n:  # chains reading the same columns: GEMM work twice
         return False
-    before = _copies(removed) + sum(_copies(ops) for ops, _, _, _ in plans)
+    before = copies(removed) + sum(copies(ops) for ops, _, _, _ in plans)
     after = sum(perm != sorted(perm) for _, _, _, (_, perm) in plans)
     if after >= before:
         return False
@@ -214,10 +214,10 @@ def split_columns(op: ir.Operation) -> bool:
         for ops, end, cols, (shape, perm) in plans:
             y = _new_matmul(op, lhs, w[:, cols], None if bias is None else bias[cols],
                             list(lhs.type.shape[:-1]) + [len(cols)], loc)
-            end.replace_all_uses_with(_emit_views(y, shape, perm, end.type.shape, loc))
+            end.replace_all_uses_with(emit_views(y, shape, perm, end.type.shape, loc))
     for ops, _, _, _ in plans:
-        _erase_dead(ops)
-    _erase_dead([*removed, op])
+        erase_dead(ops)
+    erase_dead([*removed, op])
     return True
 
 
@@ -225,7 +225,7 @@ def permute_rows(op: ir.Operation) -> bool:
     """matmul whose only use is a view chain permuting its rows, on an lhs that is a view chain of another
     value -> the permutation folded into the lhs chain, which becomes at most one transpose."""
     chains = _view_chains(op.result) if _replayable(op) else None
-    if not chains or len(chains) != 1 or not _copies(chains[0][0]):
+    if not chains or len(chains) != 1 or not copies(chains[0][0]):
         return False
     (ops, end), = chains
     source, lhs_ops = _source_chain(op.operands[0])
@@ -233,21 +233,21 @@ def permute_rows(op: ir.Operation) -> bool:
     if wb is None or any(len(list(o.result.uses)) != 1 for o in lhs_ops):
         return False
     n = op.result.type.shape[-1]
-    pos = _positions(op.result.type.shape, ops)
+    pos = positions(op.result.type.shape, ops)
     if pos.shape[-1] != n or not np.array_equal(pos.reshape(-1, n) % n, np.broadcast_to(np.arange(n), (pos.size // n, n))):
         return False
     row_of = pos.reshape(-1, n)[:, 0] // n  # new row r is old row row_of[r]
     k = op.operands[0].type.shape[-1]
-    lhs_pos = _positions(source.type.shape, lhs_ops).reshape(-1, k)[row_of]
-    views = _as_one_transpose(lhs_pos.reshape(list(end.type.shape[:-1]) + [k]))
-    if views is None or int(views[1] != sorted(views[1])) >= _copies(ops) + _copies(lhs_ops):
+    lhs_pos = positions(source.type.shape, lhs_ops).reshape(-1, k)[row_of]
+    views = as_one_transpose(lhs_pos.reshape(list(end.type.shape[:-1]) + [k]))
+    if views is None or int(views[1] != sorted(views[1])) >= copies(ops) + copies(lhs_ops):
         return False
     w, bias = wb
     loc = op.location
     with ir.InsertionPoint(op), loc:
-        lhs = _emit_views(source, views[0], views[1], list(end.type.shape[:-1]) + [k], loc)
+        lhs = emit_views(source, views[0], views[1], list(end.type.shape[:-1]) + [k], loc)
         end.replace_all_uses_with(_new_matmul(op, lhs, w, bias, end.type.shape, loc))
-    _erase_dead([*lhs_ops, op, *ops])
+    erase_dead([*lhs_ops, op, *ops])
     return True
 
 

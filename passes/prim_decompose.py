@@ -1,15 +1,16 @@
 """prim-decompose: composite ops that the target has no kernel for, rewritten into the ops it has.
 
 `prim.attention` is softmax(scale * q @ k^T + mask) @ v. Where an attention solver applies on the target
-(solvers/: the NVIDIA and AMD flash-attention kernels, f16/bf16, head dims 64 and 128; on mma.sync any
-multiple of 16 up to 128), the op stays whole and prim-select chooses it, so the S x S scores never reach
+(solvers/: the NVIDIA and AMD flash-attention kernels, f16/bf16, head dims 64 and 128; on mma.sync also 16
+and 32), the op stays whole and prim-select chooses it, so the S x S scores never reach
 memory. Everywhere else (the CPU, other dtypes
 and head dims) it becomes the ops that every target already runs well:
 
     s = matmul(q * scale, k, transpose_rhs)  batched over B*H, [B, H, Sq, Sk]; the scale on q where q is no
                                              larger than s (D <= Sk), which prim-fuse then folds into the
                                              weights of q's projection (BERT: no kernel for it), else on s
-    s = s (+ mask) (+ causal)                causal: a constant [Sq, Sk] of 0 and -inf (key j > query i)
+    s = s (+ mask) (+ causal)                causal: a constant [Sq, Sk] of 0 and -inf (key j > query i); a
+                                             mask [P, ..] tiling the batch is added over [B / P, P, H, Sq, Sk]
     p = softmax(s, axis=-1)
     o = matmul(p, v)                         batched, [B, H, Sq, D]
 
@@ -108,7 +109,11 @@ def decompose_attention(op: ir.Operation) -> None:
             s = _matmul(q, k, scores, True, loc)
         if D > Sk:
             s = scaled(s, scores)
-        if mask is not None:
+        if mask is not None and len(dialect.shape_of(mask)) == 4 and dialect.shape_of(mask)[0] not in (1, B):
+            P = dialect.shape_of(mask)[0]     # the mask tiles the batch: add it over [B / P, P, H, Sq, Sk]
+            s = reshape(create("add", [reshape(s, (B // P, P, H, Sq, Sk), loc), mask], (B // P, P, H, Sq, Sk), q,
+                               {}, loc), scores, loc)
+        elif mask is not None:
             s = create("add", [s, mask], scores, q, {}, loc)
         if attrs["causal"]:
             above = np.arange(Sk)[None, :] > np.arange(Sq)[:, None]

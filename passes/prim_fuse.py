@@ -14,8 +14,9 @@ On each graph function, in this order:
        norms        norm_residual.py       layer_norm/rms_norm(x + r) -> the norm with residual r [epilogues]
   3. When no op rewrite fires, the graph rewrites [epilogues]: patch convolutions as GEMMs
      (conv_patches.py), view ops moved around the GEMMs (matmul_views.py) and into attention's layout
-     (attention_layout.py), and 1x1 convolutions over a channel concat split per concat input
-     (concat_split.py) [concat-split]; if any changed, back to 2.
+     (attention_layout.py), chains of moves that are one transpose written as one (view_chains.py), and
+     1x1 convolutions over a channel concat split per concat input (concat_split.py) [concat-split]; if any
+     changed, back to 2.
   4. Trees of elementwise ops become one private function each (elementwise_groups.py) [elementwise].
   5. Constants left without uses are dropped.
 Chains of concats (concat_chains.py) are outlined the same way, by prim-tile on the CPU.
@@ -37,6 +38,7 @@ from .epilogues import EPILOGUE_OPS, fuse_epilogue
 from .fused_functions import fused_count
 from .gelu_tanh_pattern import match_gelu_tanh
 from .matmul_views import rewrite_views
+from .view_chains import collapse_view_chains
 from .norm_residual import NORMS, fuse_norm_residual
 from .rms_norm_pattern import match_rms_norm
 from .silu_pattern import match_silu
@@ -73,6 +75,7 @@ class Options:
     def graph_rewrites(self, fn) -> bool:
         """Step 3 on graph function fn (every rewrite runs); whether any changed it."""
         return self.epilogues and (patch_convolutions(fn) | rewrite_views(fn) | attention_layouts(fn) |
+                                   collapse_view_chains(fn) |
                                    (self.concat_split and split_convolutions_over_concats(fn)))
 
     def entries(self):

@@ -25,11 +25,10 @@ torch.export spells a 4-d matmul as reshapes to 3-d around a batched one (aten.m
 `merge_batched_matmuls` puts the 4-d matmul back first, so the chains are found on that path too.
 
 Swin's shifted windows add a second mask through a 5-d view of the scores: reshape the [B nW, H, Sq, Sk]
-scores to [B, nW, H, Sq, Sk], add the windows' mask [1, nW, 1, Sq, Sk], reshape back. No 4-d mask
-broadcasts to that (it depends on the window, b nW + w, not on the batch), but over the view q, k, v
-[B, nW H, S, D] (a reshape, free) the relative-position bias and the windows' mask add into one constant
-[1, nW H, Sq, Sk] (nW H Sq Sk values: 0.46 M for Swin-T's first stage): the chain becomes
-reshape(attention(q', k', v', that sum)) when both masks are constants.
+scores to [B, nW, H, Sq, Sk], add the windows' mask [1, nW, 1, Sq, Sk], reshape back. That mask depends on
+the window, b mod nW for batch row b, which prim.attention's mask expresses by tiling the batch (a mask
+[nW, ..]): the relative-position bias and the windows' mask add into one constant [nW, H, Sq, Sk] (0.46 M
+values for Swin-T's first stage) when both are constants, and q, k, v stay as they are.
 """
 from __future__ import annotations
 
@@ -184,7 +183,7 @@ def _windows(x: Tensor, prod: dict, uses: dict):
 
 def _window_mask(bias: Node | None, windows: Node, nW: int, H: int, Sq: int, Sk: int) -> np.ndarray | None:
     """bias (a constant broadcast to [1, H, Sq, Sk], or none) plus the windows' mask [1, nW, H, Sq, Sk] as one
-    [1, nW H, Sq, Sk] array in float64, or None when the bias is not such a constant."""
+    [nW, H, Sq, Sk] array in float64 (tiling the batch), or None when the bias is not such a constant."""
     total = from_storage(windows.value, windows.result.dtype).astype(np.float64).reshape(windows.result.shape)
     if bias is not None:
         if bias.op != "constant" or bias.result.ndim > 4 or (bias.result.ndim == 4 and bias.result.shape[0] != 1):
@@ -194,7 +193,7 @@ def _window_mask(bias: Node | None, windows: Node, nW: int, H: int, Sq: int, Sk:
         except ValueError:
             return None
         total = total + b.astype(np.float64)[:, None]
-    return np.broadcast_to(total, (1, nW, H, Sq, Sk)).reshape(1, nW * H, Sq, Sk)
+    return np.broadcast_to(total, (1, nW, H, Sq, Sk)).reshape(nW, H, Sq, Sk)
 
 
 def _match(pv: Node, prod: dict, uses: dict):
@@ -243,23 +242,20 @@ def _match(pv: Node, prod: dict, uses: dict):
         dead += chain
     v = pv.operands[1]
     k_shape = rhs.shape if node.attrs["transpose_rhs"] else tuple(rhs.shape[:2]) + (rhs.shape[3], rhs.shape[2])
-    shapes, window = [q.shape, k_shape, v.shape], None
-    if windows is not None:   # over the view [B, nW H, S, D], with the masks summed into one constant
-        B, nW = window_nodes[1].result.shape[:2]
+    if windows is not None:   # the masks summed into one constant that tiles the batch
+        nW = window_nodes[1].result.shape[1]
         H, Sq, Sk = x.shape[1:]
         if mask is not None and prod.get(id(mask)) is None:
             return None
         mask = _window_mask(prod.get(id(mask)) if mask is not None else None, window_mask, nW, H, Sq, Sk)
         if mask is None:
             return None
-        window = (B, nW)
-        shapes = [(B, nW * t[1]) + tuple(t[2:]) for t in shapes]
     try:
-        spec.infer("attention", shapes + [None if mask is None else mask.shape],
+        spec.infer("attention", [q.shape, k_shape, v.shape, None if mask is None else mask.shape],
                    {"scale": scale, "causal": 0, "layout": "BHSD"})
     except spec.ShapeError:
         return None
-    return q, k, v, mask, scale, dead, zero, window
+    return q, k, v, mask, scale, dead, zero
 
 
 def match_attention(graph: Graph) -> int:
@@ -270,7 +266,7 @@ def match_attention(graph: Graph) -> int:
         m = _match(pv, prod, uses)
         if m is None:
             continue
-        q, k, v, mask, scale, dead, zero, window = m
+        q, k, v, mask, scale, dead, zero = m
         if isinstance(k, tuple):
             k0, perm = k
             if perm == list(range(4)):
@@ -279,21 +275,12 @@ def match_attention(graph: Graph) -> int:
                 k = Tensor(graph, tuple(k0.shape[p] for p in perm), k0.dtype, f"%{len(graph.nodes)}")
                 graph.nodes.insert(graph.nodes.index(pv), Node("transpose", [k0], {"perm": perm}, k, pv.loc))
         attrs = {"scale": float(np.float64(scale)), "causal": 0, "layout": "BHSD"}
-        if window is not None:
-            B, nW = window
-
-            def put(op, operands, shape, dtype, value=None, attrs=None):
-                t = Tensor(graph, tuple(shape), dtype, f"%{len(graph.nodes)}")
-                graph.nodes.insert(graph.nodes.index(pv), Node(op, operands, attrs or {}, t, pv.loc, value))
-                return t
-
-            q, k, v = (put("reshape", [t], (B, nW * t.shape[1]) + tuple(t.shape[2:]), t.dtype) for t in (q, k, v))
+        if isinstance(mask, np.ndarray):   # the windows' summed mask: a new constant
             stored = host_to_storage(mask, q.dtype, "the shifted windows' attention mask")
-            mask = put("constant", [], stored.shape, q.dtype, stored)
+            mask = Tensor(graph, stored.shape, q.dtype, f"%{len(graph.nodes)}")
+            graph.nodes.insert(graph.nodes.index(pv), Node("constant", [], {}, mask, pv.loc, stored))
             graph._values[id(mask)] = stored
-            y = put("attention", [q, k, v, mask], q.shape, pv.result.dtype, attrs=attrs)
-            pv.op, pv.operands, pv.attrs = "reshape", [y], {}
-        elif zero is None:
+        if zero is None:
             pv.op, pv.operands, pv.attrs = "attention", [q, k, v, mask], attrs
         else:   # the NaN guard on the attention's result: pv becomes where(ne(y, y), 0, y)
             y = Tensor(graph, pv.result.shape, pv.result.dtype, f"%{len(graph.nodes)}")

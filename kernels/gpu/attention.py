@@ -147,12 +147,14 @@ class HeadRows:
 
 def mask_reader(e: AttentionEmitter, mask: tuple[str, str], H: int, Sq: int, Sk: int, head: str):
     """A function (query, key) -> the additive mask there, in the log2 domain (times log2 e) as f32. The
-    mask is any numpy broadcast of [B, H, Sq, Sk] in the data's type: broadcast dimensions are read at 0,
-    the query and key clamped into range (the scores they would be wrong for are masked or not stored)."""
+    mask is any numpy broadcast of [B, H, Sq, Sk] in the data's type, or tiles the batch ([P, ..] with P
+    dividing B: batch b reads row b mod P): broadcast dimensions are read at 0, the query and key clamped
+    into range (the scores they would be wrong for are masked or not stored)."""
     m_name, m_t = mask
     m_shape, m_dt = memref_shape(m_t)
     full = (1,) * (4 - len(m_shape)) + m_shape
-    bh_idx = [e.div(head, e.c(H)), e.rem(head, e.c(H))]
+    batch = e.div(head, e.c(H))
+    bh_idx = [e.rem(batch, e.c(full[0])) if full[0] > 1 else batch, e.rem(head, e.c(H))]
     log2e = e.f(LOG2E)
 
     def value(query: str, key: str) -> str:

@@ -50,10 +50,11 @@ BLOCK_K = 64            # keys per tile
 WARPS = BLOCK_Q // 16
 PAD = 8                 # elements after each shared row (16 bytes)
 ACC_T = "!llvm.struct<(f32, f32, f32, f32)>"
-# Head dims: whole k steps of 16 and a K/V tile copied in whole rounds of 16-byte chunks; each shared row is
-# then 16 bytes times an odd number, so ldmatrix's 8 rows of a phase hit 8 different 16-byte bank groups.
-# Up to 128: two tiles of 64 x 136 elements are 34 KB of the 48 KB static shared memory. (Swin's 32.)
-HEAD_DIMS = tuple(range(16, 129, 16))
+# Head dims: whole k steps of 16, and a row's D / 8 16-byte chunks dividing the block's 128 threads (the K/V
+# tile copy gives each thread the same column in every round: head dim 80 read wrong rows on the H100); each
+# shared row is then 16 bytes times an odd number, so ldmatrix's 8 rows of a phase hit 8 different 16-byte
+# bank groups. Up to 128: two tiles of 64 x 136 elements are 34 KB of the 48 KB static shared memory.
+HEAD_DIMS = (16, 32, 64, 128)
 
 
 def applicable(dtype: str, d: int) -> str | None:

@@ -4,7 +4,7 @@ the importers' mapping of torch's scaled_dot_product_attention and ONNX's attent
 flash-attention kernel's IR.
 
 Under OPENPRIM_TEST_TARGET=nvvm:sm_90 with OPENPRIM_GPU_RECORD=DIR the numerics cases are recorded for the
-GPU machine (f16/bf16 with head dims that are multiples of 16 run the flash kernels there; see
+GPU machine (f16/bf16 with head dims 16, 32, 64 and 128 run the flash kernels there; see
 helpers.run_on_gpu)."""
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ def reference(q, k, v, mask=None, causal=False, scale=None):
     """softmax(scale q k^T + mask, causal: key j > query i masked) @ v in float64."""
     scale = 1 / math.sqrt(q.shape[-1]) if scale is None else scale
     s = np.einsum("bhid,bhjd->bhij", q, k) * scale
+    if mask is not None and mask.ndim == 4 and mask.shape[0] not in (1, q.shape[0]):   # tiling the batch
+        mask = np.tile(mask, (q.shape[0] // mask.shape[0], 1, 1, 1))
     if mask is not None:
         s = s + mask
     if causal:
@@ -58,6 +60,7 @@ CASES = [  # b, h, sq, sk, d, causal, mask shape
     (2, 2, 29, 53, 128, False, (2, 1, 29, 53)),
     (1, 3, 21, 17, 24, False, (17,)),        # an odd head dim, a mask broadcast over queries
     (2, 1, 131, 67, 64, True, (1, 1, 131, 67)),
+    (6, 3, 17, 17, 24, False, (2, 3, 1, 17)),  # a mask tiling the batch (batch b reads mask[b mod 2])
 ]
 
 
@@ -83,7 +86,8 @@ FLASH_CASES = [  # b, h, sq, sk, d, causal, mask shape: ragged query blocks (64 
     (1, 2, 1, 5, 64, False, (1, 2, 1, 1)),       # one query, a mask broadcast over keys
     (2, 6, 49, 49, 32, False, (1, 6, 49, 49)),   # Swin's windows: head dim 32 (mma.sync), bias + windows' mask
     (1, 3, 77, 100, 16, True, None),             # head dim 16: mma.sync also on sm_90
-    (1, 2, 90, 65, 80, False, (90, 65)),         # head dim 80
+    (4, 3, 49, 49, 32, False, (2, 3, 49, 49)),   # Swin's shifted windows: the mask tiles the batch
+    (6, 2, 30, 70, 64, False, (3, 1, 1, 70)),
 ]
 ON_NVIDIA = TARGET.startswith("nvvm")
 
@@ -147,20 +151,20 @@ def test_flash_attention_fully_masked_rows_are_zero(rng, dtype):
 
 @pytest.mark.parametrize("target", ["nvvm:sm_80", "nvvm:sm_90"])
 def test_flash_solver_applies(target):
-    """f16/bf16 with head dims that are multiples of 16 up to 128 take the flash kernel on mma.sync GPUs;
-    others say why not."""
+    """f16/bf16 with head dims 16, 32, 64 and 128 take the flash kernel on mma.sync GPUs; others say why not."""
     solver, t = SOLVERS["attention_flash_mma"], parse_target(target)
     problem = lambda dtype, d: AttentionProblem(16, 512, 512, d, True, (512, 512), dtype)  # noqa: E731
-    for d in (16, 32, 64, 96, 128):
+    for d in (16, 32, 64, 128):
         assert solver.is_applicable(problem("f16", d), t) is None
     assert solver.is_applicable(problem("bf16", 128), t) is None
     assert "takes f16 or bf16" in solver.is_applicable(problem("f32", 64), t)
     assert "head dim 24" in solver.is_applicable(problem("f16", 24), t)
+    assert "head dim 80" in solver.is_applicable(problem("f16", 80), t)
     assert "head dim 256" in solver.is_applicable(problem("f16", 256), t)
     assert solver.cost(problem("f16", 64), t) > 0
 
 
-@pytest.mark.parametrize("d, flash", [(64, True), (128, True), (32, True), (80, True), (40, False)])
+@pytest.mark.parametrize("d, flash", [(64, True), (128, True), (32, True), (80, False)])
 def test_flash_kept_whole_on_nvvm(d, flash):
     """Compiled (not run) for sm_90: prim-decompose keeps the attention whole where the flash solver applies,
     prim-select chooses it and prim-tile emits its kernel; other head dims are decomposed into GEMMs."""
@@ -227,6 +231,9 @@ def test_attention_mask_must_broadcast():
     q, k, v = g.input("q", (1, 2, 8, 16)), g.input("k", (1, 2, 9, 16)), g.input("v", (1, 2, 9, 16))
     with pytest.raises(OpenPrimError, match="does not broadcast to the scores 1x2x8x9"):
         g.attention(q, k, v, g.input("m", (8, 8)))
+    q, k, v = g.input("q4", (4, 2, 8, 16)), g.input("k4", (4, 2, 9, 16)), g.input("v4", (4, 2, 9, 16))
+    with pytest.raises(OpenPrimError, match=r"nor tile their batch: a first dim dividing 4"):
+        g.attention(q, k, v, g.input("m3", (3, 2, 8, 9)))
 
 
 # ----------------------------------------------------------------------------- importers

@@ -132,13 +132,13 @@ def test_bert_layer(tm, via):
 @pytest.mark.parametrize("via", ["torch", "onnx"])
 def test_swin(tm, via):
     """Swin-T's structure at 56x56 (a 14x14 map: 4 windows of 7x7, then one), 64 wide, 2 + 2 blocks: every
-    window attention is one prim.attention, the shifted ones over [B, windows x heads] with the relative-position
-    bias and the windows' mask summed into one constant, and the model matches eager."""
+    window attention is one prim.attention, the shifted one with the relative-position bias and the windows'
+    mask summed into one constant [windows, heads, 49, 49] tiling the batch, and the model matches eager."""
     module = tm.swin_t(image_size=56, embed_dim=64, depths=(2, 2), num_heads=(2, 4), num_classes=10)
     inputs = tm.example_input(module, batch=2)
     graph = _import(tm, module, inputs, via)
     masks = sorted(tuple(n.operands[3].shape) for n in graph.nodes if n.op == "attention")
-    assert masks == [(1, 2, 49, 49), (1, 4, 49, 49), (1, 4, 49, 49), (1, 8, 49, 49)]   # one shifted block
+    assert masks == [(1, 2, 49, 49), (1, 4, 49, 49), (1, 4, 49, 49), (4, 2, 49, 49)]   # shifted: tiles 4 windows
     _check(module, inputs, graph, attentions=4)
 
 

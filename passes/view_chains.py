@@ -1,0 +1,109 @@
+"""Chains of data movement that are one transpose, written as one.
+
+Exported models move data in steps that each copy on their own, where together they are a single
+permutation of the source's elements:
+
+  - transpose -> reshape -> transpose: Swin's attention output moved back from the heads (BSHD -> BHSD) and
+    then out of its windows ([B nW, S, H, D] -> [B, nH, nW, wh, ww, H D] -> the map's rows), two copies;
+  - concat of strided slices: Swin's patch merging, cat(x[0::2, 0::2], x[1::2, 0::2], x[0::2, 1::2],
+    x[1::2, 1::2]) over channels, four slice copies and three concats (a space-to-depth).
+
+As in matmul_views.py, the chain is replayed on the positions of its source's elements (numpy arange), and
+the map written as reshape -> transpose -> reshape when it is one (`as_one_transpose`); a chain is rewritten
+only when that leaves fewer copies than it had, and only when the map is provably the same.
+"""
+from __future__ import annotations
+
+import numpy as np
+from mlir import ir
+
+from openprim import dialect
+
+from .matmul_views import MAX_POSITIONS, VIEWS, as_one_transpose, copies, emit_views, erase_dead, positions
+from .rewrite import producer
+
+MOVES = ("prim.reshape", "prim.transpose")
+
+
+def _chain_end(op: ir.Operation) -> bool:
+    """Whether op is a reshape/transpose whose result is read, but not by exactly one other reshape/transpose."""
+    if op.name not in MOVES:
+        return False
+    users = [u.owner for u in op.result.uses]
+    return bool(users) and not (len(users) == 1 and users[0].name in MOVES)
+
+
+def collapse_moves(end: ir.Operation) -> bool:
+    """The longest chain of reshapes and transposes ending at `end` (each result used once) -> at most one
+    transpose between reshapes, when that removes a copy."""
+    ops, v = [end], end.operands[0]
+    while (op := producer(v)) is not None and op.name in MOVES and len(list(op.result.uses)) == 1:
+        ops.insert(0, op)
+        v = op.operands[0]
+    before = copies(ops)
+    if before < 2 or int(np.prod(v.type.shape)) > MAX_POSITIONS:
+        return False
+    views = as_one_transpose(positions(v.type.shape, ops))
+    if views is None or int(views[1] != sorted(views[1])) >= before:
+        return False
+    with ir.InsertionPoint(end), end.location:
+        end.result.replace_all_uses_with(emit_views(v, views[0], views[1], end.result.type.shape, end.location))
+    erase_dead(ops)
+    return True
+
+
+def _concat_tree(op: ir.Operation, axis: int) -> tuple[list[ir.Value], list[ir.Operation]]:
+    """(the leaves, left to right, the concats, outermost first) of a tree of concats along `axis` whose
+    inner concats are used only in it."""
+    leaves, concats = [], [op]
+    for x in op.operands:
+        inner = producer(x, "prim.concat")
+        if inner is not None and len(list(x.uses)) == 1 and dialect.op_attrs(inner)["axis"] % len(x.type.shape) == axis:
+            sub_leaves, sub_concats = _concat_tree(inner, axis)
+            leaves, concats = leaves + sub_leaves, concats + sub_concats
+        else:
+            leaves.append(x)
+    return leaves, concats
+
+
+def _view_source(x: ir.Value) -> tuple[ir.Value, list[ir.Operation]]:
+    """(source, ops): x is the view ops (each result used once) applied in order to source."""
+    ops = []
+    while (op := producer(x)) is not None and op.name in VIEWS and len(list(op.result.uses)) == 1:
+        ops.insert(0, op)
+        x = op.operands[0]
+    return x, ops
+
+
+def concat_of_slices(op: ir.Operation) -> bool:
+    """A tree of concats whose leaves are views (slices, reshapes, transposes; used only here) of one source
+    that together permute it -> at most one transpose between reshapes."""
+    axis = dialect.op_attrs(op)["axis"] % len(op.result.type.shape)
+    leaves, concats = _concat_tree(op, axis)
+    chains = [_view_source(x) for x in leaves]
+    source = chains[0][0]
+    size = int(np.prod(source.type.shape))
+    if any(src != source or not ops for src, ops in chains) or size != int(np.prod(op.result.type.shape)) or \
+            size > MAX_POSITIONS:
+        return False
+    views = as_one_transpose(np.concatenate([positions(source.type.shape, ops) for _, ops in chains], axis))
+    if views is None:
+        return False
+    with ir.InsertionPoint(op), op.location:
+        op.result.replace_all_uses_with(emit_views(source, views[0], views[1], op.result.type.shape, op.location))
+    erase_dead(concats[::-1])   # erased last to first: the root first
+    for _, ops in chains:
+        erase_dead(ops)
+    return True
+
+
+def collapse_view_chains(fn) -> bool:
+    """One sweep of both rewrites over graph function fn, in program order; whether any fired."""
+    changed = False
+    for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
+        if op.name == "prim.concat" and len(list(op.result.uses)) and all(
+                u.owner.name != "prim.concat" for u in op.result.uses):
+            changed = concat_of_slices(op) or changed
+        elif _chain_end(op):
+            changed = collapse_moves(op) or changed
+    return changed
