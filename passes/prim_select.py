@@ -11,7 +11,9 @@
    where the predicted time says so; a GPU convolution with few input channels gets zero channels for the
    matrix cores where that pays. A backward-data convolution becomes forward ones where that pays: a
    stride-1 one the forward convolution it is (_backward_data_as_forward), a strided one a stride-1
-   convolution per phase of its rows and columns, interleaved (passes/backward_data_phases.py).
+   convolution per phase of its rows and columns, interleaved (passes/backward_data_phases.py). A filter
+   gradient whose only solver is the reference loop nest (the GPUs) becomes one GEMM per filter tap
+   (passes/backward_weights_gemms.py).
 2. Solver, MIOpen-style. A forced solver (`solver=` option or $OPENPRIM_SOLVER) wins; otherwise the mode
    (`mode=` option, else $OPENPRIM_FIND_MODE, else hybrid) decides where the choice comes from:
      immediate  the tuning database (tuning/db.py), else the heuristic: the applicable solver of the
@@ -61,6 +63,7 @@ from . import slow_fallbacks
 from .param_layouts import store_params_permuted
 from .prim_layout import MARK, cancel_transposes, check_layout, lay_out
 from .backward_data_phases import backward_data_by_phases
+from .backward_weights_gemms import backward_weights_as_gemms
 from .rewrite import (constant, create, filter_perm, index_constant, new_constant, pad_zeros, producer, rebuild,
                       reshape, single_use, swap, transformed_constant, transpose)
 
@@ -157,6 +160,11 @@ def heuristic(problem, kind: str, target: Target, constant_filter: bool = True):
     ok = [s for s, reason in applicable(problem, kind, target) if reason is None
           and (constant_filter or not needs_constant_filter(s, problem, target))]
     return min(ok, key=lambda s: s.cost(problem, target))
+
+
+def _reference_only(problem, target: Target) -> bool:
+    """Whether a reference loop nest is the only solver of a convolution problem on `target`."""
+    return all(s.name.endswith("_reference") for s, why in applicable(problem, "conv2d", target) if why is None)
 
 
 def predicted_time(problem, target: Target) -> float:
@@ -510,7 +518,8 @@ def prepare(fn, layout: str, target: Target, forced: str = "") -> list[ir.Operat
     _fuse_depthwise_pointwise(fn, target, forced)
     if not forced:
         for op in ops():
-            backward_data_by_phases(op, target, lambda problem: predicted_time(problem, target))
+            backward_data_by_phases(op, target, lambda problem: predicted_time(problem, target)) or \
+                backward_weights_as_gemms(op, lambda problem: _reference_only(problem, target))
     reshape_problem = (lambda op: op) if forced else \
         (lambda op: _subsample_pointwise(_densify_groups(_backward_data_as_forward(op, target), target), target))
     return [_pad_columns(_pad_channels(reshape_problem(_untranspose_rhs(op)), target), target) for op in ops()
