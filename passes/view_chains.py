@@ -6,11 +6,14 @@ permutation of the source's elements:
   - transpose -> reshape -> transpose: Swin's attention output moved back from the heads (BSHD -> BHSD) and
     then out of its windows ([B nW, S, H, D] -> [B, nH, nW, wh, ww, H D] -> the map's rows), two copies;
   - concat of strided slices: Swin's patch merging, cat(x[0::2, 0::2], x[1::2, 0::2], x[0::2, 1::2],
-    x[1::2, 1::2]) over channels, four slice copies and three concats (a space-to-depth).
+    x[1::2, 1::2]) over channels, four slice copies and three concats (a space-to-depth);
+  - torch.roll (a gather by constant indices per axis) and a window partition: Swin's shifted windows,
+    three copies that are one gather of whole rows per image.
 
 As in matmul_views.py, the chain is replayed on the positions of its source's elements (numpy arange), and
-the map written as reshape -> transpose -> reshape when it is one (`as_one_transpose`); a chain is rewritten
-only when that leaves fewer copies than it had, and only when the map is provably the same.
+the map written as reshape -> transpose -> reshape when it is one (`as_one_transpose`), else, where it moves
+whole rows of the last dim the same way in each batch element, as reshape -> gather -> reshape; a chain is
+rewritten only when that leaves fewer copies than it had, and only when the map is provably the same.
 """
 from __future__ import annotations
 
@@ -19,35 +22,86 @@ from mlir import ir
 
 from openprim import dialect
 
-from .matmul_views import MAX_POSITIONS, VIEWS, as_one_transpose, copies, emit_views, erase_dead, positions
-from .rewrite import producer
+from .matmul_views import MAX_POSITIONS, VIEWS, as_one_transpose, copies, emit_views, erase_dead, positions, replay
+from .rewrite import create, index_constant, producer, reshape
 
 MOVES = ("prim.reshape", "prim.transpose")
 
 
+def _constant_gather(op: ir.Operation) -> np.ndarray | None:
+    """The indices of a gather by a 1-d constant in range (torch.roll's), else None."""
+    if op.name != "prim.gather" or (const := producer(op.operands[1], "prim.constant")) is None:
+        return None
+    idx = dialect.to_numpy(const.attributes["value"])
+    size = op.operands[0].type.shape[dialect.op_attrs(op)["axis"] % len(op.operands[0].type.shape)]
+    return idx if idx.ndim == 1 and idx.size and 0 <= idx.min() and idx.max() < size else None
+
+
+def _movable(op: ir.Operation) -> bool:
+    return op.name in MOVES or _constant_gather(op) is not None
+
+
+def _replay(op: ir.Operation, pos: np.ndarray) -> np.ndarray:
+    taken = _constant_gather(op)
+    return replay(op, pos) if taken is None else np.take(pos, taken, axis=dialect.op_attrs(op)["axis"] % pos.ndim)
+
+
 def _chain_end(op: ir.Operation) -> bool:
-    """Whether op is a reshape/transpose whose result is read, but not by exactly one other reshape/transpose."""
-    if op.name not in MOVES:
+    """Whether op is a move (reshape, transpose, constant gather) whose result is read, but not by exactly one
+    other move."""
+    if not _movable(op):
         return False
     users = [u.owner for u in op.result.uses]
-    return bool(users) and not (len(users) == 1 and users[0].name in MOVES)
+    return bool(users) and not (len(users) == 1 and _movable(users[0]))
+
+
+def _as_row_gather(pos: np.ndarray, shape) -> tuple[int, np.ndarray] | None:
+    """(P, idx) when pos, positions in a source of `shape` [B, .., C], takes whole rows of C and the same rows
+    idx of each batch element's P = rows / B: the chain is reshape [B, P, C] -> gather(axis 1, idx) -> reshape."""
+    c, b = shape[-1], shape[0]
+    if pos.size % c:
+        return None
+    rows = pos.reshape(-1, c)
+    first = rows[:, 0]
+    if (first % c).any() or not np.array_equal(rows, first[:, None] + np.arange(c, dtype=rows.dtype)):
+        return None
+    p = int(np.prod(shape)) // c // b
+    if len(first) % b:
+        return None
+    per = (first // c).reshape(b, -1) - (np.arange(b) * p)[:, None]
+    if not (per == per[0]).all() or per.min() < 0 or per.max() >= p:
+        return None
+    return p, per[0]
 
 
 def collapse_moves(end: ir.Operation) -> bool:
-    """The longest chain of reshapes and transposes ending at `end` (each result used once) -> at most one
-    transpose between reshapes, when that removes a copy."""
+    """The longest chain of moves ending at `end` (each result used once) -> at most one transpose between
+    reshapes, or else one gather of whole rows (Swin's roll and window partition), when that removes a copy."""
     ops, v = [end], end.operands[0]
-    while (op := producer(v)) is not None and op.name in MOVES and len(list(op.result.uses)) == 1:
+    while (op := producer(v)) is not None and _movable(op) and len(list(op.result.uses)) == 1:
         ops.insert(0, op)
         v = op.operands[0]
-    before = copies(ops)
-    if before < 2 or int(np.prod(v.type.shape)) > MAX_POSITIONS:
+    before = copies(ops) + sum(op.name == "prim.gather" for op in ops)
+    size = int(np.prod(v.type.shape))
+    if before < 2 or size > MAX_POSITIONS:
         return False
-    views = as_one_transpose(positions(v.type.shape, ops))
-    if views is None or int(views[1] != sorted(views[1])) >= before:
+    pos = positions(v.type.shape, [])
+    for op in ops:
+        pos = _replay(op, pos)
+    loc, shape = end.location, v.type.shape
+    views = as_one_transpose(pos) if pos.size == size else None
+    if views is not None and int(views[1] != sorted(views[1])) < before:
+        with ir.InsertionPoint(end), loc:
+            end.result.replace_all_uses_with(emit_views(v, views[0], views[1], end.result.type.shape, loc))
+    elif (rows := _as_row_gather(pos, shape)) is not None:
+        p, idx = rows
+        with ir.InsertionPoint(end), loc:
+            flat = reshape(v, [shape[0], p, shape[-1]], loc)
+            taken = create("gather", [flat, index_constant(idx, loc)], [shape[0], len(idx), shape[-1]], v,
+                           {"axis": 1}, loc)
+            end.result.replace_all_uses_with(reshape(taken, end.result.type.shape, loc))
+    else:
         return False
-    with ir.InsertionPoint(end), end.location:
-        end.result.replace_all_uses_with(emit_views(v, views[0], views[1], end.result.type.shape, end.location))
     erase_dead(ops)
     return True
 

@@ -1,6 +1,7 @@
 """Filter gradients as one GEMM per filter tap (passes/backward_weights_gemms.py), where the reference loop nest
 is a target's only backward-weights solver (the GPUs): against float64 numpy for 3x3, 1x1, 7x7 stride 2,
-asymmetric padding, dilation, strides (1, 2), NCHW activations and the three filter layouts, f32 and f16; on
+asymmetric padding, dilation, strides (1, 2), NCHW activations and the three filter layouts, channel and row
+counts that are not multiples of 8 (padded), f32 and f16; on
 the CPU, which has conv_bwd_weights_gemm, the rewrite is forced by making the reference look like the only
 solver. For nvvm:sm_90 (compiled, not run here): every product on the matrix cores, grouped convolutions
 left to the reference. Under OPENPRIM_TEST_TARGET=nvvm:sm_90 the numerics cases record and replay on the
@@ -22,6 +23,7 @@ CASES = [  # N, C, H, W, K, (R, S), stride, padding (t, l, b, r), dilation, layo
     (2, 16, 10, 9, 8, (1, 1), (2, 2), (0, 0, 0, 0), (1, 1), "NHWC", "KRSC"),
     (1, 3, 17, 15, 8, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), "NHWC", "KCRS"),     # a stem
     (1, 4, 11, 13, 5, (3, 2), (1, 2), (2, 1, 2, 0), (2, 1), "NCHW", "KCRS"),     # dilation, NCHW
+    (2, 16, 12, 12, 32, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), "NHWC", "KCRS"),   # no padding for the matrix cores
 ]
 
 
@@ -54,6 +56,7 @@ def test_backward_weights_gemms(case, dtype, monkeypatch):
     assert_close(got, want, dtype, reduction=reduction)
 
 
+@pytest.mark.skipif(TARGET != "cpu", reason="compiles for the CPU")
 def test_cpu_keeps_its_solver():
     """The CPU has a filter-gradient solver: nothing is rewritten there."""
     g, _, _, _ = _case(CASES[0], "f32")
@@ -66,12 +69,14 @@ def _nvvm_solvers(graph) -> set[str]:
     return {solver for _, solver in kernel_info(openprim.compiler.lower(graph, "nvvm:sm_90")).values() if solver}
 
 
-@pytest.mark.parametrize("r, stride", [(3, 1), (1, 1), (3, 2)])
-def test_nvvm_products_on_matrix_cores(r, stride):
-    """ResNet's 64-channel layers for sm_90: the GEMMs on wgmma, no reference kernel."""
+@pytest.mark.parametrize("n, c, size, r, stride", [(4, 64, 28, 3, 1), (4, 64, 28, 1, 1), (4, 64, 28, 3, 2),
+                                                  (2, 3, 32, 7, 2), (1, 64, 7, 3, 1)])
+def test_nvvm_products_on_matrix_cores(n, c, size, r, stride):
+    """ResNet's layers for sm_90, its stem (3 channels, padded to 8) and a batch-1 7 x 7 map (49 rows, padded
+    to 56) too: the GEMMs on wgmma, no reference or SIMT kernel."""
     g = Graph(dtype="f16", layout="NHWC")
-    oh = (28 + 2 * (r // 2) - r) // stride + 1
-    g.output(g.conv2d_backward_weights(g.input("x", (4, 28, 28, 64)), g.input("dy", (4, oh, oh, 64)), (r, r),
+    oh = (size + 2 * (r // 2) - r) // stride + 1
+    g.output(g.conv2d_backward_weights(g.input("x", (n, size, size, c)), g.input("dy", (n, oh, oh, 64)), (r, r),
                                        stride=stride, padding=r // 2, layout="NHWC", filter_layout="KCRS"))
     assert _nvvm_solvers(g) == {"gemm_wgmma"}
 

@@ -62,3 +62,24 @@ func.func @not_one_transpose(%x: tensor<4x6xf32>) -> tensor<3x8xf32> {
   %u = "prim.transpose"(%r) {perm = array<i64: 1, 0>} : (tensor<8x3xf32>) -> tensor<3x8xf32>
   return %u : tensor<3x8xf32>
 }
+
+// Swin's shifted windows: torch.roll by (-1, -1) (a gather per axis) then the window partition (a transpose
+// of a 6-d view): three copies, one gather of whole rows (channels) per image, by the composite index.
+// CHECK-LABEL: func.func @roll_and_partition
+// CHECK-NOT:  prim.transpose
+// CHECK:      %[[R:.+]] = "prim.reshape"(%arg0) : (tensor<2x4x4x3xf32>) -> tensor<2x16x3xf32>
+// CHECK-NEXT: %[[I:.+]] = "prim.constant"() {value = dense<[5, 6, 9, 10, 7, 4, 11, 8, 13, 14, 1, 2, 15, 12, 3, 0]> : tensor<16xi64>}
+// CHECK-NEXT: %[[G:.+]] = "prim.gather"(%[[R]], %[[I]]) {axis = 1 : i64} : (tensor<2x16x3xf32>, tensor<16xi64>) -> tensor<2x16x3xf32>
+// CHECK-NEXT: %[[O:.+]] = "prim.reshape"(%[[G]]) : (tensor<2x16x3xf32>) -> tensor<8x4x3xf32>
+// CHECK-NOT:  prim.gather
+// CHECK:      return %[[O]]
+func.func @roll_and_partition(%x: tensor<2x4x4x3xf32>) -> tensor<8x4x3xf32> {
+  %i = "prim.constant"() {value = dense<[1, 2, 3, 0]> : tensor<4xi64>} : () -> tensor<4xi64>
+  %h = "prim.gather"(%x, %i) {axis = 1 : i64} : (tensor<2x4x4x3xf32>, tensor<4xi64>) -> tensor<2x4x4x3xf32>
+  %j = "prim.constant"() {value = dense<[1, 2, 3, 0]> : tensor<4xi64>} : () -> tensor<4xi64>
+  %w = "prim.gather"(%h, %j) {axis = 2 : i64} : (tensor<2x4x4x3xf32>, tensor<4xi64>) -> tensor<2x4x4x3xf32>
+  %v = "prim.reshape"(%w) : (tensor<2x4x4x3xf32>) -> tensor<2x2x2x2x2x3xf32>
+  %t = "prim.transpose"(%v) {perm = array<i64: 0, 1, 3, 2, 4, 5>} : (tensor<2x2x2x2x2x3xf32>) -> tensor<2x2x2x2x2x3xf32>
+  %o = "prim.reshape"(%t) : (tensor<2x2x2x2x2x3xf32>) -> tensor<8x4x3xf32>
+  return %o : tensor<8x4x3xf32>
+}
