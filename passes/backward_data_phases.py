@@ -10,8 +10,9 @@ the columns) are a stride-1 correlation of dy with the sub-filter of those taps,
     qh = (ph + pt - r0) / sh,  wf[Tr-1-t, Ts-1-u, k, c] = w[k, r0 + sh t, s0 + sw u, c]   (RSCK, per group)
 
 Every phase is computed on the same grid [ceil(H / sh), ceil(W / sw)] (a phase with fewer rows computes one
-more, cut at the end; a negative padding becomes a slice of dy); a phase without taps is zeros. They are then
-interleaved by concatenations, which are reshapes of the row-major layout: the sw phases of a row phase
+more, cut at the end; a negative padding becomes a slice of dy); a phase without taps is zeros, written as
+padding of its neighbours. They are then interleaved by concatenations, which are reshapes of the row-major
+layout: the sw phases of a row phase
 concatenated along the channels are [N, Hm, Wm, sw C] = [N, Hm, Wm sw, C]; the sh row phases concatenated
 along the columns are [N, Hm, sh Wm sw, C] = [N, Hm sh, Wm sw, C]; then a slice to [N, H, W, C].
 
@@ -82,12 +83,10 @@ def backward_data_by_phases(op: ir.Operation, target: Target, cost) -> bool:
     with ir.InsertionPoint(op), loc:
         krsc = w if p.filter_layout == "KRSC" else transpose(w, filter_perm(p.filter_layout, "KRSC"), loc)
         taps5 = reshape(krsc, [g, kg, p.r, p.s, cg], loc)
-        zero, by_rows, results = None, {}, []
+        by_rows, results = {}, []
         for ph in plan:
             if ph["taps"] is None:
-                if zero is None:
-                    zero = create("broadcast", [new_constant(np.zeros(()), dy, loc)], [p.n, hm, wm, p.c], dy, {}, loc)
-                results.append(zero)
+                results.append(None)     # zeros: padding of its neighbours (_concat)
                 continue
             (rt, st), (top, left, bottom, right) = ph["taps"], ph["pads"]
             if tuple(rt) not in by_rows:                           # a row phase's taps, shared by its sw phases
@@ -106,9 +105,12 @@ def backward_data_by_phases(op: ir.Operation, target: Target, cost) -> bool:
                                    "activation": "none", "activation_params": []}, loc))
         rows = []
         for i in range(sh):
-            row = _concat(results[i * sw:(i + 1) * sw], 3, loc)                    # [N, Hm, Wm, sw C]
-            rows.append(reshape(row, [p.n, hm, wm * sw, p.c], loc))
-        dx = reshape(_concat(rows, 2, loc), [p.n, hm * sh, wm * sw, p.c], loc)
+            row = _concat(results[i * sw:(i + 1) * sw], [p.n, hm, wm, p.c], 3, dy, loc)   # [N, Hm, Wm, sw C]
+            rows.append(None if row is None else reshape(row, [p.n, hm, wm * sw, p.c], loc))
+        dx = _concat(rows, [p.n, hm, wm * sw, p.c], 2, dy, loc)
+        if dx is None:
+            dx = create("broadcast", [new_constant(np.zeros(()), dy, loc)], [p.n, hm, wm * sw * sh, p.c], dy, {}, loc)
+        dx = reshape(dx, [p.n, hm * sh, wm * sw, p.c], loc)
         if (hm * sh, wm * sw) != (p.h, p.w):
             dx = create("slice", [dx], [p.n, p.h, p.w, p.c], dx,
                         {"starts": [0, 0, 0, 0], "ends": [p.n, p.h, p.w, p.c], "steps": [1, 1, 1, 1]}, loc)
@@ -126,10 +128,32 @@ def _gathered(v: ir.Value, axis: int, taps: list[int], size: int, loc) -> ir.Val
     return create("gather", [v, index_constant(np.asarray(taps), loc)], shape, v, {"axis": axis}, loc)
 
 
-def _concat(values: list[ir.Value], axis: int, loc) -> ir.Value:
-    out = values[0]
-    for v in values[1:]:
-        shape = list(out.type.shape)
-        shape[axis] += v.type.shape[axis]
-        out = create("concat", [out, v], shape, out, {"axis": axis}, loc)
-    return out
+def _concat(values: list, part: list[int], axis: int, like: ir.Value, loc) -> ir.Value | None:
+    """The concatenation of values (each of shape `part`) along `axis`, where None is zeros: runs of zeros
+    are padding of the value before or after them (one pass, where a materialized zero tensor and the
+    concat's copy of it were two); None when every value is zeros."""
+    out, zeros = None, 0
+    for v in values:
+        if v is None:
+            zeros += part[axis]
+            continue
+        if zeros and out is None:
+            v = _padded(v, axis, zeros, 0, like, loc)
+        elif zeros:
+            out = _padded(out, axis, 0, zeros, like, loc)
+        zeros = 0
+        out = v if out is None else create("concat", [out, v], _grown(out, axis, v.type.shape[axis]), like,
+                                           {"axis": axis}, loc)
+    return _padded(out, axis, 0, zeros, like, loc) if zeros and out is not None else out
+
+
+def _padded(v: ir.Value, axis: int, before: int, after: int, like: ir.Value, loc) -> ir.Value:
+    pads = [0] * (2 * len(v.type.shape))
+    pads[axis], pads[len(v.type.shape) + axis] = before, after
+    return create("pad", [v], _grown(v, axis, before + after), like, {"pads": pads, "value": 0.0}, loc)
+
+
+def _grown(v: ir.Value, axis: int, by: int) -> list[int]:
+    shape = list(v.type.shape)
+    shape[axis] += by
+    return shape
