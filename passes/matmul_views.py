@@ -20,7 +20,10 @@ of the ops in the chain is needed and a rewrite happens only when the new chain 
           leading axes), followed by at most one transpose.
   rows:   a matmul whose only use is a view chain that permutes whole rows (the transpose back to
           [B,S,E]), and whose lhs is a view chain of another value (the heads merged from [B,H,S,D]): the
-          permutation moves to the lhs chain, and both collapse into one transpose.
+          permutation moves to the lhs chain, and both collapse into one transpose, or else one gather of
+          whole rows (Swin's window reverse and roll back: the GEMM's result is then in the map's order,
+          where the residual add becomes its epilogue).
+A gather by constant indices (torch.roll) is a view op here too.
 Each fires only when it leaves fewer transposes and slices than it removes, and split only when no column is
 computed twice (the GEMMs together do the work of the one they replace).
 """
@@ -31,7 +34,7 @@ from mlir import ir
 
 from openprim import dialect
 
-from .rewrite import constant, new_constant, producer, reshape, transpose
+from .rewrite import constant, create, index_constant, new_constant, producer, reshape, transpose
 
 VIEWS = ("prim.reshape", "prim.transpose", "prim.slice")
 # The largest matmul result whose views are replayed: the maps are numpy arrays of its size (int32), built
@@ -39,7 +42,20 @@ VIEWS = ("prim.reshape", "prim.transpose", "prim.slice")
 # here on the 2-core machine; larger ones keep their view chains (a stride-based form of the maps would
 # lift this).
 MAX_POSITIONS = 1 << 25
-COPIES = ("prim.transpose", "prim.slice")  # the view ops that are kernels
+COPIES = ("prim.transpose", "prim.slice")  # the view ops that are kernels (and the gathers)
+
+
+def constant_gather(op: ir.Operation) -> np.ndarray | None:
+    """The indices of a gather by a 1-d constant in range (torch.roll's), else None: a view op too."""
+    if op.name != "prim.gather" or (const := producer(op.operands[1], "prim.constant")) is None:
+        return None
+    idx = dialect.to_numpy(const.attributes["value"])
+    size = op.operands[0].type.shape[dialect.op_attrs(op)["axis"] % len(op.operands[0].type.shape)]
+    return idx if idx.ndim == 1 and idx.size and 0 <= idx.min() and idx.max() < size else None
+
+
+def is_view(op: ir.Operation) -> bool:
+    return op.name in VIEWS or constant_gather(op) is not None
 
 
 def replay(op: ir.Operation, idx: np.ndarray) -> np.ndarray:
@@ -49,7 +65,36 @@ def replay(op: ir.Operation, idx: np.ndarray) -> np.ndarray:
     a = dialect.op_attrs(op)
     if op.name == "prim.transpose":
         return idx.transpose(a["perm"])
+    if op.name == "prim.gather":
+        return np.take(idx, constant_gather(op), axis=a["axis"] % idx.ndim)
     return idx[tuple(slice(s, e, st) for s, e, st in zip(a["starts"], a["ends"], a["steps"]))]
+
+
+def as_row_gather(pos: np.ndarray, width: int, size: int) -> tuple[int, int, np.ndarray] | None:
+    """(batches, rows per batch P, idx) when pos, positions in a source of `size` elements, takes whole rows
+    of `width` and the same rows idx in every batch of P rows: the map is the source as [batches, P, width],
+    gathered along axis 1 by idx (the most batches, the shortest idx), else None."""
+    if pos.size % width or size % width:
+        return None
+    rows = pos.reshape(-1, width)
+    first = rows[:, 0]
+    if (first % width).any() or not np.array_equal(rows, first[:, None] + np.arange(width, dtype=rows.dtype)):
+        return None
+    src_rows, first = size // width, first // width
+    batches = int(np.gcd(src_rows, len(first)))
+    for nb in sorted((d for d in range(1, batches + 1) if batches % d == 0), reverse=True):
+        p = src_rows // nb
+        per = first.reshape(nb, -1) - (np.arange(nb, dtype=first.dtype) * p)[:, None]
+        if (per == per[0]).all() and per.min() >= 0 and per.max() < p:
+            return nb, p, per[0]
+    return None
+
+
+def emit_row_gather(v: ir.Value, gather: tuple[int, int, np.ndarray], width: int, out_shape, loc) -> ir.Value:
+    nb, p, idx = gather
+    flat = v if list(v.type.shape) == [nb, p, width] else reshape(v, [nb, p, width], loc)
+    taken = create("gather", [flat, index_constant(idx, loc)], [nb, len(idx), width], v, {"axis": 1}, loc)
+    return taken if list(out_shape) == [nb, len(idx), width] else reshape(taken, out_shape, loc)
 
 
 def _view_chains(v: ir.Value):
@@ -58,14 +103,14 @@ def _view_chains(v: ir.Value):
     chains = []
     for use in v.uses:
         op = use.owner
-        if op.name not in VIEWS:
+        if not is_view(op):
             return None
-        if all(u.owner.name in VIEWS for u in op.result.uses) and len(list(op.result.uses)) > 0:
+        if all(is_view(u.owner) for u in op.result.uses) and len(list(op.result.uses)) > 0:
             sub = _view_chains(op.result)
             if sub is None:
                 return None
             chains += [([op] + ops, end) for ops, end in sub]
-        elif any(u.owner.name in VIEWS for u in op.result.uses):
+        elif any(is_view(u.owner) for u in op.result.uses):
             return None
         else:
             chains.append(([op], op.result))
@@ -75,7 +120,7 @@ def _view_chains(v: ir.Value):
 def _source_chain(v: ir.Value):
     """(source, ops) with v = ops applied in order to source, following view ops back from v."""
     ops = []
-    while (op := producer(v)) is not None and op.name in VIEWS:
+    while (op := producer(v)) is not None and is_view(op):
         ops.insert(0, op)
         v = op.operands[0]
     return v, ops
@@ -127,7 +172,7 @@ def emit_views(v: ir.Value, shape, perm, out_shape, loc) -> ir.Value:
 
 
 def copies(ops) -> int:
-    return sum(op.name in COPIES for op in ops)
+    return sum(op.name in COPIES or op.name == "prim.gather" for op in ops)
 
 
 def _row_matmul(op: ir.Operation):
@@ -239,13 +284,21 @@ def permute_rows(op: ir.Operation) -> bool:
     row_of = pos.reshape(-1, n)[:, 0] // n  # new row r is old row row_of[r]
     k = op.operands[0].type.shape[-1]
     lhs_pos = positions(source.type.shape, lhs_ops).reshape(-1, k)[row_of]
-    views = as_one_transpose(lhs_pos.reshape(list(end.type.shape[:-1]) + [k]))
-    if views is None or int(views[1] != sorted(views[1])) >= copies(ops) + copies(lhs_ops):
-        return False
+    lhs_shape = list(end.type.shape[:-1]) + [k]
+    views = as_one_transpose(lhs_pos.reshape(lhs_shape))
+    before = copies(ops) + copies(lhs_ops)
+    gather = None
+    if views is None or int(views[1] != sorted(views[1])) >= before:
+        # else one gather of the lhs rows: fewer copies, or one no wider than the result's rows, moved
+        # before the GEMM so that what reads the result in the map's order (a residual add) can fuse
+        gather = as_row_gather(lhs_pos, k, int(np.prod(source.type.shape))) if before > 1 or k <= n else None
+        if gather is None:
+            return False
     w, bias = wb
     loc = op.location
     with ir.InsertionPoint(op), loc:
-        lhs = emit_views(source, views[0], views[1], list(end.type.shape[:-1]) + [k], loc)
+        lhs = emit_views(source, views[0], views[1], lhs_shape, loc) if gather is None else \
+            emit_row_gather(source, gather, k, lhs_shape, loc)
         end.replace_all_uses_with(_new_matmul(op, lhs, w, bias, end.type.shape, loc))
     erase_dead([*lhs_ops, op, *ops])
     return True

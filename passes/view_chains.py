@@ -22,28 +22,15 @@ from mlir import ir
 
 from openprim import dialect
 
-from .matmul_views import MAX_POSITIONS, VIEWS, as_one_transpose, copies, emit_views, erase_dead, positions, replay
-from .rewrite import create, index_constant, producer, reshape
+from .matmul_views import (MAX_POSITIONS, VIEWS, as_one_transpose, as_row_gather, constant_gather, copies,
+                           emit_row_gather, emit_views, erase_dead, positions)
+from .rewrite import producer
 
 MOVES = ("prim.reshape", "prim.transpose")
 
 
-def _constant_gather(op: ir.Operation) -> np.ndarray | None:
-    """The indices of a gather by a 1-d constant in range (torch.roll's), else None."""
-    if op.name != "prim.gather" or (const := producer(op.operands[1], "prim.constant")) is None:
-        return None
-    idx = dialect.to_numpy(const.attributes["value"])
-    size = op.operands[0].type.shape[dialect.op_attrs(op)["axis"] % len(op.operands[0].type.shape)]
-    return idx if idx.ndim == 1 and idx.size and 0 <= idx.min() and idx.max() < size else None
-
-
 def _movable(op: ir.Operation) -> bool:
-    return op.name in MOVES or _constant_gather(op) is not None
-
-
-def _replay(op: ir.Operation, pos: np.ndarray) -> np.ndarray:
-    taken = _constant_gather(op)
-    return replay(op, pos) if taken is None else np.take(pos, taken, axis=dialect.op_attrs(op)["axis"] % pos.ndim)
+    return op.name in MOVES or constant_gather(op) is not None
 
 
 def _chain_end(op: ir.Operation) -> bool:
@@ -55,25 +42,6 @@ def _chain_end(op: ir.Operation) -> bool:
     return bool(users) and not (len(users) == 1 and _movable(users[0]))
 
 
-def _as_row_gather(pos: np.ndarray, shape) -> tuple[int, np.ndarray] | None:
-    """(P, idx) when pos, positions in a source of `shape` [B, .., C], takes whole rows of C and the same rows
-    idx of each batch element's P = rows / B: the chain is reshape [B, P, C] -> gather(axis 1, idx) -> reshape."""
-    c, b = shape[-1], shape[0]
-    if pos.size % c:
-        return None
-    rows = pos.reshape(-1, c)
-    first = rows[:, 0]
-    if (first % c).any() or not np.array_equal(rows, first[:, None] + np.arange(c, dtype=rows.dtype)):
-        return None
-    p = int(np.prod(shape)) // c // b
-    if len(first) % b:
-        return None
-    per = (first // c).reshape(b, -1) - (np.arange(b) * p)[:, None]
-    if not (per == per[0]).all() or per.min() < 0 or per.max() >= p:
-        return None
-    return p, per[0]
-
-
 def collapse_moves(end: ir.Operation) -> bool:
     """The longest chain of moves ending at `end` (each result used once) -> at most one transpose between
     reshapes, or else one gather of whole rows (Swin's roll and window partition), when that removes a copy."""
@@ -81,25 +49,19 @@ def collapse_moves(end: ir.Operation) -> bool:
     while (op := producer(v)) is not None and _movable(op) and len(list(op.result.uses)) == 1:
         ops.insert(0, op)
         v = op.operands[0]
-    before = copies(ops) + sum(op.name == "prim.gather" for op in ops)
+    before = copies(ops)
     size = int(np.prod(v.type.shape))
     if before < 2 or size > MAX_POSITIONS:
         return False
-    pos = positions(v.type.shape, [])
-    for op in ops:
-        pos = _replay(op, pos)
-    loc, shape = end.location, v.type.shape
+    pos = positions(v.type.shape, ops)
+    loc, width = end.location, v.type.shape[-1]
     views = as_one_transpose(pos) if pos.size == size else None
     if views is not None and int(views[1] != sorted(views[1])) < before:
         with ir.InsertionPoint(end), loc:
             end.result.replace_all_uses_with(emit_views(v, views[0], views[1], end.result.type.shape, loc))
-    elif (rows := _as_row_gather(pos, shape)) is not None:
-        p, idx = rows
+    elif (rows := as_row_gather(pos, width, size)) is not None:
         with ir.InsertionPoint(end), loc:
-            flat = reshape(v, [shape[0], p, shape[-1]], loc)
-            taken = create("gather", [flat, index_constant(idx, loc)], [shape[0], len(idx), shape[-1]], v,
-                           {"axis": 1}, loc)
-            end.result.replace_all_uses_with(reshape(taken, end.result.type.shape, loc))
+            end.result.replace_all_uses_with(emit_row_gather(v, rows, width, end.result.type.shape, loc))
     else:
         return False
     erase_dead(ops)

@@ -79,3 +79,22 @@ func.func @same_columns_twice(%x: tensor<6x4xf32>) -> (tensor<4x6xf32>, tensor<3
   %r = "prim.reshape"(%m) : (tensor<6x4xf32>) -> tensor<3x2x4xf32>
   return %t, %r : tensor<4x6xf32>, tensor<3x2x4xf32>
 }
+
+// A row gather after a GEMM (Swin's roll back after the window reverse) moves before it, onto the lhs rows
+// (it is no wider there), so the residual add that reads the result becomes the GEMM's epilogue.
+// CHECK-LABEL: func.func @rows_gathered_after_gemm
+// CHECK:      %[[I:.+]] = "prim.constant"() {value = dense<[1, 2, 3, 0]> : tensor<4xi64>}
+// CHECK-NEXT: %[[G:.+]] = "prim.gather"(%arg0, %[[I]]) {axis = 1 : i64} : (tensor<2x4x3xf32>, tensor<4xi64>) -> tensor<2x4x3xf32>
+// CHECK:      %[[M:.+]] = "prim.matmul"(%[[G]], %{{.+}}, %arg1) {{.*}}operandSegmentSizes = array<i32: 1, 1, 0, 1>
+// CHECK-NOT:  prim.add
+// CHECK:      return %[[M]]
+func.func @rows_gathered_after_gemm(%a: tensor<2x4x3xf32>, %x: tensor<2x4x3xf32>) -> tensor<2x4x3xf32> {
+  %w = "prim.constant"() {value = dense<[[1.0, 2.0, 3.0], [4.0, 5.0, 6.0], [7.0, 8.0, 9.0]]> : tensor<3x3xf32>} : () -> tensor<3x3xf32>
+  %l = "prim.reshape"(%a) : (tensor<2x4x3xf32>) -> tensor<8x3xf32>
+  %m = "prim.matmul"(%l, %w) {activation = "none", activation_params = array<f64>, transpose_rhs = 0, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<8x3xf32>, tensor<3x3xf32>) -> tensor<8x3xf32>
+  %r = "prim.reshape"(%m) : (tensor<8x3xf32>) -> tensor<2x4x3xf32>
+  %i = "prim.constant"() {value = dense<[1, 2, 3, 0]> : tensor<4xi64>} : () -> tensor<4xi64>
+  %g = "prim.gather"(%r, %i) {axis = 1 : i64} : (tensor<2x4x3xf32>, tensor<4xi64>) -> tensor<2x4x3xf32>
+  %o = "prim.add"(%x, %g) : (tensor<2x4x3xf32>, tensor<2x4x3xf32>) -> tensor<2x4x3xf32>
+  return %o : tensor<2x4x3xf32>
+}
