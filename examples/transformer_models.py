@@ -34,6 +34,8 @@ It is also an OpenPrim model file: `build()` returns the Graph of one model thro
 """
 import io
 import math
+import os
+import sys
 import warnings
 from collections import OrderedDict
 from functools import partial
@@ -43,6 +45,9 @@ from torch import nn
 import torch.nn.functional as F
 
 from openprim.base.errors import OpenPrimError
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from vision_models import Permute  # noqa: E402 - torchvision.ops.Permute, as ConvNeXt uses it
 
 MODELS = ("vit_b_16", "swin_t", "bert_encoder_layer")
 ONNX_OPSET = 20  # LayerNormalization and Gelu are single nodes from opsets 17 and 20 on
@@ -209,15 +214,6 @@ class PatchMerging(nn.Module):
     def forward(self, x):
         x = torch.cat([x[..., 0::2, 0::2, :], x[..., 1::2, 0::2, :], x[..., 0::2, 1::2, :], x[..., 1::2, 1::2, :]], -1)
         return self.reduction(self.norm(x))
-
-
-class Permute(nn.Module):
-    def __init__(self, dims):
-        super().__init__()
-        self.dims = dims
-
-    def forward(self, x):
-        return torch.permute(x, self.dims)
 
 
 class SwinTransformer(nn.Module):
