@@ -130,7 +130,9 @@ OPS: dict[str, OpSpec] = {s.name: s for s in [
           {"scale": "f64", "causal": "i64", "layout": "str"},
           doc="softmax(scale * q @ k^T + mask [+ causal: -inf where key > query index]) @ v per batch and head; "
               "layout BHSD: q [B,H,Sq,D], k/v [B,H,Sk,D]; BSHD: q [B,Sq,H,D], k/v [B,Sk,H,D] (the heads "
-              "of a projection, untransposed); the result is shaped like q; mask broadcastable to [B,H,Sq,Sk]"),
+              "of a projection, untransposed); the result is shaped like q; mask broadcastable to [B,H,Sq,Sk], "
+              "or [P,..] with P dividing B tiling the batch (batch b reads mask[b mod P]: Swin's P windows per "
+              "image)"),
     _spec("cast", ("input",), doc="the input's values in the result's element type (float -> int truncates toward "
                                   "zero, anything -> bool is != 0)"),
     _spec("compare", ("lhs", "rhs"), {"kind": "str"},
