@@ -1,6 +1,7 @@
-"""Benchmark: the PyTorch models of examples/torch_models.py through both importers, on the CPU.
+"""Benchmark: the PyTorch models of examples/torch_models.py (and transformer_models.py's ViT-B/16 and Swin-T)
+through both importers, on the CPU.
 
-    python bench/models_cpu.py [--repeat 20] [--models resnet18,mobilenet_v2] [--append]
+    python bench/models_cpu.py [--repeat 20] [--models resnet18,mobilenet_v2,swin_t] [--append]
 
 For each model (batch 1; 3x224x224 images, or 64 tokens of width 256 for the transformer block):
 the compile time through torch.export (export + import + openprim.compile) and through ONNX (export
@@ -24,23 +25,32 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "examples"))
 
 import torch_models  # noqa: E402
+import transformer_models  # noqa: E402
 from timing import median_time, ort_config, ort_session, torch_cpu_threads  # noqa: E402
 
 import openprim  # noqa: E402
 
 HEADING = "## Models through the importers (CPU)"
+# the image models of examples/: torch_models' convnets, transformer_models' ViT-B/16 and Swin-T
+SOURCES = {**{name: torch_models for name in torch_models.MODELS}, "vit_b_16": transformer_models,
+           "swin_t": transformer_models}
 
 
 def bench(name, repeat):
-    model, x = torch_models.get(name), torch_models.example_input(name)
+    source = SOURCES[name]
+    if source is torch_models:
+        model, x = torch_models.get(name), torch_models.example_input(name)
+    else:
+        model = source.get(name)
+        x, = source.example_input(model)
     row = {"model": name, "input": "x".join(map(str, x.shape))}
     exes = {}
     for via in ("torch", "onnx"):
         t0 = time.perf_counter()
-        exes[via] = openprim.compile(torch_models.build(name, via=via), target="cpu")
+        exes[via] = openprim.compile(source.build(name, via=via), target="cpu")
         row[via + "_s"] = time.perf_counter() - t0
     xn = x.numpy()
-    sess = ort_session(torch_models.to_onnx(model, x))
+    sess = ort_session(source.to_onnx(model, x) if source is torch_models else source.to_onnx(model, (x,)))
     feed = {sess.get_inputs()[0].name: xn}
     with torch.inference_mode():
         want = model(x).numpy()
@@ -72,7 +82,7 @@ def table(rows, repeat):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=20)
-    ap.add_argument("--models", default=",".join(torch_models.MODELS))
+    ap.add_argument("--models", default=",".join(torch_models.MODELS), help=f"of: {', '.join(SOURCES)}")
     ap.add_argument("--append", action="store_true", help="append the table to bench/RESULTS.md")
     args = ap.parse_args()
     torch_cpu_threads()
