@@ -377,12 +377,17 @@ def _run_direction(a, direction: str, no_device: str | None) -> str | None:
     module = to_module(g)
     solver = f" solver={a.solver}" if a.solver else ""
     passes.run(module, f"prim-fuse,prim-select{{target={a.target}{solver}}}", tuner=Tuner())
-    op = next(o.operation for o in graph_functions(module.operation)[0].regions[0].blocks[0].operations
-              if o.operation.name in CONV_OPS and contract.solver(o.operation))
+    ops = [o.operation for o in graph_functions(module.operation)[0].regions[0].blocks[0].operations
+           if o.operation.name in CONV_OPS + ("prim.matmul",) and contract.solver(o.operation)]
+    op = ops[0]
     problem, solver, source = contract.problem(op), contract.solver(op), contract.choice(op)
     params = _params(solver, contract.params(op))
-    how = "" if op.name != "prim.conv2d" or direction == "fwd" else " (as the forward convolution " \
-        "of dy with the reversed filter)"
+    how = ""
+    if op.name == "prim.matmul":     # passes/backward_weights_gemms.py
+        how = f" (the first of {len(ops)} GEMMs, one per filter tap)"
+    elif op.name == "prim.conv2d" and direction != "fwd":
+        how = " (as the forward convolution of dy with the reversed filter)" if len(ops) == 1 else \
+            f" (the first of {len(ops)} forward convolutions, one per phase of the input gradient)"
     line = f"{DIRECTIONS[direction]}: {problem}{how}: solver {solver} {params} ({source})"
     if no_device:
         with tempfile.TemporaryDirectory() as tmp:     # the whole compile, as for the GPU machine

@@ -358,7 +358,8 @@ def test_tune_explain_and_conv(tmp_path, user_db):
 def test_conv_directions():
     """`openprim conv -F`, MIOpenDriver's directions: each one compiled, checked against float64 numpy (a strided,
     dilated, grouped, asymmetric case: the reference solvers; a plain one: the fast ones, the stride-1 input
-    gradient as a forward convolution); on a GPU target with no GPU here, compiled only."""
+    gradient as a forward convolution); on a GPU target with no GPU here, compiled only (all three directions
+    on the matrix cores of sm_90 and gfx942)."""
     r = _cli("conv", "-n", "2", "-c", "6", "-H", "9", "-W", "8", "-k", "4", "-p", "1", "-q", "2", "-u", "2", "-l", "2",
              "-g", "2", "-F", "0")
     assert r.returncode == 0, r.stderr
@@ -371,10 +372,13 @@ def test_conv_directions():
     assert r.returncode == 0, r.stderr
     assert "(as the forward convolution of dy with the reversed filter): solver conv_" in r.stdout, r.stdout
     assert "solver conv_bwd_weights_gemm" in r.stdout and r.stdout.count("GFLOP/s") == 2, r.stdout
-    r = _cli("conv", "-n", "2", "-c", "16", "-H", "9", "-W", "7", "-k", "16", "-p", "1", "-q", "1", "-F", "3",
-             "--dtype", "f16", "--target", "nvvm:sm_90")
-    assert r.returncode == 0, r.stderr
-    assert r.stdout.count("compiled for nvvm:sm_90 (no such GPU here to run it)") == 2, r.stdout
+    for target, gemm in (("nvvm:sm_90", "gemm_wgmma"), ("rocdl:gfx942", "gemm_mfma")):
+        r = _cli("conv", "-n", "2", "-c", "16", "-H", "9", "-W", "7", "-k", "16", "-p", "1", "-q", "1", "-F", "0",
+                 "--dtype", "f16", "--target", target)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.count(f"compiled for {target} (no such GPU here to run it)") == 3, r.stdout
+        # the filter gradient, which has only the reference loop nest on GPUs, as GEMMs on the matrix cores
+        assert f"(the first of 9 GEMMs, one per filter tap): solver {gemm}" in r.stdout, r.stdout
 
 
 def test_bundle_measure_import(tmp_path, user_db):
