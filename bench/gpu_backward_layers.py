@@ -22,18 +22,16 @@ import argparse
 import json
 import math
 import os
-import sys
 import tempfile
 import time
 
 import numpy as np
+from resnet50_layers import LAYERS as FORWARD_LAYERS
+from timing import layer_ms
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from resnet50_layers import LAYERS as FORWARD_LAYERS  # noqa: E402
-
-import openprim  # noqa: E402
-from openprim import compiler  # noqa: E402
-from openprim.pyfrontend import Graph  # noqa: E402
+import openprim
+from openprim import compiler
+from openprim.pyfrontend import Graph
 
 # (C, H = W, K, R = S, stride): the forward layers, then the strided ones of v1.5
 LAYERS = FORWARD_LAYERS + [(128, 56, 128, 3, 2), (256, 28, 256, 3, 2), (256, 56, 512, 1, 2), (512, 28, 1024, 1, 2)]
@@ -82,7 +80,6 @@ def main():
         return
 
     import torch
-    from timing import layer_ms
     major, minor = torch.cuda.get_device_capability()
     target = args.target or f"nvvm:sm_{major}{minor}"
     tdt = {"f16": torch.float16, "bf16": torch.bfloat16, "f32": torch.float32}[args.dtype]

@@ -42,7 +42,7 @@ VIEWS = ("prim.reshape", "prim.transpose", "prim.slice")
 # here on the 2-core machine; larger ones keep their view chains (a stride-based form of the maps would
 # lift this).
 MAX_POSITIONS = 1 << 25
-COPIES = ("prim.transpose", "prim.slice")  # the view ops that are kernels (and the gathers)
+COPIES = ("prim.transpose", "prim.slice", "prim.gather")  # the view ops that are kernels
 
 
 def constant_gather(op: ir.Operation) -> np.ndarray | None:
@@ -117,10 +117,11 @@ def _view_chains(v: ir.Value):
     return chains
 
 
-def _source_chain(v: ir.Value):
-    """(source, ops) with v = ops applied in order to source, following view ops back from v."""
+def source_chain(v: ir.Value, accept=is_view, single_use: bool = False):
+    """(source, ops) with v = ops applied in order to source, following back from v the ops that accept(op)
+    says are views (single_use: and whose result has no other use)."""
     ops = []
-    while (op := producer(v)) is not None and is_view(op):
+    while (op := producer(v)) is not None and accept(op) and (not single_use or len(list(op.result.uses)) == 1):
         ops.insert(0, op)
         v = op.operands[0]
     return v, ops
@@ -172,7 +173,7 @@ def emit_views(v: ir.Value, shape, perm, out_shape, loc) -> ir.Value:
 
 
 def copies(ops) -> int:
-    return sum(op.name in COPIES or op.name == "prim.gather" for op in ops)
+    return sum(op.name in COPIES for op in ops)
 
 
 def _row_matmul(op: ir.Operation):
@@ -273,7 +274,7 @@ def permute_rows(op: ir.Operation) -> bool:
     if not chains or len(chains) != 1 or not copies(chains[0][0]):
         return False
     (ops, end), = chains
-    source, lhs_ops = _source_chain(op.operands[0])
+    source, lhs_ops = source_chain(op.operands[0])
     wb = _row_matmul(op)
     if wb is None or any(len(list(o.result.uses)) != 1 for o in lhs_ops):
         return False

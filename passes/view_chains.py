@@ -23,7 +23,7 @@ from mlir import ir
 from openprim import dialect
 
 from .matmul_views import (MAX_POSITIONS, VIEWS, as_one_transpose, as_row_gather, constant_gather, copies,
-                           emit_row_gather, emit_views, erase_dead, positions)
+                           emit_row_gather, emit_views, erase_dead, positions, source_chain)
 from .rewrite import producer
 
 MOVES = ("prim.reshape", "prim.transpose")
@@ -45,10 +45,8 @@ def _chain_end(op: ir.Operation) -> bool:
 def collapse_moves(end: ir.Operation) -> bool:
     """The longest chain of moves ending at `end` (each result used once) -> at most one transpose between
     reshapes, or else one gather of whole rows (Swin's roll and window partition), when that removes a copy."""
-    ops, v = [end], end.operands[0]
-    while (op := producer(v)) is not None and _movable(op) and len(list(op.result.uses)) == 1:
-        ops.insert(0, op)
-        v = op.operands[0]
+    v, ops = source_chain(end.operands[0], _movable, single_use=True)
+    ops.append(end)
     before = copies(ops)
     size = int(np.prod(v.type.shape))
     if before < 2 or size > MAX_POSITIONS:
@@ -82,21 +80,12 @@ def _concat_tree(op: ir.Operation, axis: int) -> tuple[list[ir.Value], list[ir.O
     return leaves, concats
 
 
-def _view_source(x: ir.Value) -> tuple[ir.Value, list[ir.Operation]]:
-    """(source, ops): x is the view ops (each result used once) applied in order to source."""
-    ops = []
-    while (op := producer(x)) is not None and op.name in VIEWS and len(list(op.result.uses)) == 1:
-        ops.insert(0, op)
-        x = op.operands[0]
-    return x, ops
-
-
 def concat_of_slices(op: ir.Operation) -> bool:
     """A tree of concats whose leaves are views (slices, reshapes, transposes; used only here) of one source
     that together permute it -> at most one transpose between reshapes."""
     axis = dialect.op_attrs(op)["axis"] % len(op.result.type.shape)
     leaves, concats = _concat_tree(op, axis)
-    chains = [_view_source(x) for x in leaves]
+    chains = [source_chain(x, lambda op: op.name in VIEWS, single_use=True) for x in leaves]
     source = chains[0][0]
     size = int(np.prod(source.type.shape))
     if any(src != source or not ops for src, ops in chains) or size != int(np.prod(op.result.type.shape)) or \

@@ -245,9 +245,10 @@ def _match(pv: Node, prod: dict, uses: dict):
     if windows is not None:   # the masks summed into one constant that tiles the batch
         nW = window_nodes[1].result.shape[1]
         H, Sq, Sk = x.shape[1:]
-        if mask is not None and prod.get(id(mask)) is None:
+        bias = None if mask is None else prod.get(id(mask))
+        if mask is not None and bias is None:   # a mask given as an input: not a constant to sum
             return None
-        mask = _window_mask(prod.get(id(mask)) if mask is not None else None, window_mask, nW, H, Sq, Sk)
+        mask = _window_mask(bias, window_mask, nW, H, Sq, Sk)
         if mask is None:
             return None
     try:
