@@ -16,8 +16,8 @@ allocated with torch.empty (PyTorch's caching allocator), in the model's dtype (
 a buffer is copied instead). A 4-D example input in channels-last memory order compiles into a plan that
 takes it so; other strides are made contiguous on the device. CPU tensors run the CPU artifact through numpy and come back in the model's dtype.
 
-Training: with gradients, `openprim_backend` compiles AOTAutograd's forward and backward graphs (CPU only;
-`_training_backend`), so that loss.backward() runs OpenPrim kernels too.
+Training: with gradients, `openprim_backend` compiles AOTAutograd's forward and backward graphs for the
+tensors' device, the CPU or a GPU (`_training_backend`), so that loss.backward() runs OpenPrim kernels too.
 """
 from __future__ import annotations
 
@@ -56,6 +56,14 @@ def device_target(device) -> str:
     return f"nvvm:sm_{major}{minor}"
 
 
+def _plan_tensors(exe) -> tuple[list, list]:
+    """The torch dtype of each plan input, and the (shape, torch dtype) of each plan output."""
+    values = exe.plan["values"]
+    ins = [getattr(torch, DTYPE_NAMES[values[i["value"]]["dtype"]]) for i in exe.plan["inputs"]]
+    outs = [(host_shape(exe.plan, o), getattr(torch, DTYPE_NAMES[values[o]["dtype"]])) for o in exe.plan["outputs"]]
+    return ins, outs
+
+
 class _Compiled:
     """Runs an OpenPrim executable on torch tensors and returns torch tensors in the export's structure.
 
@@ -69,10 +77,7 @@ class _Compiled:
         self.channels_last = channels_last or [False] * len(exe.plan["inputs"])
         self.on_gpu = isinstance(exe, GpuExecutable)
         self.in_dtypes, self.out_dtypes = in_dtypes, out_dtypes
-        values = exe.plan["values"]
-        self.plan_in = [getattr(torch, DTYPE_NAMES[values[i["value"]]["dtype"]]) for i in exe.plan["inputs"]]
-        self.plan_out = [(host_shape(exe.plan, o), getattr(torch, DTYPE_NAMES[values[o]["dtype"]]))
-                         for o in exe.plan["outputs"]]
+        self.plan_in, self.plan_out = _plan_tensors(exe)
 
     def _check(self, tensors):
         names = self.exe.input_names
@@ -499,7 +504,7 @@ def openprim_backend(gm, example_inputs, options=None):
     default (1, 64)); other symbolic sizes run eagerly, warned once.
 
     With gradients (grad mode on and an input or parameter that requires grad) the graph goes through
-    AOTAutograd instead (`_training_backend`, CPU only): its forward and its backward graph are each imported
+    AOTAutograd instead (`_training_backend`, for the tensors' device): its forward and its backward graph are each imported
     (pyfrontend/torch/aot.py, the training ops in backward.py) and compiled, parameters and buffers as inputs
     (the optimizer updates them in place), and loss.backward() runs the backward executable. Each of the two
     that does not import or compile warns once, naming the unmapped ops, and runs eagerly."""
@@ -724,18 +729,21 @@ def _training_decompositions() -> dict:
 
 
 def _training_backend(gm, inputs, options):
-    """AOTAutograd with OpenPrim compiling its forward and its backward graph (CPU only): see openprim_backend."""
+    """AOTAutograd with OpenPrim compiling its forward and its backward graph for the inputs' device (the
+    CPU, or their GPU): see openprim_backend."""
     options = dict(options or {})
-    target = options.pop("target", None)
-    if target not in (None, "cpu") or any(t.device.type != "cpu" for t in inputs):
-        _warn_once("openprim_backend: with gradients OpenPrim compiles for the CPU only (CPU tensors, target "
-                   "'cpu'); running this graph eagerly")
+    target, index = _default_target(inputs)
+    wanted = options.pop("target", None)
+    if wanted is not None and str(parse_target(wanted)) != str(parse_target(target)):
+        _warn_once(f"openprim_backend: with gradients OpenPrim compiles for the tensors' device ({target}), "
+                   f"not for target '{wanted}'; running this graph eagerly")
         return gm.forward
     from torch._dynamo.backends.common import aot_autograd
     from torch._functorch.partitioners import default_partition
     state = aot.AotState()
     calls = types.SimpleNamespace(check_failed=False)    # a run-time check failed in a call: warned once
-    compile_graph = functools.partial(_compile_aot, state=state, calls=calls, options=options)
+    compile_graph = functools.partial(_compile_aot, state=state, calls=calls, options=options, target=target,
+                                      device=index)
     backend = aot_autograd(fw_compiler=functools.partial(compile_graph, kind="forward"),
                            bw_compiler=functools.partial(compile_graph, kind="backward"),
                            decompositions=_training_decompositions(), partition_fn=default_partition)
@@ -754,9 +762,9 @@ def _visible_outputs():
     return getattr(meta, "num_forward_returns", None)
 
 
-def _compile_aot(gm, example_inputs, kind, state, calls, options):
-    """fw_compiler / bw_compiler: the graph imported (pyfrontend/torch/aot.py) and compiled for the CPU through
-    the compile cache, as a boxed callable (AOTAutograd's convention: one list of arguments); a graph that
+def _compile_aot(gm, example_inputs, kind, state, calls, options, target="cpu", device=0):
+    """fw_compiler / bw_compiler: the graph imported (pyfrontend/torch/aot.py) and compiled for `target` (GPU
+    `device`) through the compile cache, as a boxed callable (AOTAutograd's convention: one list of arguments); a graph that
     does not import or compile warns once and runs eagerly."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
     eager = _eager_aot(gm, kind, state)
@@ -764,7 +772,8 @@ def _compile_aot(gm, example_inputs, kind, state, calls, options):
     try:
         with unset_fake_temporarily():     # AOTAutograd compiles in its fake mode: the import folds real tensors
             imported = aot.import_graph_module(gm, state, visible)
-        exe = None if imported.graph is None else openprim.cache.load_or_compile(imported.graph, "cpu", options)
+        exe = None if imported.graph is None else openprim.cache.load_or_compile(imported.graph, target, options,
+                                                                                 device=device)
     except OpenPrimError as e:
         _warn_once(f"openprim_backend: {kind} graph: {e}; running this graph eagerly")
         return eager
@@ -829,14 +838,41 @@ def _array(t):
 
 class _AotRunner:
     """An AOTAutograd graph compiled by OpenPrim, called boxed (one list of torch tensors); returns its outputs
-    as torch tensors: the executable's (numpy arrays the runtime made for this call, shared, not copied; the maps
-    saved for the backward as the NHWC arrays they are, seen as NCHW), the arguments it passes through, and the
-    values known at import. A run whose run-time checks fail (a target
-    outside the classes: an ignore_index) warns once and runs this call eagerly."""
+    as torch tensors: the executable's (on the CPU numpy arrays the runtime made for this call, shared, not
+    copied; on a GPU tensors allocated for this call, which the plan writes on PyTorch's current stream; the
+    maps saved for the backward as the NHWC arrays they are, seen as NCHW), the arguments it passes through,
+    and the values known at import (on the GPU moved there once). A run whose run-time checks fail (a target
+    outside the classes: an ignore_index) warns once and runs this call eagerly; on a GPU, reading the checks
+    waits for the run, so only a plan that has checks waits."""
 
     def __init__(self, exe, imported, eager, kind, calls):
         self.exe, self.imported, self.eager, self.kind, self.calls = exe, imported, eager, kind, calls
         self._boxed_call = True    # on the instance: Dynamo's wrapper of the backward copies its __dict__
+        self.on_gpu = isinstance(exe, GpuExecutable)
+        self.values = {}
+        if self.on_gpu:
+            self.plan_in, self.plan_out = _plan_tensors(exe)
+            where = torch.device("cuda", exe.device.index)
+            self.values = {k: v[0].to(where) for k, (kind, *v) in enumerate(imported.outputs) if kind == "value"}
+
+    def _run(self, args):
+        """The executable's outputs for gm's arguments `args` (torch tensors; OpenPrimError where a
+        run-time check failed)."""
+        imp = self.imported
+        feeds = [args[i].permute(0, 2, 3, 1) if i in imp.channels_last_feeds else args[i] for i in imp.feeds]
+        if not self.on_gpu:
+            outs = self.exe(*[_array(t) for t in feeds])
+            outs = (outs,) if len(self.exe.plan["outputs"]) == 1 else outs
+            return [torch.from_numpy(np.asarray(o)) for o in outs]
+        ins = [t.detach().to(want).contiguous() for t, want in zip(feeds, self.plan_in)]
+        device = torch.device("cuda", self.exe.device.index)
+        outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in self.plan_out]
+        stream = torch.cuda.current_stream(device)
+        self.exe.run_pointers([t.data_ptr() for t in ins], [o.data_ptr() for o in outs], stream.cuda_stream)
+        if self.exe.plan.get("checks"):
+            stream.synchronize()
+            self.exe.raise_failed_checks()
+        return outs
 
     def __call__(self, *args):
         args = _unboxed(args)
@@ -844,20 +880,18 @@ class _AotRunner:
         outs = ()
         if self.exe is not None:
             try:
-                outs = self.exe(*[_array(args[i].permute(0, 2, 3, 1) if i in imp.channels_last_feeds else args[i])
-                                  for i in imp.feeds])
+                outs = self._run(args)
             except OpenPrimError as e:     # its forward's call fails too: one warning per model
                 if not self.calls.check_failed:
                     self.calls.check_failed = True
                     where = re.sub(r"^\S+:\d+: ", "", str(e))     # the Graph's line of the import: not the user's
                     _warn_once(f"openprim_backend: a run-time check failed ({where}); running such calls eagerly")
                 return self.eager(args)
-            outs = (outs,) if len(self.exe.plan["outputs"]) == 1 else outs
         AOT_COUNTS[f"{self.kind} runs"] += 1
         result = []
-        for (kind, *v), meta in zip(imp.outputs, imp.meta):
+        for k, ((kind, *v), meta) in enumerate(zip(imp.outputs, imp.meta)):
             if kind == "graph":
-                t = torch.from_numpy(np.asarray(outs[v[0]]))
+                t = outs[v[0]]
                 if v[0] in imp.channels_last_outputs:   # a saved map as computed: NCHW with channels-last strides
                     t = t.permute(0, 3, 1, 2)
                 if meta is not None:
@@ -870,7 +904,7 @@ class _AotRunner:
                 t = args[v[0]]
                 result.append(t if meta is None or tuple(t.shape) == meta[0] else t.reshape(meta[0]))
             elif kind == "value":
-                result.append(v[0])
+                result.append(self.values.get(k, v[0]))
             else:
                 result.append(None)
         return result

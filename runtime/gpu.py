@@ -333,7 +333,7 @@ class GpuExecutable:
                 host = np.empty(shape, STORAGE[dtype])
                 self.device.copy_to_host(host, pointer)
                 stored.append(host)
-            raise_failed_checks(self.plan, self._read_check)
+            self.raise_failed_checks()
         outs = [from_storage(host, spec[3], self.plan["values"][o].get("host_dtype"))  # precision=
                 for host, spec, o in zip(stored, self.output_specs, self.plan["outputs"])]
         return outs[0] if len(outs) == 1 else tuple(outs)
@@ -362,7 +362,12 @@ class GpuExecutable:
                 array.stream = stream
         if stream is None:
             self.device.stream_synchronize(where)
-            raise_failed_checks(self.plan, self._read_check)
+            self.raise_failed_checks()
+
+    def raise_failed_checks(self) -> None:
+        """One OpenPrimError naming the plan's run-time checks that the last run failed; call it once that
+        run is done (run_pointers returns before)."""
+        raise_failed_checks(self.plan, self._read_check)
 
     def _read_check(self, value: int) -> np.ndarray:
         """A run-time check's count (plan["checks"]), read back after the run it belongs to."""

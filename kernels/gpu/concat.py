@@ -29,8 +29,7 @@ from __future__ import annotations
 import math
 
 from ..irtext import flit
-from .gemm import Emitter
-from .rows import _shape, collapse_at
+from .gemm import Emitter, _shape, collapse_at
 
 THREADS = 256
 BYTES = {"f32": 4, "f16": 2, "bf16": 2}

@@ -30,6 +30,7 @@ and staging, with the inner product replaced by MMA instructions.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from openprim.kernels.irtext import KernelText
@@ -154,8 +155,36 @@ def epilogue_scalar(e: Emitter, spec: GemmSpec, v: str, adds: list[tuple[str | N
     return e.from_f32(activation(e, spec.activation, spec.activation_params, v), spec.dtype)
 
 
+def _shape(mtype: str) -> list[int]:
+    return [int(d) for d in mtype[len("memref<"):].split("x")[:-1]]
+
+
+def collapse_at(e: Emitter, value: str, mtype: str, cuts: list[int]) -> tuple[str, str]:
+    """value with its dims grouped between the cut points (an empty group is dropped); (view, its type).
+
+    The view of a buffer without a layout (contiguous, offset 0) is a memref.reinterpret_cast, not a
+    collapse_shape: fold-memref-alias-ops folds a collapse_shape into the vector.load/store that use it
+    and drops their alignment attribute, so a 16-byte access became eight 2-byte ones on NVPTX."""
+    dims, dtype = _shape(mtype), mtype.rsplit("x", 1)[1][:-1]
+    bounds = [0] + cuts + [len(dims)]
+    groups = [list(range(a, b)) for a, b in zip(bounds, bounds[1:]) if b > a]
+    sizes = [math.prod(dims[g[0]:g[-1] + 1]) for g in groups]
+    vt = f"memref<{'x'.join(map(str, sizes))}x{dtype}>"
+    if len(groups) == len(dims):
+        return value, vt
+    n = e.fresh("v")
+    if "," in mtype:     # a layout (strided, offset): its view as before
+        e.emit(f"{n} = memref.collapse_shape {value} {groups} : {mtype} into {vt}")
+        return n, vt
+    strides = [math.prod(sizes[i + 1:]) for i in range(len(sizes))]
+    e.emit(f"{n} = memref.reinterpret_cast {value} to offset: [0], sizes: {sizes}, strides: {strides} "
+           f": {mtype} to {vt}")
+    return n, vt
+
+
 def collapse(e: Emitter, value: str, mtype: str, rank: int, rows: int, cols: int, dtype: str) -> str:
-    """A [rows, cols] view of a row-major memref whose last dimension is cols."""
+    """A [rows, cols] view of a row-major memref whose last dimension is cols (a collapse_shape: the TMA
+    descriptors' sources are traced through it)."""
     if rank == 2:
         return value
     n = e.fresh("v")

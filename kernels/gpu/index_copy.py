@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import math
 
-from .gemm import Emitter
-from .rows import _shape, collapse_at
+from .gemm import Emitter, _shape, collapse_at
 from openprim.dialect import contract
 
 THREADS = 256

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .gemm import WG, Emitter
+from .gemm import WG, Emitter, collapse_at
 
 THREADS = 256
 ITEM = {"f32": 4, "f16": 2, "bf16": 2}
@@ -151,9 +151,7 @@ def global_pool_kernel(name: str, signature: list[tuple[str, str]], dtype: str) 
     red_t = f"memref<{PT}x{CT * V}xf32, {WG}>"
     x_t, y_t, part_t = f"memref<{N}x{P}x{C}x{dtype}>", f"memref<{N}x{C}x{dtype}>", f"memref<{N}x{S}x{C}xf32>"
     e = Emitter()
-    x, y = e.fresh("x"), e.fresh("y")
-    e.emit(f"{x} = memref.collapse_shape {src} [[0], [1, 2], [3]] : {src_t} into {x_t}")
-    e.emit(f"{y} = memref.collapse_shape {dst} [[0, 1, 2], [3]] : {dst_t} into {y_t}")
+    x, y = collapse_at(e, src, src_t, [1, 3])[0], collapse_at(e, dst, dst_t, [3])[0]
     if S > 1:
         e.emit(f"%part = memref.alloc() {{alignment = 64 : i64}} : {part_t}")
 

@@ -31,25 +31,7 @@ from __future__ import annotations
 
 import math
 
-from .gemm import Emitter, load_vec
-
-
-def _shape(mtype: str) -> list[int]:
-    return [int(d) for d in mtype[len("memref<"):].split("x")[:-1]]
-
-
-def collapse_at(e: Emitter, value: str, mtype: str, cuts: list[int]) -> tuple[str, str]:
-    """value with its dims grouped between the cut points (an empty group is dropped); (view, its type)."""
-    dims, dtype = _shape(mtype), mtype.rsplit("x", 1)[1][:-1]
-    bounds = [0] + cuts + [len(dims)]
-    groups = [list(range(a, b)) for a, b in zip(bounds, bounds[1:]) if b > a]
-    sizes = [math.prod(dims[g[0]:g[-1] + 1]) for g in groups]
-    vt = f"memref<{'x'.join(map(str, sizes))}x{dtype}>"
-    if len(groups) == len(dims):
-        return value, vt
-    n = e.fresh("v")
-    e.emit(f"{n} = memref.collapse_shape {value} {groups} : {mtype} into {vt}")
-    return n, vt
+from .gemm import Emitter, _shape, collapse_at, load_vec
 
 
 def _view(e: Emitter, value: str, mtype: str, split: int) -> tuple[str, str]:

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import math
 
-from .gemm import WG, Emitter
-from .rows import _shape, collapse_at
+from .gemm import WG, Emitter, _shape, collapse_at
 
 TILE, ROWS = 32, 8     # a 32x32 tile moved by 32x8 threads, 4 elements each
 NARROW = 8             # a side this short is moved by a thread per position of the other (module docstring)

@@ -1,9 +1,10 @@
 """torch.compile with gradients (issue 31): openprim_backend goes through AOTAutograd, OpenPrim compiles its
-forward and its backward graph for the CPU (pyfrontend/torch/aot.py, backward.py; driver/torch_backend.py),
-and loss.backward() runs OpenPrim kernels. Against eager PyTorch: the loss, every parameter's gradient and the
+forward and its backward graph for the tensors' device, the CPU or a GPU (pyfrontend/torch/aot.py,
+backward.py; driver/torch_backend.py), and loss.backward() runs OpenPrim kernels. Against eager PyTorch: the loss, every parameter's gradient and the
 batch-norm buffers after one step, then the loss curve of 20 steps of SGD with momentum; an op the backward
 cannot map falls back to eager for that graph with one warning; a target equal to ignore_index runs that
-call eagerly. Small shapes (batch 4, 16x16 images). Skipped without torch.
+call eagerly. Small shapes (batch 4, 16x16 images). Skipped without torch; the CUDA cases without a CUDA device (on a GPU machine:
+`. scripts/device_env.sh && python -m pytest -k cuda test/python/test_torch_autograd.py`).
 
     python -m pytest test/python/test_torch_autograd.py -q
     OPENPRIM_CACHE=0 python test/python/test_torch_autograd.py     # step times, OpenPrim vs eager
@@ -72,13 +73,16 @@ def openprim_warnings(caught):
     return [str(w.message) for w in caught if "openprim_backend" in str(w.message)]
 
 
-def make(name, seed=0):
-    """(model with its loss, an eager copy, inputs, targets) of MODELS[name]."""
+DEVICES = ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA"))]
+
+
+def make(name, seed=0, device="cpu"):
+    """(model with its loss, an eager copy, inputs, targets) of MODELS[name], on `device`."""
     cls, shape, classes = MODELS[name]
     torch.manual_seed(seed)
-    model = WithLoss(cls()).train()
-    x = torch.randn(shape)
-    t = torch.randint(0, classes, (shape[0],))
+    model = WithLoss(cls()).train().to(device)
+    x = torch.randn(shape).to(device)
+    t = torch.randint(0, classes, (shape[0],)).to(device)
     return model, copy.deepcopy(model), x, t
 
 
@@ -105,12 +109,14 @@ def backward_both(compiled, eager, x, t):
     return loss, want, caught
 
 
+@pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", list(MODELS))
-def test_training_matches_eager(name):
+def test_training_matches_eager(name, device):
     """One forward and backward against eager (loss, gradients, running statistics), both graphs compiled by
-    OpenPrim and run; then 20 steps of SGD with momentum track eager's loss curve, without a recompile."""
+    OpenPrim for the tensors' device and run; then 20 steps of SGD with momentum track eager's loss curve,
+    without a recompile."""
     fresh()
-    model, eager, x, t = make(name)
+    model, eager, x, t = make(name, device=device)
     compiled = torch.compile(model, backend=openprim_backend, dynamic=False)
     loss, want, caught = backward_both(compiled, eager, x, t)
     assert not openprim_warnings(caught), openprim_warnings(caught)
@@ -128,18 +134,47 @@ def test_training_matches_eager(name):
         opt_eager.step()
         opt.zero_grad()
         opt_eager.zero_grad()
-        xs = torch.randn(x.shape, generator=torch.Generator().manual_seed(step))
+        xs = torch.randn(x.shape, generator=torch.Generator().manual_seed(step)).to(device)
         loss, want = compiled(xs, t), eager(xs, t)
         loss.backward()
         want.backward()
         curve.append(loss.item())
         curve_eager.append(want.item())
     torch.testing.assert_close(torch.tensor(curve), torch.tensor(curve_eager), rtol=CURVE_RTOL, atol=0)
+    assert all(p.grad.device == x.device for p in model.parameters())
     assert curve[-1] < curve[0]
     assert_buffers_close(model, eager)
     counts = torch_backend.AOT_COUNTS
     assert counts["forward compiled"] == counts["backward compiled"] == 1
     assert counts["forward runs"] == counts["backward runs"] == 21 and not counts["forward eager"]
+
+
+AMP_RTOL = 2e-2     # f16 products (autocast): gradients relative to the largest |gradient| of each parameter
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_mixed_precision_training(device):
+    """Under torch.autocast(float16) the graphs cast the fp32 weights (the master copy the optimizer updates)
+    to f16 for the convolutions and matmuls: loss and gradients (fp32, as eager's) within f16 tolerance of
+    eager under the same autocast."""
+    fresh()
+    model, eager, x, t = make("cnn", seed=4, device=device)
+    compiled = torch.compile(model, backend=openprim_backend, dynamic=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with torch.autocast(device, dtype=torch.float16):
+            loss = compiled(x, t)
+        loss.backward()
+    with torch.autocast(device, dtype=torch.float16):
+        want = eager(x, t)
+    want.backward()
+    assert not openprim_warnings(caught), openprim_warnings(caught)
+    assert torch_backend.AOT_COUNTS["forward runs"] == torch_backend.AOT_COUNTS["backward runs"] == 1
+    torch.testing.assert_close(loss.detach().float(), want.detach().float(), rtol=AMP_RTOL, atol=0)
+    for (name, p), q in zip(model.named_parameters(), eager.parameters()):
+        assert p.grad.dtype == q.grad.dtype == torch.float32, name
+        err, scale = float((p.grad - q.grad).abs().max()), float(q.grad.abs().max())
+        assert err <= AMP_RTOL * scale, f"grad of {name}: max |err| {err:.3g}, max |grad| {scale:.3g}"
 
 
 def test_loss_outside_the_graph():
@@ -194,11 +229,12 @@ def test_unmapped_backward_op_runs_eagerly():
     assert not counts["backward compiled"] and counts["backward eager"] == 2
 
 
-def test_ignored_target_runs_eagerly():
+@pytest.mark.parametrize("device", DEVICES)
+def test_ignored_target_runs_eagerly(device):
     """A target equal to ignore_index (-100) fails the bounds check of the compiled loss: that call runs eagerly
     (one warning), which ignores it as torch does; the next call without one runs compiled again."""
     fresh()
-    model, eager, x, t = make("mlp", seed=3)
+    model, eager, x, t = make("mlp", seed=3, device=device)
     compiled = torch.compile(model, backend=openprim_backend, dynamic=False)
     ignored = t.clone()
     ignored[1] = -100

@@ -8,7 +8,7 @@
 // EfficientNet-B0's first SE pool at batch 32: 25 pixel splits of 512 pixels (2 loop steps of 4 x 64
 // pixel lanes), 4 lanes of 8 channels; then one thread per 8 channels of an image sums the 25 partials.
 // CHECK-LABEL: func.func @global_avg_pool_0(%arg0: memref<32x112x112x32xf16>, %arg1: memref<32x1x1x32xf16>)
-// CHECK:       memref.collapse_shape %arg0 {{\[}}[0], [1, 2], [3]] : memref<32x112x112x32xf16> into memref<32x12544x32xf16>
+// CHECK:       memref.reinterpret_cast %arg0 to offset: [0], sizes: [32, 12544, 32], strides: [401408, 32, 1] : memref<32x112x112x32xf16> to memref<32x12544x32xf16>
 // CHECK:       %[[PART:.+]] = memref.alloc() {{.*}} : memref<32x25x32xf32>
 // CHECK:       gpu.launch blocks({{.*}}) in ({{.*}} = %c1, {{.*}} = %c25, {{.*}} = %c32) threads({{.*}}) in ({{.*}} = %c4, {{.*}} = %c64, {{.*}} = %c1)
 // CHECK-SAME:  workgroup(%{{.+}} : memref<64x32xf32, #gpu.address_space<workgroup>>)
