@@ -14,8 +14,11 @@ and runs them on PyTorch's stream; the optimizer is torch's in every variant.
 All variants start from the same weights and take the same batch. The first step (which compiles) is timed
 apart; then the steps are timed interleaved (bench/timing.time_rounds: CUDA events around `iters` steps per
 round, the median over the rounds). The first step's loss and gradients are compared with eager's in float64
-on the same GPU: the max over the parameters of max |grad - grad64| / max |grad64| (eager under autocast is
-measured the same way, the yardstick for f16). Writes DIR/gpu_training_step.json; prints a table.
+on the same GPU: |grad - grad64| / |grad64| over all parameters as one vector (2-norms), and the worst
+parameter's (eager under autocast is measured the same way, the yardstick for f16: an elementwise maximum
+is no yardstick here, since a parameter whose float64 gradient is rounding-sized, a batch norm's shift
+ahead of another batch norm, reads 1.0 for every f16 run). Writes DIR/gpu_training_step.json; prints a
+table.
 """
 from __future__ import annotations
 
@@ -70,7 +73,7 @@ def main():
     ap.add_argument("--size", type=int, default=224)
     ap.add_argument("--variants", default=",".join(VARIANTS), help=f"comma-separated, of: {', '.join(VARIANTS)}")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--iters", type=int, default=5, help="steps per timed round")
+    ap.add_argument("--iters", type=int, default=20, help="steps per timed round")
     ap.add_argument("--out", default=HERE)
     args = ap.parse_args()
     use_checkout()
@@ -112,8 +115,10 @@ def main():
             row["first_step_s"] = time.perf_counter() - t0
             row["loss_error"] = abs(loss.item() - loss64.item())
             grads = gradients(model)
-            row["max_grad_error"] = max(float((grads[k].double() - g64[k]).abs().max() / g64[k].abs().max())
-                                        for k in g64)
+            diff = {k: (grads[k].double() - g64[k]).norm() for k in g64}
+            row["grad_error"] = float(torch.stack(list(diff.values())).norm()
+                                      / torch.stack([g.norm() for g in g64.values()]).norm())
+            row["worst_parameter"] = max(((float(diff[k] / g64[k].norm()), k) for k in g64))
             for _ in range(2):
                 step()
         row["warnings"] = sorted({str(w.message)[:300] for w in caught if "openprim" in str(w.message)})
@@ -121,7 +126,8 @@ def main():
             row["aot_counts"] = dict(torch_backend.AOT_COUNTS)
         steps[name] = step
         print(f"{name:20s} first step {row['first_step_s']:7.1f} s, loss error {row['loss_error']:.1e}, "
-              f"grad error {row['max_grad_error']:.1e} {row['warnings'] or ''}", flush=True)
+              f"grad error {row['grad_error']:.1e} (worst {row['worst_parameter'][1]} "
+              f"{row['worst_parameter'][0]:.1e}) {row['warnings'] or ''}", flush=True)
 
     times = time_rounds(steps, args.rounds, args.iters)
     ms = medians(times)
@@ -129,11 +135,11 @@ def main():
         rows[name]["ms"], rows[name]["ms_rounds"] = t, times[name]
     print(f"\nResNet-50 training step, batch {args.batch}, {args.size}x{args.size}, autocast f16, SGD momentum "
           f"({torch.cuda.get_device_name()})\n")
-    print("| variant | ms per step | / openprim | first step s | max grad error (vs float64) |\n|---|---|---|---|---|")
+    print("| variant | ms per step | / openprim | first step s | grad error (vs float64) |\n|---|---|---|---|---|")
     for name, row in rows.items():
         if "ms" in row:
             ratio = row["ms"] / ms["openprim"] if "openprim" in ms else float("nan")
-            print(f"| {name} | {row['ms']:.2f} | {ratio:.2f} | {row['first_step_s']:.1f} | {row['max_grad_error']:.1e} |")
+            print(f"| {name} | {row['ms']:.2f} | {ratio:.2f} | {row['first_step_s']:.1f} | {row['grad_error']:.1e} |")
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "gpu_training_step.json"), "w") as f:
         json.dump({"command": " ".join(["python bench/gpu_training_step.py"] + sys.argv[1:]),

@@ -782,7 +782,8 @@ def _compile_aot(gm, example_inputs, kind, state, calls, options, target="cpu", 
         return eager
     state.stand_ins.update(imported.stand_ins)
     AOT_COUNTS[f"{kind} compiled"] += 1
-    return _AotRunner(exe, imported, eager, kind, calls)
+    with unset_fake_temporarily():         # it moves the values known at import to the GPU
+        return _AotRunner(exe, imported, eager, kind, calls)
 
 
 def _eager_aot(gm, kind, state):
