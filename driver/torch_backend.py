@@ -891,9 +891,11 @@ class _AotRunner:
         AOT_COUNTS[f"{self.kind} runs"] += 1
         result = []
         for k, ((kind, *v), meta) in enumerate(zip(imp.outputs, imp.meta)):
-            if kind == "graph":
-                t = outs[v[0]]
-                if v[0] in imp.channels_last_outputs:   # a saved map as computed: NCHW with channels-last strides
+            if kind in ("graph", "input"):
+                # an argument passed through may stand for a cast of it (autocast's f16 copy of a weight,
+                # which the backward's eager fallback must get in f16)
+                t = outs[v[0]] if kind == "graph" else args[v[0]]
+                if kind == "graph" and v[0] in imp.channels_last_outputs:   # a saved map as computed: NHWC
                     t = t.permute(0, 3, 1, 2)
                 if meta is not None:
                     if t.dtype != meta[1]:
@@ -901,9 +903,6 @@ class _AotRunner:
                     if tuple(t.shape) != meta[0]:
                         t = t.reshape(meta[0])
                 result.append(t)
-            elif kind == "input":
-                t = args[v[0]]
-                result.append(t if meta is None or tuple(t.shape) == meta[0] else t.reshape(meta[0]))
             elif kind == "value":
                 result.append(self.values.get(k, v[0]))
             else:

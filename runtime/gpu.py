@@ -63,7 +63,8 @@ _OPENING = threading.Lock()
 def open_device(target: Target, index: int = 0) -> Device:
     """The driver for a target (nvvm:sm_90 -> CUDA, rocdl:gfx942 -> HIP), checked against the device
     (Target.runs_on). GPU `index` is opened once per process: every executable on it shares the Device
-    (share_state, a dynamic artifact's buckets and their weights need the same one)."""
+    (share_state, a dynamic artifact's buckets and their weights need the same one), and made current in
+    the calling thread."""
     if target.kind not in ("nvvm", "rocdl"):
         raise OpenPrimError(f"target '{target}' does not run on a GPU")
     with _OPENING:
@@ -71,6 +72,9 @@ def open_device(target: Target, index: int = 0) -> Device:
         if key not in _OPENED:
             _OPENED[key] = CudaDevice(index) if target.kind == "nvvm" else HipDevice(index)
         dev = _OPENED[key]
+    if getattr(_CURRENT, "device", None) is not dev:    # opened by another thread: its context is not current
+        dev.make_current()                              # here (autograd's device thread loads the backward)
+        _CURRENT.device = dev
     why_not = target.runs_on(dev.arch())
     if why_not:
         raise DeviceError(f"{why_not} (GPU {index}: {dev.name()})")
