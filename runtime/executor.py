@@ -230,7 +230,8 @@ class _Arena:
         regions = {"arena": arena, "param": params, "state": self.state}
         self.views = [_view(v, regions.get(v["storage"], exe.weights)) for v in exe.plan["values"]]
         self.steps = []
-        self.bindings = {v: [] for v in exe.bindable}   # input value -> the step pointers that read it
+        # an input's or an output's root value -> the step pointers that read or write it
+        self.bindings = {v: [] for v in exe.bindable | set(exe.bound_outputs.values())}
         for fn, step in zip(exe.kernels, exe.plan["steps"]):
             ptrs = [ctypes.c_void_p(self.views[a].ctypes.data) for a in step["args"]]
             for a, p in zip(step["args"], ptrs):
@@ -241,7 +242,8 @@ class _Arena:
             self.steps.append((fn, ptrs))
 
     def bind(self, value: int, address: int) -> None:
-        """Point every step that reads input `value` at `address` (the caller's array, or back home)."""
+        """Point every step that reads input `value` (or writes output `value`) at `address` (the caller's
+        array, this call's output array, or back home)."""
         for p in self.bindings[value]:
             p.value = address
 
@@ -261,6 +263,21 @@ def bindable_inputs(plan: dict, roots: list[int]) -> set[int]:
     read_back = {roots[o] for o in plan["outputs"]} | {roots[c["value"]] for c in plan.get("checks", ())}
     read_back |= {roots[e[k]] for e in plan.get("state", ()) for k in ("value", "next")}
     return {i["value"] for i in plan["inputs"] if roots[i["value"]] == i["value"] and i["value"] not in read_back}
+
+
+def bound_outputs(plan: dict, roots: list[int]) -> dict[int, int]:
+    """{output position: its root value} for the outputs the kernels may write straight into an array made
+    for the call, so that nothing is copied out of the arena after the steps: each whose root is in the
+    arena, is no other output's or any input's, and is read back by no state copy or check; none of a plan
+    run once per batch chunk. (Its arena bytes may hold other values before it is written: those keep them.)"""
+    if plan.get("batch_chunks", 1) != 1:
+        return {}
+    values = plan["values"]
+    taken = [roots[i["value"]] for i in plan["inputs"]] + [roots[o] for o in plan["outputs"]]
+    read_back = {roots[c["value"]] for c in plan.get("checks", ())}
+    read_back |= {roots[e[k]] for e in plan.get("state", ()) for k in ("value", "next")}
+    return {k: roots[o] for k, o in enumerate(plan["outputs"])
+            if values[roots[o]]["storage"] == "arena" and taken.count(roots[o]) == 1 and roots[o] not in read_back}
 
 
 INPUT_ALIGN = 16   # what numpy's allocator gives; the kernels assume no more than their element's alignment
@@ -326,6 +343,7 @@ class CpuExecutable:
         self.kernels = [fns[step["kernel"]] for step in plan["steps"]]   # per step
         self.roots = [_root(plan["values"], v) for v in range(len(plan["values"]))]
         self.bindable = bindable_inputs(plan, self.roots)
+        self.bound_outputs = bound_outputs(plan, self.roots)
         self._growing = threading.Lock()
         self.arenas = 0          # made so far: the most calls that were ever in flight at once
         self._free = [self._new_arena()]
@@ -445,7 +463,8 @@ class CpuExecutable:
         return outs[0] if len(outs) == 1 else tuple(outs)
 
     def _run(self, arena: _Arena, inputs, spans=None) -> list[np.ndarray]:
-        """Copy the inputs into `arena`, run the steps, return copies of the outputs (storage dtype); spans:
+        """Copy the inputs into `arena` (or bind them in place), run the steps, return the outputs (storage
+        dtype; written into arrays of their own where bound_outputs allows, else copied out); spans:
         where _steps records each kernel call's start and end, or None."""
         plan, views = self.plan, arena.views
         chunks = plan.get("batch_chunks", 1)
@@ -457,6 +476,12 @@ class CpuExecutable:
                     bound.append(value)
                 else:
                     views[value][...] = data
+            written = {}
+            for k, root in self.bound_outputs.items():     # written where the caller gets it: no copy out
+                home = views[plan["outputs"][k]]
+                written[k] = np.frombuffer(aligned_bytes(home.nbytes), home.dtype, home.size).reshape(home.shape)
+                arena.bind(root, written[k].ctypes.data)
+                bound.append(root)
             try:
                 self._steps(arena, spans)
             finally:
@@ -466,7 +491,7 @@ class CpuExecutable:
                 if entry.get("copy"):
                     views[entry["value"]][...] = views[entry["next"]]
             raise_failed_checks(plan, views.__getitem__)
-            return [aligned_copy(views[o]) for o in plan["outputs"]]
+            return [written[k] if k in written else aligned_copy(views[o]) for k, o in enumerate(plan["outputs"])]
         stored = [np.empty(host_shape(plan, o), views[o].dtype) for o in plan["outputs"]]
         for i in range(chunks):  # the steps once per chunk of the batch (dim 0)
             for value, data in inputs:

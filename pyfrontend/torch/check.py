@@ -62,7 +62,9 @@ _NOTES = {
     "dropout": "inference (the identity)", "native_dropout": "inference (the identity)",
     "slice": "static bounds, step >= 1; not empty",
     "constant_pad_nd": "non-negative pads (no cropping)",
-    "as_strided": "the identity view only",
+    "as_strided": "a reshape (the whole tensor in row-major order)",
+    "as_strided_scatter": "a view of the whole base in row-major order (a reshape of src)",
+    "copy": "functional copy_: src broadcast to dst's shape",
     "upsample_nearest2d": ".vec (output size or scale factors) and .default; torch's index rule",
     "index_put": "one 1-d index tensor, accumulate=False (index_copy's decomposition: a KV cache update)",
 }

@@ -894,16 +894,39 @@ def h_alias(im, n, x, *a, **k):
     return x
 
 
-def h_as_strided(im, n, x, size, stride, offset=0):
-    """Only the identity view: the same sizes, row-major strides on every dimension larger than 1
-    (the decomposition of an adaptive_avg_pool2d to 1x1 restrides its unit dimensions)."""
-    t = im.tensor(x)
-    size, stride = list(_ints(size, 1)), list(_ints(stride, 1))
+def _row_major_view(size, stride, offset, numel) -> bool:
+    """Whether as_strided(size, stride, offset) of a contiguous tensor of `numel` elements reads all of it in
+    order: a reshape (row-major strides on every dimension larger than 1, no offset, the same count)."""
     dense = [math.prod(size[i + 1:]) for i in range(len(size))]
-    if offset or tuple(size) != t.shape or any(s != d for s, d, k in zip(stride, dense, size) if k != 1):
+    return not offset and math.prod(size) == numel and all(s == d for s, d, k in zip(stride, dense, size) if k != 1)
+
+
+def h_as_strided(im, n, x, size, stride, offset=0):
+    """A reshape only: sizes and strides that read the whole tensor in row-major order (the decomposition of
+    an adaptive_avg_pool2d to 1x1 restrides its unit dimensions; a flatten's backward of a channels-last
+    map views a flat buffer as [N, C] and [N, C, 1, 1])."""
+    size, stride = list(_ints(size, 1)), list(_ints(stride, 1))
+    shape = x.value.shape if isinstance(x, _Const) else im.tensor(x).shape
+    if not _row_major_view(size, stride, offset, math.prod(shape)):
         raise OpenPrimError(f"as_strided to {size} with strides {stride} (offset {offset}) is not a plain view "
-                            f"of {list(t.shape)}; only the identity is supported")
-    return t
+                            f"of {list(shape)}; only a reshape is supported")
+    return h_view(im, n, x, size)
+
+
+def h_as_strided_scatter(im, n, base, src, size, stride, offset=0):
+    """base with the strided view (size, stride, offset) replaced by src: where the view is all of base in
+    row-major order (a flatten's backward on a channels-last map), src reshaped to base's shape."""
+    size, stride = list(_ints(size, 1)), list(_ints(stride, 1))
+    shape = _out_shape(n)
+    if not _row_major_view(size, stride, offset, math.prod(shape)):
+        raise OpenPrimError(f"as_strided_scatter into {list(shape)} through sizes {size}, strides {stride} (offset "
+                            f"{offset}) writes part of it; only a view of all of it is supported")
+    return h_view(im, n, src, shape)
+
+
+def h_copy(im, n, dst, src, non_blocking=False):
+    """copy_'s functional form: src broadcast to dst's shape (and dtype); dst's values are not read."""
+    return h_expand(im, n, src, _out_shape(n))
 
 
 def h_upsample_nearest2d(im, n, x, output_size=None, *scales):
@@ -1095,6 +1118,7 @@ _HANDLERS = {
     "softmax": h_softmax, "_softmax": h_softmax, "log_softmax": h_log_softmax, "_log_softmax": h_log_softmax,
     "cat": h_cat, "concat": h_cat, "constant_pad_nd": h_constant_pad_nd,
     "clone": h_identity, "detach": h_identity, "alias": h_alias, "as_strided": h_as_strided, "contiguous": h_identity,
+    "as_strided_scatter": h_as_strided_scatter, "copy": h_copy,
     "dropout": h_dropout, "native_dropout": h_native_dropout, "_to_copy": h_to_copy, "to": h_to_copy,
     "type_as": h_type_as, "_assert_tensor_metadata": h_ignored, "embedding": h_embedding,
     "eq": _compare("eq"), "ne": _compare("ne"), "lt": _compare("lt"), "le": _compare("le"),

@@ -149,6 +149,39 @@ def test_training_matches_eager(name, device):
     assert counts["forward runs"] == counts["backward runs"] == 21 and not counts["forward eager"]
 
 
+class PooledCNN(nn.Module):
+    """conv + batch norm + relu, global average pool, flatten, linear: ResNet's head. On a channels-last map
+    the flatten's backward views a flat buffer as [N, C] and [N, C, 1, 1] (as_strided, copy,
+    as_strided_scatter in the backward graph)."""
+
+    def __init__(self, classes=5):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 16, 3, padding=1, bias=False)
+        self.bn = nn.BatchNorm2d(16)
+        self.fc = nn.Linear(16, classes)
+
+    def forward(self, x):
+        y = F.adaptive_avg_pool2d(F.relu(self.bn(self.conv(x))), 1)
+        return self.fc(torch.flatten(y, 1))
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_channels_last_training(device):
+    """A channels-last model and input (what a GPU user trains): one step against eager, both graphs compiled."""
+    fresh()
+    torch.manual_seed(5)
+    model = WithLoss(PooledCNN()).train().to(device).to(memory_format=torch.channels_last)
+    eager = copy.deepcopy(model)
+    x = torch.randn(4, 3, 8, 8).to(device).to(memory_format=torch.channels_last)
+    t = torch.randint(0, 5, (4,)).to(device)
+    compiled = torch.compile(model, backend=openprim_backend, dynamic=False)
+    loss, want, caught = backward_both(compiled, eager, x, t)
+    assert not openprim_warnings(caught), openprim_warnings(caught)
+    assert torch_backend.AOT_COUNTS["forward runs"] == torch_backend.AOT_COUNTS["backward runs"] == 1
+    torch.testing.assert_close(loss.detach(), want.detach(), rtol=RTOL, atol=0)
+    assert_grads_close(model, eager)
+
+
 AMP_RTOL = 2e-2     # f16 products (autocast): gradients relative to the largest |gradient| of each parameter
 
 
