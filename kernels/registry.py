@@ -10,7 +10,8 @@ pooling read in place (kernels/cpu/pool.py) instead of through a padded copy, in
 rows into a buffer it shares with its input (kernels/cpu/index_copy.py: a KV cache), per-channel sums of
 channels-last maps swept row by row (kernels/cpu/channel_sums.py: batch norm training and its backward),
 max pooling's input gradient scattered per window (kernels/cpu/max_pool_backward.py), and transposes that
-read and write in runs (kernels/cpu/transpose.py).
+read and write in runs (kernels/cpu/transpose.py); on GPUs, batch norm's training statistics and backward
+with the rows split across blocks (kernels/gpu/channel_sums.py).
 """
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ from .cpu import max_pool_backward as cpu_max_pool_backward
 from .cpu import pool as cpu_pool
 from .cpu import transpose as cpu_transpose
 from .cpu import rows as cpu_rows
+from .gpu import channel_sums as gpu_channel_sums
 from .gpu import index_copy as gpu_index_copy
 from .gpu import pool, rows, transpose
 
@@ -68,6 +70,18 @@ def _cpu_rows(r: KernelRequest) -> str | None:
 def _cpu_channel_sums(r: KernelRequest) -> str | None:
     """Rows of a channels-last map swept in order, chunks split between the threads (cpu/channel_sums.py)."""
     return cpu_channel_sums.channel_kernel(r.name, r.signature, r.op, r.attrs, r.dtype)
+
+
+def _gpu_channel_sums(r: KernelRequest) -> str | None:
+    """Rows split across blocks, channel vectors across lanes, partial sums then totals (gpu/channel_sums.py):
+    NHWC batch norms, sums and means over every dim but the last."""
+    if r.op == "reduce":
+        return gpu_channel_sums.reduce_kernel(r.name, r.signature, r.attrs["kind"], r.attrs["axes"])
+    if r.attrs.get("layout") != "NHWC":
+        return None
+    if r.op == "batch_norm_statistics":
+        return gpu_channel_sums.statistics_kernel(r.name, r.signature, r.attrs["epsilon"])
+    return gpu_channel_sums.backward_kernel(r.name, r.signature)
 
 
 def _cpu_max_pool_backward(r: KernelRequest) -> str | None:
@@ -126,6 +140,8 @@ OP_KERNELS: dict[tuple[str, str], Callable[[KernelRequest], str | None]] = {
     **{(op, "cpu"): _cpu_channel_sums for op in ("batch_norm_statistics", "batch_norm_training", "batch_norm_backward",
                                                  "reduce")},
     **{("index_copy", kind): _gpu_index_copy for kind in GPU_KINDS},
+    **{(op, kind): _gpu_channel_sums for op in ("batch_norm_statistics", "batch_norm_backward", "reduce")
+       for kind in GPU_KINDS},
 }
 
 

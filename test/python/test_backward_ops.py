@@ -286,6 +286,25 @@ def test_batch_norm_chain(dtype, pipeline, rng):
 
 
 @pytest.mark.parametrize("dtype,pipeline", grid())
+def test_batch_norm_many_rows(dtype, pipeline, rng):
+    """Statistics and backward over more rows than one block sums (GPU: rows split across blocks, the last
+    split ragged), channels not a multiple of 8, a mean far from zero against a unit spread (shifted sums)."""
+    net = Net(rng, dtype, "NHWC")
+    x, xv = net.input((3, 37, 29, 12), scale=1.0)
+    xv = rounded(xv + 6.0, dtype)
+    net.feeds[-1] = xv.astype(np.float32)
+    (s, sv), (dy, dyv) = net.input((12,)), net.input((3, 37, 29, 12))
+    mean, inv = net.g.batch_norm_statistics(x, 1e-5)
+    outs = [mean, inv, *net.g.batch_norm_backward(dy, x, s, mean, inv)]
+    want_stats = ref.batch_norm_statistics(xv, 1e-5, "NHWC")
+    wants = [*want_stats, *ref.batch_norm_backward(dyv, xv, sv, *want_stats, "NHWC")]
+    rows = 3 * 37 * 29
+    for out, want, what in zip(net.run(pipeline, *outs), wants, ("mean", "inv_std", "grad_input", "grad_scale",
+                                                                  "grad_shift")):
+        assert_close(out, want, dtype, reduction=1 if what == "grad_input" else rows, what=what)
+
+
+@pytest.mark.parametrize("dtype,pipeline", grid())
 def test_layer_norm_backward(dtype, pipeline, rng):
     net = Net(rng, dtype)
     g = net.g
