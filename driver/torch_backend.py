@@ -769,6 +769,7 @@ def _compile_aot(gm, example_inputs, kind, state, calls, options, target="cpu", 
     from torch._subclasses.fake_tensor import unset_fake_temporarily
     eager = _eager_aot(gm, kind, state)
     visible = _visible_outputs() if kind == "forward" else None
+    options = {"precision": precision, **options} if (precision := _autocast_precision(gm)) else options
     try:
         with unset_fake_temporarily():     # AOTAutograd compiles in its fake mode: the import folds real tensors
             imported = aot.import_graph_module(gm, state, visible)
@@ -782,8 +783,24 @@ def _compile_aot(gm, example_inputs, kind, state, calls, options, target="cpu", 
         return eager
     state.stand_ins.update(imported.stand_ins)
     AOT_COUNTS[f"{kind} compiled"] += 1
+    if precision:
+        AOT_COUNTS[f"{kind} compiled in {precision}"] += 1
     with unset_fake_temporarily():         # it moves the values known at import to the GPU
         return _AotRunner(exe, imported, eager, kind, calls)
+
+
+def _autocast_precision(gm) -> str | None:
+    """"f16" or "bf16" where an AOTAutograd graph casts to it (traced under torch.autocast), else None. The
+    Graph has one float dtype and imports casts between floats as the identity, so without this an autocast
+    model computed everything in f32 (the SIMT kernels on a GPU); compiled in the autocast dtype, its
+    convolutions and matmuls run on the matrix cores with f32 accumulation, as autocast's do, while the
+    parameters and their gradients stay f32 at the graph's edges (the optimizer's master weights)."""
+    for n in gm.graph.nodes:
+        if n.op == "call_function" and _op_key(n.target) == "_to_copy":
+            dtype = n.kwargs.get("dtype")
+            if dtype in (torch.float16, torch.bfloat16):
+                return {torch.float16: "f16", torch.bfloat16: "bf16"}[dtype]
+    return None
 
 
 def _eager_aot(gm, kind, state):

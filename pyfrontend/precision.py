@@ -26,16 +26,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from openprim.base.dtypes import FINITE_MAX, from_storage, to_storage
+from openprim.base.dtypes import DTYPES, FINITE_MAX, FLOATS, from_storage, to_storage
 from openprim.base.errors import OpenPrimError
-from openprim.base.ops import DTYPES
 from openprim.pyfrontend.graph import Graph, Node, Tensor
 
 
+NOT_FLOATS = tuple(d for d in DTYPES if d not in FLOATS)
+
+
 def check_precision(precision: str | None) -> None:
-    """One OpenPrimError unless precision is None (the model's own) or one of DTYPES."""
-    if precision is not None and precision not in DTYPES:
-        raise OpenPrimError(f"precision must be one of {', '.join(DTYPES)} (or left out for the model's own), "
+    """One OpenPrimError unless precision is None (the model's own) or a float dtype."""
+    if precision is not None and precision not in FLOATS:
+        raise OpenPrimError(f"precision must be one of {', '.join(FLOATS)} (or left out for the model's own), "
                             f"got '{precision}'")
 
 
@@ -57,13 +59,16 @@ def with_precision(graph: Graph, precision: str | None) -> Graph:
     itself). Weights are cast at compile time; the result is a new Graph, `graph` is not changed."""
     check_precision(precision)
     if precision is None or (precision == graph.dtype and all(
-            n.result.dtype == precision for n in graph.nodes) and all(t.dtype == precision for t in graph.inputs)):
+            n.result.dtype in (precision, *NOT_FLOATS) for n in graph.nodes)
+            and all(t.dtype in (precision, *NOT_FLOATS) for t in graph.inputs)):
         return graph
     out = Graph(name=graph.name, layout=graph.layout, dtype=precision)
     tensors: dict[int, Tensor] = {}
 
     def new(t: Tensor) -> Tensor:
-        return Tensor(out, t.shape, precision, t.name)
+        """t in the new graph: floats in `precision`, integers and booleans (token ids, masks, a run-time
+        check's count) as they are."""
+        return Tensor(out, t.shape, precision if t.dtype in FLOATS else t.dtype, t.name)
 
     for t in graph.inputs:
         tensors[id(t)] = new(t)
@@ -71,8 +76,10 @@ def with_precision(graph: Graph, precision: str | None) -> Graph:
     for node in graph.nodes:
         operands = [None if t is None else tensors[id(t)] for t in node.operands]
         result = tensors[id(node.result)] = new(node.result)
-        value = None if node.value is None else cast_weight(node.value, node.result.dtype, precision)
+        value = node.value if node.value is None or result.dtype not in FLOATS else \
+            cast_weight(node.value, node.result.dtype, precision)
         out.nodes.append(Node(node.op, operands, dict(node.attrs), result, node.loc, value))
     out.outputs = [tensors[id(t)] for t in graph.outputs]
+    out.checks = [(tensors[id(t)], message) for t, message in graph.checks]
     out.state = list(graph.state)
     return out

@@ -261,6 +261,26 @@ def test_with_precision_weights():
 
 
 # ----------------------------------------------------------------------------- float64 and integer tensors
+@pytest.mark.parametrize("precision", ["f16", "bf16"])
+def test_precision_keeps_integers_and_checks(precision, rng):
+    """Only float tensors change dtype: token ids, comparisons and an embedding's bounds check (a training
+    graph's targets) keep theirs, and the check still fails a run with an id out of range."""
+    g = Graph()
+    ids = g.input("ids", (5,), dtype="i64")
+    table = rng.standard_normal((7, 3)).astype(np.float32)
+    rows = g.embedding(ids, g.param("table", table))
+    g.output(g.where(g.reshape(g.eq(ids, 2), (5, 1)), rows, g.mul(rows, 2.0)))
+    low = with_precision(g, precision)
+    assert low.inputs[0].dtype == "i64" and [t.dtype for t in low.outputs] == [precision]
+    assert len(low.checks) == len(g.checks) == 1
+    exe = openprim.compile(g, precision=precision)
+    given = np.array([0, 2, 6, 2, 1])
+    want = np.where((given == 2)[:, None], table[given], 2 * table[given])
+    assert_close(exe(given), want, precision, reduction=1)
+    with pytest.raises(OpenPrimError, match="outside"):
+        exe(np.array([0, 7, 1, 2, 3]))
+
+
 def test_onnx_double_model_is_an_error(rng):
     model = cnn(5, "f32", ref=True)  # DOUBLE throughout
     with pytest.raises(OpenPrimError, match=r"ONNX input 'x' is float64;.*convert the model to float32"):

@@ -188,8 +188,8 @@ AMP_RTOL = 2e-2     # f16 products (autocast): gradients relative to the largest
 @pytest.mark.parametrize("device", DEVICES)
 def test_mixed_precision_training(device):
     """Under torch.autocast(float16) the graphs cast the fp32 weights (the master copy the optimizer updates)
-    to f16 for the convolutions and matmuls: loss and gradients (fp32, as eager's) within f16 tolerance of
-    eager under the same autocast."""
+    to f16 for the convolutions and matmuls: both graphs compile in f16 (precision="f16"), loss and gradients
+    (fp32 at the edges, as eager's) within f16 tolerance of eager under the same autocast."""
     fresh()
     model, eager, x, t = make("cnn", seed=4, device=device)
     compiled = torch.compile(model, backend=openprim_backend, dynamic=False)
@@ -202,7 +202,9 @@ def test_mixed_precision_training(device):
         want = eager(x, t)
     want.backward()
     assert not openprim_warnings(caught), openprim_warnings(caught)
-    assert torch_backend.AOT_COUNTS["forward runs"] == torch_backend.AOT_COUNTS["backward runs"] == 1
+    counts = torch_backend.AOT_COUNTS
+    assert counts["forward runs"] == counts["backward runs"] == 1
+    assert counts["forward compiled in f16"] == counts["backward compiled in f16"] == 1   # autocast's dtype
     torch.testing.assert_close(loss.detach().float(), want.detach().float(), rtol=AMP_RTOL, atol=0)
     for (name, p), q in zip(model.named_parameters(), eager.parameters()):
         assert p.grad.dtype == q.grad.dtype == torch.float32, name
