@@ -1,5 +1,6 @@
-"""A filter gradient as one GEMM per filter tap, for targets whose only backward-weights solver is the
-reference loop nest (the GPUs): prim-select's.
+"""A filter gradient as GEMMs: one per filter tap for targets whose only backward-weights solver is the
+reference loop nest (the GPUs), and one for all taps where the input has few channels (every target):
+prim-select's.
 
 With the forward convolution x [N, H, W, C] * w [K, R, S, C] -> dy [N, OH, OW, K] (NHWC, one group), stride
 (sh, sw), padding (pt, pl, pb, pr), dilation (dh, dw), the gradient of tap (r, s) is a GEMM whose reduction
@@ -16,6 +17,12 @@ cut back to C channels and transposed to the filter layout the op has. The GEMMs
 solvers serve them, split-K where their grid is small (the reduction is long: 100 k rows at batch 32 on a
 56 x 56 map, the output 64 x 64). The copies (dy^T, the R S slices) are memory passes that an implicit-GEMM
 filter-gradient kernel would not make; the reference loop nest this replaces takes seconds per layer.
+
+With fewer than FEW_CHANNELS input channels (an RGB stem: 3), a GEMM per tap has a 3-wide output and the
+CPU's register-tiled filter-gradient kernel fills a few lanes of its channel tiles (ResNet-18's stem at
+batch 8: 125 ms of a 0.6 s training step on the 2-core machine). There the taps' slices are stacked side by
+side along the channels, [M, R S C] (an im2col of 147 columns for a 7x7 stem), and one GEMM
+dy^T [K, M] @ patches gives [K, R S C], which is KRSC.
 """
 from __future__ import annotations
 
@@ -28,51 +35,90 @@ from .rewrite import create, filter_perm, reshape, transpose
 
 MATMUL = {"transpose_rhs": 0, "activation": "none", "activation_params": []}
 ALIGN = 8     # the matrix-core GEMMs' K and N granule (16-byte rows of f16: TMA strides, ldmatrix)
+FEW_CHANNELS = 8   # fewer input channels than this: every tap in one GEMM (an RGB stem), on every target
 
 
 def backward_weights_as_gemms(op: ir.Operation, reference_only) -> bool:
-    """Rewrite an NHWC, one-group prim.conv2d_backward_weights into per-tap GEMMs where reference_only(problem)
-    says its target has no other solver for it; whether it did."""
+    """Rewrite an NHWC, one-group prim.conv2d_backward_weights into GEMMs where reference_only(problem) says
+    its target has no other solver for it, or where it has fewer than FEW_CHANNELS input channels (every
+    target: the taps stacked into one GEMM); whether it did."""
     if op.name != "prim.conv2d_backward_weights" or dialect.op_attrs(op)["layout"] != "NHWC":
         return False
     p = problem_of(op)
-    if p.groups != 1 or not reference_only(p):
+    if p.groups != 1 or not (p.c < FEW_CHANNELS or reference_only(p)):
         return False
-    (sh, sw), (dh, dw), (pt, pl, pb, pr) = p.strides, p.dilations, p.padding
     x, dy = dialect.operand_groups(op)
     m, loc = p.n * p.oh * p.ow, op.location
-    c, mp = -(-p.c // ALIGN) * ALIGN, -(-m // ALIGN) * ALIGN       # zero channels and rows for the matrix cores
+    stacked = p.c < FEW_CHANNELS
+    c, mp = p.c if stacked else -(-p.c // ALIGN) * ALIGN, -(-m // ALIGN) * ALIGN
     with ir.InsertionPoint(op), loc:
         dyt = transpose(reshape(dy, [m, p.k], loc), [1, 0], loc)                               # [K, M]
         if mp != m:
             dyt = create("pad", [dyt], [p.k, mp], dy, {"pads": [0, 0, 0, mp - m], "value": 0.0}, loc)
-        xp = x
-        if (pt, pl, pb, pr, c) != (0, 0, 0, 0, p.c):
-            xp = create("pad", [x], [p.n, p.h + pt + pb, p.w + pl + pr, c], x,
-                        {"pads": [0, pt, pl, 0, 0, pb, pr, c - p.c], "value": 0.0}, loc)
-        taps = []
-        for r in range(p.r):
-            for s in range(p.s):
-                xs = xp
-                if list(xp.type.shape) != [p.n, p.oh, p.ow, c] or (sh, sw) != (1, 1):
-                    starts = [0, r * dh, s * dw, 0]
-                    ends = [p.n, r * dh + (p.oh - 1) * sh + 1, s * dw + (p.ow - 1) * sw + 1, c]
-                    xs = create("slice", [xp], [p.n, p.oh, p.ow, c], x,
-                                {"starts": starts, "ends": ends, "steps": [1, sh, sw, 1]}, loc)
-                rows = reshape(xs, [m, c], loc)
-                if mp != m:
-                    rows = create("pad", [rows], [mp, c], x, {"pads": [0, 0, mp - m, 0], "value": 0.0}, loc)
-                g = create("matmul", [dyt, rows, None, None], [p.k, c], x, MATMUL, loc)
-                taps.append(reshape(g, [p.k, 1, c], loc))
-        krsc = taps[0]
-        for t in taps[1:]:
-            krsc = create("concat", [krsc, t], [p.k, krsc.type.shape[1] + 1, c], x, {"axis": 1}, loc)
-        grad = reshape(krsc, [p.k, p.r, p.s, c], loc)
-        if c != p.c:
-            grad = create("slice", [grad], [p.k, p.r, p.s, p.c], x, {"starts": [0, 0, 0, 0],
-                          "ends": [p.k, p.r, p.s, p.c], "steps": [1, 1, 1, 1]}, loc)
+        taps = _tap_slices(x, p, c, loc)
+        grad = _stacked_gemm(x, dyt, taps, p, m, mp, loc) if stacked else _tap_gemms(x, dyt, taps, p, c, m, mp, loc)
         if p.filter_layout != "KRSC":
             grad = transpose(grad, filter_perm("KRSC", p.filter_layout), loc)
     op.result.replace_all_uses_with(grad)
     op.erase()
     return True
+
+
+def _tap_slices(x, p, c: int, loc) -> list:
+    """Per filter tap (r, s), row-major: the padded input's strided slice [N, OH, OW, c] it multiplies (x
+    itself for a 1x1, stride-1, unpadded filter), c >= C channels (zeros past C)."""
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = p.strides, p.dilations, p.padding
+    xp = x
+    if (pt, pl, pb, pr, c) != (0, 0, 0, 0, p.c):
+        xp = create("pad", [x], [p.n, p.h + pt + pb, p.w + pl + pr, c], x,
+                    {"pads": [0, pt, pl, 0, 0, pb, pr, c - p.c], "value": 0.0}, loc)
+    taps = []
+    for r in range(p.r):
+        for s in range(p.s):
+            xs = xp
+            if list(xp.type.shape) != [p.n, p.oh, p.ow, c] or (sh, sw) != (1, 1):
+                starts = [0, r * dh, s * dw, 0]
+                ends = [p.n, r * dh + (p.oh - 1) * sh + 1, s * dw + (p.ow - 1) * sw + 1, c]
+                xs = create("slice", [xp], [p.n, p.oh, p.ow, c], x,
+                            {"starts": starts, "ends": ends, "steps": [1, sh, sw, 1]}, loc)
+            taps.append(xs)
+    return taps
+
+
+def _rows(x, v, m: int, mp: int, cols: int, loc):
+    """[N, OH, OW, cols] as [mp, cols]: the M rows, zeros past them."""
+    rows = reshape(v, [m, cols], loc)
+    if mp != m:
+        rows = create("pad", [rows], [mp, cols], x, {"pads": [0, 0, mp - m, 0], "value": 0.0}, loc)
+    return rows
+
+
+def _tap_gemms(x, dyt, taps, p, c: int, m: int, mp: int, loc):
+    """One GEMM per tap, dy^T [K, M] @ xs_rs [M, c], stacked to KRSC and cut back to C channels."""
+    grads = [reshape(create("matmul", [dyt, _rows(x, xs, m, mp, c, loc), None, None], [p.k, c], x, MATMUL, loc),
+                     [p.k, 1, c], loc) for xs in taps]
+    krsc = grads[0]
+    for t in grads[1:]:
+        krsc = create("concat", [krsc, t], [p.k, krsc.type.shape[1] + 1, c], x, {"axis": 1}, loc)
+    grad = reshape(krsc, [p.k, p.r, p.s, c], loc)
+    if c != p.c:
+        grad = create("slice", [grad], [p.k, p.r, p.s, p.c], x, {"starts": [0, 0, 0, 0],
+                      "ends": [p.k, p.r, p.s, p.c], "steps": [1, 1, 1, 1]}, loc)
+    return grad
+
+
+def _stacked_gemm(x, dyt, taps, p, m: int, mp: int, loc):
+    """Few channels: the taps' slices side by side, [M, R S C] (an im2col), and one GEMM dy^T @ patches
+    [K, R S C] (its columns padded to ALIGN), read as KRSC."""
+    patches = taps[0]
+    for t in taps[1:]:
+        patches = create("concat", [patches, t], [p.n, p.oh, p.ow, patches.type.shape[3] + p.c], x, {"axis": 3}, loc)
+    cols = p.r * p.s * p.c
+    colsp = -(-cols // ALIGN) * ALIGN
+    rows = _rows(x, patches, m, mp, cols, loc)
+    if colsp != cols:
+        rows = create("pad", [rows], [mp, colsp], x, {"pads": [0, 0, 0, colsp - cols], "value": 0.0}, loc)
+    grad = create("matmul", [dyt, rows, None, None], [p.k, colsp], x, MATMUL, loc)
+    if colsp != cols:
+        grad = create("slice", [grad], [p.k, cols], x, {"starts": [0, 0], "ends": [p.k, cols], "steps": [1, 1]}, loc)
+    return reshape(grad, [p.k, p.r, p.s, p.c], loc)

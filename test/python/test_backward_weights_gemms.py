@@ -1,5 +1,6 @@
 """Filter gradients as one GEMM per filter tap (passes/backward_weights_gemms.py), where the reference loop nest
-is a target's only backward-weights solver (the GPUs): against float64 numpy for 3x3, 1x1, 7x7 stride 2,
+is a target's only backward-weights solver (the GPUs), and as one GEMM of the stacked taps where the input
+has fewer than 8 channels (every target): against float64 numpy for 3x3, 1x1, 7x7 stride 2,
 asymmetric padding, dilation, strides (1, 2), NCHW activations and the three filter layouts, channel and row
 counts that are not multiples of 8 (padded), f32 and f16; on
 the CPU, which has conv_bwd_weights_gemm, the rewrite is forced by making the reference look like the only
@@ -15,6 +16,7 @@ import openprim
 import reference as ref
 from helpers import TARGET, assert_close, kernel_info, rounded, run_on_gpu
 from openprim.passes import prim_select
+from openprim.passes.backward_weights_gemms import FEW_CHANNELS
 from openprim.pyfrontend import Graph
 
 CASES = [  # N, C, H, W, K, (R, S), stride, padding (t, l, b, r), dilation, layout, filter layout
@@ -51,17 +53,29 @@ def test_backward_weights_gemms(case, dtype, monkeypatch):
         monkeypatch.setattr(prim_select, "_reference_only", lambda problem, target: True)
         exe = openprim.compile(g)
         assert not any(s["kernel"].startswith("conv2d_backward_weights") for s in exe.plan["steps"])
-        assert sum(s["kernel"].startswith("matmul") for s in exe.plan["steps"]) == case[5][0] * case[5][1]
+        gemms = 1 if case[1] < FEW_CHANNELS else case[5][0] * case[5][1]     # few channels: the taps stacked
+        assert sum(s["kernel"].startswith("matmul") for s in exe.plan["steps"]) == gemms
         got = exe(*feeds)
     assert_close(got, want, dtype, reduction=reduction)
 
 
 @pytest.mark.skipif(TARGET != "cpu", reason="compiles for the CPU")
 def test_cpu_keeps_its_solver():
-    """The CPU has a filter-gradient solver: nothing is rewritten there."""
-    g, _, _, _ = _case(CASES[0], "f32")
+    """The CPU has a filter-gradient solver: with 8 or more channels nothing is rewritten there."""
+    g, _, _, _ = _case(CASES[2], "f32")
     exe = openprim.compile(g)
     assert [s["solver"] for s in exe.plan["steps"] if s.get("solver")] == ["conv_bwd_weights_gemm"]
+
+
+@pytest.mark.skipif(TARGET != "cpu", reason="compiles for the CPU")
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_cpu_stem_is_one_gemm(dtype):
+    """A 3-channel 7x7 stride-2 stem's filter gradient on the CPU, unforced: the 49 taps stacked into one GEMM
+    (its register-tiled solver filled 3 lanes of a channel tile), against float64."""
+    g, feeds, want, reduction = _case(CASES[3], dtype)
+    exe = openprim.compile(g)
+    assert [s["solver"] for s in exe.plan["steps"] if s.get("solver")] == ["gemm_packed"]
+    assert_close(exe(*feeds), want, dtype, reduction=reduction)
 
 
 def _nvvm_solvers(graph) -> set[str]:
