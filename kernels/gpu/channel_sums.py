@@ -30,7 +30,7 @@ import math
 
 from ..irtext import flit
 from .gemm import WG, Emitter, _shape, collapse_at
-from .pool import BLOCKS, ITEM, LANES, THREADS, UNROLL
+from .pool import BLOCKS, ITEM, LANES, THREADS, UNROLL, halvings
 
 DTYPES = tuple(ITEM)
 
@@ -140,9 +140,7 @@ class _Sums:
         for t in range(terms):
             e.emit(f"vector.store {loop}#{t}, %red[{e.c(t)}, %ty, {col}] : {red_t}, {ft}")
         e.emit("gpu.barrier")
-        half = 1 << (pt.bit_length() - 1)
-        folds = ([(half, pt - half)] if half < pt else []) + [(s, s) for s in (half >> k for k in range(1, 16)) if s]
-        for dist, below in folds:
+        for dist, below in halvings(pt):
             e.open(f"scf.if {e.cmp('ult', '%ty', e.c(below))} {{")
             other = e.add("%ty", e.c(dist))
             for t in range(terms):

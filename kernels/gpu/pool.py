@@ -135,6 +135,13 @@ class GlobalPoolPlan:
         return -(-self.p // (self.groups * UNROLL * self.rows))
 
 
+def halvings(rows: int) -> list[tuple[int, int]]:
+    """The steps of a tree sum over `rows` rows of shared memory down to row 0: (distance, rows below it that
+    add the row `distance` further), a barrier after each; a first uneven step where rows is no power of 2."""
+    half = 1 << (rows.bit_length() - 1)
+    return ([(half, rows - half)] if half < rows else []) + [(s, s) for s in (half >> k for k in range(1, 16)) if s]
+
+
 def global_pool_kernel(name: str, signature: list[tuple[str, str]], dtype: str) -> str | None:
     """The kernel function (outline's signature: x [N, H, W, C], out [N, 1, 1, C]) of an NHWC
     global_avg_pool; None for other dtypes."""
@@ -209,9 +216,7 @@ def global_pool_kernel(name: str, signature: list[tuple[str, str]], dtype: str) 
     col = e.mul("%tx", e.c(V))
     e.emit(f"vector.store {loop}, %red[%ty, {col}] : {red_t}, {ft}")
     e.emit("gpu.barrier")
-    half = 1 << (PT.bit_length() - 1)
-    folds = ([(half, PT - half)] if half < PT else []) + [(s, s) for s in (half >> k for k in range(1, 16)) if s]
-    for dist, below in folds:
+    for dist, below in halvings(PT):
         e.open(f"scf.if {e.cmp('ult', '%ty', e.c(below))} {{")
         a, b = e.fresh("r"), e.fresh("r")
         e.emit(f"{a} = vector.load %red[%ty, {col}] : {red_t}, {ft}")
