@@ -64,6 +64,18 @@ def _plan_tensors(exe) -> tuple[list, list]:
     return ins, outs
 
 
+def _run_on_stream(exe, ins, plan_out) -> list:
+    """A GPU executable run on device tensors `ins` (the plan's dtypes, contiguous), enqueued on PyTorch's
+    current stream of its device: new output tensors (plan_out: (shape, dtype) each) that the plan writes."""
+    device = torch.device("cuda", exe.device.index)
+    outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in plan_out]
+    stream = torch.cuda.current_stream(device).cuda_stream
+    if stream:
+        exe.device.check_stream(stream)
+    exe.run_pointers([t.data_ptr() for t in ins], [o.data_ptr() for o in outs], stream)
+    return outs
+
+
 class _Compiled:
     """Runs an OpenPrim executable on torch tensors and returns torch tensors in the export's structure.
 
@@ -111,8 +123,6 @@ class _Compiled:
 
     def _run_device(self, tensors):
         """Device to device on PyTorch's current stream: nothing is copied through the host."""
-        device = tensors[0].device
-        stream = torch.cuda.current_stream(device).cuda_stream
         ins = []
         for t, want, (name, _, shape, _, _), last in zip(tensors, self.plan_in, self.exe.input_specs,
                                                          self.channels_last):
@@ -122,11 +132,7 @@ class _Compiled:
                 raise OpenPrimError(f"input '{name}' must have shape {shape}, got {tuple(t.shape)}")
             t = t.detach() if t.dtype == want else t.detach().to(want)
             ins.append((t.permute(0, 2, 3, 1) if last else t).contiguous())
-        outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in self.plan_out]
-        if stream:
-            self.exe.device.check_stream(stream)
-        self.exe.run_pointers([t.data_ptr() for t in ins], [o.data_ptr() for o in outs], stream)
-        return outs
+        return _run_on_stream(self.exe, ins, self.plan_out)
 
     def __call__(self, *args, **kwargs):
         flat = torch.utils._pytree.tree_leaves((args, kwargs))
@@ -882,13 +888,10 @@ class _AotRunner:
             outs = self.exe(*[_array(t) for t in feeds])
             outs = (outs,) if len(self.exe.plan["outputs"]) == 1 else outs
             return [torch.from_numpy(np.asarray(o)) for o in outs]
-        ins = [t.detach().to(want).contiguous() for t, want in zip(feeds, self.plan_in)]
-        device = torch.device("cuda", self.exe.device.index)
-        outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in self.plan_out]
-        stream = torch.cuda.current_stream(device)
-        self.exe.run_pointers([t.data_ptr() for t in ins], [o.data_ptr() for o in outs], stream.cuda_stream)
+        outs = _run_on_stream(self.exe, [t.detach().to(want).contiguous() for t, want in zip(feeds, self.plan_in)],
+                              self.plan_out)
         if self.exe.plan.get("checks"):
-            stream.synchronize()
+            torch.cuda.current_stream(torch.device("cuda", self.exe.device.index)).synchronize()
             self.exe.raise_failed_checks()
         return outs
 

@@ -11,7 +11,7 @@ rows into a buffer it shares with its input (kernels/cpu/index_copy.py: a KV cac
 channels-last maps swept row by row (kernels/cpu/channel_sums.py: batch norm training and its backward),
 max pooling's input gradient scattered per window (kernels/cpu/max_pool_backward.py), and transposes that
 read and write in runs (kernels/cpu/transpose.py); on GPUs, batch norm's training statistics and backward
-with the rows split across blocks (kernels/gpu/channel_sums.py).
+and sums over every dim but the last, with the rows split across blocks (kernels/gpu/channel_sums.py).
 """
 from __future__ import annotations
 

@@ -30,30 +30,13 @@ import math
 
 from ..irtext import flit
 from .gemm import WG, Emitter, _shape, collapse_at
-from .pool import BLOCKS, ITEM, LANES, THREADS, UNROLL, halvings
+from .pool import ITEM, THREADS, UNROLL, GlobalPoolPlan, halvings
 
 DTYPES = tuple(ITEM)
 
 
-def _vec(channels: int, dtype: str) -> int:
-    """Channels a lane covers: the widest 16-byte (or narrower) vector that divides C."""
-    return next(v for v in (8, 4, 2, 1) if v * ITEM[dtype] <= 16 and channels % v == 0)
-
-
 def _dtype(mtype: str) -> str:
     return mtype.rsplit("x", 1)[1][:-1]
-
-
-def _geometry(rows: int, channels: int, width: int, split: bool) -> tuple[int, int, int, int, int]:
-    """(channel chunks, CT channel lanes and PT row lanes a block, loop steps a split, splits S): the splits
-    aim at BLOCKS blocks in all, each a whole number of UNROLL * PT rows (pool.GlobalPoolPlan's rule)."""
-    cv_count = channels // width
-    chunks = -(-cv_count // LANES)
-    ct = -(-cv_count // chunks)
-    pt = max(1, THREADS // ct)
-    steps = -(-rows // (UNROLL * pt))
-    groups = -(-steps // -(-BLOCKS // chunks)) if split else steps
-    return chunks, ct, pt, groups, -(-rows // (groups * UNROLL * pt))
 
 
 class _Sums:
@@ -93,14 +76,14 @@ class _Sums:
         self.e.emit(f"{n} = {name} {', '.join(xs)} : vector<{width}xf32>")
         return n
 
-    def launch(self, rows: int, channels: int, width: int, terms: int, split: bool, load_terms, done) -> None:
-        """One launch summing `terms` f32 terms per channel over `rows` rows: load_terms(row, c) -> [T vectors
-        of `width` lanes]; done(totals, c, split index) stores them. split: the rows split across blocks to
-        fill the GPU (_geometry), else one split."""
+    def launch(self, plan: GlobalPoolPlan, terms: int, load_terms, done) -> None:
+        """One launch summing `terms` f32 terms per channel over the plan's p rows of c channels (as
+        global_avg_pool splits one image, pool.GlobalPoolPlan): load_terms(row, c) -> [T vectors of plan.vec
+        lanes]; done(totals, c, split index) stores them."""
         e = self.e
-        cv_count = channels // width
-        chunks, ct, pt, groups, splits = _geometry(rows, channels, width, split)
-        span = groups * UNROLL * pt
+        rows, width, splits = plan.p, plan.vec, plan.splits
+        cv_count, chunks, ct, pt = plan.c // width, plan.chunks, plan.lanes, plan.rows
+        span = plan.groups * UNROLL * pt
         ft = f"vector<{width}xf32>"
         red_t = f"memref<{terms}x{pt}x{ct * width}xf32, {WG}>"
         one = e.c(1)
@@ -113,7 +96,7 @@ class _Sums:
         zero = self.const(0.0, width)
         accs = [e.fresh("acc") for _ in range(terms)]
         step, loop = e.fresh("s"), e.fresh("sum")
-        e.open(f"{loop}:{terms} = scf.for {step} = {e.c(0)} to {e.c(groups)} step {one} iter_args("
+        e.open(f"{loop}:{terms} = scf.for {step} = {e.c(0)} to {e.c(plan.groups)} step {one} iter_args("
                + ", ".join(f"{a} = {zero}" for a in accs) + f") -> ({', '.join([ft] * terms)}) {{")
         base = e.add(start, e.mul(step, e.c(UNROLL * pt)))
         ragged = splits * span > rows
@@ -161,22 +144,22 @@ class _Sums:
         e.emit("gpu.terminator")
         e.close()
 
-    def reduce(self, rows: int, channels: int, width: int, terms: int, load_terms, finish) -> None:
-        """Both launches: the rows' partial sums per split into scratch, then their totals to finish(totals, c)."""
+    def reduce(self, plan: GlobalPoolPlan, terms: int, load_terms, finish) -> None:
+        """Both launches: the partial sums of plan's splits into scratch, then their totals (over the splits
+        as rows of f32, one split) to finish(totals, c, width)."""
         e = self.e
-        splits = _geometry(rows, channels, width, True)[-1]
-        part, part_t = e.fresh("part"), f"memref<{splits}x{terms}x{channels}xf32>"
+        part, part_t = e.fresh("part"), f"memref<{plan.splits}x{terms}x{plan.c}xf32>"
         e.emit(f"{part} = memref.alloc() {{alignment = 64 : i64}} : {part_t}")
 
         def partial(totals, c, split):
             for t, total in enumerate(totals):
-                e.emit(f"vector.store {total}, {part}[{split}, {e.c(t)}, {c}] : {part_t}, vector<{width}xf32>")
-        self.launch(rows, channels, width, terms, True, load_terms, partial)
-        wide = next(v for v in (4, 2, 1) if channels % v == 0)
+                e.emit(f"vector.store {total}, {part}[{split}, {e.c(t)}, {c}] : {part_t}, vector<{plan.vec}xf32>")
+        self.launch(plan, terms, load_terms, partial)
+        final = GlobalPoolPlan(1, plan.splits, plan.c, "f32", split=False)
 
         def load_partials(row, c):
-            return [self.load(part, part_t, [row, e.c(t), c], wide) for t in range(terms)]
-        self.launch(splits, channels, wide, terms, False, load_partials, lambda totals, c, _: finish(totals, c, wide))
+            return [self.load(part, part_t, [row, e.c(t), c], final.vec) for t in range(terms)]
+        self.launch(final, terms, load_partials, lambda totals, c, _: finish(totals, c, final.vec))
 
 
 def statistics_kernel(name: str, signature: list[tuple[str, str]], epsilon: float) -> str | None:
@@ -189,7 +172,8 @@ def statistics_kernel(name: str, signature: list[tuple[str, str]], epsilon: floa
     e = Emitter()
     s = _Sums(e)
     flat, flat_t = collapse_at(e, x, x_t, [len(dims) - 1])
-    V = _vec(C, _dtype(x_t))
+    plan = GlobalPoolPlan(1, M, C, _dtype(x_t))
+    V = plan.vec
 
     def terms(row, c):
         shift = s.load(flat, flat_t, [e.c(0), c], V)
@@ -207,7 +191,7 @@ def statistics_kernel(name: str, signature: list[tuple[str, str]], epsilon: floa
         s.store(mean, out, out_t, [e.c(0), c], w)
         s.store(inv_std, out, out_t, [e.c(1), c], w)
 
-    s.reduce(M, C, V, 2, terms, finish)
+    s.reduce(plan, 2, terms, finish)
     return _function(name, signature, e)
 
 
@@ -229,8 +213,8 @@ def reduce_kernel(name: str, signature: list[tuple[str, str]], kind: str, axes) 
         total = s.vop("arith.mulf", w, totals[0], s.const(1.0 / M, w)) if kind == "mean" else totals[0]
         s.store(total, y, y_t, [c], w)
 
-    s.reduce(M, C, _vec(C, _dtype(x_t)), 1, lambda row, c: [s.load(flat, flat_t, [row, c], _vec(C, _dtype(x_t)))],
-             finish)
+    plan = GlobalPoolPlan(1, M, C, _dtype(x_t))
+    s.reduce(plan, 1, lambda row, c: [s.load(flat, flat_t, [row, c], plan.vec)], finish)
     return _function(name, signature, e)
 
 
@@ -251,7 +235,8 @@ def backward_kernel(name: str, signature: list[tuple[str, str]]) -> str | None:
     s = _Sums(e)
     cut = [len(dims) - 1]
     (dyf, dyf_t), (xf, xf_t), (dxf, dxf_t) = (collapse_at(e, a, t, cut) for a, t in ((dy, dy_t), (x, x_t), (dx, dx_t)))
-    V = _vec(C, _dtype(x_t))
+    plan = GlobalPoolPlan(1, M, C, _dtype(x_t))
+    V = plan.vec
     coef_t = f"memref<3x{C}xf32>"
     e.emit(f"%coef = memref.alloc() {{alignment = 64 : i64}} : {coef_t}")
 
@@ -270,7 +255,7 @@ def backward_kernel(name: str, signature: list[tuple[str, str]]) -> str | None:
         for t, k in enumerate((k1, k2, k3)):
             s.store(k, "%coef", coef_t, [e.c(t), c], w)
 
-    s.reduce(M, C, V, 2, terms, finish)
+    s.reduce(plan, 2, terms, finish)
     # launch 3: dx = k1 dy - k2 - k3 (x - mean), a thread per V channels of a row
     cv_count = C // V
     lin = e.open_elementwise_launch(M * cv_count, THREADS)

@@ -99,11 +99,12 @@ def _dims(mtype: str) -> list[int]:
 class GlobalPoolPlan:
     """How global_avg_pool over [N, P = H*W, C] is split: V channels a thread, CT channel lanes and PT
     pixel lanes a block, `chunks` blocks across the channels, `splits` across the pixels, each split
-    `groups` loop steps of UNROLL * PT pixels."""
+    `groups` loop steps of UNROLL * PT pixels; split=False: one split (channel_sums.py's final launch)."""
     n: int
     p: int
     c: int
     dtype: str
+    split: bool = True
 
     @property
     def vec(self) -> int:
@@ -127,6 +128,8 @@ class GlobalPoolPlan:
     def groups(self) -> int:
         """Loop steps per split: the splits aim at BLOCKS blocks in all."""
         steps = -(-self.p // (UNROLL * self.rows))
+        if not self.split:
+            return steps
         want = -(-BLOCKS // (self.n * self.chunks))
         return -(-steps // want)
 
