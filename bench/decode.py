@@ -258,6 +258,25 @@ def gemv_bandwidth(exe) -> dict:
             "copy_gb_per_s": copy_gbs, "gemv_over_copy": gemv_gbs / copy_gbs}
 
 
+def step_profile(exe) -> dict:
+    """The decode step kernel by kernel (openprim.runtime.profile, launches one by one, token 0 at position
+    0: the same kernels as any step), summed by op and solver: microseconds per step and launches,
+    slowest first; with the whole step's kernel and gap time, and on a GPU the graph replay's."""
+    from openprim.runtime.profile import profile
+    rep = profile(exe, runs=20)
+    groups = {}
+    for s in rep.steps:
+        g = groups.setdefault(f"{s.op} {s.solver or ''}".strip(), {"us": 0.0, "launches": 0, "steps": 0})
+        g["us"] += s.time_us
+        g["launches"] += s.launches
+        g["steps"] += 1
+    ranked = dict(sorted(groups.items(), key=lambda kv: -kv[1]["us"]))
+    for name, g in ranked.items():
+        print(f"  {name:40s} {g['us']:8.1f} us  {g['steps']:3d} steps {g['launches']:3d} launches", flush=True)
+    return {"kernel_us": rep.kernel_us, "gap_us": rep.gap_us, "total_us": rep.total_us,
+            "graph_us": rep.graph_us, "by_op": ranked}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="gpt2", choices=["gpt2", "llama"])
@@ -266,8 +285,12 @@ def main() -> None:
     ap.add_argument("--new", type=int, default=32)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime (its export takes minutes)")
+    ap.add_argument("--no-compiled", action="store_true",
+                    help="skip the torch.compile peer on the GPU (its child process compiles for minutes)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--out", default=None)
+    ap.add_argument("--profile", action="store_true",
+                    help="also profile the decode step kernel by kernel (summed by op and solver) into the JSON")
     ap.add_argument("--child-compiled", metavar="FILE", help=argparse.SUPPRESS)
     args = ap.parse_args()
     import torch
@@ -294,7 +317,8 @@ def main() -> None:
         import copy
         gpu_model = copy.deepcopy(model).cuda()
         peers["eager"] = lambda: eager_generate(gpu_model, ids, args.new)
-        peers["compiled"] = compiled_in_child(args)
+        if not args.no_compiled:
+            peers["compiled"] = compiled_in_child(args)
     else:
         peers["eager"] = lambda: eager_generate(model, ids, args.new)
     if not args.no_ort and args.device == "cpu":
@@ -329,6 +353,8 @@ def main() -> None:
         summary[name]["eager_over_this"] = summary["eager"]["ms_per_token"] / summary[name]["ms_per_token"]
     if args.device == "cpu":
         summary["openprim"]["decode_step"] = gemv_bandwidth(decoder.step)
+    if args.profile:
+        summary["openprim"]["step_profile"] = step_profile(decoder.step)
     report = {"model": args.model, "batch": args.batch, "context": args.context, "new": args.new,
               "parameters": sum(p.numel() for p in model.parameters()),
               "compile_s": {"step": step_compile, "prefill": prefill_compile},

@@ -67,6 +67,31 @@ def gradients(model) -> dict:
     return {k.removeprefix("_orig_mod."): p.grad.detach().clone() for k, p in model.named_parameters()}
 
 
+def host_profiles(steps: dict, count: int, rows: dict) -> None:
+    """`count` steps of each variant under cProfile: the 25 functions with the most own time, printed, and the
+    host seconds per step into rows[name]["host_s_per_step"]."""
+    import cProfile
+    import io
+    import pstats
+    import torch
+    for name, step in steps.items():
+        step()                      # warm: a variant set up before another may have been traced again
+        prof = cProfile.Profile()
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        prof.enable()
+        for _ in range(count):
+            step()
+        prof.disable()
+        host = time.perf_counter() - t0
+        torch.cuda.synchronize()
+        rows[name]["host_s_per_step"] = host / count
+        text = io.StringIO()
+        pstats.Stats(prof, stream=text).sort_stats("tottime").print_stats(25)
+        print(f"\n{name}: {count} steps under cProfile, {1e3 * host / count:.1f} ms of host time each\n"
+              + "\n".join(text.getvalue().splitlines()[4:40]), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batch", type=int, default=32)
@@ -75,6 +100,9 @@ def main():
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--iters", type=int, default=20, help="steps per timed round")
     ap.add_argument("--out", default=HERE)
+    ap.add_argument("--host-profile", type=int, metavar="STEPS", default=0,
+                    help="also run STEPS steps of each variant under cProfile and print where the host's time goes "
+                         "(the steps synchronized at the end: host time beyond the GPU's shows as waiting less)")
     args = ap.parse_args()
     use_checkout()
     import torch
@@ -96,8 +124,8 @@ def main():
     del m64
 
     rows, steps = {}, {}
-    for name in args.variants.split(","):
-        torch._dynamo.reset()
+    torch._dynamo.reset()
+    for name in args.variants.split(","):   # no reset between them: it would drop the earlier variants' graphs
         model = wrapped(name, copy.deepcopy(base))
         step = make_step(model, x, y)
         row = rows[name] = {}
@@ -129,6 +157,8 @@ def main():
               f"grad error {row['grad_error']:.1e} (worst {row['worst_parameter'][1]} "
               f"{row['worst_parameter'][0]:.1e}) {row['warnings'] or ''}", flush=True)
 
+    if args.host_profile:
+        host_profiles(steps, args.host_profile, rows)
     times = time_rounds(steps, args.rounds, args.iters)
     ms = medians(times)
     for name, t in ms.items():

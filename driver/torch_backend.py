@@ -888,8 +888,8 @@ class _AotRunner:
             outs = self.exe(*[_array(t) for t in feeds])
             outs = (outs,) if len(self.exe.plan["outputs"]) == 1 else outs
             return [torch.from_numpy(np.asarray(o)) for o in outs]
-        outs = _run_on_stream(self.exe, [t.detach().to(want).contiguous() for t, want in zip(feeds, self.plan_in)],
-                              self.plan_out)
+        outs = _run_on_stream(self.exe, [t if t.dtype == want and t.is_contiguous() else t.detach().to(want).contiguous()
+                                         for t, want in zip(feeds, self.plan_in)], self.plan_out)
         if self.exe.plan.get("checks"):
             torch.cuda.current_stream(torch.device("cuda", self.exe.device.index)).synchronize()
             self.exe.raise_failed_checks()

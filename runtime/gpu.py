@@ -39,6 +39,8 @@ are current per thread: a thread's first call makes the device's current in it (
 """
 from __future__ import annotations
 
+import bisect
+import itertools
 import os
 import threading
 
@@ -426,12 +428,15 @@ class GpuExecutable:
         can be bound in place (see the module docstring), else the arena's."""
         if self.graphs and not self.device.updates_graph_args:
             return self.arena_targets
-        reads = [(p, p + spec[4]) for p, spec in zip(inputs, self.input_specs)]
+        reads = sorted((p, p + spec[4]) for p, spec in zip(inputs, self.input_specs))
+        starts = [lo for lo, _ in reads]
+        reach = list(itertools.accumulate((hi for _, hi in reads), max))   # the furthest end up to each start
         targets = []
         for b, (pointer, spec) in enumerate(zip(inputs + outputs, self.input_specs + self.output_specs)):
             ok = self.bindable[b] and pointer % ALIGN == 0
             if ok and b >= len(inputs):   # an output must not overwrite an input the kernels still read
-                ok = all(pointer + spec[4] <= lo or hi <= pointer for lo, hi in reads)
+                before = bisect.bisect_left(starts, pointer + spec[4])      # the inputs that start before its end
+                ok = before == 0 or reach[before - 1] <= pointer
             targets.append(pointer if ok else self.arena_targets[b])
         return targets
 

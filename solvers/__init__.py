@@ -25,7 +25,8 @@ from openprim.solvers.base import Solver
 from openprim.solvers.cpu_backward import ConvBwdDataGemm, ConvBwdReference, ConvBwdWeightsGemm
 from openprim.solvers.cpu import (GEMM, Conv1x1Gemm, ConvDepthwise, ConvDirect, ConvGroupedGemm, ConvIm2colGemm,
                                   ConvImplicitGemm, ConvReference, GemmPacked, GemmReference)
-from openprim.solvers.gpu_simt import ConvDepthwiseGpu, ConvImplicitGemmGpu, GemmGpu
+from openprim.solvers.gpu_simt import (AttentionDecodeGpu, ConvDepthwiseGpu, ConvImplicitGemmGpu, GemmGpu,
+                                      GemvGpu)
 from openprim.solvers.nvidia import (AttentionFlashMma, AttentionFlashWgmma, ConvDepthwisePointwiseMma, ConvIm2colGemmWgmma, ConvImplicitGemmMma, ConvImplicitGemmWgmma,
                                      ConvSpaceToDepthWgmma, ConvWinogradF2x3Wgmma, ConvWinogradF4x3Wgmma, GemmMma,
                                      GemmWgmma)
@@ -53,6 +54,7 @@ SOLVERS = {s.name: s for s in (
     ConvDepthwiseGpu(),
     ConvGroupedGemm(),
     GemmGpu(),
+    GemvGpu(),
     ConvImplicitGemmMma(),
     GemmMma(),
     ConvImplicitGemmWgmma(),
@@ -70,6 +72,7 @@ SOLVERS = {s.name: s for s in (
     AttentionFlashWgmma(),
     AttentionFlashMfma(),
     AttentionFlashWmma(),
+    AttentionDecodeGpu(),
     ConvBwdDataGemm(),
     ConvBwdReference("bwd_data"),
     ConvBwdWeightsGemm(),

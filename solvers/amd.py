@@ -75,6 +75,7 @@ class AttentionFlashMfma(AttentionSolver):
     targets = ("rocdl",)
     family = "mfma"
     efficiency = 4.0
+    query_rows = 128        # every tile of amd_flash.TILES
 
     def is_applicable(self, p, target):
         return gpu_amd_mma.arch_reason(target, self.family, self.name) or amd_flash.applicable(p.dtype, p.d)

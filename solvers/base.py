@@ -84,11 +84,15 @@ class AttentionSolver(Solver):
     GEMM solver at `efficiency` on the two products, plus the memory time of q, k, v, the output and the
     mask; build() is the reference form (the kernel replaces it)."""
     op = "attention"
+    query_rows = 1          # query rows a block computes: fewer in the problem are multiplied as zeros
 
     def cost(self, p, target):
+        """A flash kernel's query tile computes its rows whether the problem has them or not: a decode step's
+        one query row costs it 64 or 128 rows of products."""
         mask = 0 if p.mask is None else 4 * math.prod(p.mask)
         nbytes = 2 * p.batch * (2 * p.sq + 2 * p.sk) * p.d + mask
-        return roofline(p.flops, nbytes, target, self.efficiency)
+        return roofline(p.flops * -(-p.sq // self.query_rows) * self.query_rows / p.sq, nbytes, target,
+                        self.efficiency)
 
     def build(self, kt, operands, attrs, shape, dtype, params):
         return emit_attention(kt, "attention", operands, attrs, shape, dtype)

@@ -3,10 +3,12 @@ convolutions and matmuls, and the bases of the tensor-core and matrix-core solve
 depthwise convolutions (kernels/gpu/depthwise.py), which a GEMM would leave with one channel per group."""
 from __future__ import annotations
 
+from openprim.kernels.gpu import decode_attention
 from openprim.kernels.gpu import depthwise as gpu_depthwise
 from openprim.kernels.gpu import gemm as gpu_gemm
+from openprim.kernels.gpu import gemv as gpu_gemv
 from openprim.kernels.semantics import emit_conv2d, emit_matmul
-from openprim.solvers.base import Solver, roofline
+from openprim.solvers.base import AttentionSolver, Solver, roofline
 
 
 class GpuGemmSolver(Solver):
@@ -104,6 +106,56 @@ class GemmGpu(GpuGemmSolver):
 
     def build(self, kt, operands, attrs, shape, dtype, params):
         return emit_matmul(kt, "matmul", operands, attrs, shape, dtype)
+
+
+class GemvGpu(GemmGpu):
+    """matmul / linear of at most 8 rows (a decode step's projections) read at memory speed
+    (kernels/gpu/gemv.py): each block a slab of the weights' columns for every row, k reduced in registers,
+    shuffles and one shared-memory sum, the epilogue fused; no tile rows computed in vain. Costed as its
+    bytes, the multiplies at the SIMT rate. The tunable "lanes" is the column lanes of a block."""
+    name = "gemv_gpu"
+    efficiency = 0.5
+
+    def is_applicable(self, p, target):
+        return super().is_applicable(p, target) or gpu_gemv.applicable(p.m, p.n, p.k, p.dtype)
+
+    def cost(self, p, target):
+        """Its bytes, the multiplies at the SIMT rate; vectors of B narrower than 8 bytes (N not a multiple
+        of 4 f16) issue that many more loads for the same bytes, so GPT-2's 50257-column head is worth its
+        padding to 50264 (prim_select._pad_columns) and 16-byte vectors."""
+        item = gpu_gemv.ITEM[p.dtype]
+        narrow = max(1.0, 8 / (gpu_gemv.vector_width(p.n, p.dtype) * item))
+        return roofline(p.flops, narrow * item * (p.m * p.k + p.k * p.n + 2 * p.m * p.n), target, self.efficiency)
+
+    def tunables(self, p):
+        return {"lanes": gpu_gemv.lanes_options(p.m, p.n, p.dtype)}
+
+    def tables(self):
+        return {}
+
+    def default_params(self, p, target):
+        return {"lanes": gpu_gemv.default_lanes(p.m, p.n, p.dtype, target.chip.units)}
+
+    def kernel(self, r):
+        return gpu_gemv.gemv_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), r.params["lanes"])
+
+
+class AttentionDecodeGpu(AttentionSolver):
+    """prim.attention of one query row per head (a decode step over its key cache) as flash-decoding
+    (kernels/gpu/decode_attention.py): the keys split across blocks as well as the heads, a key's dot
+    product across the lanes that read its row, the splits' softmax states combined by a second launch;
+    f16/bf16, head dims 64 and 128, an optional additive mask. Costed as its bytes, the products at the
+    SIMT rate, where the flash kernels pay for a whole query tile."""
+    name = "attention_decode_gpu"
+    targets = ("nvvm", "rocdl")
+    efficiency = 0.5
+
+    def is_applicable(self, p, target):
+        return decode_attention.applicable(p.dtype, p.sq, p.d, p.causal)
+
+    def kernel(self, r):
+        return decode_attention.decode_attention_kernel(r.name, r.signature, r.attrs["scale"], r.attrs["layout"],
+                                                        units=r.target.chip.units)
 
 
 class ConvDepthwiseGpu(Solver):

@@ -260,6 +260,7 @@ class AttentionFlashMma(AttentionSolver):
     name = "attention_flash_mma"
     targets = ("nvvm",)
     efficiency = 3.0
+    query_rows = flash_attention.BLOCK_Q
 
     def is_applicable(self, p, target):
         if target.matrix_core not in ("mma.sync", "wgmma"):
@@ -277,6 +278,7 @@ class AttentionFlashWgmma(AttentionFlashMma):
     and 128, causal or not, no additive mask. Costed as the mma.sync kernel at wgmma's rate."""
     name = "attention_flash_wgmma"
     efficiency = 6.0
+    query_rows = flash_attention_wgmma.BLOCK_Q
 
     def is_applicable(self, p, target):
         if target.matrix_core != "wgmma":

@@ -31,6 +31,7 @@ import math
 from ..irtext import flit
 from .gemm import WG, Emitter, _shape, collapse_at
 from .pool import ITEM, THREADS, UNROLL, GlobalPoolPlan, halvings
+from .rows import warp_sum
 
 DTYPES = tuple(ITEM)
 
@@ -196,26 +197,65 @@ def statistics_kernel(name: str, signature: list[tuple[str, str]], epsilon: floa
 
 
 def reduce_kernel(name: str, signature: list[tuple[str, str]], kind: str, axes) -> str | None:
-    """A sum or mean over every dim but the last (signature: x, out [C] or with kept unit dims): a batch norm's
-    scale and shift gradients, a bias gradient."""
+    """A sum or mean over every dim but one contiguous run of them (signature: x, out [C] or with kept unit
+    dims): a batch norm's scale and shift gradients, a bias gradient. Kept dims last (channels-last maps):
+    the row sums of [rows, C]. Kept dims before others (an NCHW map's [N, C, H, W] over 0, 2 and 3: x viewed
+    as [A, C, B]): first a warp per row of [A C, B] sums its B contiguous values into f32 scratch [A, C],
+    then the same row sums over that."""
     (x, x_t), (out, out_t) = signature
     dims = _shape(x_t)
-    if kind not in ("sum", "mean") or len(dims) < 2 or sorted(a % len(dims) for a in axes) != list(range(len(dims) - 1)) \
+    kept = [d for d in range(len(dims)) if d not in {a % len(dims) for a in axes}]
+    if kind not in ("sum", "mean") or not kept or kept != list(range(kept[0], kept[-1] + 1)) \
             or _dtype(x_t) not in DTYPES or _dtype(out_t) not in DTYPES:
         return None
-    C, M = dims[-1], math.prod(dims[:-1])
+    A, C, B = (math.prod(dims[:kept[0]]), math.prod(dims[kept[0]:kept[-1] + 1]), math.prod(dims[kept[-1] + 1:]))
+    if A * B == 1:
+        return None                       # nothing reduced: a copy
     e = Emitter()
     s = _Sums(e)
-    flat, flat_t = collapse_at(e, x, x_t, [len(dims) - 1])
     y, y_t = collapse_at(e, out, out_t, [])
+    if B == 1:
+        rows, rows_t = collapse_at(e, x, x_t, [kept[0]])
+    else:
+        rows, rows_t = "%rowsum", f"memref<{A}x{C}xf32>"
+        e.emit(f"{rows} = memref.alloc() {{alignment = 64 : i64}} : {rows_t}")
+        _warp_row_sums(e, *collapse_at(e, x, x_t, [kept[-1] + 1]), A * C, B, rows, rows_t)
 
     def finish(totals, c, w):
-        total = s.vop("arith.mulf", w, totals[0], s.const(1.0 / M, w)) if kind == "mean" else totals[0]
+        total = s.vop("arith.mulf", w, totals[0], s.const(1.0 / (A * B), w)) if kind == "mean" else totals[0]
         s.store(total, y, y_t, [c], w)
 
-    plan = GlobalPoolPlan(1, M, C, _dtype(x_t))
-    s.reduce(plan, 1, lambda row, c: [s.load(flat, flat_t, [row, c], plan.vec)], finish)
+    plan = GlobalPoolPlan(1, A, C, _dtype(rows_t))
+    s.reduce(plan, 1, lambda row, c: [s.load(rows, rows_t, [row, c], plan.vec)], finish)
     return _function(name, signature, e)
+
+
+WARP_ROWS = 8     # rows (a warp each) per block of _warp_row_sums
+
+
+def _warp_row_sums(e: Emitter, x: str, x_t: str, rows: int, length: int, out: str, out_t: str) -> None:
+    """out (f32 [A, C], rows = A C of them) = the sums of x's rows ([rows, length]): a warp per row, its lanes
+    reading consecutive values (every lane runs the loop: rows past the end read the last row, unstored)."""
+    dtype = _dtype(x_t)
+    one = e.c(1)
+    e.open(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-rows // WARP_ROWS))}, %gy = {one}, %gz = {one}) "
+           f"threads(%tx, %ty, %tz) in (%sx = {e.c(32)}, %sy = {e.c(WARP_ROWS)}, %sz = {one}) {{")
+    row = e.add(e.mul("%bx", e.c(WARP_ROWS)), "%ty")
+    at = e.op("arith.minui", row, e.c(rows - 1))
+    acc, i, total = e.fresh("a"), e.fresh("i"), e.fresh("t")
+    zero = e.const(0.0)
+    e.open(f"{total} = scf.for {i} = %tx to {e.c(length)} step {e.c(32)} iter_args({acc} = {zero}) -> (f32) {{")
+    v = e.fresh("x")
+    e.emit(f"{v} = memref.load {x}[{at}, {i}] : {x_t}")
+    e.emit(f"scf.yield {e.scalar('arith.addf', acc, e.to_f32(v, dtype))} : f32")
+    e.close()
+    total = warp_sum(e, total)
+    e.open(f"scf.if {e.both(e.cmp('eq', '%tx', e.c(0)), e.cmp('ult', row, e.c(rows)))} {{")
+    e.emit(f"memref.store {total}, {out}[{e.div(row, e.c(_shape(out_t)[1]))}, {e.rem(row, e.c(_shape(out_t)[1]))}] "
+           f": {out_t}")
+    e.close()
+    e.emit("gpu.terminator")
+    e.close()
 
 
 def _function(name: str, signature: list[tuple[str, str]], e: Emitter) -> str:

@@ -432,3 +432,45 @@ def gemm_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, ti
                 e.close()
         e.close()
     return e.function(name, params_sig)
+
+
+def vector_activation(e: Emitter, name: str, params, v: str, width: int) -> str:
+    """The activation of each lane of v (vector<width x f32>), as a vector again (v itself for "none")."""
+    if name == "none":
+        return v
+    lanes = []
+    for j in range(width):
+        s_ = e.fresh("s")
+        e.emit(f"{s_} = vector.extract {v}[{j}] : f32 from vector<{width}xf32>")
+        lanes.append(activation(e, name, params, s_))
+    out = e.fresh("x")
+    e.emit(f"{out} = vector.from_elements {', '.join(lanes)} : vector<{width}xf32>")
+    return out
+
+
+def store_vector(e: Emitter, spec: GemmSpec, v: str, bias_f: str | None, out, residual=None, residual_v=None,
+                 width: int = 8) -> None:
+    """`width` consecutive output columns: v (vector<width x f32>) + bias + residual, activation, cast, one
+    vector store (16 bytes for 8 f16). out / residual: (memref, indices, memref type), out may be f32 (no
+    cast); or residual_v, the residual's values already loaded (vector<width x dtype>)."""
+    vf, vo = f"vector<{width}xf32>", f"vector<{width}x{spec.dtype}>"
+    if bias_f:
+        v = e.op("arith.addf", v, bias_f, vf)
+    if residual:
+        residual_v = e.fresh("r")
+        e.emit(f"{residual_v} = vector.load {residual[0]}[{', '.join(residual[1])}] : {residual[2]}, {vo}")
+    if residual_v:
+        rf = residual_v
+        if spec.dtype != "f32":
+            rf = e.fresh("r")
+            e.emit(f"{rf} = arith.extf {residual_v} : {vo} to {vf}")
+        v = e.op("arith.addf", v, rf, vf)
+    v = vector_activation(e, spec.activation, spec.activation_params, v, width)
+    f32_out = out[2].endswith("xf32>")
+    if not f32_out and spec.dtype != "f32":
+        o = e.fresh("o")
+        e.emit(f"{o} = arith.truncf {v} : {vf} to {vo}")
+        v = o
+    item = 4 if f32_out or spec.dtype == "f32" else 2
+    e.emit(f"vector.store {v}, {out[0]}[{', '.join(out[1])}] {{alignment = {min(16, width * item)}}} : {out[2]}, "
+           f"{vf if f32_out else vo}")

@@ -79,7 +79,7 @@ WARP_ROWS = 8     # rows (one warp each) per block of _warp_norm
 SLOTS = 8         # 16-byte vectors per lane that _warp_norm keeps in registers
 
 
-def _warp_sum(e: Emitter, v: str) -> str:
+def warp_sum(e: Emitter, v: str) -> str:
     """v summed over the 32 lanes of the warp (every lane gets the total)."""
     width = e.fresh("w")
     e.emit(f"{width} = arith.constant 32 : i32")
@@ -126,7 +126,7 @@ def _warp_norm(e: Emitter, names, types, args, kind: str, rows: int, length: int
             acc = e.op("arith.addf", acc, v, ft)
         lane_sum = e.fresh("r")
         e.emit(f"{lane_sum} = vector.reduction <add>, {acc} : {ft} into f32")
-        return _warp_sum(e, lane_sum)
+        return warp_sum(e, lane_sum)
 
     def splat(s_: str) -> str:
         n = e.fresh("b")

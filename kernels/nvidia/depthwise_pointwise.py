@@ -21,9 +21,8 @@ two kernels' (solvers/nvidia.py, ConvDepthwisePointwiseMma.pays).
 """
 from __future__ import annotations
 
-from openprim.kernels.gpu.gemm import Emitter, GemmSpec, OperandA, load_vec
+from openprim.kernels.gpu.gemm import Emitter, GemmSpec, OperandA, load_vec, vector_activation
 from openprim.kernels.nvidia.mma import mma_kernel
-from openprim.kernels.semantics import activation
 
 TILES = ("large", "small")          # kernels/nvidia/mma.py's tiles, the solver's "tile" parameter indexes
 
@@ -70,14 +69,7 @@ class DepthwiseA(OperandA):
                 n = e.fresh("h")
                 e.emit(f"{n} = arith.addf {acc}, {bias} : {ft}")
                 acc = n
-            if self.act != "none":
-                lanes = []
-                for i in range(width):
-                    v = e.fresh("h")
-                    e.emit(f"{v} = vector.extract {acc}[{i}] : f32 from {ft}")
-                    lanes.append(activation(e, self.act, self.act_params, v))
-                acc = e.fresh("h")
-                e.emit(f"{acc} = vector.from_elements {', '.join(lanes)} : {ft}")
+            acc = vector_activation(e, self.act, self.act_params, acc, width)
             h, kept = e.fresh("h"), e.fresh("h")
             e.emit(f"{h} = arith.truncf {acc} : {ft} to {vt}")
             e.emit(f"{kept} = arith.select {e.both(info['ok'], ok_c)}, {h}, {zero} : {vt}")

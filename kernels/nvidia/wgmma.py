@@ -55,8 +55,7 @@ from __future__ import annotations
 import dataclasses
 
 from openprim.dialect import contract
-from openprim.kernels.gpu.gemm import WG, Emitter, GemmSpec, collapse, operands
-from openprim.kernels.semantics import activation
+from openprim.kernels.gpu.gemm import WG, Emitter, GemmSpec, collapse, operands, store_vector
 
 BK = 64                               # k per tile: 128 bytes of f16/bf16, one swizzle row
 ALIGN = 1024                          # the 128-byte swizzle's period
@@ -157,7 +156,7 @@ def emit_split_k(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, 
         e.emit(f"{bias_f} = arith.extf {raw} : {o8} to {v8}")
     out2 = collapse(e, out, types[out], rank(out), M, NO, dt)
     res2 = collapse(e, residual, types[residual], rank(residual), M, NO, dt) if residual else None
-    store8(e, spec, total, bias_f, (out2, [m, n], f"memref<{M}x{NO}x{dt}>"),
+    store_vector(e, spec, total, bias_f, (out2, [m, n], f"memref<{M}x{NO}x{dt}>"),
            residual=(res2, [m, n], f"memref<{M}x{NO}x{dt}>") if res2 else None)
     close_launch(e)
 
@@ -390,42 +389,12 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
             e.emit(f"{v} = vector.shuffle {halves[0]}, {halves[1]} [0, 1, 2, 3, 4, 5, 6, 7] : vector<4xf32>, vector<4xf32>")
             if batch > 1 or splits > 1:                     # rows of GEMM (k run) %bz follow those of %bz - 1
                 m = e.add(m, e.mul("%bz", e.c(M)))
-            store8(e, spec, v, bias_f if bias else None, (out2, [m, n], f"memref<{M * batch * splits}x{NO}x{od}>"),
-                   residual8=r8)
+            store_vector(e, spec, v, bias_f if bias else None, (out2, [m, n], f"memref<{M * batch * splits}x{NO}x{od}>"),
+                   residual_v=r8)
             e.close()
     e.close()
     e.emit("gpu.terminator")
     e.close("}")
-
-
-def store8(e: Emitter, spec: GemmSpec, v: str, bias_f: str | None, out, residual=None, residual8=None) -> None:
-    """8 consecutive output channels: v (vector<8xf32>) + bias + residual, activation, cast, one
-    16-byte store. out / residual: (memref, indices, memref type), out may be f32 (no cast); or
-    residual8, the residual's 8 values already loaded (vector<8 x dtype>)."""
-    v8, o8 = "vector<8xf32>", f"vector<8x{spec.dtype}>"
-    if bias_f:
-        v = e.op("arith.addf", v, bias_f, v8)
-    if residual:
-        residual8 = e.fresh("r")
-        e.emit(f"{residual8} = vector.load {residual[0]}[{', '.join(residual[1])}] : {residual[2]}, {o8}")
-    if residual8:
-        rf = e.fresh("r")
-        e.emit(f"{rf} = arith.extf {residual8} : {o8} to {v8}")
-        v = e.op("arith.addf", v, rf, v8)
-    if spec.activation != "none":
-        vals = []
-        for j in range(8):
-            s_ = e.fresh("s")
-            e.emit(f"{s_} = vector.extract {v}[{j}] : f32 from {v8}")
-            vals.append(activation(e, spec.activation, spec.activation_params, s_))
-        v = e.fresh("x")
-        e.emit(f"{v} = vector.from_elements {', '.join(vals)} : {v8}")
-    if not out[2].endswith("xf32>"):
-        o = e.fresh("o")
-        e.emit(f"{o} = arith.truncf {v} : {v8} to {o8}")
-        v = o
-    e.emit(f"vector.store {v}, {out[0]}[{', '.join(out[1])}] {{alignment = 16}} : {out[2]}, "
-           f"vector<8x{'f32' if out[2].endswith('xf32>') else spec.dtype}>")
 
 
 # Helpers of the kernels that add launches around the GEMM (im2col, space-to-depth, Winograd).

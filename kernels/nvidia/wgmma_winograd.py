@@ -6,7 +6,7 @@ import dataclasses
 
 from openprim.kernels.gpu.gemm import Emitter, GemmSpec, load_vec, operands
 
-from .wgmma import close_launch, emit_wgmma, host_function, in_image, store8, vec_launch
+from .wgmma import close_launch, emit_wgmma, host_function, in_image, store_vector, vec_launch
 
 
 def _transform(e: Emitter, mat, rows: list[str]) -> list[str]:
@@ -137,7 +137,7 @@ def winograd_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec
             ow = e.add(e.mul(j, e.c(m)), e.c(qq))
             e.open(f"scf.if {e.both(e.cmp('ult', oh, e.c(OH)), e.cmp('ult', ow, e.c(OW)))} {{")
             at = [n, oh, ow, k]
-            store8(e, spec, y[pp][qq], bias_f, (out, at, types[out]),
+            store_vector(e, spec, y[pp][qq], bias_f, (out, at, types[out]),
                    residual=(residual, at, types[residual]) if residual else None)
             e.close()
     close_launch(e)

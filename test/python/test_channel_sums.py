@@ -1,5 +1,6 @@
 """Per-channel sums of channels-last maps (kernels/cpu/channel_sums.py on the CPU): batch norm's statistics,
-its training forward and backward in NHWC, and reduces over every dim but the last, against float64 numpy.
+its training forward and backward in NHWC, and reduces over every dim but the last (and, on GPUs, over the
+dims around a run of kept ones: an NCHW map's channel sums), against float64 numpy.
 
 Shapes cover one chunk of rows run serially, many chunks split between the threads with a short last chunk,
 channel counts below, at and past a vector (3, 16, 37, 130: the C % 16 tail masked) and past one group of
@@ -65,3 +66,22 @@ def test_reduce_leading_dims(shape, axes, keepdims, kind):
     want = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}[kind](x, axis=tuple(axes),
                                                                                  keepdims=bool(keepdims))
     assert_close(run(g, [x])[0], want, "f32", x.size // shape[-1] if kind in ("sum", "mean") else 1)
+
+
+@pytest.mark.parametrize("shape,axes,keepdims", [
+    ((4, 64, 7, 7), [0, 2, 3], 0),        # an NCHW map's channel sums (a batch norm's gradients in NCHW)
+    ((3, 37, 9, 11), [0, 2, 3], 1),
+    ((2, 5, 130, 3), [0, 3], 0),          # two kept dims, 650 "channels" of 3 values
+    ((6, 40, 1000), [0, 2], 0),           # rows longer than a warp's pass
+    ((16, 8, 3), [2], 0)])                # nothing before the kept dims
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+@pytest.mark.parametrize("kind", ["sum", "mean"])
+def test_reduce_around_kept_dims(shape, axes, keepdims, dtype, kind):
+    """Sums over the dims before and after a run of kept ones (on GPUs: a warp per row of the trailing
+    dims, then the channel sums of those rows' totals)."""
+    x = data(shape, dtype, sum(shape), offset=0.5)
+    g = Graph(dtype=dtype)
+    g.output(g.reduce(g.input("x", shape), kind, axes, keepdims=bool(keepdims)))
+    want = {"sum": np.sum, "mean": np.mean}[kind](x, axis=tuple(axes), keepdims=bool(keepdims))
+    reduced = int(np.prod([shape[a] for a in axes]))
+    assert_close(run(g, [x])[0], want, dtype, reduced)

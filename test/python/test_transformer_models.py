@@ -297,8 +297,10 @@ def test_explain_attention(tm, capsys):
     assert re.search(r"attention-b12-q37-k37-d64-f32 x1\n  attention_flash_mma +not applicable: no cpu kernel", out), out
     assert "choice: decomposed by prim-decompose (no attention solver applies on cpu)" in out
     assert "gemm-b12-m37-n37-k64-nt-batched-f32" in out and "gemm-b12-m37-n64-k37-nn-batched-f32" in out
-    out = _explain(tm.build("bert_encoder_layer", seq=37, dtype="f16"), "nvvm:sm_90", capsys)
-    assert re.search(r"attention-b12-q37-k37-d64-bshd-f16 x1\n  attention_flash_mma +predicted", out), out  # in place
+    # 100 tokens: past one 64-row query tile of mma.sync's kernel (at 64 or fewer both kernels compute a
+    # whole tile, wgmma's of 128 rows at twice the rate: equal costs)
+    out = _explain(tm.build("bert_encoder_layer", seq=100, dtype="f16"), "nvvm:sm_90", capsys)
+    assert re.search(r"attention-b12-q100-k100-d64-bshd-f16 x1\n  attention_flash_mma +predicted", out), out  # in place
     assert re.search(r"attention_flash_wgmma +predicted", out)
     assert "choice: attention_flash_wgmma {} from heuristic" in out and "batched" not in out
 

@@ -1,0 +1,169 @@
+"""A decode step's kernels on GPUs: matmuls of a few rows (kernels/gpu/gemv.py, solver gemv_gpu) and attention
+of one query row over a key cache (kernels/gpu/decode_attention.py, solver attention_decode_gpu).
+
+1. Selection (compile-only, no GPU): GPT-2's decode projections (one row) take gemv_gpu on sm_90, sm_80
+   and gfx942, in one launch of a block per column chunk; 16 rows stay on the matrix cores; the default
+   column lanes give every multiprocessor a block where the columns allow it. Its attention over a
+   544-key cache takes attention_decode_gpu, 9 key splits of 12 heads and the combining launch; a
+   prefill's (many query rows) stays on the flash kernels.
+2. Numerics against float64 numpy on a GPU target (recorded and replayed through helpers.py). GEMV: one
+   to eight rows, a 3-d left operand, K that is no multiple of 4 (a ragged last group), N that is no
+   multiple of 8 (narrower vectors) or of a block's columns (a ragged last chunk), bias, residual and
+   activations, f16, bf16 and f32, every column-lane count. Decode attention: head dims 64 and 128, one
+   split and many (an empty last one included), fewer keys than a step, additive masks broadcast and per
+   batch, BHSD and BSHD.
+
+    python -m pytest test/python/test_gpu_decode.py -q
+    OPENPRIM_TEST_TARGET=nvvm:sm_90 OPENPRIM_GPU_RECORD=out/gpu_cases_decode python -m pytest test/python/test_gpu_decode.py -q
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import reference as ref
+from helpers import TARGET, Net, assert_close, rounded
+from test_attention import _attention
+from openprim import compiler
+from openprim.base.target import parse_target
+from openprim.kernels.gpu import decode_attention, gemv
+from openprim.plan import build_plan
+from openprim.pyfrontend import Graph
+from openprim.solvers import SOLVERS
+from openprim.solvers.problem import AttentionProblem, GemmProblem
+
+
+def linear_graph(rows: int, k: int, n: int, dtype="f16") -> Graph:
+    rng = np.random.default_rng(0)
+    g = Graph(dtype=dtype)
+    x = g.input("x", (1, rows, k))
+    g.output(g.matmul(x, g.param("w", rng.standard_normal((k, n)) * k ** -0.5), g.param("b", rng.standard_normal(n))))
+    return g
+
+
+@pytest.mark.parametrize("target", ["nvvm:sm_90", "nvvm:sm_80", "rocdl:gfx942"])
+def test_decode_projection_is_one_gemv_launch(target, request):
+    """GPT-2's 768 -> 768 projection of one token: gemv_gpu, one launch, a block per 2 x 8 columns (48
+    blocks: fewer than the SMs, but chunks narrower than a 32-byte sector of a weight row waste reads)."""
+    if target.startswith("rocdl"):
+        request.getfixturevalue("toolchain")
+    t = parse_target(target)
+    plan, _ = build_plan(compiler.lower(linear_graph(1, 768, 768), target), t)
+    step, = [s for s in plan["steps"] if s.get("op") == "matmul"]
+    assert step["solver"] == "gemv_gpu", step
+    kernel = plan["kernels"][step["kernel"]]
+    launch, = kernel["launches"]
+    lanes = step["params"]["lanes"]
+    assert lanes == gemv.default_lanes(1, 768, "f16", t.chip.units)
+    assert launch["grid"] == [768 // (8 * lanes), 1, 1] and launch["block"] == [lanes, 256 // lanes, 1], launch
+
+
+def test_many_rows_stay_on_matrix_cores():
+    plan, _ = build_plan(compiler.lower(linear_graph(16, 768, 768), "nvvm:sm_90"), parse_target("nvvm:sm_90"))
+    step, = [s for s in plan["steps"] if s.get("op") == "matmul"]
+    assert step["solver"] != "gemv_gpu", step
+    assert "rows" in SOLVERS["gemv_gpu"].is_applicable(
+        GemmProblem(1, 16, 768, 768, False, False, "f16", "bias"), parse_target("nvvm:sm_90"))
+
+
+@pytest.mark.parametrize("n,units,want", [
+    (50264, 132, 32),    # GPT-2's head: 197 chunks of 256 columns
+    (3072, 132, 2),      # the FFN's up projection: 192 chunks of 16
+    (768, 132, 2),       # too few columns for every SM: the narrowest whole-sector chunks
+])
+def test_default_lanes(n, units, want):
+    assert gemv.default_lanes(1, n, "f16", units) == want
+
+
+def test_lanes_fit_shared_memory():
+    for m in range(1, gemv.MAX_ROWS + 1):
+        for dtype in ("f16", "f32"):
+            for ct in gemv.lanes_options(m, 4096, dtype):
+                assert 256 // 32 * m * ct * gemv.vector_width(4096, dtype) * 4 <= 32 * 1024
+
+
+# (id, lhs shape, N, dtype, epilogue, column lanes or None for the default)
+CASES = [
+    ("decode_768", (1, 1, 768), 768, "f16", "bias", None),
+    ("rows3_k70_gelu_res", (3, 70), 200, "f16", "bias+res+gelu", 4),
+    ("rows8_bf16_relu", (2, 4, 96), 1000, "bf16", "bias+relu", 2),
+    ("rows5_f32_k33_n52", (5, 33), 52, "f32", "none", 1),
+    ("ragged_chunk_lanes32", (1, 256), 4104, "f16", "none", 32),
+    ("n30_v2_lanes8", (4, 64), 30, "f16", "bias+res", 8),
+    ("rows2_k3072_lanes16", (2, 3072), 768, "bf16", "bias", 16),
+]
+
+
+@pytest.mark.skipif(TARGET == "cpu", reason="the GPU kernel (numerics on the GPU: record/replay)")
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_gemv_numerics(case, rng, monkeypatch):
+    what, shape, n, dtype, epi, lanes = case
+    k = shape[-1]
+    solver = SOLVERS["gemv_gpu"]
+    if lanes is not None:
+        monkeypatch.setattr(solver, "default_params", lambda p, target: {"lanes": lanes})
+    net = Net(rng, dtype)
+    a, av = net.input(shape)
+    w, wv = net.weight((k, n), scale=k ** -0.5)
+    b, bv = net.weight((n,)) if "bias" in epi else (None, None)
+    y, want = net.g.matmul(a, w, b), ref.matmul(av, wv, bv)
+    if "res" in epi:
+        res, resv = net.input(want.shape)
+        y, want = net.g.add(y, res), want + resv
+    if "relu" in epi:
+        y, want = net.g.relu(y), ref.relu(want)
+    if "gelu" in epi:
+        y, want = net.g.gelu(y), ref.gelu(want)
+    out, = net.run(None, y, solver="gemv_gpu")
+    assert_close(out, want, dtype, reduction=k, what=what)
+    assert any(s == "gemv_gpu" for _, _, s in net.launches()), net.launches()
+
+
+@pytest.mark.parametrize("target", ["nvvm:sm_90", "rocdl:gfx942"])
+def test_decode_attention_selected(target, request):
+    """GPT-2's decode attention (12 heads, a 544-key cache, a padding mask): flash-decoding, 9 key splits
+    (one step of 64 keys each) for 12 heads, then the launch that combines them; 32 query rows (a
+    prefill) stay on the flash kernels."""
+    if target.startswith("rocdl"):
+        request.getfixturevalue("toolchain")
+    t = parse_target(target)
+    g = Graph(dtype="f16")
+    q, k, v = g.input("q", (1, 12, 1, 64)), g.input("k", (1, 12, 544, 64)), g.input("v", (1, 12, 544, 64))
+    g.output(g.attention(q, k, v, g.input("mask", (1, 1, 1, 544))))
+    plan, _ = build_plan(compiler.lower(g, target), t)
+    step, = [s for s in plan["steps"] if s.get("op") == "attention"]
+    assert step["solver"] == "attention_decode_gpu", step
+    split, merge = plan["kernels"][step["kernel"]]["launches"]
+    want = decode_attention.splits(12, 544, 64, t.chip.units)
+    assert split["grid"] == [want, 12, 1] and merge["grid"] == [-(-12 * 64 // 128), 1, 1], (split, merge)
+    prefill = AttentionProblem(12, 32, 544, 64, False, (1, 1, 32, 544), "f16")
+    assert SOLVERS["attention_decode_gpu"].is_applicable(prefill, t)
+    assert min((s for s in SOLVERS.values() if s.op == "attention" and target.split(":")[0] in s.targets
+                and s.is_applicable(prefill, t) is None), key=lambda s: s.cost(prefill, t)).name != "attention_decode_gpu"
+
+
+def test_decode_splits():
+    assert decode_attention.splits(12, 544, 64, 132) == 9            # every split a whole step of 64 keys
+    assert decode_attention.splits(192, 544, 64, 132) == 2           # batch 16: two blocks a multiprocessor
+    assert decode_attention.splits(4, 8192, 128, 132) == 66          # long caches: 2 x 132 blocks
+    assert decode_attention.splits(12, 5, 64, 132) == 1
+
+
+DECODE_CASES = [  # b, h, sk, d, mask shape, layout
+    (1, 12, 544, 64, (1, 1, 1, 544), "BHSD"),     # GPT-2's step: 9 splits
+    (2, 3, 37, 128, None, "BHSD"),                # one split, D = 128 (16 lanes a key)
+    (3, 2, 1000, 64, (3, 1, 1, 1000), "BSHD"),    # a mask per batch, heads inner
+    (1, 1, 5, 64, (5,), "BHSD"),                  # fewer keys than one step
+    (1, 2, 4099, 128, None, "BSHD"),              # 129 splits of 32 keys, the last of 3
+]
+
+
+@pytest.mark.skipif(TARGET == "cpu", reason="the GPU kernel (numerics on the GPU: record/replay)")
+@pytest.mark.parametrize("dtype", ["f16", "bf16"])
+@pytest.mark.parametrize("case", DECODE_CASES, ids=lambda c: "b{}h{}k{}d{}{}-{}".format(*c[:4], "m" if c[4] else "",
+                                                                                     c[5].lower()))
+def test_decode_attention_numerics(rng, dtype, case):
+    b, h, sk, d, mask_shape, layout = case
+    out, want, net = _attention(rng, dtype, b, h, 1, sk, d, mask_shape=mask_shape, layout=layout)
+    assert_close(out, rounded(want, dtype), dtype, reduction=d)
+    assert any(s == "attention_decode_gpu" for _, _, s in net.launches()), net.launches()
