@@ -17,7 +17,18 @@ or, when A*B*C divides by T*F, F elements per thread, T apart (several loads in 
       scf.for %f = 0 to F { %lin = (%b * F + %f) * T + %t; <delinearize; body> }
     }
 
-The innermost loop dimension is the fastest-varying one in %lin, so consecutive threads touch
+or, when the body has no loop of its own and C divides by F, a run of F consecutive innermost iterations
+per thread (F: 16 bytes of the narrowest element loaded, 8 f16), its indices delinearized once:
+
+ => scf.parallel (%b, %t) = (0, 0) to (ceil(A*B*C / F / T), T) {
+      scf.if %lin < A*B*C / F { %i, %j, %c = delinearize(%lin) over (A, B, C / F)
+                                scf.for %f = 0 to F { %k = %c * F + %f; <body> } }
+    }
+
+LLVM unrolls the run and its load-store vectorizer merges the run's accesses where the operands are
+contiguous along that dimension (an NHWC add of f16 maps: one 16-byte load per operand and one store per
+thread, where the other forms issued eight 2-byte ones and delinearized each element with 64-bit
+divisions). The innermost loop dimension is the fastest-varying one in %lin, so consecutive threads touch
 consecutive addresses (coalesced). Kernel parameters are marked noalias and 16-byte aligned
 (prim-lower), so LLVM may issue the F iterations' loads before their stores. Serial code left at the
 top level (a reduction whose parallel dimensions were all of size 1) runs in a one-thread launch. Kernels written directly in the gpu
@@ -113,6 +124,61 @@ def _narrowest_load_bytes(loop: ir.Operation) -> int:
     return max(1, min(widths))
 
 
+def _delinearized(lin: ir.Value, counts: list[int]) -> list[ir.Value]:
+    """The iteration numbers of each dimension of `lin` (row-major over counts: the innermost fastest)."""
+    rest, out = lin, [None] * len(counts)
+    for d in reversed(range(len(counts))):
+        out[d] = arith.RemUIOp(rest, _index(counts[d])).result if d else rest
+        rest = arith.DivUIOp(rest, _index(counts[d])).result if d else rest
+    return out
+
+
+def _indices(numbers: list[ir.Value], lbs: list[int], steps: list[int]) -> list[ir.Value]:
+    """The loop indices lb + number * step of each dimension."""
+    out = []
+    for i, lb, step in zip(numbers, lbs, steps):
+        if step != 1:
+            i = arith.MulIOp(i, _index(step)).result
+        out.append(arith.AddIOp(i, _index(lb)).result if lb else i)
+    return out
+
+
+def _has_loops(loop: ir.Operation) -> bool:
+    """Whether the nest's body runs loops of its own (a reduction per element): each would then run `run`
+    times in a row in one thread, so the runs' fewer threads would be slower, not faster."""
+    found = []
+
+    def visit(op):
+        if op.name in ("scf.for", "scf.while") or (op.name == "scf.parallel" and op != loop):
+            found.append(op)
+        return ir.WalkResult.ADVANCE
+    loop.walk(visit)
+    return bool(found)
+
+
+def _runs(loop: ir.Operation, counts: list[int], lbs: list[int], steps: list[int], threads: int, run: int):
+    """The grid for a loop-free nest whose innermost count divides by `run`: each thread `run` consecutive innermost
+    iterations (an scf.for, unrolled by LLVM), the indices delinearized once per run, not per element; a
+    warp covers 32 runs in a row, and where the operands are contiguous along that dimension LLVM's
+    load-store vectorizer merges a run's accesses (16 bytes: 8 f16 or 4 f32). Returns (the point where
+    the body goes, the loop indices)."""
+    total = math.prod(counts) // run
+    threads = _threads(total, threads)
+    with ir.InsertionPoint(loop), loop.location:
+        grid, block = _grid_loop(total, threads)
+        lin, anchor = _thread_body(block, total, threads, 1)
+        with ir.InsertionPoint(anchor):
+            numbers = _delinearized(lin, counts[:-1] + [counts[-1] // run])
+            first = arith.MulIOp(numbers[-1], _index(run)).result
+            outer = _indices(numbers[:-1], lbs[:-1], steps[:-1])
+            each = scf.ForOp(_index(0), _index(run), _index(1))
+            with ir.InsertionPoint(each.body):
+                end = scf.YieldOp([])
+            with ir.InsertionPoint(end):
+                inner = _indices([arith.AddIOp(first, each.induction_variable).result], lbs[-1:], steps[-1:])
+    return end, outer + inner
+
+
 def map_parallel(loop: ir.Operation, threads: int, per_thread: int = 4) -> None:
     """Replace one top-level scf.parallel by its (block_x, thread_x) form."""
     n = len(loop.regions[0].blocks[0].arguments)
@@ -124,20 +190,17 @@ def map_parallel(loop: ir.Operation, threads: int, per_thread: int = 4) -> None:
     if total == 0:
         loop.erase()
         return
-    threads = _threads(total, threads)
     per_thread *= 4 // _narrowest_load_bytes(loop)   # 16 bytes in flight per thread and load stream
-    per_thread = next(f for f in (per_thread, 4, 2, 1) if f == 1 or total % (threads * f) == 0)
-    with ir.InsertionPoint(loop), loop.location:
-        grid, block = _grid_loop(total // per_thread if per_thread > 1 else total, threads)
-        lin, anchor = _thread_body(block, total, threads, per_thread)
-        with ir.InsertionPoint(anchor):
-            rest, ivs = lin, [None] * n
-            for d in reversed(range(n)):
-                i = arith.RemUIOp(rest, _index(counts[d])).result if d else rest
-                rest = arith.DivUIOp(rest, _index(counts[d])).result if d else rest
-                if steps[d] != 1:
-                    i = arith.MulIOp(i, _index(steps[d])).result
-                ivs[d] = arith.AddIOp(i, _index(lbs[d])).result if lbs[d] else i
+    if per_thread > 1 and counts[-1] % per_thread == 0 and not _has_loops(loop):
+        anchor, ivs = _runs(loop, counts, lbs, steps, threads, per_thread)
+    else:
+        threads = _threads(total, threads)
+        per_thread = next(f for f in (per_thread, 4, 2, 1) if f == 1 or total % (threads * f) == 0)
+        with ir.InsertionPoint(loop), loop.location:
+            grid, block = _grid_loop(total // per_thread if per_thread > 1 else total, threads)
+            lin, anchor = _thread_body(block, total, threads, per_thread)
+            with ir.InsertionPoint(anchor):
+                ivs = _indices(_delinearized(lin, counts), lbs, steps)
     old = loop.regions[0].blocks[0]
     for arg, iv in zip(old.arguments, ivs):
         arg.replace_all_uses_with(iv)
