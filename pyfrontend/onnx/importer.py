@@ -600,13 +600,26 @@ class _Importer:
         return t
 
     def op_BatchNormalization(self, a):
-        if a.get("training_mode", 0):
-            self.unsupported("training_mode=1")
         x, shp = self._to4d(self.t(0))
-        c = x.shape[1]
+        c, eps = x.shape[1], float(a.get("epsilon", 1e-5))
+        if a.get("training_mode", 0):
+            return self._batch_norm_training(x, shp, c, eps, float(a.get("momentum", 0.9)))
         vs = [self._vec(i, c, w) for i, w in enumerate(("scale", "B", "mean", "var"), start=1)]
-        y = self.g.batch_norm(x, *vs, eps=float(a.get("epsilon", 1e-5)))
-        return self._from4d(y, shp)
+        return self._from4d(self.g.batch_norm(x, *vs, eps=eps), shp)
+
+    def _batch_norm_training(self, x, shp, c, eps, momentum):
+        """training_mode=1: normalized by the batch's mean and (biased) variance per channel, as torch exports
+        batch_norm(training=True) (BiT's weight standardization); the running statistics, where asked for,
+        are input_mean * momentum + mean * (1 - momentum) and the same of the variance."""
+        y = self._from4d(self.g.batch_norm_training(x, self._vec(1, c, "scale"), self._vec(2, c, "B"), eps=eps), shp)
+        if not any(self.node.output[1:]):
+            return y
+        mean, inv_std = self.g.batch_norm_statistics(x, eps=eps)
+        var = self.g.sub(self.g.div(self.param(1.0), self.g.mul(inv_std, inv_std)), self.param(eps))
+        kept, new = self.param(momentum), self.param(1.0 - momentum)
+        running = [self.g.add(self.g.mul(self._vec(i, c, what), kept), self.g.mul(stat, new))
+                   for i, what, stat in ((3, "input_mean", mean), (4, "input_var", var))]
+        return (y, *running)[:len(self.node.output)]
 
     def op_InstanceNormalization(self, a):
         x, shp = self._to4d(self.t(0))
@@ -1563,7 +1576,7 @@ _NOTES = {
                  "padded; a computed boolean one: a query row without keys is 0); no KV cache (past_key/value, "
                  "nonpad_kv_seqlen), softcap, sliding window, qk_matmul_output",
     "AveragePool": "1-d, 2-d, 3-d with a size-1 window on depth or on height and width; no dilations",
-    "BatchNormalization": "inference (training_mode=0)",
+    "BatchNormalization": "inference, and training_mode=1 (batch statistics, running statistics)",
     "Abs": "float and integer",
     "Cast": _CAST_NOTE,
     "CastLike": _CAST_NOTE,

@@ -766,12 +766,25 @@ def test_unsupported_op():
 
 
 def test_unsupported_attribute():
-    m = make(helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"], name="bn",
-                              training_mode=1), {"x": (2, 3, 4, 4)}, {"y": (2, 3, 4, 4)},
-             {k: np.ones(3, np.float32) for k in "sbmv"})
-    with pytest.raises(OpenPrimError, match=r"ONNX node 'bn' \(BatchNormalization, opset 17\) is not supported "
-                                            r"by OpenPrim: training_mode=1"):
+    m = make(helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], name="gn", num_groups=3, stash_type=0),
+             {"x": (2, 3, 4, 4)}, {"y": (2, 3, 4, 4)}, {k: np.ones(3, np.float32) for k in "sb"}, opset=21)
+    with pytest.raises(OpenPrimError, match=r"ONNX node 'gn' \(GroupNormalization, opset 21\) is not supported "
+                                            r"by OpenPrim: stash_type other than float"):
         import_model(m)
+
+
+@pytest.mark.parametrize("outputs", [["y"], ["y", "rm", "rv"]])
+def test_batchnorm_training_mode(rng, outputs):
+    """training_mode=1: the batch's statistics (BiT's weight-standardized convolutions export it), and the
+    running statistics where the node's outputs ask for them; rank 2, 3 and 4 inputs."""
+    c = 4
+    inits = {"s": r(rng, c), "b": r(rng, c), "m": r(rng, c), "v": np.abs(r(rng, c)) + 0.5}
+    for shape in [(3, c, 5, 6), (6, c), (2, c, 7)]:
+        node = helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], outputs, epsilon=1e-3,
+                                momentum=0.8, training_mode=1)
+        x = r(rng, *shape, scale=2.0) + 1.5
+        shapes = {"y": shape, "rm": (c,), "rv": (c,)}
+        check(make(node, {"x": shape}, {o: shapes[o] for o in outputs}, inits), rng, {"x": x})
 
 
 def test_malformed_model():
@@ -922,8 +935,6 @@ EXCLUDE = [
     r"^test_averagepool_2d_dilations",
     # MaxPool's second output (argmax Indices, int64) and storage_order
     r"^test_maxpool_with_argmax",
-    # training-mode BatchNormalization (batch statistics, running-mean outputs)
-    r"^test_batchnorm_.*training_mode",
     # Dropout: the mask output (bool), a graph output
     r"^test_dropout_default_mask",
     # LayerNormalization with its Mean and InvStdDev outputs (the node tests always request them)
