@@ -908,6 +908,44 @@ class _Importer:
             y = self.g.reshape(y, out)
         return y
 
+    def op_Einsum(self, a):
+        """One or two operands as transposes, sums and one batched matmul: letters of both operands and the
+        output are the batch, of both but not the output contracted (K), of one operand and the output its
+        free dims (M or N), of one operand only summed away first. Ellipses and repeated letters within an
+        operand (diagonals) are refused."""
+        terms, out = _einsum_terms(str(a["equation"]), len(self.node.input), self.fail)
+        xs = [self.t(i) for i in range(len(terms))]
+        for x, term in zip(xs, terms):
+            if x.ndim != len(term):
+                self.fail(f"operand '{term}' of the equation has {len(term)} dims, the input has shape {x.shape}")
+        sizes = {}
+        for x, term in zip(xs, terms):
+            for letter, n in zip(term, x.shape):
+                if sizes.setdefault(letter, n) != n:
+                    self.fail(f"dimension '{letter}' is {sizes[letter]} in one operand and {n} in another")
+        shared = [set(out).union(*(t for j, t in enumerate(terms) if j != i)) for i in range(len(terms))]
+        xs = [self._einsum_sum_away(x, term, keep) for x, term, keep in zip(xs, terms, shared)]
+        terms = [[c for c in term if c in keep] for term, keep in zip(terms, shared)]
+        if len(xs) == 1:
+            return self.g.transpose(xs[0], [terms[0].index(c) for c in out]) if terms[0] != list(out) else xs[0]
+        (x, tx), (y, ty) = zip(xs, terms)
+        batch = [c for c in tx if c in ty and c in out]
+        k = [c for c in tx if c in ty and c not in out]
+        m, n = [c for c in tx if c not in ty], [c for c in ty if c not in tx]
+        size = lambda letters: math.prod(sizes[c] for c in letters)   # noqa: E731
+        lhs = self.g.reshape(self._einsum_order(x, tx, batch + m + k), (size(batch), size(m), size(k)))
+        rhs = self.g.reshape(self._einsum_order(y, ty, batch + k + n), (size(batch), size(k), size(n)))
+        prod = self.g.reshape(self.g.matmul(lhs, rhs), tuple(sizes[c] for c in batch + m + n))
+        return self._einsum_order(prod, batch + m + n, list(out))
+
+    def _einsum_sum_away(self, x, term, keep):
+        """x summed over its letters not in `keep` (those of the output and of the other operand)."""
+        alone = [i for i, c in enumerate(term) if c not in keep]
+        return self.g.reduce(x, "sum", alone) if alone else x
+
+    def _einsum_order(self, x, have, want):
+        return x if list(have) == list(want) else self.g.transpose(x, [list(have).index(c) for c in want])
+
     # --- softmax
     def op_Softmax(self, a): return self.g.softmax(self.t(0), int(a.get("axis", -1)))
     def op_LogSoftmax(self, a): return self.g.log_softmax(self.t(0), int(a.get("axis", -1)))
@@ -1583,6 +1621,8 @@ _NOTES = {
     "ConstantOfShape": "of a constant shape (Shape of a static one): a constant",
     "CumSum": "axis a constant input; exclusive, reverse",
     "Div": "integers truncate toward zero (a floor division where both operands are known non-negative)",
+    "Einsum": "one or two operands (transposes, sums and one batched matmul); no ellipses, no repeated letters "
+              "within an operand (diagonals)",
     "GatherElements": "indices computed at run time (bounds-checked after each run) or constant",
     "GatherND": "constant indices, any batch_dims",
     "IsInf": "detect_positive, detect_negative",
@@ -1749,3 +1789,23 @@ def _first_line(e):
     s = str(e).strip()
     lines = [ln.strip() for ln in s.splitlines() if ln.strip()]
     return " ".join(lines[:2])[:300] if lines else type(e).__name__
+
+
+def _einsum_terms(equation: str, operands: int, fail) -> tuple[list[str], str]:
+    """(the operands' letters, the output's letters) of an Einsum equation; the output, where the equation
+    has no '->', is its letters that appear once, in alphabetical order (numpy's rule)."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, out = eq.partition("->")
+    terms = lhs.split(",")
+    if "." in eq:
+        fail(f"equation '{equation}': ellipses ('...') are not supported")
+    if len(terms) != operands or not 1 <= operands <= 2:
+        fail(f"equation '{equation}' has {len(terms)} operand(s), the node {operands} (takes one or two)")
+    if not arrow:
+        out = "".join(sorted(c for c in set(lhs) - {","} if lhs.count(c) == 1))
+    for term in terms + [out]:
+        if not term.isalpha() and term or len(set(term)) != len(term):
+            fail(f"equation '{equation}': '{term}' repeats a letter (a diagonal) or is not letters")
+    if set(out) - set(lhs):
+        fail(f"equation '{equation}': the output has letters no operand has")
+    return terms, out

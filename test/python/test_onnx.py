@@ -9,6 +9,7 @@
 """
 from __future__ import annotations
 
+import re
 import warnings
 from pathlib import Path
 
@@ -763,6 +764,34 @@ def test_unsupported_op():
     with pytest.raises(OpenPrimError) as e:
         import_model(m)
     assert str(e.value) == "ONNX node 'n3' (Hardmax, opset 17) is not supported by OpenPrim"
+
+
+@pytest.mark.parametrize("equation,shapes", [
+    ("bhlk,bhtk->bhlt", [(2, 3, 5, 4), (2, 3, 6, 4)]),     # CvT's attention scores
+    ("bhlt,bhtv->bhlv", [(2, 3, 5, 6), (2, 3, 6, 4)]),
+    ("ij,jk", [(4, 5), (5, 3)]),                            # implicit output: the letters seen once
+    ("ij,kj->ik", [(3, 5), (4, 5)]),
+    ("bn,anm->bam", [(2, 3), (4, 3, 5)]),                   # free dims of both, out of order
+    ("ijk,j->ik", [(2, 3, 4), (3,)]),
+    ("ab,cd->abcd", [(2, 3), (4, 5)]),                      # an outer product
+    ("i,i->", [(7,), (7,)]),                                # a dot product: a scalar
+    ("ijk->ki", [(2, 3, 4)]),                               # one operand: a sum, then a transpose
+    ("bij,bjk->bik", [(3, 4, 5), (3, 5, 2)])])
+def test_einsum(rng, equation, shapes):
+    names = [f"x{i}" for i in range(len(shapes))]
+    check(make(helper.make_node("Einsum", names, ["y"], equation=equation), dict(zip(names, shapes)), ["y"]), rng)
+
+
+@pytest.mark.parametrize("equation,shapes,why", [
+    ("...ij,...jk->...ik", [(2, 3, 4), (2, 4, 5)], "ellipses"),
+    ("ii->i", [(3, 3)], "repeats a letter"),
+    ("ij,jk->ik", [(3, 4), (5, 2)], "dimension 'j' is 4 in one operand and 5 in another")])
+def test_einsum_refused(equation, shapes, why):
+    names = [f"x{i}" for i in range(len(shapes))]
+    m = make(helper.make_node("Einsum", names, ["y"], equation=equation, name="e"), dict(zip(names, shapes)),
+             {"y": None})
+    with pytest.raises(OpenPrimError, match=rf"ONNX node 'e' \(Einsum, opset 17\).*{re.escape(why)}"):
+        import_model(m)
 
 
 def test_unsupported_attribute():
