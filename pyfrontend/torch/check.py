@@ -61,12 +61,13 @@ _NOTES = {
     "div": "no rounding_mode",
     "dropout": "inference (the identity)", "native_dropout": "inference (the identity)",
     "slice": "static bounds, step >= 1; not empty",
-    "constant_pad_nd": "non-negative pads (no cropping)",
+    "constant_pad_nd": "negative pads crop (a slice)",
     "as_strided": "a reshape (the whole tensor in row-major order)",
     "as_strided_scatter": "a view of the whole base in row-major order (a reshape of src)",
     "copy": "functional copy_: src broadcast to dst's shape",
     "upsample_nearest2d": ".vec (output size or scale factors) and .default; torch's index rule",
-    "index_put": "one 1-d index tensor, accumulate=False (index_copy's decomposition: a KV cache update)",
+    "index_put": "constant index tensors, any number, accumulate or not (F.fold's col2im); one 1-d index "
+                 "tensor known at run time, accumulate=False (index_copy's decomposition: a KV cache update)",
 }
 
 

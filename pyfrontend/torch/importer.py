@@ -885,9 +885,12 @@ def h_constant_pad_nd(im, n, x, pad, value=0.0):
     for i in range(len(pad) // 2):         # torch: last dim first, (begin, end) pairs
         d = r - 1 - i
         begins[d], ends[d] = pad[2 * i], pad[2 * i + 1]
-    if any(p < 0 for p in pad):
-        raise OpenPrimError(f"negative padding {pad} (cropping) is not supported")
-    return im.g.pad(x, begins + ends, float(value))
+    if any(p < 0 for p in begins + ends):           # cropping (F.fold's padding): a slice first
+        if any(x.shape[d] + min(b, 0) + min(e, 0) <= 0 for d, (b, e) in enumerate(zip(begins, ends))):
+            raise OpenPrimError(f"pad {pad} crops all of a dimension of {list(x.shape)}")
+        x = im.g.slice(x, [-min(b, 0) for b in begins], [x.shape[d] + min(e, 0) for d, e in enumerate(ends)])
+        begins, ends = [max(b, 0) for b in begins], [max(e, 0) for e in ends]
+    return im.g.pad(x, begins + ends, float(value)) if any(begins + ends) else x
 
 
 def h_alias(im, n, x, *a, **k):
@@ -1023,11 +1026,20 @@ def h_index_copy(im, n, x, dim, index, source):
                            im.tensor(source))
 
 
+INDEX_PUT_SUMS = 1 << 24    # entries of the 0/1 matrix that adds repeated positions (accumulate=True)
+
+
 def h_index_put(im, n, x, indices, values, accumulate=False):
-    """x[.., i, ..] = values with one index tensor (the rest whole axes: None), what index_copy decomposes
-    into: prim.index_copy on that axis, values broadcast to the rows written."""
+    """x[i0, i1, ..] = values (or += with accumulate). Constant index tensors (F.fold's col2im, masks built
+    from aranges): the flat position of x that each value lands on, computed here; positions that repeat
+    with accumulate add up through a matmul by a constant 0/1 matrix, otherwise one prim.gather of the
+    values to x's positions and a where (the last value wins where a position repeats, as numpy's).
+    One 1-d index tensor known at run time: prim.index_copy on that axis, values broadcast to the rows."""
     x = im.tensor(x)
     given = [(d, i) for d, i in enumerate(indices) if i is not None]
+    if given and all(isinstance(i, _Const) for _, i in given) and (accumulate or len(given) > 1
+                                                                   or np.ndim(given[0][1].value) != 1):
+        return _index_put_constant(im, x, indices, im.tensor(values), accumulate)
     if accumulate or len(given) != 1:
         raise OpenPrimError(f"index_put with {'accumulate=True' if accumulate else f'{len(given)} index tensors'} is "
                             "not supported (one index tensor, accumulate=False: index_copy, is)")
@@ -1038,6 +1050,37 @@ def h_index_put(im, n, x, indices, values, accumulate=False):
     rows = list(x.shape)
     rows[d] = idx.shape[0]
     return im.g.index_copy(x, d, idx, im.g.broadcast_to(im.tensor(values), rows))
+
+
+def _index_put_constant(im, x, indices, values, accumulate):
+    """h_index_put with every index tensor a constant."""
+    positions = np.arange(math.prod(x.shape)).reshape(x.shape)
+    try:
+        target = positions[tuple(slice(None) if i is None else i.value for i in indices)]
+    except IndexError as e:
+        raise OpenPrimError(f"index_put: {e}") from None
+    flat = target.reshape(-1)
+    count, size = flat.size, positions.size
+    if not count:
+        return x
+    if tuple(values.shape) != target.shape:
+        values = im.g.broadcast_to(values, list(target.shape))
+    values = im.g.reshape(values, [count])
+    covered = np.zeros(size, bool)
+    covered[flat] = True
+    if accumulate and np.unique(flat).size < count:        # repeated positions add up
+        if count * size > INDEX_PUT_SUMS:
+            raise OpenPrimError(f"index_put with accumulate=True: {count} values onto {size} positions, some "
+                                f"repeated: the {count} x {size} sums are past what is supported ({INDEX_PUT_SUMS})")
+        sums = np.zeros((count, size), np.float32)
+        sums[np.arange(count), flat] = 1.0
+        added = im.g.matmul(im.g.reshape(values, [1, count]), im.g.param(f"index_put_sums{len(im.g.nodes)}", sums))
+        return im.g.add(x, im.g.reshape(added, list(x.shape)))
+    source = np.zeros(size, np.int64)
+    source[flat] = np.arange(count)                        # the last value wins a repeated position
+    picked = im.g.reshape(im.g.gather(values, source, 0), list(x.shape))
+    mask = covered.reshape(x.shape)
+    return im.g.add(x, im.g.where(mask, picked, 0.0)) if accumulate else im.g.where(mask, picked, x)
 
 
 def h_gather(im, n, x, dim, index, sparse_grad=False):

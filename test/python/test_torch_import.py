@@ -395,3 +395,40 @@ def test_channels_last_input(tmp_path):
     plan = openprim.compiler.save(h, str(tmp_path / "cl.oprim"), target="nvvm:sm_90")["plan"]
     first = plan["steps"][0]
     assert not first["kernel"].startswith("transpose") and 0 in first["args"], plan["steps"][:2]
+
+
+# ----------------------------------------------------------------------------- index_put, F.fold, cropping pads
+class FoldPatches(nn.Module):
+    """MobileViTv2's folding of patches back to a map (F.fold: col2im, an index_put with accumulate=True)."""
+    def __init__(self, size, kernel, stride, padding):
+        super().__init__()
+        self.size, self.kernel, self.stride, self.padding = size, kernel, stride, padding
+
+    def forward(self, x):
+        return F.fold(x * 1.5, output_size=self.size, kernel_size=self.kernel, stride=self.stride,
+                      padding=self.padding)
+
+
+class PutTwoIndices(nn.Module):
+    def forward(self, x, v):
+        rows, cols = torch.arange(3) * 2, torch.tensor([1, 0, 3])
+        return torch.index_put(x, (rows, cols), v) + torch.index_put(x, (rows, cols), v * 2, accumulate=True)
+
+
+class PutRepeated(nn.Module):
+    """Rows that repeat, added up (accumulate=True), beside single elements put (without accumulate torch
+    leaves a repeated position's value undefined)."""
+    def forward(self, x, v):
+        rows = torch.tensor([0, 2, 0, 1, 2])
+        return torch.index_put(x, (rows,), v, accumulate=True) * 3 + \
+            torch.index_put(x, (torch.tensor([0, 2, 1]), torch.tensor([0, 2, 4])), v[:3, 0])
+
+
+@pytest.mark.parametrize("model,shapes", [
+    (FoldPatches((8, 8), 2, 2, 0), [(2, 16, 16)]),           # patches that do not overlap: one gather
+    (FoldPatches((6, 7), 3, 1, 1), [(1, 45, 42)]),           # overlapping and padded: sums, then a crop
+    (PutTwoIndices(), [(6, 4, 3), (3, 3)]),
+    (PutRepeated(), [(3, 5), (5, 5)])], ids=["fold", "fold_overlap_padded", "two_indices", "repeated"])
+def test_index_put_constant_indices(model, shapes):
+    gen = torch.Generator().manual_seed(len(shapes))
+    run_and_check(model, *[torch.randn(s, generator=gen) for s in shapes])
