@@ -266,9 +266,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
         for x in vals[1:]:
             mx = e.fop("arith.maximumf", mx, x)
         mn = e.fop("arith.maximumf", m_old[j], e.row_reduce("arith.maximumf", mx))
-        empty = e.fresh("p")
-        e.emit(f"{empty} = arith.cmpf oeq, {mn}, {neg_inf} : f32")
-        base = e.select(empty, zero_f, mn)            # no key so far: exp2(-inf - 0) = 0, never NaN
+        base = e.softmax_base(mn)
         for i in range(BK // ins.m):
             s[i][j] = [e.fop("math.exp2", e.fop("arith.subf", x, base)) for x in s[i][j]]
         alpha = e.fop("math.exp2", e.fop("arith.subf", m_old[j], base))

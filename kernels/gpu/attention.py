@@ -5,6 +5,7 @@ statistics over the lanes that hold the row, the rows of a head in the 2-d views
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from openprim.base.ops import attention_dims
@@ -112,6 +113,13 @@ class AttentionEmitter(Emitter):
         for offset in self.row_lanes:
             v = self.fop(op, v, self.shuffle_xor(v, offset))
         return v
+
+    def softmax_base(self, m: str) -> str:
+        """What exp2 subtracts: the running maximum m, or 0 where m is still -inf (a row with no unmasked key
+        so far), so that exp2(-inf - 0) = 0 and never NaN."""
+        empty = self.fresh("p")
+        self.emit(f"{empty} = arith.cmpf oeq, {m}, {self.f(-math.inf)} : f32")
+        return self.select(empty, self.f(0.0), m)
 
     def inverse_row_sum(self, partial: str) -> str:
         """1 / (the row's sum of the lanes' partial sums), 0 for a row whose every key was masked (sum 0)."""

@@ -128,9 +128,7 @@ def decode_attention_kernel(name: str, signature: list[tuple[str, str]], scale: 
             s = e.fop("arith.addf", s, mask(e.c(0), e.op("arith.minui", j, e.c(Sk - 1))))
         s = e.select(e.cmp("ult", j, end), s, neg_inf)
         m_new = e.fop("arith.maximumf", m, s)
-        empty = e.fresh("em")
-        e.emit(f"{empty} = arith.cmpf oeq, {m_new}, {neg_inf} : f32")
-        base = e.select(empty, zero_f, m_new)
+        base = e.softmax_base(m_new)
         alpha = e.fop("math.exp2", e.fop("arith.subf", m, base))
         p = e.fop("math.exp2", e.fop("arith.subf", s, base))
         l = e.fop("arith.addf", e.fop("arith.mulf", l, alpha), p)
@@ -159,9 +157,7 @@ def decode_attention_kernel(name: str, signature: list[tuple[str, str]], scale: 
         top = ms[0]
         for x in ms[1:]:
             top = e.fop("arith.maximumf", top, x)
-        empty = e.fresh("em")
-        e.emit(f"{empty} = arith.cmpf oeq, {top}, {neg_inf} : f32")
-        base = e.select(empty, zero_f, top)
+        base = e.softmax_base(top)
         total_l, total_o = zero_f, zero_f
         for i, mi in enumerate(ms):
             w = e.fop("math.exp2", e.fop("arith.subf", mi, base))

@@ -26,11 +26,10 @@ branch. Lanes past N (a ragged last chunk) read the last vector and do not store
 from __future__ import annotations
 
 from .gemm import WG, Emitter, GemmSpec, collapse_at, operands, store_vector
+from .pool import ITEM, THREADS
 
 MAX_ROWS = 8          # rows of A (accumulators per thread: MAX_ROWS x V f32)
-THREADS = 256
 GROUP = 32            # lanes that shuffle with each other (a warp; half a wave64 on AMD)
-ITEM = {"f32": 4, "f16": 2, "bf16": 2}
 SECTOR = 32           # bytes: the least a warp should read of each row of B
 SHARED_FLOATS = 8192  # the groups' sums: THREADS / GROUP x M x CT x V floats at most (32 KB)
 

@@ -222,9 +222,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
         for x in vals[1:]:
             mx = e.fop("arith.maximumf", mx, x)
         mn = e.fop("arith.maximumf", m_old[h], e.row_reduce("arith.maximumf", mx))
-        empty = e.fresh("p")
-        e.emit(f"{empty} = arith.cmpf oeq, {mn}, {neg_inf} : f32")
-        base = e.select(empty, zero_f, mn)            # a row with no key so far: exp2(-inf - 0) = 0
+        base = e.softmax_base(mn)
         for j in range(BLOCK_K // 8):
             for c in (0, 1):
                 s[j][2 * h + c] = e.fop("math.exp2", e.fop("arith.subf", s[j][2 * h + c], base))

@@ -395,9 +395,7 @@ def attention_kernel(name: str, signature: list[tuple[str, str]], scale: float, 
             for x in vals[h][1:]:
                 mx = e.fop("arith.maximumf", mx, x)
             mn = e.fop("arith.maximumf", m_old[h], e.row_reduce("arith.maximumf", mx))
-            empty = e.fresh("p")
-            e.emit(f"{empty} = arith.cmpf oeq, {mn}, {neg_inf} : f32")
-            floor = e.select(empty, zero_f, mn)           # a row with no key so far: exp2(-inf - 0) = 0
+            floor = e.softmax_base(mn)
             if raw_scores:
                 shift = e.fop("arith.negf", e.fop("arith.mulf", floor, qk_scale))
                 vals[h] = [e.fop("math.exp2", e.fop("math.fma", x, qk_scale, shift)) for x in vals[h]]

@@ -1066,8 +1066,6 @@ def _index_put_constant(im, x, indices, values, accumulate):
     if tuple(values.shape) != target.shape:
         values = im.g.broadcast_to(values, list(target.shape))
     values = im.g.reshape(values, [count])
-    covered = np.zeros(size, bool)
-    covered[flat] = True
     if accumulate and np.unique(flat).size < count:        # repeated positions add up
         if count * size > INDEX_PUT_SUMS:
             raise OpenPrimError(f"index_put with accumulate=True: {count} values onto {size} positions, some "
@@ -1079,7 +1077,9 @@ def _index_put_constant(im, x, indices, values, accumulate):
     source = np.zeros(size, np.int64)
     source[flat] = np.arange(count)                        # the last value wins a repeated position
     picked = im.g.reshape(im.g.gather(values, source, 0), list(x.shape))
-    mask = covered.reshape(x.shape)
+    mask = np.zeros(size, bool)
+    mask[flat] = True
+    mask = mask.reshape(x.shape)
     return im.g.add(x, im.g.where(mask, picked, 0.0)) if accumulate else im.g.where(mask, picked, x)
 
 
