@@ -138,7 +138,7 @@ OP_KERNELS: dict[tuple[str, str], Callable[[KernelRequest], str | None]] = {
     ("index_copy", "cpu"): _cpu_index_copy,
     ("max_pool2d_backward", "cpu"): _cpu_max_pool_backward,
     **{(op, "cpu"): _cpu_channel_sums for op in ("batch_norm_statistics", "batch_norm_training", "batch_norm_backward",
-                                                 "reduce")},
+                                                 "group_norm", "reduce")},
     **{("index_copy", kind): _gpu_index_copy for kind in GPU_KINDS},
     **{(op, kind): _gpu_channel_sums for op in ("batch_norm_statistics", "batch_norm_backward", "reduce")
        for kind in GPU_KINDS},

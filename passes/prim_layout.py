@@ -10,7 +10,8 @@ graph function:
      concat and elementwise ops   op(T(a), T(b)) -> T(op(a, b)), a concat's axis permuted; an elementwise
                                   operand of the same rank that broadcasts (an SE block's [N, C, 1, 1]
                                   scale) gets the inverse transpose instead, which cancels with its maker;
-     channel slices               the bounds move to the NHWC axes (ShuffleNetV2's channel split);
+     channel slices, pads         the bounds move to the NHWC axes (ShuffleNetV2's channel split, BiT's
+                                  padded stem);
      reductions                   the axes move; a mean over H and W is a global average pool of the NHWC map;
      channel shuffles             reshape -> transpose of the channel factors -> reshape, on the last axes.
 3. Cancel. transpose(transpose(x, p), q) with p then q the identity is x, any other two in a row (the inner
@@ -147,6 +148,23 @@ def _sink_past_slice(op: ir.Operation) -> None:
     _replace_transposed(op, [inner.operands[0]], attrs, perm)
 
 
+def _sink_past_pad(op: ir.Operation) -> None:
+    """pad(transpose(x, NHWC -> NCHW)) -> transpose(pad'(x)), the pads permuted: a constant pad between two
+    layers (BiT's stem pads its convolution's output by 1 before the max pool) stays in NHWC, where the
+    transposes around it cancel and its copy moves whole channel vectors."""
+    inner = producer(op.operands[0], "prim.transpose")
+    if inner is None or list(dialect.op_attrs(inner)["perm"]) != TO_NCHW:
+        return
+    perm, rank = TO_NCHW, len(TO_NCHW)
+    pads = dialect.op_attrs(op)["pads"]
+    moved = [0] * (2 * rank)
+    for i, p in enumerate(perm):
+        moved[p], moved[rank + p] = pads[i], pads[rank + i]
+    attrs = {k: op.attributes[k] for k in op.attributes}
+    attrs["pads"] = dialect.make_attr(moved, "i64s")
+    _replace_transposed(op, [inner.operands[0]], attrs, perm)
+
+
 def _sink_past_reduce(op: ir.Operation) -> None:
     """reduce(transpose(x, p), axes) -> reduce(x, p[axes]) [-> a transpose of the kept axes]: a mean over
     H and W of an NCHW map seen through NHWC (ShuffleNet's head, `x.mean([2, 3])`) reads the NHWC map
@@ -271,10 +289,11 @@ def _sink_past_fused_call(op: ir.Operation, callee) -> None:
 
 def _sink_transposes(fn) -> None:
     """Move the layout transposes down past the ops that have an NHWC form: concat, elementwise ops,
-    slices, reductions and channel shuffles. NCHW networks put such ops between layers; moved past them,
+    slices, pads, reductions and channel shuffles. NCHW networks put such ops between layers; moved past them,
     the transposes of the layers on either side meet and cancel. One pass in program order: a transpose
     moved past one op reaches the next."""
-    sinks = {"concat": _sink_past_layout_free, "slice": _sink_past_slice, "reshape": _sink_past_channel_shuffle,
+    sinks = {"concat": _sink_past_layout_free, "slice": _sink_past_slice, "pad": _sink_past_pad,
+             "reshape": _sink_past_channel_shuffle,
              "reduce": _sink_past_reduce, "activation_backward": _sink_past_layout_free,
              **{k: _sink_past_layout_free for k in ELEMENTWISE}}
     fused = {ir.StringAttr(f.attributes["sym_name"]).value: f.operation for f in fn.parent.regions[0].blocks[0]

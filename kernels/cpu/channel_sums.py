@@ -1,5 +1,5 @@
 """Sums per channel over the rows of channels-last maps on the CPU: batch norm's statistics, its training
-forward and backward, and reduces over every dim but the last.
+forward and backward, group norm, and reduces over every dim but the last.
 
 Such a sum reads a map as [rows = N H W, C]. The reference lowering (kernels/semantics.py) loops over the
 channels outside and the rows inside, so each vector it loads is a column of values C apart, and its final
@@ -20,6 +20,9 @@ two-level pairwise one (rows / CHUNK + CHUNK terms in a chain instead of rows).
     batch_norm_backward    total(dy) and total(dy (x - mean)) in one sweep (two accumulators); then per
                            element dx = k1 dy - k2 - k3 (x - mean), k1 = scale inv_std, k2 = k1 total(dy) / M,
                            k3 = k1 inv_std^2 total(dy (x - mean)) / M
+    group_norm             per sample: chunks of one sample's rows, the channel totals added per group of C / G
+                           channels in scalars; the mean, then the centered squares; y = x a + b with
+                           a = inv_std scale, b = shift - mean a per (sample, channel)
     reduce                 sum, mean, max or min over all dims but the last
 
 Arithmetic is f32 for f16/bf16 maps too (widened on load, rounded once at the store), as everywhere.
@@ -47,12 +50,15 @@ def _dims(mtype: str) -> tuple[list[int], str]:
 class _Channels:
     """One kernel over maps viewed as [rows, C]; `self.v`, loads and stores on vector<16xf32>."""
 
-    def __init__(self, signature, channels: int, dtype: str):
+    def __init__(self, signature, channels: int, dtype: str, samples: int = 1):
         self.b, self.signature, self.dtype = Body(), signature, dtype
-        self.C = channels
+        self.C, self.samples = channels, samples
         self.rows = math.prod(_dims(signature[0][1])[0]) // channels
+        self.sample_rows = self.rows // samples
         self.chunk = max(8, CHUNK_BYTES // (4 * channels))
-        self.chunks = -(-self.rows // self.chunk)
+        self.sample_chunks = -(-self.sample_rows // self.chunk)   # a chunk holds rows of one sample only
+        self.chunks = samples * self.sample_chunks
+        self.sample_at = 0        # in a chunk loop: the first element of the chunk's sample's [C] vectors
         self.threaded = self.chunks > 1 and self.rows * channels >= SERIAL_ELEMENTS
         self.full, self.rest = divmod(channels, LANES)
         self.vt = f"vector<{LANES}xf32>"
@@ -110,8 +116,15 @@ class _Channels:
             b.depth += 1
         else:
             k = b.open_for(0, self.chunks)
-        lo = b.mul(k, self.chunk)
-        hi = b.op("arith.minui", b.add(lo, self.chunk), self.rows)
+        if self.samples == 1:
+            lo = b.mul(k, self.chunk)
+            hi = b.op("arith.minui", b.add(lo, self.chunk), self.rows)
+            return k, (lo, hi)
+        n = b.op("arith.divui", k, self.sample_chunks)
+        first = b.mul(n, self.sample_rows)
+        lo = b.add(first, b.mul(b.op("arith.remui", k, self.sample_chunks), self.chunk))
+        hi = b.op("arith.minui", b.add(lo, self.chunk), b.add(first, self.sample_rows))
+        self.sample_at = b.mul(n, self.C)
         return k, (lo, hi)
 
     def close_chunks(self) -> None:
@@ -147,12 +160,15 @@ class _Channels:
         if self.rest:
             f(self.full * LANES, True)
 
-    def totals(self, partial, kind: str, each) -> None:
-        """each(total, channel, masked) for every channel vector: the combine of the chunks' partials."""
+    def totals(self, partial, kind: str, each, sample=0) -> None:
+        """each(total, channel, masked) for every channel vector: the combine of the partials of the chunks
+        (of `sample`'s chunks where the map has several samples)."""
         b = self.b
+        first = b.mul(sample, self.sample_chunks)
 
         def total(c, masked):
-            k, (acc,), (result,) = b.loop(0, self.chunks, [self.splat(NEUTRAL[kind])], self.vt)
+            k, (acc,), (result,) = b.loop(first, b.add(first, self.sample_chunks), [self.splat(NEUTRAL[kind])],
+                                          self.vt)
             b.end_loop([self.v(COMBINE[kind], acc, self.load(partial, b.add(b.mul(k, self.C), c), masked,
                                                               NEUTRAL[kind]))], self.vt)
             each(result, c, masked)
@@ -240,6 +256,63 @@ class _Channels:
         self.per_element(dx, out)
         return self.function(name)
 
+    def group_totals(self, partial, sums, groups: int, out, at: int, f) -> None:
+        """out[at + n C + c] = f(the sum of partial over sample n's chunks and channel c's group), an f32
+        scalar function: the sample's channel totals into `sums`, then each group's added in scalars (N C
+        of them against the map's N H W C)."""
+        b, per = self.b, self.C // groups
+        n = b.open_for(0, self.samples)
+        self.totals(partial, "sum", lambda t, c, m: self.store(t, sums, b.add(b.mul(n, self.C), c), m), n)
+        b.close()
+        q = b.open_for(0, self.samples * groups)
+        first = b.mul(q, per)
+        i, (acc,), (total,) = b.loop(0, per, [b.const(0.0, "f32")], "f32")
+        v = b.fresh("s")
+        b.emit(f"{v} = memref.load {sums[0]}[{b.add(first, i)}] : {sums[1]}")
+        b.end_loop([self.scalar("arith.addf", acc, v)], "f32")
+        value = f(total)
+        i = b.open_for(0, per)
+        b.emit(f"memref.store {value}, {out[0]}[{b.add(b.add(first, i), at)}] : {out[1]}")
+        b.close()
+        b.close()
+
+    def scalar(self, op: str, *operands) -> str:
+        n = self.b.fresh("s")
+        self.b.emit(f"{n} = {op} {', '.join(operands)} : f32")
+        return n
+
+    def group_norm(self, name: str, groups: int, epsilon: float) -> str:
+        """Statistics per sample and group of C / groups channels, two passes as batch norm's (the mean,
+        then the centered squares); then y = x a + b per element, a = inv_std scale, b = shift - mean a."""
+        x, scale, shift, out = self.args
+        b, NC = self.b, self.samples * self.C
+        inv_count = b.const(1.0 / (self.sample_rows * (self.C // groups)), "f32")
+        partial, sums, coef = self.scratch(self.chunks * self.C), self.scratch(NC), self.scratch(2 * NC)
+        self.chunk_sums([lambda at, c, m: self.load(x, b.add(at, c), m)], [partial], ["sum"])
+        self.group_totals(partial, sums, groups, coef, 0, lambda t: self.scalar("arith.mulf", t, inv_count))
+
+        def square(at, c, m):
+            d = self.v("arith.subf", self.load(x, b.add(at, c), m), self.load(coef, b.add(self.sample_at, c), m))
+            return self.v("arith.mulf", d, d)
+        self.chunk_sums([square], [partial], ["sum"])
+        eps = b.const(float(epsilon), "f32")
+        self.group_totals(partial, sums, groups, coef, NC, lambda t: self.scalar(
+            "math.rsqrt", self.scalar("arith.addf", self.scalar("arith.mulf", t, inv_count), eps)))
+
+        def affine(c, m):   # coef: [mean | inv_std] per (sample, channel) -> [b | a]
+            at = b.add(b.mul(n, self.C), c)
+            a = self.v("arith.mulf", self.load(coef, b.add(at, NC), m), self.load(scale, c, m))
+            shifted = self.v("arith.subf", self.load(shift, c, m), self.v("arith.mulf", self.load(coef, at, m), a))
+            self.store(a, coef, b.add(at, NC), m)
+            self.store(shifted, coef, at, m)
+        n = b.open_for(0, self.samples)
+        self.each_vector(affine)
+        b.close()
+        self.per_element(lambda at, c, m: self.v(
+            "math.fma", self.load(x, b.add(at, c), m), self.load(coef, b.add(b.add(self.sample_at, c), NC), m),
+            self.load(coef, b.add(self.sample_at, c), m)), out)
+        return self.function(name)
+
     def reduce(self, name: str, kind: str) -> str:
         x, out = self.args
         partial = self.scratch(self.chunks * self.C)
@@ -256,8 +329,8 @@ def _channels_last(signature, layout: str) -> int | None:
 
 
 def channel_kernel(name: str, signature: list[tuple[str, str]], op: str, attrs: dict, dtype: str) -> str | None:
-    """The kernel of a per-channel op of a channels-last map (batch_norm_statistics / _training / _backward in
-    NHWC; a reduce over every dim but the last), or None where it does not apply."""
+    """The kernel of a per-channel op of a channels-last map (batch_norm_statistics / _training / _backward and
+    group_norm in NHWC; a reduce over every dim but the last), or None where it does not apply."""
     if dtype not in DTYPES or any(_dims(t)[1] not in DTYPES for _, t in signature):
         return None
     if op == "reduce":
@@ -268,6 +341,9 @@ def channel_kernel(name: str, signature: list[tuple[str, str]], op: str, attrs: 
     channels = _channels_last(signature, attrs["layout"])
     if channels is None:
         return None
+    if op == "group_norm":
+        return _Channels(signature, channels, dtype, _dims(signature[0][1])[0][0]).group_norm(
+            name, attrs["groups"], attrs["epsilon"])
     kernel = _Channels(signature, channels, dtype)
     if op == "batch_norm_statistics":
         return kernel.statistics(name, attrs["epsilon"])

@@ -1,5 +1,5 @@
 """Per-channel sums of channels-last maps (kernels/cpu/channel_sums.py on the CPU): batch norm's statistics,
-its training forward and backward in NHWC, and reduces over every dim but the last (and, on GPUs, over the
+its training forward and backward in NHWC, group norm, and reduces over every dim but the last (and, on GPUs, over the
 dims around a run of kept ones: an NCHW map's channel sums), against float64 numpy.
 
 Shapes cover one chunk of rows run serially, many chunks split between the threads with a short last chunk,
@@ -54,6 +54,22 @@ def test_statistics_training_backward(shape, dtype):
     for got, want, what in zip(out[3:], ref.batch_norm_backward(dy, x, scale, *stats, layout="NHWC"),
                                ("dx", "dscale", "dshift")):
         assert_close(got, want, dtype, rows if what != "dx" else 1, what)
+
+
+@pytest.mark.parametrize("shape,groups", [((1, 5, 7, 16), 8), ((2, 7, 9, 6), 3), ((3, 33, 31, 40), 4),
+                                          ((2, 24, 24, 64), 32), ((4, 3, 3, 130), 1), ((8, 56, 56, 64), 32)])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+def test_group_norm(shape, groups, dtype):
+    """Group norm of an NHWC map: statistics per sample and group (a sample's rows never share a chunk with
+    the next sample's), channels per group 1 to 130, a mean far from zero."""
+    C = shape[-1]
+    x = data(shape, dtype, sum(shape) + groups, offset=4.0)
+    scale, shift = data((C,), dtype, 1) + 1, data((C,), dtype, 2)
+    g = Graph(dtype=dtype)
+    g.output(g.group_norm(g.input("x", shape), groups, g.input("s", (C,)), g.input("b", (C,)), eps=1e-4,
+                          layout="NHWC"))
+    assert_close(run(g, [x, scale, shift])[0], ref.group_norm(x, groups, scale, shift, 1e-4, "NHWC"), dtype,
+                 what="group_norm")
 
 
 @pytest.mark.parametrize("shape,axes,keepdims", [((2, 9, 11, 37), [0, 1, 2], 0), ((8, 56, 56, 64), [0, 1, 2], 1),

@@ -9,9 +9,10 @@ network pays one layout transpose at its input and one before its head.
 1. Random NCHW graphs with shuffles (groups 2 and 4, odd channels per group), channel slices (odd
    widths, a strided one) and concats, batch 1 and 3, against float64 numpy; the IR after prim-select
    keeps only the layout transposes at the ends and one shuffle transpose per shuffle.
-2. Reductions of an NCHW map (means over H and W become global average pools; others reduce the NHWC
+2. A constant pad between a convolution and a max pool (BiT's stem) runs in NHWC, against numpy.
+3. Reductions of an NCHW map (means over H and W become global average pools; others reduce the NHWC
    axes), odd sizes, batch 3, keepdims 0 and 1, against float64 numpy, with no layout transpose left.
-3. ShuffleNetV2 x1.0 (examples/zoo_models.py) at 64x64 through the ONNX importer: the transposes of
+4. ShuffleNetV2 x1.0 (examples/zoo_models.py) at 64x64 through the ONNX importer: the transposes of
    its plan, and its output against PyTorch in float64.
 
     python -m pytest test/python/test_layout_sinking.py -q
@@ -126,6 +127,24 @@ def test_reductions_read_the_nhwc_map(dtype, rng):
     perms = transposes(selected)
     assert sorted(map(tuple, perms)) == [(0, 2, 1), (0, 2, 3, 1)], perms
     assert [op.name for op in graph_ops(selected)].count("prim.global_avg_pool") == 2
+
+
+@pytest.mark.parametrize("dtype,value", [("f32", 0.0), ("f32", -0.75), ("bf16", 0.5)])
+def test_pad_between_layers_runs_in_nhwc(dtype, value, rng):
+    """conv (NCHW, run NHWC) -> a constant pad of H and W (uneven sides, BiT's stem pads by 1) -> max pool ->
+    conv: against numpy, and after prim-select the only transposes are the input's and the output's."""
+    net = Net(rng, dtype)
+    g = net.g
+    x, xv = net.input((3, 5, 7, 9))
+    w, wv = net.weight((6, 5, 3, 3), scale=0.3)
+    w2, w2v = net.weight((4, 6, 1, 1), scale=0.5)
+    p = g.pad(g.conv2d(x, w, stride=2), [0, 0, 1, 2, 0, 0, 2, 1], value)
+    y = g.conv2d(g.max_pool2d(p, 3, stride=2), w2)
+    (out,) = net.run(None, y)
+    pv = np.pad(ref.conv2d(xv, wv, stride=2), [(0, 0), (0, 0), (1, 2), (2, 1)], constant_values=value)
+    assert_close(out, ref.conv2d(ref.max_pool2d(pv, 3, stride=2), w2v), dtype, reduction=45 * 6, what="output")
+    perms = transposes(passes.run(to_module(g), "prim-fuse,prim-select"))
+    assert sorted(map(tuple, perms)) == [(0, 2, 3, 1), (0, 3, 1, 2)], perms
 
 
 def test_shufflenet_plan_keeps_layout_transposes_at_the_ends():
