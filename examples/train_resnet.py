@@ -1,7 +1,8 @@
-"""Training a small ResNet on the CPU with OpenPrim (issue 31): eager PyTorch against
+"""Training a small ResNet with OpenPrim on the CPU or a GPU (issue 31): eager PyTorch against
 `torch.compile(model, backend=openprim_backend)`, from the same initial weights and the same data order.
 
-    python examples/train_resnet.py --steps 300 --out bench/
+    python examples/train_resnet.py --steps 300 --out bench/                    # training_cpu.{json,png}
+    python examples/train_resnet.py --steps 300 --device cuda --out bench/      # training_gpu.{json,png}
 
 The model is a ResNet of three stages of basic blocks (widths w, 2w, 4w; the last two stages start with a
 stride 2 and a 1x1 projection), batch norm in training mode, global average pooling and a linear layer to 10
@@ -16,15 +17,16 @@ with the compile cache off, so that it is a real compile: --cache uses it). Afte
 evaluated on the held-out set in eval mode: the eager one eagerly, the OpenPrim one by OpenPrim's inference
 path (torch.compile under no_grad) and, as a check, eagerly too.
 
-A third run, eager PyTorch on another number of threads (1 where torch has 2), is the yardstick: the same library
-with another summation order. In f32 the curves agree to rounding at first and then drift apart: a ReLU input
+A third run, eager PyTorch on another number of threads (1 where torch has 2; on a GPU: with cuDNN's autotuner on,
+so other convolution algorithms), is the yardstick: the same library with another summation order. In f32 the curves agree to rounding at first and then drift apart: a ReLU input
 within ~1e-6 of zero can land on the other side of the kink in one run, which changes that element's gradient
 entirely (up to ~1e-2 of a parameter's largest gradient), and SGD amplifies the difference step after step. The
 thread-count reference drifts the same way; with SiLU in place of ReLU the curves stayed within 1e-6 of each
 other over 100 steps (bench/RESULTS.md).
 
-Written to OUT: training_cpu.json (per-step losses and times of both runs, the relative difference of the loss
-curves, accuracies, compile time, the configuration and the machine) and training_cpu.png (the two loss curves
+On a GPU the data, the models and the optimizer live on the device (f32: OpenPrim's GPU graphs run its SIMT
+kernels). Written to OUT: training_cpu.json (training_gpu.json on a GPU) (per-step losses and times of both runs, the relative difference of the loss
+curves, accuracies, compile time, the configuration and the machine) and training_cpu.png (training_gpu.png; the two loss curves
 and their relative difference; needs matplotlib, else skipped with a message).
 
 `run(...)` is the training function (test/python/test_training_example.py calls it at a tiny size).
@@ -123,10 +125,11 @@ def samples(protos, n, noise, seed, shift=2):
     return x + noise * torch.randn(x.shape, generator=g), labels
 
 
-def make_data(size=16, train=2048, test=1000, noise=3.0, seed=0):
+def make_data(size=16, train=2048, test=1000, noise=3.0, seed=0, device="cpu"):
     """(x_train, y_train, x_test, y_test) from one set of prototypes, the two sets from different seeds."""
     protos = prototypes(size, seed)
-    return (*samples(protos, train, noise, seed + 1), *samples(protos, test, noise, seed + 2))
+    data = (*samples(protos, train, noise, seed + 1), *samples(protos, test, noise, seed + 2))
+    return tuple(t.to(device) for t in data)
 
 
 def batch_order(n, steps, batch, seed):
@@ -184,20 +187,22 @@ def curve_difference(eager, ours, tol=1e-3):
 
 
 def run(steps=300, batch=16, size=16, width=16, blocks=(1, 1, 1), train_size=2048, test_size=1000,
-        noise=3.0, lr=0.05, momentum=0.9, seed=0, evaluate=True, eval_batch=200, reference=True, log=print):
+        noise=3.0, lr=0.05, momentum=0.9, seed=0, evaluate=True, eval_batch=200, reference=True, log=print,
+        device="cpu"):
     """Train the same ResNet twice, eagerly and through torch.compile(backend=openprim_backend), from the same
     initial weights on the same batches; returns a dict of the losses, times, curve difference, accuracies
     (evaluate=True) and what the OpenPrim backend did (its counters and warnings). reference=True trains it a
-    third time, eagerly on another number of threads (1, or 2 where torch runs on 1): the same library with
-    another summation order, whose distance from the eager curve is the yardstick for OpenPrim's."""
+    third time, eagerly on another number of threads (1, or 2 where torch runs on 1; on a GPU with cuDNN's
+    autotuner on): the same library with another summation order, whose distance from the eager curve is the
+    yardstick for OpenPrim's. device="cuda": data, models and optimizer on the GPU."""
     import torch._dynamo
     from openprim import torch_backend
     from openprim.torch_backend import openprim_backend
 
-    data = make_data(size, train_size, test_size, noise, seed)
-    order = batch_order(train_size, steps, batch, seed + 3)
+    data = make_data(size, train_size, test_size, noise, seed, device)
+    order = [idx.to(device) for idx in batch_order(train_size, steps, batch, seed + 3)]
     torch.manual_seed(seed)
-    eager_model = WithLoss(ResNet(width, blocks))
+    eager_model = WithLoss(ResNet(width, blocks)).to(device)
     ours_model = copy.deepcopy(eager_model)
     ref_model = copy.deepcopy(eager_model) if reference else None
     params = sum(p.numel() for p in eager_model.parameters())
@@ -211,12 +216,16 @@ def run(steps=300, batch=16, size=16, width=16, blocks=(1, 1, 1), train_size=204
     if reference:
         threads = torch.get_num_threads()
         ref_threads = 1 if threads > 1 else 2
-        log(f"eager PyTorch on {ref_threads} thread(s) (reference: another summation order) ...")
-        torch.set_num_threads(ref_threads)
+        gpu = device != "cpu"
+        yardstick = "with cuDNN's autotuner" if gpu else f"on {ref_threads} thread(s)"
+        log(f"eager PyTorch {yardstick} (reference: another summation order) ...")
+        torch.set_num_threads(threads if gpu else ref_threads)
+        torch.backends.cudnn.benchmark = gpu
         try:
             ref_losses, _ = train(ref_model, ref_model, data, order, lr, momentum)
         finally:
             torch.set_num_threads(threads)
+            torch.backends.cudnn.benchmark = False
 
     time.sleep(0.3)    # let torch's OpenMP threads stop spinning before OpenPrim's start
     torch._dynamo.reset()
@@ -240,7 +249,8 @@ def run(steps=300, batch=16, size=16, width=16, blocks=(1, 1, 1), train_size=204
                    "parameters": params, "classes": CLASSES, "image": [3, size, size], "steps": steps, "batch": batch,
                    "train_samples": train_size, "test_samples": test_size, "noise": noise, "shift": 2,
                    "optimizer": f"SGD(lr={lr}, momentum={momentum})", "seed": seed, "dtype": "float32",
-                   "loss": "nn.CrossEntropyLoss inside the compiled module", "batch_norm": "training mode"},
+                   "loss": "nn.CrossEntropyLoss inside the compiled module", "batch_norm": "training mode",
+                   "device": device},
         "losses": {"eager": eager_losses, "openprim": ours_losses},
         "curve": diff,
         "step_ms": {"eager": [t * 1e3 for t in eager_times], "openprim": [t * 1e3 for t in ours_times]},
@@ -253,15 +263,15 @@ def run(steps=300, batch=16, size=16, width=16, blocks=(1, 1, 1), train_size=204
         "openprim_warnings": backend_warnings,
     }
     if reference:
-        result["reference"] = {"what": f"eager PyTorch on {ref_threads} thread(s) against eager on {threads}: the same "
-                                       "weights and batches, another summation order",
-                               "threads": ref_threads, "losses": ref_losses, "curve": ref_diff}
+        result["reference"] = {"what": f"eager PyTorch {yardstick} against eager: the same weights and batches, "
+                                       "another summation order", "label": f"eager {yardstick} vs eager",
+                               "threads": threads if gpu else ref_threads, "losses": ref_losses, "curve": ref_diff}
     log(f"loss curves: max relative difference {diff['max_rel_diff']:.3g} ({diff['max_rel_diff_first_50']:.3g} over "
         f"the first 50 steps; first step above {diff['tolerance']:g}: {diff['first_step_above_tolerance']})")
     log(f"median step: eager {result['median_step_ms']['eager']:.1f} ms, OpenPrim "
         f"{result['median_step_ms']['openprim']:.1f} ms; OpenPrim's first step (compiling) {ours_times[0]:.1f} s")
     if reference:
-        log(f"reference, eager on {ref_threads} thread(s) vs eager on {threads}: max relative difference "
+        log(f"reference, eager {yardstick} vs eager: max relative difference "
             f"{ref_diff['max_rel_diff']:.3g} ({ref_diff['max_rel_diff_first_50']:.3g} over the first 50 steps; first "
             f"step above {ref_diff['tolerance']:g}: {ref_diff['first_step_above_tolerance']})")
     if backend_warnings:
@@ -308,7 +318,7 @@ def plot(result, path, title):
     if "reference" in result:
         ref = result["reference"]
         ax2.semilogy(steps, [max(r, 1e-9) for r in ref["curve"]["per_step"]], color="gray", lw=0.7, alpha=0.8,
-                     label=f"eager on {ref['threads']} thread(s) vs eager")
+                     label=ref.get("label", f"eager on {ref['threads']} thread(s) vs eager"))
         ax2.legend(fontsize=7, loc="lower right")
     ax2.axhline(result["curve"]["tolerance"], color="gray", ls=":", lw=1)
     ax2.set_ylabel("|rel. diff.| (0 at 1e-9)")
@@ -335,8 +345,16 @@ def main(argv=None):
                                                                 "the yardstick of the curves' difference)")
     p.add_argument("--cache", action="store_true", help="use OpenPrim's compile cache (default: off, so the "
                                                            "first step's compile time is a real compile)")
-    p.add_argument("--out", default="bench/", help="folder for training_cpu.json and training_cpu.png")
+    p.add_argument("--device", default="cpu", choices=("cpu", "cuda"), help="where the data, models and optimizer live")
+    p.add_argument("--plot", metavar="JSON", help="only draw the PNG of an earlier run's JSON (beside it)")
+    p.add_argument("--out", default="bench/", help="folder for training_{cpu,gpu}.json and .png")
     args = p.parse_args(argv)
+    if args.plot:
+        with open(args.plot) as f:
+            result = json.load(f)
+        png = os.path.splitext(args.plot)[0] + ".png"
+        print(f"wrote {png}" if plot(result, png, result["title"]) else "matplotlib is not installed (pip install it)")
+        return
 
     here = os.path.dirname(os.path.abspath(__file__))
     sys.path.insert(0, os.path.join(here, "..", "bench"))
@@ -346,23 +364,26 @@ def main(argv=None):
     threads = torch_cpu_threads()
     start = time.perf_counter()
     result = run(steps=args.steps, batch=args.batch, size=args.size, width=args.width, blocks=tuple(args.blocks),
-                 noise=args.noise, lr=args.lr, seed=args.seed, reference=not args.no_reference)
+                 noise=args.noise, lr=args.lr, seed=args.seed, reference=not args.no_reference, device=args.device)
     result["total_s"] = time.perf_counter() - start
-    machine = f"{CPU_NAME}, {cpu_cores()} cores"
+    gpu = torch.cuda.get_device_name() if args.device == "cuda" else None
+    machine = f"GPU: {gpu}" if gpu else f"CPU: {CPU_NAME}, {cpu_cores()} cores"
     result["machine"] = {"cpu": CPU_NAME, "cores": cpu_cores(), "torch_threads": threads, "torch": torch.__version__,
-                         "python": platform.python_version(), "openprim_cache": bool(args.cache)}
+                         "python": platform.python_version(), "openprim_cache": bool(args.cache), "gpu": gpu}
     result["command"] = "python examples/train_resnet.py " + " ".join(argv if argv is not None else sys.argv[1:])
     os.makedirs(args.out, exist_ok=True)
-    json_path = os.path.join(args.out, "training_cpu.json")
+    cfg = result["config"]
+    result["title"] = (f"ResNet {cfg['widths']} x {cfg['blocks']} blocks, {cfg['image'][1]}x{cfg['image'][2]}, batch "
+                       f"{cfg['batch']}, {cfg['steps']} steps SGD-momentum, f32\n{machine}: eager PyTorch vs OpenPrim "
+                       "(torch.compile)")
+    stem = "training_gpu" if gpu else "training_cpu"
+    json_path = os.path.join(args.out, stem + ".json")
     with open(json_path, "w") as f:
         json.dump(result, f, indent=1)
         f.write("\n")
     print(f"wrote {json_path}")
-    cfg = result["config"]
-    title = (f"ResNet {cfg['widths']} x {cfg['blocks']} blocks, {cfg['image'][1]}x{cfg['image'][2]}, batch {cfg['batch']}, "
-             f"{cfg['steps']} steps SGD-momentum, f32\nCPU: {machine}: eager PyTorch vs OpenPrim (torch.compile)")
-    png = os.path.join(args.out, "training_cpu.png")
-    if plot(result, png, title):
+    png = os.path.join(args.out, stem + ".png")
+    if plot(result, png, result["title"]):
         print(f"wrote {png}")
     else:
         print("matplotlib is not installed: the plot was skipped (pip install matplotlib)")
