@@ -4,6 +4,7 @@ On each graph function, in this order:
   1. Transposes of constants are folded (constant_transposes.py), so the rewrites see constant weights.
   2. Op rewrites, tried on every op in program order; after one fires the scan starts again, until none
      does. On each op they are tried in this order (the option that enables each in brackets):
+       reshape      view_chains.py         reshape(reshape(x)) -> one reshape, or x where it is x's type [always]
        batch_norm   batch_norm_fold.py     BN with constant parameters folded into the conv before it [fold-batch-norm]
        add, act     epilogues.py           bias, residual and activation as the conv2d/matmul's epilogue,
                                            also through reshapes and transposes [epilogues]
@@ -18,7 +19,7 @@ On each graph function, in this order:
      1x1 convolutions over a channel concat split per concat input (concat_split.py) [concat-split]; if any
      changed, back to 2.
   4. Trees of elementwise ops become one private function each (elementwise_groups.py) [elementwise].
-  5. Constants left without uses are dropped.
+  5. Ops left without uses are dropped (constants, bypassed views).
 Chains of concats (concat_chains.py) are outlined the same way, by prim-tile on the CPU.
 """
 from __future__ import annotations
@@ -38,7 +39,7 @@ from .epilogues import EPILOGUE_OPS, fuse_epilogue
 from .fused_functions import fused_count
 from .gelu_tanh_pattern import match_gelu_tanh
 from .matmul_views import rewrite_views
-from .view_chains import collapse_view_chains
+from .view_chains import collapse_view_chains, merge_reshapes
 from .norm_residual import NORMS, fuse_norm_residual
 from .rms_norm_pattern import match_rms_norm
 from .silu_pattern import match_silu
@@ -46,10 +47,13 @@ from .silu_pattern import match_silu
 NAME = "prim-fuse"
 
 
-def erase_dead_constants(fn) -> None:
-    """Drop the prim.constants that rewrites left without uses (folded weights, BN parameters)."""
-    for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
-        if op.name == "prim.constant" and not list(op.result.uses):
+def erase_dead_ops(fn) -> None:
+    """Drop the prim ops that nothing reads (every prim op is pure but bounds_check, whose result the
+    runtime reads): constants that rewrites left (folded weights, BN parameters) and views an importer
+    made that a rewrite bypassed (torch.onnx's group norm view). In reverse order, so chains go at once."""
+    for op in reversed([o.operation for o in fn.regions[0].blocks[0].operations]):
+        if op.name.startswith("prim.") and op.name != "prim.bounds_check" and \
+                not any(list(r.uses) for r in op.results):
             op.erase()
 
 
@@ -64,6 +68,7 @@ class Options:
     def op_rewrites(self) -> list:
         """(the ops it applies to, rewrite) of step 2 (module docstring), in order, as the options enable them."""
         return [(ops, rewrite) for enabled, ops, rewrite in (
+            (True, ("prim.reshape",), merge_reshapes),
             (self.fold_batch_norm, ("prim.batch_norm",), fold_batch_norm),
             (self.epilogues, EPILOGUE_OPS, fuse_epilogue),
             (self.epilogues, ("prim.mul",), match_gelu_tanh),
@@ -94,4 +99,4 @@ class Options:
                                   for ops, rewrite in rewrites) or self.graph_rewrites(fn)
                 if self.elementwise:
                     count = outline_elementwise_groups(fn, count)
-                erase_dead_constants(fn)
+                erase_dead_ops(fn)

@@ -24,9 +24,28 @@ from openprim import dialect
 
 from .matmul_views import (MAX_POSITIONS, VIEWS, as_one_transpose, as_row_gather, constant_gather, copies,
                            emit_row_gather, emit_views, erase_dead, positions, source_chain)
-from .rewrite import producer
+from .rewrite import producer, reshape
 
 MOVES = ("prim.reshape", "prim.transpose")
+
+
+def merge_reshapes(op: ir.Operation) -> bool:
+    """reshape(reshape(x, s1), s2) -> reshape(x, s2), and a reshape back to x's own type -> x: an importer's
+    view and its inverse (torch.onnx's group norm, [N, C, H, W] -> [N, G, rest] -> back) leave the map as it
+    was, so the layout transposes on either side of them meet and cancel."""
+    inner = producer(op.operands[0], "prim.reshape")
+    source = op.operands[0] if inner is None else inner.operands[0]
+    if source.type == op.result.type:
+        op.result.replace_all_uses_with(source)
+    elif inner is not None:
+        with ir.InsertionPoint(op), op.location:
+            op.result.replace_all_uses_with(reshape(source, op.result.type.shape, op.location))
+    else:
+        return False
+    op.erase()
+    if inner is not None and not list(inner.result.uses):
+        inner.erase()
+    return True
 
 
 def _movable(op: ir.Operation) -> bool:

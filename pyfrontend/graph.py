@@ -198,6 +198,10 @@ class Graph:
 
     constant = param
 
+    def producer(self, t: Tensor) -> Node | None:
+        """The node whose result is t (None for an input)."""
+        return next((n for n in reversed(self.nodes) if n.result is t), None)
+
     def output(self, *tensors: Tensor) -> None:
         for t in tensors:
             self._own(t, "output")

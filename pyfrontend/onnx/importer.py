@@ -79,9 +79,10 @@ _NONNEG = {**{op: (0,) for op in ("Cast", "CumSum", "Reshape", "Transpose", "Squ
                                    "GatherND", "ReduceMax", "ReduceMin")},
            **{op: "all" for op in ("Add", "Mul", "Div", "Min", "Max", "Sum", "Concat")},
            "Where": (1, 2), "Abs": (), "Relu": ()}
-# Ops that are never folded at import time even when all inputs are known: random ones,
-# BatchNormalization, whose onnx reference implementation for opsets 9-13 mixes in batch statistics,
-# and If, whose branches read values of the graph around them (op_If imports the branch it takes).
+# Ops that are never folded by onnx's reference evaluator even when all inputs are known: random ones,
+# BatchNormalization, whose onnx reference implementation for opsets 9-13 mixes in batch statistics (it is
+# folded by fold_batch_norm instead), and If, whose branches read values of the graph around them (op_If
+# imports the branch it takes).
 _NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
             "Bernoulli", "BatchNormalization", "If"}
 
@@ -286,6 +287,26 @@ class _Importer:
             self.consts[name] = np.asarray(v)
         return True
 
+    def fold_batch_norm(self, node, a) -> None:
+        """BatchNormalization of constants (BiT's weight standardization: batch statistics of its reshaped
+        filters), in float64: y, and where asked for the running mean and variance (training_mode=1)."""
+        x, scale, bias, mean, var = (self.consts[i].astype(np.float64) for i in node.input[:5])
+        eps, momentum = float(a.get("epsilon", 1e-5)), float(a.get("momentum", 0.9))
+        per_channel = (-1,) + (1,) * (x.ndim - 2)
+        if a.get("training_mode", 0):
+            axes = (0, *range(2, x.ndim))
+            batch_mean, batch_var = x.mean(axes), x.var(axes)
+            running = [mean * momentum + batch_mean * (1 - momentum), var * momentum + batch_var * (1 - momentum)]
+            mean, var = batch_mean, batch_var
+        else:
+            running = [mean, var]
+        y = (x - mean.reshape(per_channel)) / np.sqrt(var.reshape(per_channel) + eps) * scale.reshape(per_channel) \
+            + bias.reshape(per_channel)
+        dtype = self.consts[node.input[0]].dtype
+        for name, value in zip(node.output, [y, *running]):
+            if name:
+                self.consts[name] = value.astype(dtype)
+
     def convert_all(self, nodes):
         for node in nodes:
             self.node = node
@@ -298,8 +319,12 @@ class _Importer:
         op = node.op_type
         a = self.attrs(node)
         ins = [i for i in node.input if i]
-        if ins and op not in _NO_FOLD and all(i in self.consts for i in ins) and self.fold(node):
-            return
+        if ins and all(i in self.consts for i in ins):
+            if op == "BatchNormalization":
+                self.fold_batch_norm(node, a)
+                return
+            if op not in _NO_FOLD and self.fold(node):
+                return
         fn = getattr(self, "op_" + op, None)
         if fn is None:
             self.unsupported()
@@ -622,10 +647,35 @@ class _Importer:
         return (y, *running)[:len(self.node.output)]
 
     def op_InstanceNormalization(self, a):
+        eps = float(a.get("epsilon", 1e-5))
+        grouped = self._group_view(self.t(0), eps)
+        if grouped is not None:
+            return grouped
         x, shp = self._to4d(self.t(0))
         c = x.shape[1]
-        y = self.g.group_norm(x, c, self._vec(1, c, "scale"), self._vec(2, c, "B"), eps=float(a.get("epsilon", 1e-5)))
+        y = self.g.group_norm(x, c, self._vec(1, c, "scale"), self._vec(2, c, "B"), eps=eps)
         return self._from4d(y, shp)
+
+    def _group_view(self, x, eps: float):
+        """A group norm as torch.onnx writes it below opset 18: a map [N, C, H, W] reshaped to [N, G, C/G H W],
+        instance-normalized (G channels), reshaped back (then the per-channel affine). Normalized as the
+        map's group norm instead, its scale and shift repeated per channel, so the layout pass sees a norm
+        of the NCHW map (no 4-d view of [N, G, C/G H W, 1] between transposes); None where x is not such a
+        view or the scale and shift are not constants."""
+        view = self.g.producer(x)
+        if x.ndim != 3 or view is None or view.op != "reshape" or view.operands[0].ndim != 4:
+            return None
+        src = view.operands[0]
+        n, c, h, w = src.shape
+        groups = x.shape[1]
+        if x.shape[0] != n or c % groups or x.shape[2] != c // groups * h * w or \
+                not all(self.is_const(self.node.input[i]) for i in (1, 2)):
+            return None
+        scale, shift = (np.asarray(self.consts[self.node.input[i]], np.float32).reshape(-1) for i in (1, 2))
+        if scale.size != groups or shift.size != groups:
+            return None
+        affine = [self.param(np.repeat(v, c // groups), self.node.input[i]) for i, v in ((1, scale), (2, shift))]
+        return self.g.reshape(self.g.group_norm(src, groups, *affine, eps=eps), x.shape)
 
     def op_GroupNormalization(self, a):
         if a.get("stash_type", 1) != 1:

@@ -816,6 +816,45 @@ def test_batchnorm_training_mode(rng, outputs):
         check(make(node, {"x": shape}, {o: shapes[o] for o in outputs}, inits), rng, {"x": x})
 
 
+@pytest.mark.parametrize("training_mode", [1, 0])
+def test_batchnorm_of_constants_is_folded(rng, training_mode):
+    """BiT's weight-standardized convolution as torch.onnx exports it: the filters reshaped to [1, K, C R S],
+    a BatchNormalization of them (training_mode=1: their own statistics), reshaped back, into Conv. All of
+    it is constant: folded at import (in float64), so the graph holds the convolution alone."""
+    k, c = 6, 3
+    inits = {"w": r(rng, k, c, 3, 3) + 0.5, "shape": np.array([1, k, -1], np.int64),
+             "back": np.array([k, c, 3, 3], np.int64), "s": np.ones(k, np.float32), "b": np.zeros(k, np.float32),
+             "m": r(rng, k), "v": np.abs(r(rng, k)) + 0.5}
+    nodes = [helper.make_node("Reshape", ["w", "shape"], ["w3"]),
+             helper.make_node("BatchNormalization", ["w3", "s", "b", "m", "v"], ["ws"], epsilon=1e-6,
+                              training_mode=training_mode),
+             helper.make_node("Reshape", ["ws", "back"], ["w4"]),
+             helper.make_node("Conv", ["x", "w4"], ["y"], pads=[1, 1, 1, 1], strides=[2, 2])]
+    m = make(nodes, {"x": (2, c, 9, 7)}, {"y": (2, k, 5, 4)}, inits)
+    check(m, rng)
+    assert [n.op for n in import_model(m).nodes if n.op != "constant"] == ["conv2d"]
+
+
+@pytest.mark.parametrize("groups", [2, 6])
+def test_group_norm_as_torch_onnx_writes_it(rng, groups):
+    """GroupNorm below opset 18 as torch.onnx exports it: reshape [N, C, H, W] -> [N, G, rest], instance norm of
+    G channels, reshape back, the per-channel affine. Imported as the map's group norm (scale and shift
+    repeated per channel), not a norm of a [N, G, rest, 1] view: against the reference, and the graph
+    holds one group_norm of the 4-d map."""
+    n, c, h, w = 2, 6, 5, 3
+    inits = {"split": np.array([n, groups, -1], np.int64), "back": np.array([n, c, h, w], np.int64),
+             "s": r(rng, groups) + 1, "b": r(rng, groups), "gamma": r(rng, c, 1, 1), "beta": r(rng, c, 1, 1)}
+    nodes = [helper.make_node("Reshape", ["x", "split"], ["v"]),
+             helper.make_node("InstanceNormalization", ["v", "s", "b"], ["nv"], epsilon=1e-4),
+             helper.make_node("Reshape", ["nv", "back"], ["n4"]),
+             helper.make_node("Mul", ["n4", "gamma"], ["m"]),
+             helper.make_node("Add", ["m", "beta"], ["y"])]
+    m = make(nodes, {"x": (n, c, h, w)}, {"y": (n, c, h, w)}, inits, opset=13)
+    check(m, rng, {"x": r(rng, n, c, h, w, scale=2.0) + 1.0})
+    norms = [nd for nd in import_model(m).nodes if nd.op in ("group_norm", "instance_norm")]
+    assert [(nd.op, nd.attrs["groups"], nd.operands[0].shape) for nd in norms] == [("group_norm", groups, (n, c, h, w))]
+
+
 def test_malformed_model():
     # a node that reads a tensor nothing defines
     m = make(helper.make_node("Relu", ["nowhere"], ["y"]), {"x": (2, 3)}, {"y": (2, 3)})
