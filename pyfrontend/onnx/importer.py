@@ -1664,7 +1664,10 @@ _NOTES = {
                  "padded; a computed boolean one: a query row without keys is 0); no KV cache (past_key/value, "
                  "nonpad_kv_seqlen), softcap, sliding window, qk_matmul_output",
     "AveragePool": "1-d, 2-d, 3-d with a size-1 window on depth or on height and width; no dilations",
-    "BatchNormalization": "inference, and training_mode=1 (batch statistics, running statistics)",
+    "BatchNormalization": "inference, and training_mode=1 (batch statistics, running statistics); of constants: "
+                          "folded at import",
+    "InstanceNormalization": "per channel; of a [N, G, rest] view of a 4-d map (torch.onnx's GroupNorm below opset 18): the "
+                             "map's group norm",
     "Abs": "float and integer",
     "Cast": _CAST_NOTE,
     "CastLike": _CAST_NOTE,
