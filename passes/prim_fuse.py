@@ -5,6 +5,7 @@ On each graph function, in this order:
   2. Op rewrites, tried on every op in program order; after one fires the scan starts again, until none
      does. On each op they are tried in this order (the option that enables each in brackets):
        reshape      view_chains.py         reshape(reshape(x)) -> one reshape, or x where it is x's type [always]
+       conv2d       pad_fold.py            conv2d(pad(x, 0)) -> conv2d(x) with the pad in its padding [always]
        batch_norm   batch_norm_fold.py     BN with constant parameters folded into the conv before it [fold-batch-norm]
        add, act     epilogues.py           bias, residual and activation as the conv2d/matmul's epilogue,
                                            also through reshapes and transposes [epilogues]
@@ -41,6 +42,7 @@ from .gelu_tanh_pattern import match_gelu_tanh
 from .matmul_views import rewrite_views
 from .view_chains import collapse_view_chains, merge_reshapes
 from .norm_residual import NORMS, fuse_norm_residual
+from .pad_fold import fold_pad_into_conv
 from .rms_norm_pattern import match_rms_norm
 from .silu_pattern import match_silu
 
@@ -69,6 +71,7 @@ class Options:
         """(the ops it applies to, rewrite) of step 2 (module docstring), in order, as the options enable them."""
         return [(ops, rewrite) for enabled, ops, rewrite in (
             (True, ("prim.reshape",), merge_reshapes),
+            (True, ("prim.conv2d",), fold_pad_into_conv),
             (self.fold_batch_norm, ("prim.batch_norm",), fold_batch_norm),
             (self.epilogues, EPILOGUE_OPS, fuse_epilogue),
             (self.epilogues, ("prim.mul",), match_gelu_tanh),

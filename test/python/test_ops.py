@@ -458,6 +458,29 @@ def test_concat_and_pad(dtype, pipeline, rng):
 
 
 @pytest.mark.parametrize("dtype,pipeline", grid())
+def test_zero_pad_before_conv(dtype, pipeline, rng):
+    """TensorFlow-style "same" padding as exporters write it (a zero pad of H and W, uneven sides, then the
+    convolution), which prim-fuse folds into the convolution's padding: stride 2, a depthwise and a
+    dilated one, a pad also read elsewhere, and a pad of another value (not folded)."""
+    net = Net(rng, dtype)
+    g = net.g
+    x, xv = net.input((2, 6, 9, 8))
+    w, wv = net.weight((5, 6, 3, 3), scale=0.3)
+    dw, dwv = net.weight((6, 1, 3, 3), scale=0.3)
+    pads = [0, 0, 0, 1, 0, 0, 1, 0]
+    p = g.pad(x, pads)
+    pv = ref.pad(xv, pads)
+    cases = [("stride 2", g.conv2d(p, w, stride=2, padding=1), ref.conv2d(pv, wv, stride=2, padding=1), 54),
+             ("depthwise", g.conv2d(p, dw, groups=6), ref.conv2d(pv, dwv, groups=6), 9),
+             ("dilated", g.conv2d(g.pad(x, [0, 0, 2, 1, 0, 0, 0, 3]), w, dilation=2),
+              ref.conv2d(ref.pad(xv, [0, 0, 2, 1, 0, 0, 0, 3]), wv, dilation=2), 54),
+             ("the pad itself", g.relu(p), np.maximum(pv, 0), 1),
+             ("pad value 1", g.conv2d(g.pad(x, pads, 1.0), w), ref.conv2d(ref.pad(xv, pads, 1.0), wv), 54)]
+    for out, (what, _, want, red) in zip(net.run(pipeline, *[c[1] for c in cases]), cases):
+        assert_close(out, want, dtype, reduction=red, what=what)
+
+
+@pytest.mark.parametrize("dtype,pipeline", grid())
 def test_slice(dtype, pipeline, rng):
     net = Net(rng, dtype)
     x, xv = net.input((3, 5, 9, 7))
