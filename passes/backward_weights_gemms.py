@@ -10,9 +10,10 @@ is the batch and the map, M = N OH OW:
                    = (dy^T [K, M] @ xs_rs [M, C])[k, c]
 
 dy^T is one transpose shared by every tap; xs_rs is the padded input's strided slice, or x itself for a 1x1,
-stride-1, unpadded filter. Channels and rows that are not multiples of 8 (a stem's 3 channels, batch 1 on
-a 7 x 7 map) are padded with zeros, so that the matrix cores take them (the SIMT GEMM, with one block over
-a reduction of 400 k rows, ran past a minute on the H100). The R S products [K, C] are stacked to KRSC,
+stride-1, unpadded filter. On GPUs, channels and rows that are not multiples of 8 (a stem's 3 channels, batch
+1 on a 7 x 7 map) are padded with zeros, so that the matrix cores take them (the SIMT GEMM, with one block
+over a reduction of 400 k rows, ran past a minute on the H100); the CPU's GEMM takes any size, and a pad
+is a pass over the whole operand (the stacked stem's [100352, 147] -> 152: 20 ms at batch 8). The R S products [K, C] are stacked to KRSC,
 cut back to C channels and transposed to the filter layout the op has. The GEMMs are forward matmuls with a run-time, 2-d, non-transposed rhs: the matrix-core GEMM
 solvers serve them, split-K where their grid is small (the reduction is long: 100 k rows at batch 32 on a
 56 x 56 map, the output 64 x 64). The copies (dy^T, the R S slices) are memory passes that an implicit-GEMM
@@ -38,10 +39,11 @@ ALIGN = 8     # the matrix-core GEMMs' K and N granule (16-byte rows of f16: TMA
 FEW_CHANNELS = 8   # fewer input channels than this: every tap in one GEMM (an RGB stem), on every target
 
 
-def backward_weights_as_gemms(op: ir.Operation, reference_only) -> bool:
+def backward_weights_as_gemms(op: ir.Operation, reference_only, align: int) -> bool:
     """Rewrite an NHWC, one-group prim.conv2d_backward_weights into GEMMs where reference_only(problem) says
     its target has no other solver for it, or where it has fewer than FEW_CHANNELS input channels (every
-    target: the taps stacked into one GEMM); whether it did."""
+    target: the taps stacked into one GEMM), the GEMMs' sizes padded to multiples of `align` (ALIGN for
+    matrix cores, 1 for none); whether it did."""
     if op.name != "prim.conv2d_backward_weights" or dialect.op_attrs(op)["layout"] != "NHWC":
         return False
     p = problem_of(op)
@@ -50,13 +52,14 @@ def backward_weights_as_gemms(op: ir.Operation, reference_only) -> bool:
     x, dy = dialect.operand_groups(op)
     m, loc = p.n * p.oh * p.ow, op.location
     stacked = p.c < FEW_CHANNELS
-    c, mp = p.c if stacked else -(-p.c // ALIGN) * ALIGN, -(-m // ALIGN) * ALIGN
+    c, mp = p.c if stacked else -(-p.c // align) * align, -(-m // align) * align
     with ir.InsertionPoint(op), loc:
         dyt = transpose(reshape(dy, [m, p.k], loc), [1, 0], loc)                               # [K, M]
         if mp != m:
             dyt = create("pad", [dyt], [p.k, mp], dy, {"pads": [0, 0, 0, mp - m], "value": 0.0}, loc)
         taps = _tap_slices(x, p, c, loc)
-        grad = _stacked_gemm(x, dyt, taps, p, m, mp, loc) if stacked else _tap_gemms(x, dyt, taps, p, c, m, mp, loc)
+        grad = _stacked_gemm(x, dyt, taps, p, m, mp, align, loc) if stacked else \
+            _tap_gemms(x, dyt, taps, p, c, m, mp, loc)
         if p.filter_layout != "KRSC":
             grad = transpose(grad, filter_perm("KRSC", p.filter_layout), loc)
     op.result.replace_all_uses_with(grad)
@@ -107,14 +110,14 @@ def _tap_gemms(x, dyt, taps, p, c: int, m: int, mp: int, loc):
     return grad
 
 
-def _stacked_gemm(x, dyt, taps, p, m: int, mp: int, loc):
+def _stacked_gemm(x, dyt, taps, p, m: int, mp: int, align: int, loc):
     """Few channels: the taps' slices side by side, [M, R S C] (an im2col), and one GEMM dy^T @ patches
-    [K, R S C] (its columns padded to ALIGN), read as KRSC."""
+    [K, R S C] (its columns padded to `align`), read as KRSC."""
     patches = taps[0]
     for t in taps[1:]:
         patches = create("concat", [patches, t], [p.n, p.oh, p.ow, patches.type.shape[3] + p.c], x, {"axis": 3}, loc)
     cols = p.r * p.s * p.c
-    colsp = -(-cols // ALIGN) * ALIGN
+    colsp = -(-cols // align) * align
     rows = _rows(x, patches, m, mp, cols, loc)
     if colsp != cols:
         rows = create("pad", [rows], [mp, colsp], x, {"pads": [0, 0, 0, colsp - cols], "value": 0.0}, loc)

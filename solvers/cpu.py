@@ -267,7 +267,7 @@ class GemmPacked(Solver):
         nt = p.panels or (8 if p.n % 16 and p.n % 8 == 0 and p.m <= 8 else 32 if wide else 16 if p.n >= 16
                           else 8 if p.n >= 8 else p.n)
         return {"mt": _rows_tile(p.m) if nt == 32 else 6, "nt": nt,
-                "pack": int(not p.panels and p.k * nt * 4 <= PANEL_BYTES)}
+                "pack": int(not p.panels and (p.k * nt * 4 <= PANEL_BYTES or cpu_gemm.blocks_k(p, True)))}
 
     def packed_rhs(self, p, params):
         """A constant [K, N] rhs is packed at compile time into its NT-column panels ([N/NT, K, NT]) when

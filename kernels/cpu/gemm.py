@@ -55,6 +55,12 @@ K_BLOCKED = 2 * KC   # deeper reductions (of one batch, packed, an A larger than
 L2_BYTES = 512 << 10
 
 
+def blocks_k(p, packed: bool) -> bool:
+    """Whether the reduction is done in blocks of about KC (module constants): B packed (each block's panel
+    then fits the stack whatever K), one batch, deep, and an A larger than L2."""
+    return packed and p.batch == 1 and p.k >= K_BLOCKED and p.m * p.k * 4 > L2_BYTES
+
+
 class _Gemm:
     """The kernel of one GemmProblem with its register tile (params mt, nt, pack)."""
 
@@ -69,10 +75,14 @@ class _Gemm:
         self.a, self.bm, self.bias, self.residual, self.out = kernel_arguments(signature, p.epilogue)
         self.signature = signature
         self.b = Body()
-        blocked = (self.pack or self.prepacked) and p.batch == 1 and p.k >= K_BLOCKED and p.m * p.k * 4 > L2_BYTES
-        blocks = math.ceil(p.k / KC) if blocked else 1
-        edges = [p.k * i // blocks for i in range(blocks + 1)]
-        self.k_blocks = list(zip(edges[:-1], edges[1:]))   # [k0, k1) of each K block
+        blocks = math.ceil(p.k / KC) if blocks_k(p, self.pack or self.prepacked) else 1
+        self.k_depth = -(-p.k // blocks)                   # every K block's but the last
+        last = self.k_depth * (blocks - 1)
+        assert last < p.k, "K blocks: the last one is not empty"
+        # (first k, depth, count) of each run of K blocks: the first, the middle ones as one loop, the last
+        self.k_runs = [(0, self.k_depth if blocks > 1 else p.k, 1)] + \
+            ([(self.k_depth, self.k_depth, blocks - 2)] if blocks > 2 else []) + \
+            ([(last, p.k - last, 1)] if blocks > 1 else [])
 
     # ------------------------------------------------------------------ memory
     def load(self, buf, offset, width: int = 0, dtype: str | None = None) -> str:
@@ -92,11 +102,11 @@ class _Gemm:
         return w
 
     # ------------------------------------------------------------------ one panel
-    def pack_panel(self, b_off, n0, width: int, k0: int, k1: int) -> None:
-        """buf[(k - k0)*NT + j] = B[k, n0 + j] for k0 <= k < k1, j < width (f32): a vector copy of each row k,
-        or, with a transposed rhs, `width` scalar loads along B's rows gathered into one vector per k."""
+    def pack_panel(self, b_off, n0, width: int, k0, depth: int) -> None:
+        """buf[(k - k0)*NT + j] = B[k, n0 + j] for k0 <= k < k0 + depth, j < width (f32): a vector copy of each
+        row k, or, with a transposed rhs, `width` scalar loads along B's rows gathered into one vector per k."""
         b, p = self.b, self.p
-        kb = b.open_for(0, k1 - k0)
+        kb = b.open_for(0, depth)
         k = b.add(kb, k0)
         if p.transpose_rhs:
             lanes = [self.load(self.bf, b.add(b_off, b.add(b.mul(b.add(n0, j), p.k), k))) for j in range(width)]
@@ -107,26 +117,29 @@ class _Gemm:
         b.emit(f"vector.store {v}, {self.buf}[{b.idx(b.mul(kb, self.nt))}] : {self.buf_t}, vector<{width}xf32>")
         b.close()
 
-    def tile(self, a_off, out_off, m0, n0, rows: int, width: int, b_off, k0: int = 0, k1: int | None = None) -> None:
+    def tile(self, a_off, out_off, m0, n0, rows: int, width: int, b_off, k0=0, depth: int | None = None) -> None:
         """One register tile: rows x width outputs at (m0, n0) of one batch, as rows x (width / L)
-        accumulators vector<L x f32> (a narrower last one for width % L), over k0 <= k < k1 (the k loop unrolled
+        accumulators vector<L x f32> (a narrower last one for width % L), over k0 <= k < k0 + depth (the k loop unrolled
         KU times). A K block after the first starts from the partial sums in the scratch; one before the
         last leaves them there; the last applies the epilogue."""
         b, p = self.b, self.p
-        k1 = p.k if k1 is None else k1
+        depth = p.k if depth is None else depth
+        first, last = isinstance(k0, int) and k0 == 0, isinstance(k0, int) and k0 + depth == p.k
         lanes = self.lanes
         widths = [lanes] * (width // lanes) + [width % lanes] * (width % lanes > 0)
         types = [f"vector<{w}xf32>" for w in widths]
         partial = lambda i, j: b.add(b.mul(b.add(m0, i), p.n), b.add(n0, j * lanes))  # noqa: E731
-        if k0 == 0:
+        if first:
             zeros = [b.const(0.0, t) for _ in range(rows) for t in types]
         else:
             zeros = [self.load(self.partials, partial(i, j), w, "f32") for i in range(rows) for j, w in enumerate(widths)]
         a_rows = [b.add(a_off, b.mul(b.add(m0, i), p.k)) for i in range(rows)]
 
-        def step(k, accs):
+        def step(kr, accs):
+            """k = k0 + kr, kr within the block."""
+            k = b.add(kr, k0)
             if self.pack:
-                bk, buf = b.mul(b.add(k, -k0), self.nt), (self.buf, self.buf_t)
+                bk, buf = b.mul(kr, self.nt), (self.buf, self.buf_t)
                 bvs = [self.load(buf, b.add(bk, j * lanes), w, "f32") for j, w in enumerate(widths)]
             elif self.prepacked:
                 bk = b.add(b.mul(n0, p.k), b.mul(k, self.nt))
@@ -144,7 +157,6 @@ class _Gemm:
                     out.append(f)
             return out
 
-        depth = k1 - k0
         ku = KU if depth >= KU else 1
         # A thin tile (a GEMV's one row) has too few accumulators to hide the FMA latency: the unrolled
         # k steps then go to `sets` separate sets of them, added together after the loop.
@@ -155,14 +167,14 @@ class _Gemm:
             kk, args, loop_accs = b.loop(0, depth // ku, zeros + fresh, None, types * rows * sets)
             out = [list(args[i * len(zeros):(i + 1) * len(zeros)]) for i in range(sets)]
             for u in range(ku):
-                out[u % sets] = step(b.add(b.add(b.mul(kk, ku), u), k0), out[u % sets])
+                out[u % sets] = step(b.add(b.mul(kk, ku), u), out[u % sets])
             b.end_loop([v for o in out for v in o], None, types * rows * sets)
             accs = loop_accs[:len(zeros)]
             for i in range(1, sets):
                 accs = [b.op("arith.addf", x, y, t) for x, y, t in zip(accs, loop_accs[i * len(zeros):], types * rows)]
-        for k in range(k0 + depth // ku * ku, k1):
-            accs = step(k, accs)
-        if k1 < p.k:
+        for kr in range(depth // ku * ku, depth):
+            accs = step(kr, accs)
+        if not last:
             for i in range(rows):
                 for j, w in enumerate(widths):
                     b.emit(f"vector.store {accs[i * len(widths) + j]}, {self.partials[0]}[{b.idx(partial(i, j))}] : "
@@ -195,25 +207,28 @@ class _Gemm:
         b, p = self.b, self.p
         full, rest = divmod(p.n, self.nt)
 
-        def panel(n0, width, k0, k1):
+        def panel(n0, width, k0, depth):
             if self.pack:
-                self.pack_panel(b_off, n0, width, k0, k1)
+                self.pack_panel(b_off, n0, width, k0, depth)
             if tail:
-                self.tile(a_off, out_off, p.m - tail, n0, tail, width, b_off, k0, k1)
+                self.tile(a_off, out_off, p.m - tail, n0, tail, width, b_off, k0, depth)
             else:
                 t = b.open_for(m_lo, m_hi)
-                self.tile(a_off, out_off, b.mul(t, self.mt), n0, self.mt, width, b_off, k0, k1)
+                self.tile(a_off, out_off, b.mul(t, self.mt), n0, self.mt, width, b_off, k0, depth)
                 b.close()
 
-        for k0, k1 in self.k_blocks:
+        for first_k, depth, count in self.k_runs:
+            k0 = first_k if count == 1 else b.add(b.mul(b.open_for(0, count), depth), first_k)
             if full:
                 lo, hi = (0, full) if self.parts == 1 else \
                     (b.op("arith.divui", b.mul(part, full), self.parts),
                      b.op("arith.divui", b.add(b.mul(part, full), full), self.parts))
-                panel(b.mul(b.open_for(lo, hi), self.nt), self.nt, k0, k1)
+                panel(b.mul(b.open_for(lo, hi), self.nt), self.nt, k0, depth)
                 b.close()
             if rest:
-                self.when(part, self.parts - 1, lambda: panel(full * self.nt, rest, k0, k1))
+                self.when(part, self.parts - 1, lambda: panel(full * self.nt, rest, k0, depth))
+            if count > 1:
+                b.close()
 
     def when(self, value, equals: int, then, otherwise=None) -> None:
         """scf.if value == equals (both branches statically decided when value is a Python int)."""
@@ -241,7 +256,7 @@ class _Gemm:
         threads; where they cannot (a single chunk of few rows), the columns are split between the
         threads instead (a batch's A then stays in L2 for every thread, and B is read once)."""
         p, tiles, full = self.p, self.p.m // self.mt, self.p.n // self.nt
-        depth = max(k1 - k0 for k0, k1 in self.k_blocks)   # of A a chunk holds at a time
+        depth = self.k_runs[0][1]   # of A a chunk holds at a time
         chunks = math.ceil(tiles / max(1, CHUNK_BYTES // (self.mt * depth * 4))) if tiles else 0
         if chunks == 1 and p.batch == 1 and tiles >= self.threads and p.m > p.n:
             chunks = self.threads   # A outweighs B (a pointwise convolution's pixels): the rows are split
@@ -256,7 +271,7 @@ class _Gemm:
         self.af, self.bf, self.outf = self.b.flat(self.a), self.b.flat(self.bm), self.b.flat(self.out)
         self.biasf = self.b.flat(self.bias) if self.bias else None
         self.resf = self.b.flat(self.residual) if self.residual else None
-        if len(self.k_blocks) > 1:
+        if len(self.k_runs) > 1:
             self.partials = (b.fresh("partials"), f"memref<{p.m * p.n}xf32>")
             b.emit(f"{self.partials[0]} = memref.alloc() {{alignment = 64 : i64}} : {self.partials[1]}")
         chunks, self.parts = self.split()
@@ -274,7 +289,7 @@ class _Gemm:
         a_off, out_off = b.mul(bt, p.m * p.k), b.mul(bt, p.m * p.n)
         b_off = b.mul(bt, p.k * p.n) if p.batched_rhs else 0
         if self.pack:
-            self.buf, self.buf_t = b.fresh("buf"), f"memref<{max(k1 - k0 for k0, k1 in self.k_blocks) * self.nt}xf32>"
+            self.buf, self.buf_t = b.fresh("buf"), f"memref<{self.k_runs[0][1] * self.nt}xf32>"
             b.emit("memref.alloca_scope {")
             b.depth += 1
             b.emit(f"{self.buf} = memref.alloca() {{alignment = 64 : i64}} : {self.buf_t}")

@@ -4,8 +4,8 @@ Every matmul the frontends emit: a 2-d rhs under a 2-d or batched lhs (linear la
 (attention's P V) and a batched, transposed rhs (Q K^T), with odd sizes that leave row tails (M % MT),
 column tails (N % NT, N < 8), short K (below the k loop's unrolling) and a single row (a GEMV, whose
 columns the threads split). The register tile's parameters (MT, NT, packed or not) are each run; the
-two large cases go through two row chunks and through the column split; the two deep ones (K >= 1536)
-through K blocks with partial sums; f16/bf16 widen to f32 and round once.
+two large cases go through two row chunks and through the column split; the deep ones (K >= 1536)
+through K blocks with partial sums (the middle ones as a loop); f16/bf16 widen to f32 and round once.
 """
 from __future__ import annotations
 
@@ -32,6 +32,9 @@ CASES = [
     ("transposed_2d_input_rhs", (6, 13), (9, 13), True, False, False, True, "none"),
     ("deep_k_blocks_res_gelu", (2, 23, 1601), (1601, 37), False, True, True, True, "gelu"),  # 3 K blocks
     ("deep_transposed_relu", (9, 2000), (50, 2000), True, True, True, False, "relu"),       # 3 K blocks
+    # 6 K blocks (the middle four as one loop, the last one shorter), a panel of all K over the stack's
+    # budget (packed per block only): a stem's filter gradient, K = N OH OW
+    ("deep_k_block_loop_input_rhs", (70, 4601), (4601, 45), False, False, True, False, "relu"),
     ("two_chunks", (1501, 800), (800, 37), False, True, True, False, "none"),   # 250 tiles, 218 a chunk
     ("one_chunk_columns_split", (301, 700), (700, 83), False, True, True, False, "none"),
 ]
@@ -129,8 +132,10 @@ def test_gemm_packed_deep_transposed_not_applicable():
     assert "too deep" in SOLVERS["gemm_packed"].is_applicable(p, None)
     assert SOLVERS["gemm_packed"].is_applicable(GemmProblem(1, 8, 8, 100_000, False, False, "f32", "none"),
                                                 None) is None
-    assert SOLVERS["gemm_packed"].default_params(GemmProblem(1, 8, 8, 100_000, False, False, "f32", "none"),
-                                                 parse_target("cpu"))["pack"] == 0
+    # a panel of all K is over the stack's budget: packed per K block where A outgrows L2, else read in place
+    params = lambda m: SOLVERS["gemm_packed"].default_params(  # noqa: E731
+        GemmProblem(1, m, 8, 100_000, False, False, "f32", "none"), parse_target("cpu"))
+    assert params(8)["pack"] == 1 and params(1)["pack"] == 0
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
