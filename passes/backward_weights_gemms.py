@@ -39,11 +39,11 @@ ALIGN = 8     # the matrix-core GEMMs' K and N granule (16-byte rows of f16: TMA
 FEW_CHANNELS = 8   # fewer input channels than this: every tap in one GEMM (an RGB stem), on every target
 
 
-def backward_weights_as_gemms(op: ir.Operation, reference_only, align: int) -> bool:
+def backward_weights_as_gemms(op: ir.Operation, target, reference_only) -> bool:
     """Rewrite an NHWC, one-group prim.conv2d_backward_weights into GEMMs where reference_only(problem) says
-    its target has no other solver for it, or where it has fewer than FEW_CHANNELS input channels (every
-    target: the taps stacked into one GEMM), the GEMMs' sizes padded to multiples of `align` (ALIGN for
-    matrix cores, 1 for none); whether it did."""
+    `target` has no other solver for it, or where it has fewer than FEW_CHANNELS input channels (every
+    target: the taps stacked into one GEMM), the GEMMs' sizes padded to multiples of ALIGN on GPUs; whether
+    it did."""
     if op.name != "prim.conv2d_backward_weights" or dialect.op_attrs(op)["layout"] != "NHWC":
         return False
     p = problem_of(op)
@@ -51,7 +51,7 @@ def backward_weights_as_gemms(op: ir.Operation, reference_only, align: int) -> b
         return False
     x, dy = dialect.operand_groups(op)
     m, loc = p.n * p.oh * p.ow, op.location
-    stacked = p.c < FEW_CHANNELS
+    stacked, align = p.c < FEW_CHANNELS, 1 if target.kind == "cpu" else ALIGN
     c, mp = p.c if stacked else -(-p.c // align) * align, -(-m // align) * align
     with ir.InsertionPoint(op), loc:
         dyt = transpose(reshape(dy, [m, p.k], loc), [1, 0], loc)                               # [K, M]

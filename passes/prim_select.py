@@ -63,7 +63,7 @@ from . import slow_fallbacks
 from .param_layouts import store_params_permuted
 from .prim_layout import MARK, cancel_transposes, check_layout, lay_out
 from .backward_data_phases import backward_data_by_phases
-from .backward_weights_gemms import ALIGN as GEMM_ALIGN, backward_weights_as_gemms
+from .backward_weights_gemms import backward_weights_as_gemms
 from .rewrite import (constant, create, filter_perm, index_constant, new_constant, pad_zeros, producer, rebuild,
                       reshape, single_use, swap, transformed_constant, transpose)
 
@@ -519,8 +519,7 @@ def prepare(fn, layout: str, target: Target, forced: str = "") -> list[ir.Operat
     if not forced:
         for op in ops():
             backward_data_by_phases(op, target, lambda problem: predicted_time(problem, target)) or \
-                backward_weights_as_gemms(op, lambda problem: _reference_only(problem, target),
-                                          1 if target.kind == "cpu" else GEMM_ALIGN)
+                backward_weights_as_gemms(op, target, lambda problem: _reference_only(problem, target))
     reshape_problem = (lambda op: op) if forced else \
         (lambda op: _subsample_pointwise(_densify_groups(_backward_data_as_forward(op, target), target), target))
     return [_pad_columns(_pad_channels(reshape_problem(_untranspose_rhs(op)), target), target) for op in ops()

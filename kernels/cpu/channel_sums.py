@@ -299,13 +299,14 @@ class _Channels:
         self.group_totals(partial, sums, groups, coef, NC, lambda t: self.scalar(
             "math.rsqrt", self.scalar("arith.addf", self.scalar("arith.mulf", t, inv_count), eps)))
 
+        n = b.open_for(0, self.samples)
+
         def affine(c, m):   # coef: [mean | inv_std] per (sample, channel) -> [b | a]
             at = b.add(b.mul(n, self.C), c)
             a = self.v("arith.mulf", self.load(coef, b.add(at, NC), m), self.load(scale, c, m))
             shifted = self.v("arith.subf", self.load(shift, c, m), self.v("arith.mulf", self.load(coef, at, m), a))
             self.store(a, coef, b.add(at, NC), m)
             self.store(shifted, coef, at, m)
-        n = b.open_for(0, self.samples)
         self.each_vector(affine)
         b.close()
         self.per_element(lambda at, c, m: self.v(

@@ -76,12 +76,12 @@ class _Gemm:
         self.signature = signature
         self.b = Body()
         blocks = math.ceil(p.k / KC) if blocks_k(p, self.pack or self.prepacked) else 1
-        self.k_depth = -(-p.k // blocks)                   # every K block's but the last
-        last = self.k_depth * (blocks - 1)
+        depth = -(-p.k // blocks)                   # every K block's but the last
+        last = depth * (blocks - 1)
         assert last < p.k, "K blocks: the last one is not empty"
         # (first k, depth, count) of each run of K blocks: the first, the middle ones as one loop, the last
-        self.k_runs = [(0, self.k_depth if blocks > 1 else p.k, 1)] + \
-            ([(self.k_depth, self.k_depth, blocks - 2)] if blocks > 2 else []) + \
+        self.k_runs = [(0, depth if blocks > 1 else p.k, 1)] + \
+            ([(depth, depth, blocks - 2)] if blocks > 2 else []) + \
             ([(last, p.k - last, 1)] if blocks > 1 else [])
 
     # ------------------------------------------------------------------ memory

@@ -79,12 +79,10 @@ _NONNEG = {**{op: (0,) for op in ("Cast", "CumSum", "Reshape", "Transpose", "Squ
                                    "GatherND", "ReduceMax", "ReduceMin")},
            **{op: "all" for op in ("Add", "Mul", "Div", "Min", "Max", "Sum", "Concat")},
            "Where": (1, 2), "Abs": (), "Relu": ()}
-# Ops that are never folded by onnx's reference evaluator even when all inputs are known: random ones,
-# BatchNormalization, whose onnx reference implementation for opsets 9-13 mixes in batch statistics (it is
-# folded by fold_batch_norm instead), and If, whose branches read values of the graph around them (op_If
-# imports the branch it takes).
+# Ops that are never folded at import time even when all inputs are known: random ones, and If, whose
+# branches read values of the graph around them (op_If imports the branch it takes).
 _NO_FOLD = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
-            "Bernoulli", "BatchNormalization", "If"}
+            "Bernoulli", "If"}
 
 
 def _import_time(method):
@@ -287,26 +285,6 @@ class _Importer:
             self.consts[name] = np.asarray(v)
         return True
 
-    def fold_batch_norm(self, node, a) -> None:
-        """BatchNormalization of constants (BiT's weight standardization: batch statistics of its reshaped
-        filters), in float64: y, and where asked for the running mean and variance (training_mode=1)."""
-        x, scale, bias, mean, var = (self.consts[i].astype(np.float64) for i in node.input[:5])
-        eps, momentum = float(a.get("epsilon", 1e-5)), float(a.get("momentum", 0.9))
-        per_channel = (-1,) + (1,) * (x.ndim - 2)
-        if a.get("training_mode", 0):
-            axes = (0, *range(2, x.ndim))
-            batch_mean, batch_var = x.mean(axes), x.var(axes)
-            running = [mean * momentum + batch_mean * (1 - momentum), var * momentum + batch_var * (1 - momentum)]
-            mean, var = batch_mean, batch_var
-        else:
-            running = [mean, var]
-        y = (x - mean.reshape(per_channel)) / np.sqrt(var.reshape(per_channel) + eps) * scale.reshape(per_channel) \
-            + bias.reshape(per_channel)
-        dtype = self.consts[node.input[0]].dtype
-        for name, value in zip(node.output, [y, *running]):
-            if name:
-                self.consts[name] = value.astype(dtype)
-
     def convert_all(self, nodes):
         for node in nodes:
             self.node = node
@@ -319,12 +297,8 @@ class _Importer:
         op = node.op_type
         a = self.attrs(node)
         ins = [i for i in node.input if i]
-        if ins and all(i in self.consts for i in ins):
-            if op == "BatchNormalization":
-                self.fold_batch_norm(node, a)
-                return
-            if op not in _NO_FOLD and self.fold(node):
-                return
+        if ins and op not in _NO_FOLD and all(i in self.consts for i in ins) and self.fold(node):
+            return
         fn = getattr(self, "op_" + op, None)
         if fn is None:
             self.unsupported()
@@ -1459,8 +1433,27 @@ class _Importer:
 def _reference_ops() -> list:
     """Ops of onnx's reference evaluator that fold() replaces: GatherElements (onnx 1.16-1.23 fail on
     more than 32 values along the axis with indices narrower than the data, as torch.onnx writes BERT's
-    token_type_ids: np.choose's limit, and a fallback that reshapes wrongly)."""
+    token_type_ids: np.choose's limit, and a fallback that reshapes wrongly) and BatchNormalization (its
+    implementation for opsets 9-13 mixes in batch statistics; BiT's weight standardization is one of
+    constant filters)."""
     from onnx.reference.op_run import OpRun
+
+    class BatchNormalization(OpRun):
+        op_domain = ""
+
+        def _run(self, x, scale, bias, mean, var, epsilon=1e-5, momentum=0.9, training_mode=0, **_):
+            """y in float64, rounded to x's type; with training_mode, the batch's statistics and the running
+            ones (input * momentum + batch * (1 - momentum))."""
+            x64, scale, bias, mean, var = (v.astype(np.float64) for v in (x, scale, bias, mean, var))
+            if training_mode:
+                axes = (0, *range(2, x.ndim))
+                batch_mean, batch_var = x64.mean(axes), x64.var(axes)
+                running = (mean * momentum + batch_mean * (1 - momentum), var * momentum + batch_var * (1 - momentum))
+                mean, var = batch_mean, batch_var
+            per_channel = (-1,) + (1,) * (x.ndim - 2)
+            y = (x64 - mean.reshape(per_channel)) / np.sqrt(var.reshape(per_channel) + epsilon) \
+                * scale.reshape(per_channel) + bias.reshape(per_channel)
+            return tuple(v.astype(x.dtype) for v in ((y, *running) if training_mode else (y,)))
 
     class GatherElements(OpRun):
         op_domain = ""
@@ -1470,7 +1463,7 @@ def _reference_ops() -> list:
             idx = np.where(indices < 0, indices + data.shape[axis], indices)
             sub = data[tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(idx.shape))]
             return (np.take_along_axis(sub, idx, axis),)
-    return [GatherElements]
+    return [GatherElements, BatchNormalization]
 
 
 def _gather_nd(data: np.ndarray, indices: np.ndarray, batch_dims: int) -> np.ndarray:
