@@ -176,6 +176,10 @@ OPS: dict[str, OpSpec] = {s.name: s for s in [
     _spec("batch_norm_backward", ("grad_output", "input", "scale", "saved_mean", "saved_inv_std"), {"layout": "str"},
           doc="grad_input of batch_norm_training: dx = scale * inv_std / M * (M dy - sum(dy) - xhat sum(dy xhat)), "
               "xhat = (x - saved_mean) * saved_inv_std, the sums over the M = N H W values of a channel"),
+    _spec("batch_norm_backward_sums", ("grad_output", "input", "saved_mean"), {"layout": "str"},
+          doc="the two sums per channel that batch norm's scale and shift gradients are, as one [2, C] tensor: row 0 "
+              "sum(dy), row 1 sum(dy (x - saved_mean)) over N, H, W (times saved_inv_std: the scale's gradient); one "
+              "pass over dy and x for both, as batch_norm_backward makes them for grad_input"),
     _spec("layer_norm_backward", ("grad_output", "input", ("scale", "optional")),
           {"epsilon": "f64", "normalized_ndim": "i64"},
           doc="grad_input of layer_norm over the trailing normalized_ndim dims (D values, the statistics recomputed): "
@@ -607,6 +611,13 @@ def _batch_norm_backward(shapes, attrs):
     return tuple(shapes[1])
 
 
+def _batch_norm_backward_sums(shapes, attrs):
+    _same_as(shapes[:2], ("grad_output", "input"))
+    n, c, h, w = _layout(attrs, shapes[1])
+    _channel_vec(shapes[2:], c, ("saved_mean",))
+    return (2, c)
+
+
 def _layer_norm_backward(shapes, attrs):
     _same_as(shapes[:2], ("grad_output", "input"))
     return _layer_norm([shapes[1], shapes[2], None], attrs)
@@ -667,7 +678,8 @@ _RULES = {
     "gather": _gather, "gather_elements": _gather_elements, "index_copy": _index_copy, "cumsum": _cumsum, "bounds_check": _bounds_check,
     "conv2d_backward_data": _conv2d_backward_data, "conv2d_backward_weights": _conv2d_backward_weights,
     "batch_norm_training": _batch_norm_training, "batch_norm_statistics": _batch_norm_statistics,
-    "batch_norm_backward": _batch_norm_backward, "layer_norm_backward": _layer_norm_backward,
+    "batch_norm_backward": _batch_norm_backward, "batch_norm_backward_sums": _batch_norm_backward_sums,
+    "layer_norm_backward": _layer_norm_backward,
     "activation_backward": _activation_backward, "max_pool2d_backward": _max_pool2d_backward,
     "avg_pool2d_backward": _avg_pool2d_backward, "softmax_backward": _softmax_backward,
     "log_softmax_backward": _softmax_backward, "cross_entropy": _cross_entropy,

@@ -92,6 +92,27 @@ def host_profiles(steps: dict, count: int, rows: dict) -> None:
               + "\n".join(text.getvalue().splitlines()[4:40]), flush=True)
 
 
+def kernel_profiles(runs: int, rows: dict) -> None:
+    """The compiled forward and backward graphs profiled kernel by kernel (runtime/profile.py: each launch
+    timed alone, random inputs), printed as `openprim profile` prints them; the time per kernel family into
+    rows["openprim"]["kernels"]."""
+    from openprim import torch_backend
+    from openprim.profile_command import table
+    from openprim.runtime.profile import profile
+    families = rows["openprim"]["kernels"] = {}
+    for kind, exe in torch_backend.AOT_EXECUTABLES.items():
+        report = profile(exe, runs=runs)
+        print(f"\n{kind} graph:\n{table(report, top=40)}", flush=True)
+        family = families[kind] = {"total_us": report.total_us, "kernel_us": report.kernel_us,
+                                   "graph_us": report.graph_us, "by_kernel": {}}
+        for s in report.steps:
+            name = s.solver or s.op
+            us, count = family["by_kernel"].get(name, (0.0, 0))
+            family["by_kernel"][name] = (us + s.time_us, count + 1)
+        print("by kernel: " + ", ".join(f"{k} {us:.0f} us ({n})" for k, (us, n) in
+                                        sorted(family["by_kernel"].items(), key=lambda kv: -kv[1][0])), flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--batch", type=int, default=32)
@@ -103,6 +124,8 @@ def main():
     ap.add_argument("--host-profile", type=int, metavar="STEPS", default=0,
                     help="also run STEPS steps of each variant under cProfile and print where the host's time goes "
                          "(the steps synchronized at the end: host time beyond the GPU's shows as waiting less)")
+    ap.add_argument("--kernel-profile", type=int, metavar="RUNS", default=0,
+                    help="also profile OpenPrim's forward and backward graphs kernel by kernel over RUNS runs")
     args = ap.parse_args()
     use_checkout()
     import torch
@@ -159,6 +182,8 @@ def main():
 
     if args.host_profile:
         host_profiles(steps, args.host_profile, rows)
+    if args.kernel_profile and "openprim" in steps:
+        kernel_profiles(args.kernel_profile, rows)
     times = time_rounds(steps, args.rounds, args.iters)
     ms = medians(times)
     for name, t in ms.items():

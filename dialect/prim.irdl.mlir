@@ -596,6 +596,17 @@ irdl.dialect @prim {
     %res = irdl.base "!builtin.tensor"
     irdl.results(result: %res)
   }
+  // the two sums per channel that batch norm's scale and shift gradients are, as one [2, C] tensor: row 0 sum(dy), row 1 sum(dy (x - saved_mean)) over N, H, W (times saved_inv_std: the scale's gradient); one pass over dy and x for both, as batch_norm_backward makes them for grad_input
+  irdl.operation @batch_norm_backward_sums {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    %t2 = irdl.base "!builtin.tensor"
+    irdl.operands(grad_output: %t0, input: %t1, saved_mean: %t2)
+    %a0 = irdl.base "#builtin.string"
+    irdl.attributes {"layout" = %a0}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
   // grad_input of layer_norm over the trailing normalized_ndim dims (D values, the statistics recomputed): g = dy * scale, dx = inv_std / D * (D g - sum(g) - xhat sum(g xhat))
   irdl.operation @layer_norm_backward {
     %t0 = irdl.base "!builtin.tensor"

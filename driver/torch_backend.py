@@ -68,12 +68,43 @@ def _run_on_stream(exe, ins, plan_out) -> list:
     """A GPU executable run on device tensors `ins` (the plan's dtypes, contiguous), enqueued on PyTorch's
     current stream of its device: new output tensors (plan_out: (shape, dtype) each) that the plan writes."""
     device = torch.device("cuda", exe.device.index)
-    outs = [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in plan_out]
+    outs = _empty_many(plan_out, device)
     stream = torch.cuda.current_stream(device).cuda_stream
     if stream:
         exe.device.check_stream(stream)
     exe.run_pointers([t.data_ptr() for t in ins], [o.data_ptr() for o in outs], stream)
     return outs
+
+
+def _empty_many(specs, device) -> list:
+    """New tensors of each (shape, torch dtype) of `specs`, carved from one allocation per dtype (each 256-byte
+    aligned, as the runtime binds a pointer in place only when aligned): a training graph has hundreds of
+    outputs, and one allocator call a call instead of one per output also tends to give the same addresses
+    call after call, so the plan's captured graph keeps its bindings instead of updating its nodes."""
+    out = [None] * len(specs)
+    groups = collections.defaultdict(list)
+    for k, (_, dtype) in enumerate(specs):
+        groups[dtype].append(k)
+    for dtype, ks in groups.items():
+        unit = max(1, 256 // dtype.itemsize)
+        sizes = []
+        for k in ks:
+            n = int(np.prod(specs[k][0], dtype=np.int64))
+            sizes += [n, -n % unit]
+        chunks = torch.empty(sum(sizes), dtype=dtype, device=device).split(sizes)
+        for k, chunk in zip(ks, chunks[::2]):
+            out[k] = chunk.view(specs[k][0])
+    return out
+
+
+def _converted(tensors, dtypes, device) -> list:
+    """`tensors` converted to `dtypes` (one each) in one batched copy (torch._foreach_copy_: a few launches, not
+    one `.to` each: autocast's graphs convert every parameter in and every gradient out)."""
+    if not tensors:
+        return []
+    out = _empty_many([(t.shape, d) for t, d in zip(tensors, dtypes)], device)
+    torch._foreach_copy_(out, [t.detach() for t in tensors])
+    return out
 
 
 class _Compiled:
@@ -715,6 +746,9 @@ def _dynamic_backend(gm, inputs, batch_range, options):
 # that OpenPrim compiled), "forward runs", "backward runs" (calls of their executables), "forward eager",
 # "backward eager" (calls that ran the fx graph eagerly instead).
 AOT_COUNTS = collections.Counter()
+# The executable each kind of graph ("forward", "backward") was last compiled into, for profilers
+# (bench/gpu_training_step.py --kernel-profile).
+AOT_EXECUTABLES = {}
 
 # Besides backward.TRAINING_KEPT, what the inference import keeps whole too (importer._decompose).
 _KEPT_WHOLE = ("scaled_dot_product", "silu", "hardswish", "hardsigmoid")
@@ -789,6 +823,8 @@ def _compile_aot(gm, example_inputs, kind, state, calls, options, target="cpu", 
         return eager
     state.stand_ins.update(imported.stand_ins)
     AOT_COUNTS[f"{kind} compiled"] += 1
+    if exe is not None:
+        AOT_EXECUTABLES[kind] = exe
     if precision:
         AOT_COUNTS[f"{kind} compiled in {precision}"] += 1
     with unset_fake_temporarily():         # it moves the values known at import to the GPU
@@ -876,32 +912,36 @@ class _AotRunner:
         self.values = {}
         if self.on_gpu:
             self.plan_in, self.plan_out = _plan_tensors(exe)
-            where = torch.device("cuda", exe.device.index)
-            self.values = {k: v[0].to(where) for k, (kind, *v) in enumerate(imported.outputs) if kind == "value"}
+            self.where = torch.device("cuda", exe.device.index)
+            self.values = {k: v[0].to(self.where) for k, (kind, *v) in enumerate(imported.outputs) if kind == "value"}
 
-    def _run(self, args):
+    def _run(self, args) -> tuple[list, dict]:
         """The executable's outputs for gm's arguments `args` (torch tensors; OpenPrimError where a
-        run-time check failed)."""
+        run-time check failed), and {argument index: its conversion to the plan's dtype} of the arguments
+        the call converted (a GPU plan compiled in autocast's dtype takes the f32 parameters in f16)."""
         imp = self.imported
         feeds = [args[i].permute(0, 2, 3, 1) if i in imp.channels_last_feeds else args[i] for i in imp.feeds]
         if not self.on_gpu:
             outs = self.exe(*[_array(t) for t in feeds])
             outs = (outs,) if len(self.exe.plan["outputs"]) == 1 else outs
-            return [torch.from_numpy(np.asarray(o)) for o in outs]
-        outs = _run_on_stream(self.exe, [t if t.dtype == want and t.is_contiguous() else t.detach().to(want).contiguous()
-                                         for t, want in zip(feeds, self.plan_in)], self.plan_out)
+            return [torch.from_numpy(np.asarray(o)) for o in outs], {}
+        ins = [t if t.dtype == want and t.is_contiguous() else None for t, want in zip(feeds, self.plan_in)]
+        todo = [k for k, t in enumerate(ins) if t is None]
+        for k, t in zip(todo, _converted([feeds[k] for k in todo], [self.plan_in[k] for k in todo], self.where)):
+            ins[k] = t
+        outs = _run_on_stream(self.exe, ins, self.plan_out)
         if self.exe.plan.get("checks"):
-            torch.cuda.current_stream(torch.device("cuda", self.exe.device.index)).synchronize()
+            torch.cuda.current_stream(self.where).synchronize()
             self.exe.raise_failed_checks()
-        return outs
+        return outs, {imp.feeds[k]: ins[k] for k in todo if imp.feeds[k] not in imp.channels_last_feeds}
 
     def __call__(self, *args):
         args = _unboxed(args)
         imp = self.imported
-        outs = ()
+        outs, converted = (), {}
         if self.exe is not None:
             try:
-                outs = self._run(args)
+                outs, converted = self._run(args)
             except OpenPrimError as e:     # its forward's call fails too: one warning per model
                 if not self.calls.check_failed:
                     self.calls.check_failed = True
@@ -909,17 +949,22 @@ class _AotRunner:
                     _warn_once(f"openprim_backend: a run-time check failed ({where}); running such calls eagerly")
                 return self.eager(args)
         AOT_COUNTS[f"{self.kind} runs"] += 1
-        result = []
+        result, todo = [], []
         for k, ((kind, *v), meta) in enumerate(zip(imp.outputs, imp.meta)):
             if kind in ("graph", "input"):
                 # an argument passed through may stand for a cast of it (autocast's f16 copy of a weight,
-                # which the backward's eager fallback must get in f16)
+                # which the backward's eager fallback must get in f16): the call's own conversion where it
+                # made one, else converted below with the others
                 t = outs[v[0]] if kind == "graph" else args[v[0]]
                 if kind == "graph" and v[0] in imp.channels_last_outputs:   # a saved map as computed: NHWC
                     t = t.permute(0, 3, 1, 2)
                 if meta is not None:
                     if t.dtype != meta[1]:
-                        t = t.to(meta[1])
+                        same = converted.get(v[0]) if kind == "input" else None
+                        if same is not None and same.dtype == meta[1]:
+                            t = same
+                        else:
+                            todo.append(k)
                     if tuple(t.shape) != meta[0]:
                         t = t.reshape(meta[0])
                 result.append(t)
@@ -927,4 +972,8 @@ class _AotRunner:
                 result.append(self.values.get(k, v[0]))
             else:
                 result.append(None)
+        if todo:
+            where = self.where if self.on_gpu else torch.device("cpu")
+            for k, t in zip(todo, _converted([result[k] for k in todo], [imp.meta[k][1] for k in todo], where)):
+                result[k] = t
         return result

@@ -81,6 +81,8 @@ def _gpu_channel_sums(r: KernelRequest) -> str | None:
         return None
     if r.op == "batch_norm_statistics":
         return gpu_channel_sums.statistics_kernel(r.name, r.signature, r.attrs["epsilon"])
+    if r.op == "batch_norm_backward_sums":
+        return gpu_channel_sums.backward_sums_kernel(r.name, r.signature)
     return gpu_channel_sums.backward_kernel(r.name, r.signature)
 
 
@@ -138,9 +140,10 @@ OP_KERNELS: dict[tuple[str, str], Callable[[KernelRequest], str | None]] = {
     ("index_copy", "cpu"): _cpu_index_copy,
     ("max_pool2d_backward", "cpu"): _cpu_max_pool_backward,
     **{(op, "cpu"): _cpu_channel_sums for op in ("batch_norm_statistics", "batch_norm_training", "batch_norm_backward",
-                                                 "group_norm", "reduce")},
+                                                 "batch_norm_backward_sums", "group_norm", "reduce")},
     **{("index_copy", kind): _gpu_index_copy for kind in GPU_KINDS},
-    **{(op, kind): _gpu_channel_sums for op in ("batch_norm_statistics", "batch_norm_backward", "reduce")
+    **{(op, kind): _gpu_channel_sums for op in ("batch_norm_statistics", "batch_norm_backward",
+                                                 "batch_norm_backward_sums", "reduce")
        for kind in GPU_KINDS},
 }
 

@@ -1066,6 +1066,20 @@ def emit_batch_norm_backward(kt, op, operands, attrs, shape, dtype):
     return kt.reshape(dx, shape)
 
 
+def emit_batch_norm_backward_sums(kt, op, operands, attrs, shape, dtype):
+    """[sum(dy); sum(dy (x - mean))] per channel: one generic over [2, C] choosing the row by its index."""
+    dy, x, mean = operands
+    dyv, xv = (_channels_view(kt, v, attrs["layout"]) for v in (dy, x))
+    s1 = _kept_reduce(kt, [dyv], [], [1], lambda kt, f, k: f[0])
+    s2 = _kept_reduce(kt, [dyv, xv], [mean], [1], lambda kt, f, k: _f(kt, "mul", f[0], _f(kt, "sub", f[1], k[0])))
+
+    def body(kt, xs):
+        first = _cmp_typed(kt, "arith.cmpi eq", _loop_index(kt, 0), kt.const(0, "index"), "index")
+        return _select(kt, first, xs[0], xs[1])
+    cm = amap(2, ["d1"])
+    return _pointwise(kt, [(s1, cm), (s2, cm)], shape, dtype, body)
+
+
 def emit_layer_norm_backward(kt, op, operands, attrs, shape, dtype):
     """g = dy * scale; dx = inv_std / D * (D g - sum(g) - (x - mean) inv_std^2 sum(g (x - mean))) per row of D,
     the statistics recomputed from x."""
@@ -1290,7 +1304,8 @@ EMITTERS = {
     "index_copy": emit_index_copy, "cumsum": emit_cumsum, "bounds_check": emit_bounds_check,
     "conv2d_backward_data": emit_conv2d_backward_data, "conv2d_backward_weights": emit_conv2d_backward_weights,
     "batch_norm_training": emit_batch_norm_training, "batch_norm_statistics": emit_batch_norm_statistics,
-    "batch_norm_backward": emit_batch_norm_backward, "layer_norm_backward": emit_layer_norm_backward,
+    "batch_norm_backward": emit_batch_norm_backward, "batch_norm_backward_sums": emit_batch_norm_backward_sums,
+    "layer_norm_backward": emit_layer_norm_backward,
     "activation_backward": emit_activation_backward, "max_pool2d_backward": emit_max_pool2d_backward,
     "avg_pool2d_backward": emit_avg_pool2d_backward, "softmax_backward": emit_softmax_backward,
     "log_softmax_backward": emit_softmax_backward, "cross_entropy": emit_cross_entropy,

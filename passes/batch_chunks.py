@@ -54,7 +54,7 @@ def _axis(a: int, rank: int) -> int:
 # Training ops whose every result value reads the whole batch: the batch's statistics and what uses them, a
 # filter's gradient (a sum over the samples), the mean loss and its gradient (divided by the batch).
 BATCH_REDUCING = frozenset({"batch_norm_training", "batch_norm_statistics", "batch_norm_backward",
-                            "conv2d_backward_weights", "cross_entropy", "cross_entropy_backward"})
+                            "batch_norm_backward_sums", "conv2d_backward_weights", "cross_entropy", "cross_entropy_backward"})
 
 
 def _keeps_samples_apart(op: ir.Operation, attrs: dict, n: int) -> bool:

@@ -48,11 +48,13 @@ LAYOUT_OPS = {"prim.conv2d": (0, 3), "prim.max_pool2d": (0,), "prim.avg_pool2d":
               "prim.global_avg_pool": (0,), "prim.batch_norm": (0,), "prim.group_norm": (0,),
               "prim.conv2d_backward_data": (0,), "prim.conv2d_backward_weights": (0, 1),
               "prim.batch_norm_training": (0,), "prim.batch_norm_statistics": (0,), "prim.batch_norm_backward": (0, 1),
+              "prim.batch_norm_backward_sums": (0, 1),
               "prim.max_pool2d_backward": (0, 1), "prim.avg_pool2d_backward": (0,)}
 FILTER_OPERAND = {"prim.conv2d": 1, "prim.conv2d_backward_data": 1}   # a KCRS filter becomes KRSC
 # Results that are not an activation: a filter gradient (KCRS computed as KRSC, transposed back alike),
 # per-channel statistics (no layout).
-FILTER_RESULT, UNLAID_RESULT = ("prim.conv2d_backward_weights",), ("prim.batch_norm_statistics",)
+FILTER_RESULT = ("prim.conv2d_backward_weights",)
+UNLAID_RESULT = ("prim.batch_norm_statistics", "prim.batch_norm_backward_sums")
 
 
 def check_layout(layout: str) -> str:

@@ -794,16 +794,18 @@ class Graph:
 
     def batch_norm_backward(self, grad, x, scale, mean, inv_std, layout=None, output_mask=(True, True, True)):
         """(grad_input, grad_scale, grad_shift) of batch_norm_training from the saved statistics
-        (batch_norm_statistics): grad_shift = sum(grad), grad_scale = sum(grad * xhat) over N, H, W, xhat =
-        (x - mean) * inv_std, as reduces; output_mask says which to make (torch's native_batch_norm_backward's),
-        the others are None."""
+        (batch_norm_statistics): grad_shift = sum(grad), grad_scale = sum(grad * (x - mean)) * inv_std over N,
+        H, W, both sums from one batch_norm_backward_sums (one pass over grad and x); output_mask says which
+        to make (torch's native_batch_norm_backward's), the others are None."""
         layout = layout or self.layout
         gx = self._emit("batch_norm_backward", [grad, x, scale, mean, inv_std], {"layout": layout}) \
             if output_mask[0] else None
-        axes = [0, 2, 3] if layout == "NCHW" else [0, 1, 2]
-        gscale = self.reduce(grad * ((x - self._per_channel(mean, layout)) * self._per_channel(inv_std, layout)),
-                             "sum", axes) if output_mask[1] else None
-        return gx, gscale, self.reduce(grad, "sum", axes) if output_mask[2] else None
+        if not (output_mask[1] or output_mask[2]):
+            return gx, None, None
+        sums = self._emit("batch_norm_backward_sums", [grad, x, mean], {"layout": layout})
+        c = sums.shape[1]
+        gshift, total = (self.reshape(self.slice(sums, [i], [i + 1]), [c]) for i in (0, 1))
+        return gx, total * inv_std if output_mask[1] else None, gshift if output_mask[2] else None
 
     def layer_norm_backward(self, grad, x, scale=None, eps=1e-5, normalized_ndim=1, output_mask=(True, True, True)):
         """(grad_input, grad_scale, grad_shift) of layer_norm(x, scale, shift) over the trailing normalized_ndim

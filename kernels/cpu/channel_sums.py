@@ -20,6 +20,7 @@ two-level pairwise one (rows / CHUNK + CHUNK terms in a chain instead of rows).
     batch_norm_backward    total(dy) and total(dy (x - mean)) in one sweep (two accumulators); then per
                            element dx = k1 dy - k2 - k3 (x - mean), k1 = scale inv_std, k2 = k1 total(dy) / M,
                            k3 = k1 inv_std^2 total(dy (x - mean)) / M
+    batch_norm_backward_sums  that sweep alone, its two totals as [2, C] (the shift's and scale's gradients)
     group_norm             per sample: chunks of one sample's rows, the channel totals added per group of C / G
                            channels in scalars; the mean, then the centered squares; y = x a + b with
                            a = inv_std scale, b = shift - mean a per (sample, channel)
@@ -223,17 +224,30 @@ class _Channels:
         self.per_element(normalized, out)
         return self.function(name)
 
-    def backward(self, name: str) -> str:
-        dy, x, scale, mean, inv, out = self.args
-        b, M = self.b, float(self.rows)
+    def backward_partials(self, dy, x, mean) -> tuple:
+        """The chunks' sums of dy and of dy (x - mean) (two scratches, one sweep), and centered(at, c, m)."""
+        b = self.b
         partial, second = self.scratch(self.chunks * self.C), self.scratch(self.chunks * self.C)
-        coef = self.scratch(3 * self.C)
 
         def centered(at, c, m):
             return self.v("arith.subf", self.load(x, b.add(at, c), m), self.load(mean, c, m))
         self.chunk_sums([lambda at, c, m: self.load(dy, b.add(at, c), m),
                          lambda at, c, m: self.v("arith.mulf", self.load(dy, b.add(at, c), m), centered(at, c, m))],
                         [partial, second], ["sum", "sum"])
+        return partial, second, centered
+
+    def backward_sums(self, name: str) -> str:
+        dy, x, mean, out = self.args
+        partial, second, _ = self.backward_partials(dy, x, mean)
+        for row, sums in enumerate((partial, second)):
+            self.totals(sums, "sum", lambda t, c, m, row=row: self.store(t, out, self.b.add(c, row * self.C), m))
+        return self.function(name)
+
+    def backward(self, name: str) -> str:
+        dy, x, scale, mean, inv, out = self.args
+        b, M = self.b, float(self.rows)
+        partial, second, centered = self.backward_partials(dy, x, mean)
+        coef = self.scratch(3 * self.C)
 
         def k1(c, m):
             return self.v("arith.mulf", self.load(scale, c, m), self.load(inv, c, m))
@@ -350,4 +364,6 @@ def channel_kernel(name: str, signature: list[tuple[str, str]], op: str, attrs: 
         return kernel.statistics(name, attrs["epsilon"])
     if op == "batch_norm_training":
         return kernel.training(name, attrs["epsilon"])
+    if op == "batch_norm_backward_sums":
+        return kernel.backward_sums(name)
     return kernel.backward(name)

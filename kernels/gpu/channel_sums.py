@@ -19,6 +19,8 @@ across blocks and the channels across lanes, as global_avg_pool does (pool.py), 
     batch_norm_backward    terms dy and dy (x - mean); finish: k1 = scale inv_std, k2 = k1 sum(dy) / M,
                            k3 = k1 inv_std^2 sum(dy (x - mean)) / M into coef [3, C] (scratch); launch 3,
                            elementwise over the map: dx = k1 dy - k2 - k3 (x - mean)
+    batch_norm_backward_sums  the same terms; finish: the two totals into out [2, C] (the shift's and the
+                           scale's gradients, the latter before its inv_std factor)
     reduce                 sum or mean over every dim but the last (the scale, shift and bias gradients)
 
 The partial sums go through scratch and a second launch rather than atomics: no zeroing launch, and the
@@ -263,6 +265,36 @@ def _function(name: str, signature: list[tuple[str, str]], e: Emitter) -> str:
     return f"func.func @{name}({sig}) {{\n" + "\n".join(e.lines) + "\n    return\n}"
 
 
+def _backward_terms(s: _Sums, dy, x, mean, vec: int):
+    """The two terms of batch norm's backward sums at (row, c): dy and dy (x - mean)."""
+    def terms(row, c):
+        g = s.load(*dy, [row, c], vec)
+        centred = s.vop("arith.subf", vec, s.load(*x, [row, c], vec), s.load(*mean, [c], vec))
+        return [g, s.vop("arith.mulf", vec, g, centred)]
+    return terms
+
+
+def backward_sums_kernel(name: str, signature: list[tuple[str, str]]) -> str | None:
+    """batch_norm_backward_sums of NHWC maps (signature: dy, x [N, H, W, C], saved_mean [C], out [2, C]):
+    the backward kernel's two launches of sums, their totals stored as they are."""
+    (dy, dy_t), (x, x_t), mean, (out, out_t) = signature
+    if any(_dtype(t) not in DTYPES for _, t in signature):
+        return None
+    dims = _shape(x_t)
+    e = Emitter()
+    s = _Sums(e)
+    cut = [len(dims) - 1]
+    plan = GlobalPoolPlan(1, math.prod(dims[:-1]), dims[-1], _dtype(x_t))
+
+    def finish(totals, c, w):
+        for t, total in enumerate(totals):
+            s.store(total, out, out_t, [e.c(t), c], w)
+
+    s.reduce(plan, 2, _backward_terms(s, collapse_at(e, dy, dy_t, cut), collapse_at(e, x, x_t, cut), mean,
+                                      plan.vec), finish)
+    return _function(name, signature, e)
+
+
 def backward_kernel(name: str, signature: list[tuple[str, str]]) -> str | None:
     """batch_norm_backward of NHWC maps (signature: dy, x [N, H, W, C], scale, saved_mean, saved_inv_std [C],
     dx [N, H, W, C])."""
@@ -280,11 +312,6 @@ def backward_kernel(name: str, signature: list[tuple[str, str]]) -> str | None:
     coef_t = f"memref<3x{C}xf32>"
     e.emit(f"%coef = memref.alloc() {{alignment = 64 : i64}} : {coef_t}")
 
-    def terms(row, c):
-        g = s.load(dyf, dyf_t, [row, c], V)
-        centred = s.vop("arith.subf", V, s.load(xf, xf_t, [row, c], V), s.load(mean, mean_t, [c], V))
-        return [g, s.vop("arith.mulf", V, g, centred)]
-
     def finish(totals, c, w):
         inv_m = s.const(1.0 / M, w)
         istd = s.load(inv, inv_t, [c], w)
@@ -295,7 +322,7 @@ def backward_kernel(name: str, signature: list[tuple[str, str]]) -> str | None:
         for t, k in enumerate((k1, k2, k3)):
             s.store(k, "%coef", coef_t, [e.c(t), c], w)
 
-    s.reduce(plan, 2, terms, finish)
+    s.reduce(plan, 2, _backward_terms(s, (dyf, dyf_t), (xf, xf_t), (mean, mean_t), V), finish)
     # launch 3: dx = k1 dy - k2 - k3 (x - mean), a thread per V channels of a row
     cv_count = C // V
     lin = e.open_elementwise_launch(M * cv_count, THREADS)

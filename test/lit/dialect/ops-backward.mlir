@@ -17,17 +17,19 @@ func.func @conv(%x: tensor<2x4x9x7xf32>, %dy: tensor<2x6x4x3xf32>, %w: tensor<6x
 // CHECK: "prim.batch_norm_training"(%arg0, %arg2, %arg3) {epsilon = 1.000000e-05 : f64, layout = "NHWC"} : (tensor<2x5x3x4xf16>, tensor<4xf16>, tensor<4xf16>) -> tensor<2x5x3x4xf16>
 // CHECK: "prim.batch_norm_statistics"(%arg0) {epsilon = 1.000000e-05 : f64, layout = "NHWC"} : (tensor<2x5x3x4xf16>) -> tensor<2x4xf16>
 // CHECK: "prim.batch_norm_backward"(%arg1, %arg0, %arg2, %arg4, %arg5) {layout = "NHWC"}
+// CHECK: "prim.batch_norm_backward_sums"(%arg1, %arg0, %arg4) {layout = "NHWC"} : (tensor<2x5x3x4xf16>, tensor<2x5x3x4xf16>, tensor<4xf16>) -> tensor<2x4xf16>
 // CHECK: "prim.layer_norm_backward"(%arg1, %arg0, %arg6) {{.*}}normalized_ndim = 2 : i64, operandSegmentSizes = array<i32: 1, 1, 1>}
 // CHECK: "prim.layer_norm_backward"(%arg1, %arg0) {{.*}}operandSegmentSizes = array<i32: 1, 1, 0>}
 func.func @norms(%x: tensor<2x5x3x4xf16>, %dy: tensor<2x5x3x4xf16>, %s: tensor<4xf16>, %b: tensor<4xf16>, %m: tensor<4xf16>,
                  %i: tensor<4xf16>, %ls: tensor<3x4xf16>)
-    -> (tensor<2x5x3x4xf16>, tensor<2x4xf16>, tensor<2x5x3x4xf16>, tensor<2x5x3x4xf16>, tensor<2x5x3x4xf16>) {
+    -> (tensor<2x5x3x4xf16>, tensor<2x4xf16>, tensor<2x5x3x4xf16>, tensor<2x4xf16>, tensor<2x5x3x4xf16>, tensor<2x5x3x4xf16>) {
   %y = "prim.batch_norm_training"(%x, %s, %b) {epsilon = 1.0e-5, layout = "NHWC"} : (tensor<2x5x3x4xf16>, tensor<4xf16>, tensor<4xf16>) -> tensor<2x5x3x4xf16>
   %st = "prim.batch_norm_statistics"(%x) {epsilon = 1.0e-5, layout = "NHWC"} : (tensor<2x5x3x4xf16>) -> tensor<2x4xf16>
   %dx = "prim.batch_norm_backward"(%dy, %x, %s, %m, %i) {layout = "NHWC"} : (tensor<2x5x3x4xf16>, tensor<2x5x3x4xf16>, tensor<4xf16>, tensor<4xf16>, tensor<4xf16>) -> tensor<2x5x3x4xf16>
+  %sums = "prim.batch_norm_backward_sums"(%dy, %x, %m) {layout = "NHWC"} : (tensor<2x5x3x4xf16>, tensor<2x5x3x4xf16>, tensor<4xf16>) -> tensor<2x4xf16>
   %lx = "prim.layer_norm_backward"(%dy, %x, %ls) {epsilon = 1.0e-5, normalized_ndim = 2, operandSegmentSizes = array<i32: 1, 1, 1>} : (tensor<2x5x3x4xf16>, tensor<2x5x3x4xf16>, tensor<3x4xf16>) -> tensor<2x5x3x4xf16>
   %lx2 = "prim.layer_norm_backward"(%dy, %x) {epsilon = 1.0e-5, normalized_ndim = 1, operandSegmentSizes = array<i32: 1, 1, 0>} : (tensor<2x5x3x4xf16>, tensor<2x5x3x4xf16>) -> tensor<2x5x3x4xf16>
-  return %y, %st, %dx, %lx, %lx2 : tensor<2x5x3x4xf16>, tensor<2x4xf16>, tensor<2x5x3x4xf16>, tensor<2x5x3x4xf16>, tensor<2x5x3x4xf16>
+  return %y, %st, %dx, %sums, %lx, %lx2 : tensor<2x5x3x4xf16>, tensor<2x4xf16>, tensor<2x5x3x4xf16>, tensor<2x4xf16>, tensor<2x5x3x4xf16>, tensor<2x5x3x4xf16>
 }
 
 // CHECK-LABEL: func.func @elementwise_and_rows
