@@ -12,7 +12,9 @@ is the batch and the map, M = N OH OW:
 dy^T is one transpose shared by every tap; xs_rs is the padded input's strided slice, or x itself for a 1x1,
 stride-1, unpadded filter. On GPUs, channels and rows that are not multiples of 8 (a stem's 3 channels, batch
 1 on a 7 x 7 map) are padded with zeros, so that the matrix cores take them (the SIMT GEMM, with one block
-over a reduction of 400 k rows, ran past a minute on the H100); the CPU's GEMM takes any size, and a pad
+over a reduction of 400 k rows, ran past a minute on the H100); the input is padded before its taps are
+cut, so each tap's rows are 16 bytes and the stacked taps' concat moves vectors (three-channel taps, two
+bytes at a time, took 1.1 ms of ResNet-50's backward on the H200). The CPU's GEMM takes any size, and a pad
 is a pass over the whole operand (the stacked stem's [100352, 147] -> 152: 20 ms at batch 8). The R S products [K, C] are stacked to KRSC,
 cut back to C channels and transposed to the filter layout the op has. The GEMMs are forward matmuls with a run-time, 2-d, non-transposed rhs: the matrix-core GEMM
 solvers serve them, split-K where their grid is small (the reduction is long: 100 k rows at batch 32 on a
@@ -22,7 +24,8 @@ filter-gradient kernel would not make; the reference loop nest this replaces tak
 With fewer than FEW_CHANNELS input channels (an RGB stem: 3), a GEMM per tap has a 3-wide output and the
 CPU's register-tiled filter-gradient kernel fills a few lanes of its channel tiles (ResNet-18's stem at
 batch 8: 125 ms of a 0.6 s training step on the 2-core machine). There the taps' slices are stacked side by
-side along the channels, [M, R S C] (an im2col of 147 columns for a 7x7 stem), and one GEMM
+side along the channels, [M, R S C] (an im2col of 147 columns for a 7x7 stem; on
+GPUs 392, 8 channels a tap), and one GEMM
 dy^T [K, M] @ patches gives [K, R S C], which is KRSC.
 """
 from __future__ import annotations
@@ -52,13 +55,13 @@ def backward_weights_as_gemms(op: ir.Operation, target, reference_only) -> bool:
     x, dy = dialect.operand_groups(op)
     m, loc = p.n * p.oh * p.ow, op.location
     stacked, align = p.c < FEW_CHANNELS, 1 if target.kind == "cpu" else ALIGN
-    c, mp = p.c if stacked else -(-p.c // align) * align, -(-m // align) * align
+    c, mp = -(-p.c // align) * align, -(-m // align) * align
     with ir.InsertionPoint(op), loc:
         dyt = transpose(reshape(dy, [m, p.k], loc), [1, 0], loc)                               # [K, M]
         if mp != m:
             dyt = create("pad", [dyt], [p.k, mp], dy, {"pads": [0, 0, 0, mp - m], "value": 0.0}, loc)
         taps = _tap_slices(x, p, c, loc)
-        grad = _stacked_gemm(x, dyt, taps, p, m, mp, align, loc) if stacked else \
+        grad = _stacked_gemm(x, dyt, taps, p, c, m, mp, loc) if stacked else \
             _tap_gemms(x, dyt, taps, p, c, m, mp, loc)
         if p.filter_layout != "KRSC":
             grad = transpose(grad, filter_perm("KRSC", p.filter_layout), loc)
@@ -110,18 +113,16 @@ def _tap_gemms(x, dyt, taps, p, c: int, m: int, mp: int, loc):
     return grad
 
 
-def _stacked_gemm(x, dyt, taps, p, m: int, mp: int, align: int, loc):
-    """Few channels: the taps' slices side by side, [M, R S C] (an im2col), and one GEMM dy^T @ patches
-    [K, R S C] (its columns padded to `align`), read as KRSC."""
+def _stacked_gemm(x, dyt, taps, p, c: int, m: int, mp: int, loc):
+    """Few channels: the taps' slices (c >= C channels each) side by side, [M, R S c] (an im2col), and one
+    GEMM dy^T @ patches [K, R S c], read as KRSc and cut back to C channels."""
     patches = taps[0]
     for t in taps[1:]:
-        patches = create("concat", [patches, t], [p.n, p.oh, p.ow, patches.type.shape[3] + p.c], x, {"axis": 3}, loc)
-    cols = p.r * p.s * p.c
-    colsp = -(-cols // align) * align
-    rows = _rows(x, patches, m, mp, cols, loc)
-    if colsp != cols:
-        rows = create("pad", [rows], [mp, colsp], x, {"pads": [0, 0, 0, colsp - cols], "value": 0.0}, loc)
-    grad = create("matmul", [dyt, rows, None, None], [p.k, colsp], x, MATMUL, loc)
-    if colsp != cols:
-        grad = create("slice", [grad], [p.k, cols], x, {"starts": [0, 0], "ends": [p.k, cols], "steps": [1, 1]}, loc)
-    return reshape(grad, [p.k, p.r, p.s, p.c], loc)
+        patches = create("concat", [patches, t], [p.n, p.oh, p.ow, patches.type.shape[3] + c], x, {"axis": 3}, loc)
+    cols = p.r * p.s * c
+    grad = create("matmul", [dyt, _rows(x, patches, m, mp, cols, loc), None, None], [p.k, cols], x, MATMUL, loc)
+    grad = reshape(grad, [p.k, p.r, p.s, c], loc)
+    if c != p.c:
+        grad = create("slice", [grad], [p.k, p.r, p.s, p.c], x, {"starts": [0, 0, 0, 0],
+                      "ends": [p.k, p.r, p.s, p.c], "steps": [1, 1, 1, 1]}, loc)
+    return grad
