@@ -334,19 +334,24 @@ def emit_cumsum(kt, op, operands, attrs, shape, dtype):
 
 
 def emit_bounds_check(kt, op, operands, attrs, shape, dtype):
-    """The count of indices outside [-size, size): a loop of one over all of them (d0 is the result's
-    single element, the parallel loop a GPU maps)."""
+    """The count of indices outside [-size, size), in two loops: the indices as [rows, n / rows] (rows the
+    largest divisor of n up to sqrt(n)), a count per row (the parallel loop a GPU maps: a thread per row),
+    then their sum (one loop over the rows). A single loop over all n was one GPU thread walking a
+    BERT batch's 1024 token ids (25 us of a 1.2 ms forward on the H200)."""
     idx, size = operands[0], attrs["size"]
-    r = len(idx.shape)
+    n = math.prod(idx.shape)
+    rows = max(d for d in range(1, math.isqrt(n) + 1) if n % d == 0) if n else 1
     ty = elem(idx.dtype)
 
-    def body(args, kt):
+    def count(args, kt):
         low = _cmp_typed(kt, "arith.cmpi slt", args[0], kt.const(-size, ty), ty)
         high = _cmp_typed(kt, "arith.cmpi sge", args[0], kt.const(size, ty), ty)
         bad = kt.scalar("arith.extui", kt.scalar("arith.ori", low, high, ty="i1"), ty="i1 to i32")
         return kt.scalar("arith.addi", args[1], bad, ty="i32")
-    return kt.generic([idx], [amap(r + 1, [f"d{k + 1}" for k in range(r)])], kt.filled(shape, "i32", 0),
-                      amap(r + 1, ["d0"]), ["parallel"] + ["reduction"] * r, body)
+    per_row = kt.generic([kt.reshape(idx, (rows, n // rows))], [amap(2, ["d0", "d1"])], kt.filled((rows,), "i32", 0),
+                         amap(2, ["d0"]), ["parallel", "reduction"], count)
+    return kt.generic([per_row], [amap(2, ["d1"])], kt.filled(shape, "i32", 0), amap(2, ["d0"]),
+                      ["parallel", "reduction"], lambda args, kt: kt.scalar("arith.addi", args[1], args[0], ty="i32"))
 
 
 def epilogue(kt, acc: V, bias, residual, channel_dim: int, attrs, dtype, always=False) -> V:
