@@ -77,8 +77,9 @@ def _run_on_stream(exe, ins, plan_out) -> list:
 
 
 def _empty_many(specs, device) -> list:
-    """New tensors of each (shape, torch dtype) of `specs`, carved from one allocation per dtype (each 256-byte
-    aligned, as the runtime binds a pointer in place only when aligned): a training graph has hundreds of
+    """New tensors of each (shape, torch dtype) of `specs`, carved from one allocation per dtype (each at a
+    multiple of 256 bytes from its start, which PyTorch's allocators align: the runtime binds a pointer in
+    place only when it is aligned to runtime.executor.ALIGN, 64 bytes): a training graph has hundreds of
     outputs, and one allocator call a call instead of one per output also tends to give the same addresses
     call after call, so the plan's captured graph keeps its bindings instead of updating its nodes."""
     out = [None] * len(specs)

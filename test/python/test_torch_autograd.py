@@ -330,3 +330,26 @@ def _bench(steps=100):
 
 if __name__ == "__main__":     # python test/python/test_torch_autograd.py: step times, OpenPrim vs eager
     _bench()
+
+
+def test_batched_conversions():
+    """The training path's conversions at a graph's edges (torch_backend._converted): every tensor, strided
+    ones too, to its dtype in one batched copy, into tensors carved from one allocation per dtype, at
+    multiples of 256 bytes from its start (the CPU allocator aligns that to 64 bytes, the runtime's ALIGN,
+    below which it copies a buffer instead of binding it) and none overlapping another."""
+    g = torch.Generator().manual_seed(0)
+    srcs = [torch.randn(3, 5, generator=g), torch.randn(7, generator=g).to(torch.float16),
+            torch.randn(2, 4, 6, 3, generator=g).permute(0, 3, 1, 2), torch.randn((), generator=g),
+            torch.randn(0, 4, generator=g), torch.randn(33, generator=g)]
+    dtypes = [torch.float16, torch.float32, torch.bfloat16, torch.float16, torch.float16, torch.float16]
+    outs = torch_backend._converted(srcs, dtypes, torch.device("cpu"))
+    spans = []
+    for src, dtype, out in zip(srcs, dtypes, outs):
+        assert out.dtype == dtype and out.shape == src.shape and out.is_contiguous()
+        torch.testing.assert_close(out, src.to(dtype), rtol=0, atol=0)
+        if out.numel():
+            assert out.data_ptr() % 64 == 0
+            spans.append((out.data_ptr(), out.data_ptr() + out.numel() * out.element_size()))
+    spans.sort()
+    assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))
+    assert torch_backend._converted([], [], torch.device("cpu")) == []
