@@ -333,14 +333,16 @@ def emit_cumsum(kt, op, operands, attrs, shape, dtype):
     return typed_elementwise(kt, [acc], shape, dtype, lambda kt, xs: convert(kt, xs[0], acc_dtype, dtype))
 
 
+SERIAL_CHECK = 64     # indices a bounds check counts in one loop; more: a count per row first
+
+
 def emit_bounds_check(kt, op, operands, attrs, shape, dtype):
-    """The count of indices outside [-size, size), in two loops: the indices as [rows, n / rows] (rows the
-    largest divisor of n up to sqrt(n)), a count per row (the parallel loop a GPU maps: a thread per row),
-    then their sum (one loop over the rows). A single loop over all n was one GPU thread walking a
-    BERT batch's 1024 token ids (25 us of a 1.2 ms forward on the H200)."""
+    """The count of indices outside [-size, size). Up to SERIAL_CHECK of them in one loop; more in two: the
+    indices as [rows, n / rows] (rows the largest divisor of n up to sqrt(n)), a count per row (the parallel
+    loop a GPU maps: a thread per row), then their sum (one loop over the rows). A single loop over all n was
+    one GPU thread walking a BERT batch's 1024 token ids (25 us of a 1.2 ms forward on the H200)."""
     idx, size = operands[0], attrs["size"]
-    n = math.prod(idx.shape)
-    rows = max(d for d in range(1, math.isqrt(n) + 1) if n % d == 0) if n else 1
+    n, r = math.prod(idx.shape), len(idx.shape)
     ty = elem(idx.dtype)
 
     def count(args, kt):
@@ -348,6 +350,10 @@ def emit_bounds_check(kt, op, operands, attrs, shape, dtype):
         high = _cmp_typed(kt, "arith.cmpi sge", args[0], kt.const(size, ty), ty)
         bad = kt.scalar("arith.extui", kt.scalar("arith.ori", low, high, ty="i1"), ty="i1 to i32")
         return kt.scalar("arith.addi", args[1], bad, ty="i32")
+    if n <= SERIAL_CHECK:    # d0 is the result's single element, the parallel loop
+        return kt.generic([idx], [amap(r + 1, [f"d{k + 1}" for k in range(r)])], kt.filled(shape, "i32", 0),
+                          amap(r + 1, ["d0"]), ["parallel"] + ["reduction"] * r, count)
+    rows = max(d for d in range(1, math.isqrt(n) + 1) if n % d == 0)
     per_row = kt.generic([kt.reshape(idx, (rows, n // rows))], [amap(2, ["d0", "d1"])], kt.filled((rows,), "i32", 0),
                          amap(2, ["d0"]), ["parallel", "reduction"], count)
     return kt.generic([per_row], [amap(2, ["d1"])], kt.filled(shape, "i32", 0), amap(2, ["d0"]),

@@ -139,24 +139,26 @@ def test_gather(axis, data_dtype, index_dtype):
     np.testing.assert_array_equal(np.asarray(out, np.float64), np.take(np.asarray(data, np.float64), idx, axis=axis))
 
 
-def test_embedding_with_a_constant_table_and_an_out_of_range_id():
-    """An id outside [-V, V) is an error after the run, naming the line that made the lookup; the ids in
-    range give the rows."""
+@pytest.mark.parametrize("shape", [(3, 4), (9, 31)])   # counted in one loop; per row of [9, 31], then summed
+def test_embedding_with_a_constant_table_and_an_out_of_range_id(shape):
+    """An id outside [-V, V) is an error after the run, naming the line that made the lookup and counting the
+    bad ids; the ids in range give the rows."""
     rng = np.random.default_rng(5)
     table = rng.standard_normal((11, 6)).astype(np.float32)
     g = Graph()
-    ids = g.input("ids", (3, 4), "i64")
+    ids = g.input("ids", shape, "i64")
     g.output(g.embedding(ids, g.param("table", table)))
     exe = openprim.compile(g) if TARGET == "cpu" else None
-    good = ints(rng, (3, 4), -11, 11)
+    good = ints(rng, shape, -11, 11)
     if exe is None:
         pytest.skip("the error path runs on the CPU here; GPU runs of the check are in scripts/gpu_check.sh")
     np.testing.assert_array_equal(exe(good), table[good])
     for bad in (11, -12, 2**40):
         ids_bad = good.copy()
-        ids_bad[2, 1] = bad
+        ids_bad[-1, 1] = bad
+        ids_bad[0, -1] = bad
         with pytest.raises(OpenPrimError, match=r"test_integer_ops.py:\d+: prim.gather \(axis 0 of 11x6\): an index "
-                                                r"is outside \[-11, 11\) \(1 of them\)"):
+                                                r"is outside \[-11, 11\) \(2 of them\)"):
             exe(ids_bad)
     np.testing.assert_array_equal(exe(good), table[good])    # the check resets with each run
 
