@@ -1043,18 +1043,28 @@ def emit_batch_norm_training(kt, op, operands, attrs, shape, dtype):
     return kt.reshape(y, shape)
 
 
+def _two_rows(kt, a: V, b: V, shape, dtype, rows=lambda kt, a, b: (a, b)) -> V:
+    """[2, C] from two [C] vectors: one generic choosing the row by its index, rows(a, b) its two values."""
+    def body(kt, xs):
+        first = _cmp_typed(kt, "arith.cmpi eq", _loop_index(kt, 0), kt.const(0, "index"), "index")
+        return _select(kt, first, *rows(kt, *xs))
+    cm = amap(2, ["d1"])
+    return _pointwise(kt, [(a, cm), (b, cm)], shape, dtype, body)
+
+
 def emit_batch_norm_statistics(kt, op, operands, attrs, shape, dtype):
-    """[mean; 1 / sqrt(biased var + eps)] per channel: one generic over [2, C] choosing the row by its index."""
+    """[mean; 1 / sqrt(biased var + eps)] per channel."""
     xv = _channels_view(kt, operands[0], attrs["layout"])
     count = math.prod(operands[0].shape) // xv.shape[1]
     total, sq = _statistics(kt, xv, [1], count)
+    return _two_rows(kt, total, sq, shape, dtype,
+                     lambda kt, t, q: _mean_inv_std(kt, t, q, count, attrs["epsilon"]))
 
-    def body(kt, xs):
-        mean, inv = _mean_inv_std(kt, xs[0], xs[1], count, attrs["epsilon"])
-        first = _cmp_typed(kt, "arith.cmpi eq", _loop_index(kt, 0), kt.const(0, "index"), "index")
-        return _select(kt, first, mean, inv)
-    cm = amap(2, ["d1"])
-    return _pointwise(kt, [(total, cm), (sq, cm)], shape, dtype, body)
+
+def _backward_sums(kt, dyv: V, xv: V, mean: V) -> tuple[V, V]:
+    """f32 sum(dy) and sum(dy (x - mean)) per channel (dim 1 of the channel views)."""
+    return (_kept_reduce(kt, [dyv], [], [1], lambda kt, f, k: f[0]),
+            _kept_reduce(kt, [dyv, xv], [mean], [1], lambda kt, f, k: _f(kt, "mul", f[0], _f(kt, "sub", f[1], k[0]))))
 
 
 def emit_batch_norm_backward(kt, op, operands, attrs, shape, dtype):
@@ -1062,8 +1072,7 @@ def emit_batch_norm_backward(kt, op, operands, attrs, shape, dtype):
     dy, x, scale, mean, inv = operands
     dyv, xv = (_channels_view(kt, v, attrs["layout"]) for v in (dy, x))
     M = math.prod(shape) // xv.shape[1]
-    s1 = _kept_reduce(kt, [dyv], [], [1], lambda kt, f, k: f[0])
-    s2 = _kept_reduce(kt, [dyv, xv], [mean], [1], lambda kt, f, k: _f(kt, "mul", f[0], _f(kt, "sub", f[1], k[0])))
+    s1, s2 = _backward_sums(kt, dyv, xv, mean)
 
     def body(kt, xs):
         g, xx, sc, mu, iv, a, b = xs
@@ -1078,17 +1087,10 @@ def emit_batch_norm_backward(kt, op, operands, attrs, shape, dtype):
 
 
 def emit_batch_norm_backward_sums(kt, op, operands, attrs, shape, dtype):
-    """[sum(dy); sum(dy (x - mean))] per channel: one generic over [2, C] choosing the row by its index."""
+    """[sum(dy); sum(dy (x - mean))] per channel."""
     dy, x, mean = operands
-    dyv, xv = (_channels_view(kt, v, attrs["layout"]) for v in (dy, x))
-    s1 = _kept_reduce(kt, [dyv], [], [1], lambda kt, f, k: f[0])
-    s2 = _kept_reduce(kt, [dyv, xv], [mean], [1], lambda kt, f, k: _f(kt, "mul", f[0], _f(kt, "sub", f[1], k[0])))
-
-    def body(kt, xs):
-        first = _cmp_typed(kt, "arith.cmpi eq", _loop_index(kt, 0), kt.const(0, "index"), "index")
-        return _select(kt, first, xs[0], xs[1])
-    cm = amap(2, ["d1"])
-    return _pointwise(kt, [(s1, cm), (s2, cm)], shape, dtype, body)
+    return _two_rows(kt, *_backward_sums(kt, *(_channels_view(kt, v, attrs["layout"]) for v in (dy, x)), mean),
+                     shape, dtype)
 
 
 def emit_layer_norm_backward(kt, op, operands, attrs, shape, dtype):

@@ -784,13 +784,11 @@ class Graph:
         """(mean, inv_std) per channel of the batch, [C] each, inv_std = 1 / sqrt(biased var + eps): what
         batch_norm_backward takes (torch's save_mean and save_invstd). One op makes both, as one [2, C] tensor:
         a prim op has one result, and the two come out of the same passes over x."""
-        stats = self._emit("batch_norm_statistics", [x], {"epsilon": eps, "layout": layout or self.layout})
-        c = stats.shape[1]
-        return tuple(self.reshape(self.slice(stats, [i], [i + 1]), [c]) for i in (0, 1))
+        return self._rows(self._emit("batch_norm_statistics", [x], {"epsilon": eps, "layout": layout or self.layout}))
 
-    def _per_channel(self, v, layout):
-        """A [C] vector shaped to broadcast along the channels of a 4-d activation in layout."""
-        return self.reshape(v, [v.shape[0], 1, 1]) if layout == "NCHW" else v
+    def _rows(self, t):
+        """The two rows of a [2, C] tensor, [C] each."""
+        return tuple(self.reshape(self.slice(t, [i], [i + 1]), [t.shape[1]]) for i in (0, 1))
 
     def batch_norm_backward(self, grad, x, scale, mean, inv_std, layout=None, output_mask=(True, True, True)):
         """(grad_input, grad_scale, grad_shift) of batch_norm_training from the saved statistics
@@ -802,9 +800,7 @@ class Graph:
             if output_mask[0] else None
         if not (output_mask[1] or output_mask[2]):
             return gx, None, None
-        sums = self._emit("batch_norm_backward_sums", [grad, x, mean], {"layout": layout})
-        c = sums.shape[1]
-        gshift, total = (self.reshape(self.slice(sums, [i], [i + 1]), [c]) for i in (0, 1))
+        gshift, total = self._rows(self._emit("batch_norm_backward_sums", [grad, x, mean], {"layout": layout}))
         return gx, total * inv_std if output_mask[1] else None, gshift if output_mask[2] else None
 
     def layer_norm_backward(self, grad, x, scale=None, eps=1e-5, normalized_ndim=1, output_mask=(True, True, True)):
