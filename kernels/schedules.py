@@ -144,20 +144,6 @@ def grouped_gemm(par: list[int], mt: int, nt: int, kt: int, im2col_channels: int
   }} : {ANY}"""
 
 
-def tap_gemm(par: list[int], mt: int, nt: int, kt: int) -> str:
-    """The filter gradient dw[r, s, c, k] = sum over (n, oh, ow) of x[n, oh sh + r dh, ow sw + s dw, c] dy[n, oh,
-    ow, k] (solvers.ConvBwdWeightsGemm): a GEMM per filter tap whose reduction is the batch and the map, read
-    from the input in place (no patch buffer). Threads over C or K, register tiles of one tap x MT channels x
-    NT filters, reduction loops over n, oh and KT output columns; the unit dims folded away, each step is a
-    [KT, MT]^T x [KT, NT] product: outer-product FMAs along the filters."""
-    return _fuse_main(par, [1, 1, mt, nt]) + f"""
-  %mm = transform.structured.match attributes{{{contract.role_text('contraction')}}} in %root : ({ANY}) -> {ANY}
-  %m2, %rl:3 = transform.structured.tile_using_for %mm tile_sizes [0, 0, 0, 0, 1, 1, {kt}] : ({ANY}) -> ({ANY}, {ANY}, {ANY}, {ANY})
-  transform.apply_patterns to %rl#0 {{
-    transform.apply_patterns.linalg.fold_unit_extent_dims_via_slices
-  }} : {ANY}"""
-
-
 def winograd(threads_batch: int, mt: int, nt: int, kt: int, epilogue_inner: list[int]) -> str:
     """Winograd's (m+2)^2 GEMMs: the batch split between the threads (the accumulator fill fused in), each
     GEMM in MT x NT register tiles with a K loop of KT; the transforms are aux ops, the epilogue tiled alone

@@ -18,7 +18,7 @@ With the forward convolution x [N, H, W, C] * w [R, S, C, K] -> y [N, OH, OW, K]
   bwd_weights (conv_bwd_weights_gemm)
       dw[r, s, c, k] = sum over (n, oh, ow) of x_padded[n, oh sh + r dh, ow sw + s dw, c] dy[n, oh, ow, k]: a GEMM
       per filter tap whose reduction is the batch and the map, the input read in place (no patch buffer):
-      kernels/schedules.tap_gemm; the result is the RSCK filter itself.
+      kernels/cpu/backward_weights.py; the result is the RSCK filter itself.
 
 The fast solvers read NHWC: prim-layout wraps NCHW backward convolutions in transposes, as forward ones.
 """
@@ -27,14 +27,19 @@ from __future__ import annotations
 from openprim.kernels.irtext import amap
 from openprim.kernels.semantics import (EMITTERS, _extract, _loop_index, _select_typed, _strided_source, epilogue,
                                         mac_body)
-from openprim.kernels import schedules
-from openprim.solvers.base import DenseNhwcSolver, Solver, _thread_split
+from openprim.kernels.cpu import backward_weights as cpu_backward_weights
+from openprim.solvers.base import THREADS, DenseNhwcSolver, Solver
 from openprim.solvers.cpu import GemmBackedSolver, _matmul, _pad_nhwc
 from openprim.solvers.problem import ConvProblem, GemmProblem
 
 NO_EPILOGUE = {"activation": "none", "activation_params": []}
 GATHER_NS = (1.5, 0.6)   # col2im's ns per input-gradient element: a base and per filter tap (ConvBwdDataGemm.cost)
 REFERENCE_TARGETS = ("cpu", "nvvm", "rocdl")
+
+
+def _filter_tile(k: int, most: int) -> int:
+    """The filters of a register tile: the largest divisor of K up to `most` (a tile never straddles K's end)."""
+    return max(d for d in range(1, min(k, most) + 1) if k % d == 0)
 
 
 def _result(kt, acc, dtype):
@@ -116,28 +121,24 @@ class ConvBwdDataGemm(GemmBackedSolver):
 
 class ConvBwdWeightsGemm(DenseNhwcSolver):
     """Backward weights as a GEMM per filter tap over the batch and the map (module docstring), the input read
-    in place: register tiles of MT channels x NT filters (kernels/schedules.tap_gemm), the RSCK gradient."""
+    in place: kernels/cpu/backward_weights.py, register tiles of MT channels x NT filters over chunks of output
+    rows that stay in L2; the RSCK gradient. build() is its loop nest (the semantics the kernel computes)."""
     name = "conv_bwd_weights_gemm"
     directions = ("bwd_weights",)
     efficiency = 0.6
 
     def tunables(self, p):
-        """kt: output columns a reduction step; one where the stride is not 1 (a strided read of several columns
-        does not vectorize)."""
-        return {"mt": [m for m in (1, 2, 4, 8) if p.c % m == 0], "nt": [n for n in (8, 16, 32, 64) if p.k % n == 0]
-                or [p.k], "kt": [k for k in (1, 2, 4, 7, 8, 14, 16) if p.ow % k == 0 and (k == 1 or p.strides[1] == 1)]}
+        return {"mt": [m for m in (1, 2, 4, 6, 8) if m <= p.c],
+                "nt": [n for n in (8, 16, 24, 32, 48, 64) if p.k % n == 0] or [_filter_tile(p.k, 16)]}
 
     def default_params(self, p, target):
-        """Half the vector registers in accumulators: 8 x 32 on AVX-512, 4 x 16 on AVX2."""
-        wide = target.vector_lanes == 16
-        mt = next(m for m in ((8, 4, 2, 1) if wide else (4, 2, 1)) if p.c % m == 0)
-        nt = next((n for n in ((32, 16, 8) if wide else (16, 8)) if p.k % n == 0), p.k)
-        kt = next(k for k in (8, 7, 4, 2, 1) if p.ow % k == 0) if p.strides[1] == 1 else 1
-        return {"mt": mt, "nt": nt, "kt": kt}
+        """6 x 16 on AVX2 (12 of its 16 vector registers in accumulators), 8 x 32 on AVX-512 (16 of 32)."""
+        lanes = target.vector_lanes
+        return {"mt": min(p.c, 8 if lanes == 16 else 6), "nt": _filter_tile(p.k, 2 * lanes)}
 
-    def schedule(self, p, params):
-        rows, cols = _thread_split(p.c, p.k, params["mt"], params["nt"])
-        return schedules.tap_gemm([0, 0, rows, cols], params["mt"], params["nt"], params["kt"])
+    def kernel(self, r):
+        return cpu_backward_weights.backward_weights_kernel(r.name, r.signature, r.problem, r.params, THREADS,
+                                                            r.target.vector_lanes)
 
     def build(self, kt, operands, attrs, shape, dtype, params):
         x, dy = operands
