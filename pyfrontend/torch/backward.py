@@ -24,16 +24,16 @@ decompositions that `TRAINING_KEPT` leaves out (so that these reach the importer
     max_pool2d_with_indices_backward  max_pool2d_backward (recomputed from the input: the indices are not read)
     avg_pool2d_backward               avg_pool2d_backward
     _adaptive_avg_pool2d_backward     to 1x1: grad broadcast over H, W divided by H * W
-    nll_loss_forward                  of _log_softmax(logits, 1): cross_entropy(logits, targets); else minus
-                                      the mean of the gathered log-probabilities. [N, C] input, targets [N], no
-                                      class weights, reduction mean or sum; total_weight is N
-    nll_loss_backward                 into _log_softmax_backward_data: cross_entropy_backward from the log-
-                                      probabilities (softmax(log_softmax(x)) = softmax(x)); else -onehot * grad / N
+    nll_loss_forward                  minus the gathered log-probabilities summed over the rows whose target is
+                                      not ignore_index, over their count (mean); total_weight is that count.
+                                      [N, C] input, targets [N], no class weights, reduction mean or sum
+    nll_loss_backward                 -onehot(target) * grad / total_weight (an ignored row: no class matches)
 
-ignore_index: any value outside [0, C) is taken (the default -100 too); a class index is not. A target outside
-[0, C) (one equal to ignore_index included; negative ones are made C first, as Python's indices would wrap)
-fails the run-time bounds check of cross_entropy and the gather (an OpenPrimError after the run); the torch
-backend then runs that call eagerly, which ignores it as torch does.
+ignore_index: any value outside [0, C) is taken (the default -100 too); a class index is not. Rows whose target
+is ignore_index are masked out, as torch does. Any other target outside [0, C) (negative ones are made C
+first, as Python's indices would wrap) fails the run-time bounds check of the gather: an OpenPrimError after
+the run (on a GPU reported at a later call, as CUDA's device-side asserts are; the torch backend on the
+CPU runs that call eagerly, so that torch reports it).
 mm, t, sum, view, expand and the elementwise ops of the backward graph are the importer's own handlers.
 """
 from __future__ import annotations
@@ -68,14 +68,6 @@ class _Lazy(tuple):
         if i not in self._made:
             self._made[i] = self._makers[i]() if self._makers[i] is not None else None
         return self._made[i]
-
-
-class Deferred:
-    """A value no Graph op computes yet: nll_loss_backward's gradient, folded into the _log_softmax_backward_data
-    that reads it (cross_entropy_backward). Any other reader cannot take it (the importer says so)."""
-
-    def __init__(self, **fields):
-        self.__dict__.update(fields)
 
 
 def _x4(im, x):
@@ -298,14 +290,6 @@ def h_softmax_backward(im, n, grad, y, dim, input_dtype=None):
 
 
 def h_log_softmax_backward(im, n, grad, y, dim, input_dtype=None):
-    if isinstance(grad, Deferred):    # nll_loss_backward's gradient: the cross entropy's, from the log-probabilities
-        y = im.tensor(y)
-        if int(dim) % y.ndim != 1 or y.ndim != 2:
-            raise OpenPrimError(f"log_softmax over dim {dim} of {list(y.shape)} under nll_loss")
-        g = im.g.reshape(im.tensor(grad.grad), [1])
-        if grad.scale != 1:
-            g = im.g.mul(g, float(grad.scale))
-        return im.g.cross_entropy_backward(y, _targets(im, grad.target, y.shape[1]), g)
     return im.g.log_softmax_backward(im.tensor(grad), im.tensor(y), int(dim))
 
 
@@ -355,52 +339,42 @@ def _nll_checks(im, n, lp_shape, weight, reduction, ignore_index):
                             f"index outside [0, {lp_shape[1]}), such as the default -100, is)")
 
 
-def _targets(im, target, classes):
-    """The targets with every negative one made `classes`: cross_entropy's and gather's bounds checks take
-    [-C, C) (Python's indices), torch's targets [0, C) (or ignore_index)."""
+def _kept(im, target, ignore_index, classes) -> tuple:
+    """(the targets with ignore_index made 0 and every other negative one `classes`, bool [N]: which are
+    not ignore_index). The gather's bounds check then passes exactly torch's targets, [0, C) or ignore_index
+    (its own range is [-C, C), Python's indices)."""
     t = im.tensor(target)
-    return im.g.where(im.g.lt(t, 0), classes, t)
-
-
-def _log_softmax_input(n):
-    """The fx node of the logits when n is _log_softmax over the class dim of a 2-d tensor, else None."""
-    if getattr(n, "op", None) != "call_function" or "_log_softmax." not in str(n.target) or len(_shape(n)) != 2:
-        return None
-    return n.args[0] if int(n.args[1]) % 2 == 1 else None
+    kept = im.g.ne(t, ignore_index)
+    return im.g.where(kept, im.g.where(im.g.lt(t, 0), classes, t), 0), kept
 
 
 def h_nll_loss_forward(im, n, lp, target, weight, reduction, ignore_index):
-    """(loss, total_weight): cross_entropy of the logits where the input is their log_softmax, else the gathered
-    log-probabilities; total_weight = N (no class weights and, by the bounds check, no ignored target)."""
+    """(loss, total_weight): minus the sum of the log-probabilities at the targets over the rows whose target is
+    not ignore_index, divided by their count (mean); total_weight is that count. Masked, not the fused
+    cross_entropy, so that an ignored target is what torch makes it, with no run-time check failing."""
     lp_t = im.tensor(lp)
     _nll_checks(im, n, lp_t.shape, weight, reduction, ignore_index)
-    N = lp_t.shape[0]
-    t = _targets(im, target, lp_t.shape[1])
-    logits = _log_softmax_input(n.args[0])
-    if logits is not None and isinstance(im.env.get(logits), Tensor):
-        loss = im.g.cross_entropy(im.env[logits], t)
-        if reduction == 2:
-            loss = im.g.mul(loss, float(N))
-    else:
-        picked = im.g.gather_elements(lp_t, im.g.reshape(t, [N, 1]), 1)
-        loss = im.g.mul(im.g.reduce(picked, _REDUCTIONS[reduction]), -1.0)
-    return (im.g.reshape(loss, []), _Const(np.asarray(float(N)), "total_weight"))
+    N, C = lp_t.shape
+    t, kept = _kept(im, target, ignore_index, C)
+    picked = im.g.gather_elements(lp_t, im.g.reshape(t, [N, 1]), 1)
+    total = im.g.reduce(im.g.where(im.g.reshape(kept, [N, 1]), picked, 0.0), "sum")
+    count = im.g.reduce(im.g.cast(kept, lp_t.dtype), "sum")
+    loss = im.g.mul(im.g.div(total, count) if reduction == 1 else total, -1.0)
+    return im.g.reshape(loss, []), im.g.reshape(count, [])
 
 
 def h_nll_loss_backward(im, n, grad, lp, target, weight, reduction, ignore_index, total_weight):
-    """The gradient of the log-probabilities, -onehot(target) * grad / N (mean); folded into a
-    _log_softmax_backward_data that is its only reader (cross_entropy_backward)."""
+    """The gradient of the log-probabilities: -grad / total_weight (mean; -grad for sum) at each row's target,
+    0 elsewhere and on the rows whose target is ignore_index (it equals no class). The forward's bounds
+    check has seen these targets: an out-of-range one matches no class here either."""
     shape = _shape(n.args[1])
     _nll_checks(im, n, shape, weight, reduction, ignore_index)
     N, C = shape
-    users = list(n.users)
-    scale = 1.0 if reduction == 1 else float(N)
-    if len(users) == 1 and "_log_softmax_backward_data" in str(users[0].target) and users[0].args[0] is n:
-        return Deferred(grad=grad, target=target, scale=scale)
-    checked = _targets(im, target, C)
-    im.g._bounds_check(checked, C, f"nll_loss_backward ({C} classes)")
-    onehot = im.g.eq(im.g.reshape(checked, [N, 1]), im.tensor(_Const(np.arange(C, dtype=np.int64)[None, :], "classes")))
-    g = im.g.mul(im.g.reshape(im.tensor(grad), [1, 1]), -scale / N)
+    t = im.tensor(target)
+    onehot = im.g.eq(im.g.reshape(t, [N, 1]), im.tensor(_Const(np.arange(C, dtype=np.int64)[None, :], "classes")))
+    g = im.g.mul(im.g.reshape(im.tensor(grad), [1, 1]), -1.0)
+    if reduction == 1:
+        g = im.g.div(g, im.g.reshape(im.tensor(total_weight), [1, 1]))
     return im.g.where(onehot, g, 0.0)
 
 
@@ -464,7 +438,7 @@ UNREAD_ARGS = {
     "max_pool2d_with_indices_backward": (7,),          # the indices: recomputed from the input
     "avg_pool2d_backward": (1,),                       # the input: its shape only
     "_adaptive_avg_pool2d_backward": (1,),
-    "nll_loss_backward": (6,),                         # total_weight: N
+    "nll_loss_backward": (1,),                         # the log-probabilities: their shape only
 }
 
 
@@ -491,8 +465,8 @@ NOTES = {
     "max_pool2d_with_indices_backward": "training; recomputed from the input (the indices are not read)",
     "avg_pool2d_backward": "training; no divisor_override",
     "_adaptive_avg_pool2d_backward": "training; output 1x1",
-    "nll_loss_forward": "[N, C] input; no class weights; mean or sum; no target equal to ignore_index",
-    "nll_loss_backward": "as nll_loss_forward; with _log_softmax_backward_data: cross_entropy_backward",
+    "nll_loss_forward": "[N, C] input; no class weights; mean or sum; ignore_index outside the classes",
+    "nll_loss_backward": "as nll_loss_forward",
     "elu_backward": "scale and input_scale 1",
     "leaky_relu_backward": "from the output only with a positive slope",
 }

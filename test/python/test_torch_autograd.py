@@ -2,8 +2,8 @@
 forward and its backward graph for the tensors' device, the CPU or a GPU (pyfrontend/torch/aot.py,
 backward.py; driver/torch_backend.py), and loss.backward() runs OpenPrim kernels. Against eager PyTorch: the loss, every parameter's gradient and the
 batch-norm buffers after one step, then the loss curve of 20 steps of SGD with momentum; an op the backward
-cannot map falls back to eager for that graph with one warning; a target equal to ignore_index runs that
-call eagerly. Small shapes (batch 4, 16x16 images). Skipped without torch; the CUDA cases without a CUDA device (on a GPU machine:
+cannot map falls back to eager for that graph with one warning; a target equal to ignore_index is masked
+out as torch does, one out of range fails the loss's bounds check. Small shapes (batch 4, 16x16 images). Skipped without torch; the CUDA cases without a CUDA device (on a GPU machine:
 `. scripts/device_env.sh && python -m pytest -k cuda test/python/test_torch_autograd.py`).
 
     python -m pytest test/python/test_torch_autograd.py -q
@@ -26,6 +26,7 @@ from openprim import torch_backend  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "examples"))
 from train_resnet import WithLoss  # noqa: E402 - the model and its CrossEntropyLoss in one compiled graph
+from openprim.base.errors import OpenPrimError  # noqa: E402
 from openprim.torch_backend import openprim_backend  # noqa: E402
 
 RTOL = 1e-4          # gradients: relative to the largest |gradient| of each parameter
@@ -265,23 +266,49 @@ def test_unmapped_backward_op_runs_eagerly():
 
 
 @pytest.mark.parametrize("device", DEVICES)
-def test_ignored_target_runs_eagerly(device):
-    """A target equal to ignore_index (-100) fails the bounds check of the compiled loss: that call runs eagerly
-    (one warning), which ignores it as torch does; the next call without one runs compiled again."""
+def test_ignored_target_compiled(device):
+    """A target equal to ignore_index (-100) is masked out of the compiled loss as torch does (the mean over the
+    other rows; no gradient from its row), with no warning and no eager call."""
     fresh()
     model, eager, x, t = make("mlp", seed=3, device=device)
     compiled = torch.compile(model, backend=openprim_backend, dynamic=False)
     ignored = t.clone()
     ignored[1] = -100
     loss, want, caught = backward_both(compiled, eager, x, ignored)
-    msgs = openprim_warnings(caught)
-    assert len(msgs) == 1 and "eagerly" in msgs[0], "\n".join(msgs)
+    assert not openprim_warnings(caught), openprim_warnings(caught)
     torch.testing.assert_close(loss.detach(), want.detach(), rtol=RTOL, atol=0)
     assert_grads_close(model, eager)
-    assert torch_backend.AOT_COUNTS["forward eager"] == 1
+    counts = torch_backend.AOT_COUNTS
+    assert counts["forward runs"] == counts["backward runs"] == 1 and not counts["forward eager"]
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("bad", [7, -3])
+def test_target_out_of_range(device, bad):
+    """A target outside the classes that is not ignore_index fails the loss's bounds check. On the CPU that
+    call runs eagerly (one warning), so that torch reports it; on a GPU the check is read without waiting for
+    the run (the kernel reads the nearest class meanwhile) and a later call raises it, as CUDA's device-side
+    asserts surface; the calls after that run compiled again."""
+    fresh()
+    model, eager, x, t = make("mlp", seed=3, device=device)
+    compiled = torch.compile(model, backend=openprim_backend, dynamic=False)
+    wrong = t.clone()
+    wrong[2] = bad
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        if device == "cpu":
+            with pytest.raises(IndexError, match="out of bounds"):
+                compiled(x, wrong)
+            msgs = openprim_warnings(caught)
+            assert len(msgs) == 1 and "eagerly" in msgs[0], msgs
+        else:
+            compiled(x, wrong).backward()
+            with pytest.raises(OpenPrimError, match=r"an earlier call.*outside \[-7, 7\)"):
+                compiled(x, t)
     model.zero_grad()
     compiled(x, t).backward()
-    assert torch_backend.AOT_COUNTS["forward runs"] == torch_backend.AOT_COUNTS["backward runs"] == 1
+    eager(x, t).backward()
+    assert_grads_close(model, eager)
 
 
 def test_inference_keeps_its_path():
