@@ -336,6 +336,37 @@ def _run_implicit_gemm(rng, layout, dtype, cases):
 
 
 @CPU_ONLY
+@pytest.mark.parametrize("filter_layout", ["KCRS", "KRSC", "RSCK"])
+@pytest.mark.parametrize("groups", [1, 2])
+def test_runtime_filter_packed_in_blocks(filter_layout, groups, rng):
+    """A filter that is a run-time value (a training graph's input) reaches the implicit GEMM in its blocked
+    layout, KRSC16k, by one transpose kernel per call, as a constant one does at compile time; a parameter
+    under weights="values" keeps the plain layout that load_weights stores permuted (no kernel per call)."""
+    C, K, R, S = 24, 32 * groups, 3, 2
+    x = rng.standard_normal((2, 9, 7, C))
+    kcrs = rng.standard_normal((K, C // groups, R, S)) * 0.3
+    w = kcrs.transpose([{"K": 0, "C": 1, "R": 2, "S": 3}[d] for d in filter_layout])
+    want = ref.conv2d(x, kcrs, stride=(1, 2), padding=(1, 0, 1, 1), groups=groups, layout="NHWC",
+                      filter_layout="KCRS")
+    for mode in ("input", "values"):
+        g = openprim.Graph(layout="NHWC")
+        gx = g.input("x", x.shape)
+        gw = g.input("w", w.shape) if mode == "input" else g.param("w", w.astype(np.float32))
+        g.output(g.conv2d(gx, gw, stride=(1, 2), padding=(1, 0, 1, 1), groups=groups, filter_layout=filter_layout))
+        if mode == "input":
+            exe = openprim.compile(g)
+            selected = passes.run(to_module(g), "prim-layout,prim-select")
+            assert [attrs(op)["filter_layout"] for op in ops_named(selected, "prim.conv2d")] == ["KRSC16k"]
+            assert [s["kernel"].rsplit("_", 1)[0] for s in exe.plan["steps"]] == ["transpose", "conv2d"]
+            out = exe(x.astype(np.float32), w.astype(np.float32))
+        else:
+            exe = openprim.compile(g, weights="values")
+            assert [s["kernel"].rsplit("_", 1)[0] for s in exe.plan["steps"]] == ["conv2d"]
+            out = exe(x.astype(np.float32))
+        assert_close(out, want, "f32", reduction=C // groups * R * S, what=f"{mode}, {filter_layout}")
+
+
+@CPU_ONLY
 @pytest.mark.parametrize("layout,dtype", [pytest.param(lo, dt, id=f"{lo}-{dt}") for lo in LAYOUTS for dt in DTYPES])
 def test_conv_implicit_gemm_native_layouts(layout, dtype, rng):
     _run_implicit_gemm(rng, layout, dtype, CONV)

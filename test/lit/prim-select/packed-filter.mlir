@@ -1,7 +1,8 @@
 // prim-select packs the constant filter of a CPU implicit-GEMM convolution in blocks of FT output channels,
 // "KRSC<FT>k" = [K/FT, R, S, C, FT] (base/ops.py): the kernel then streams one contiguous block per channel
 // tile. The KRSC filter w[k, 0, 0, c] = 100k + c becomes RSCK, then blocks of 16: block 1 starts with
-// w[16, 0, 0, 0] = 1600, w[17, 0, 0, 0] = 1700, ...; a filter that is not a constant stays RSCK.
+// w[16, 0, 0, 0] = 1600, w[17, 0, 0, 0] = 1700, ...; a filter that is not a constant gets the same blocks
+// from a transpose kernel (its K split by a reshape first; runtime-filter-blocks.mlir).
 // RUN: openprim-opt %s -p 'prim-select{target=cpu:x86-64-v3}' | filecheck %s
 
 // CHECK-LABEL: func.func @packed
@@ -19,8 +20,10 @@ func.func @packed(%x: tensor<1x8x8x2xf32>) -> tensor<1x8x8x32xf32> {
 }
 
 // CHECK-LABEL: func.func @not_constant
-// CHECK:       "prim.conv2d"
-// CHECK-SAME:  filter_layout = "RSCK"
+// CHECK:       %[[S:.+]] = "prim.reshape"(%arg1) : (tensor<1x1x2x32xf32>) -> tensor<1x1x2x2x16xf32>
+// CHECK-NEXT:  %[[P:.+]] = "prim.transpose"(%[[S]]) {perm = array<i64: 3, 0, 1, 2, 4>} : (tensor<1x1x2x2x16xf32>) -> tensor<2x1x1x2x16xf32>
+// CHECK-NEXT:  "prim.conv2d"(%arg0, %[[P]])
+// CHECK-SAME:  filter_layout = "KRSC16k"
 // CHECK-SAME:  prim.solver = "conv_implicit_gemm"
 func.func @not_constant(%x: tensor<1x8x8x2xf32>, %w: tensor<1x1x2x32xf32>) -> tensor<1x8x8x32xf32> {
   %y = "prim.conv2d"(%x, %w) {activation = "none", activation_params = array<f64>, dilations = array<i64: 1, 1>, filter_layout = "RSCK", groups = 1, layout = "NHWC", padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<1x8x8x2xf32>, tensor<1x1x2x32xf32>) -> tensor<1x8x8x32xf32>

@@ -4,7 +4,7 @@
 // RUN: openprim-opt %s -p prim-select | filecheck %s
 
 // CHECK-LABEL: func.func @conv1x1
-// CHECK:       "prim.conv2d"(%arg0, %arg1)
+// CHECK:       "prim.conv2d"(%arg0, %{{[0-9]+}})
 // CHECK-SAME:  prim.params = {ft = {{[0-9]+}} : i64, wt = {{[0-9]+}} : i64}
 // CHECK-SAME:  prim.problem = "conv2d-1x64x8x8-k64-1x1-s1x1-p0x0x0x0-d1x1-g1-NHWC-RSCK-f32-none"
 // CHECK-SAME:  prim.solver = "conv_implicit_gemm"
@@ -17,7 +17,7 @@ func.func @conv1x1(%x: tensor<1x8x8x64xf32>, %w: tensor<1x1x64x64xf32>) -> tenso
 // then the stride-1 convolution takes the same solver.
 // CHECK-LABEL: func.func @conv1x1_strided
 // CHECK:       %[[S:.+]] = "prim.slice"(%arg0)
-// CHECK:       "prim.conv2d"(%[[S]], %arg1)
+// CHECK:       "prim.conv2d"(%[[S]], %{{[0-9]+}})
 // CHECK-SAME:  prim.problem = "conv2d-1x64x4x4-k64-1x1-s1x1-p0x0x0x0-d1x1-g1-NHWC-RSCK-f32-none"
 // CHECK-SAME:  prim.solver = "conv_implicit_gemm"
 func.func @conv1x1_strided(%x: tensor<1x8x8x64xf32>, %w: tensor<1x1x64x64xf32>) -> tensor<1x4x4x64xf32> {

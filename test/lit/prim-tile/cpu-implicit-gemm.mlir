@@ -6,13 +6,15 @@
 // RUN: openprim-opt %s -p 'prim-select{target=cpu:x86-64-v3 solver=conv_implicit_gemm layout=keep},prim-tile{target=cpu:x86-64-v3}' | filecheck %s
 
 // CHECK-LABEL: func.func @grouped(
-// CHECK-NEXT:  call @conv2d_0(%arg0, %arg1, %arg2)
+// CHECK:       %[[W:.+]] = call @transpose_0(
+// CHECK-NEXT:  call @conv2d_1(%arg0, %[[W]], %arg2)
 // CHECK-LABEL: func.func @nchw(
-// CHECK-NEXT:  call @conv2d_1(%arg0, %arg1, %arg2)
+// CHECK-NEXT:  call @conv2d_2(%arg0, %arg1, %arg2)
 // CHECK:       module @kernels
 
-// NHWC, 4 groups of 2 -> 3 channels: 24 rows (n, oh, group); lanes = the group's 3 output channels.
-// CHECK-LABEL: func.func @conv2d_0(%arg0: memref<1x6x7x8xf32>, %arg1: memref<3x3x2x12xf32>, %arg2: memref<12xf32>, %arg3: memref<1x6x7x12xf32>) attributes {prim.op = "conv2d", prim.solver = "conv_implicit_gemm"}
+// NHWC, 4 groups of 2 -> 3 channels: 24 rows (n, oh, group); lanes = the group's 3 output channels. The
+// filter, a run-time value, comes in blocks of the tile's 3 channels (KRSC3k, transposed by transpose_0).
+// CHECK-LABEL: func.func @conv2d_1(%arg0: memref<1x6x7x8xf32>, %arg1: memref<4x3x3x2x3xf32>, %arg2: memref<12xf32>, %arg3: memref<1x6x7x12xf32>) attributes {prim.op = "conv2d", prim.solver = "conv_implicit_gemm"}
 // CHECK-NOT:   linalg.
 // CHECK:       scf.forall (%{{.+}}) in (24)
 // CHECK:       scf.for {{.*}} -> (vector<3xf32>, vector<3xf32>
@@ -27,7 +29,7 @@
 
 // NCHW, f16, stride 2, residual: lanes = 8 output columns (then a tail of 2), f32 accumulation,
 // rounded to f16 at the store.
-// CHECK-LABEL: func.func @conv2d_1(%arg0: memref<1x4x9x20xf16>, %arg1: memref<3x3x4x6xf16>, %arg2: memref<1x6x5x10xf16>, %arg3: memref<1x6x5x10xf16>) attributes {prim.in_place = 2 : i64, prim.op = "conv2d", prim.solver = "conv_implicit_gemm"}
+// CHECK-LABEL: func.func @conv2d_2(%arg0: memref<1x4x9x20xf16>, %arg1: memref<3x3x4x6xf16>, %arg2: memref<1x6x5x10xf16>, %arg3: memref<1x6x5x10xf16>) attributes {prim.in_place = 2 : i64, prim.op = "conv2d", prim.solver = "conv_implicit_gemm"}
 // CHECK-NOT:   linalg.
 // CHECK:       scf.forall (%{{.+}}) in (5)
 // CHECK:       vector.load {{.*}} : memref<720xf16>, vector<{{[0-9]+}}xf16>
