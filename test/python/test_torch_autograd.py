@@ -311,6 +311,28 @@ def test_target_out_of_range(device, bad):
     assert_grads_close(model, eager)
 
 
+def test_pending_checks_raise_once_done():
+    """The GPU's deferred run-time checks (torch_backend._Calls): a call raises what finished earlier runs
+    failed, each message once, and keeps the runs not finished yet for a later call."""
+    class Run:
+        def __init__(self, *results):
+            self.results = list(results)
+
+        def failed(self):
+            return self.results.pop(0)
+    calls = torch_backend._Calls()
+    busy = Run(None, ["prim.gather: an index is outside [-7, 7) (1 of them)"])
+    calls.checks = [Run([]), busy, Run(["prim.gather: an index is outside [-7, 7) (1 of them)"])]
+    with pytest.raises(OpenPrimError, match=r"^a run-time check failed in an earlier call: prim.gather: an index "
+                                            r"is outside \[-7, 7\) \(1 of them\)$"):
+        calls.raise_failed_checks()
+    assert calls.checks == [busy]
+    with pytest.raises(OpenPrimError):
+        calls.raise_failed_checks()
+    assert not calls.checks
+    calls.raise_failed_checks()
+
+
 def test_inference_keeps_its_path():
     """Under no_grad the graph is the inference one (weights compiled in), not AOTAutograd's."""
     fresh()
