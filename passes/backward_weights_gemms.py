@@ -1,6 +1,6 @@
-"""A filter gradient as GEMMs: one per filter tap for targets whose only backward-weights solver is the
-reference loop nest (the GPUs), and one for all taps where the input has few channels (every target):
-prim-select's.
+"""A filter gradient as GEMMs for targets whose only backward-weights solver is the reference loop nest (the
+GPUs): one per filter tap, or one for all taps where the input has few channels: prim-select's. (The CPU has
+its filter-gradient kernel, kernels/cpu/backward_weights.py, for every channel count.)
 
 With the forward convolution x [N, H, W, C] * w [K, R, S, C] -> dy [N, OH, OW, K] (NHWC, one group), stride
 (sh, sw), padding (pt, pl, pb, pr), dilation (dh, dw), the gradient of tap (r, s) is a GEMM whose reduction
@@ -14,19 +14,17 @@ stride-1, unpadded filter. On GPUs, channels and rows that are not multiples of 
 1 on a 7 x 7 map) are padded with zeros, so that the matrix cores take them (the SIMT GEMM, with one block
 over a reduction of 400 k rows, ran past a minute on the H100); the input is padded before its taps are
 cut, so each tap's rows are 16 bytes and the stacked taps' concat moves vectors (three-channel taps, two
-bytes at a time, took 1.1 ms of ResNet-50's backward on the H200). The CPU's GEMM takes any size, and a pad
-is a pass over the whole operand (the stacked stem's [100352, 147] -> 152: 20 ms at batch 8). The R S products [K, C] are stacked to KRSC,
+bytes at a time, took 1.1 ms of ResNet-50's backward on the H200). The R S products [K, C] are stacked to KRSC,
 cut back to C channels and transposed to the filter layout the op has. The GEMMs are forward matmuls with a run-time, 2-d, non-transposed rhs: the matrix-core GEMM
 solvers serve them, split-K where their grid is small (the reduction is long: 100 k rows at batch 32 on a
 56 x 56 map, the output 64 x 64). The copies (dy^T, the R S slices) are memory passes that an implicit-GEMM
 filter-gradient kernel would not make; the reference loop nest this replaces takes seconds per layer.
 
-With fewer than FEW_CHANNELS input channels (an RGB stem: 3), a GEMM per tap has a 3-wide output and the
-CPU's register-tiled filter-gradient kernel fills a few lanes of its channel tiles (ResNet-18's stem at
-batch 8: 125 ms of a 0.6 s training step on the 2-core machine). There the taps' slices are stacked side by
-side along the channels, [M, R S C] (an im2col of 147 columns for a 7x7 stem; on
-GPUs 392, 8 channels a tap), and one GEMM
-dy^T [K, M] @ patches gives [K, R S C], which is KRSC.
+With fewer than FEW_CHANNELS input channels (an RGB stem: 3), a GEMM per tap has a 3-wide output: there the
+taps' slices are stacked side by side along the channels, [M, R S C] (an im2col: 49 taps of 8 padded
+channels, 392 columns, for a 7x7 stem), and one GEMM dy^T [K, M] @ patches gives [K, R S C], which is KRSC.
+On the CPU this was the stem's path too, until its filter-gradient kernel read x in place: ResNet-18's stem
+at batch 8 on 2 AVX2 cores, 41 ms stacked (transpose, pad, 49 slices, concat, GEMM) against 16 ms.
 """
 from __future__ import annotations
 
@@ -39,18 +37,17 @@ from .rewrite import create, filter_perm, reshape, transpose
 
 MATMUL = {"transpose_rhs": 0, "activation": "none", "activation_params": []}
 ALIGN = 8     # the matrix-core GEMMs' K and N granule (16-byte rows of f16: TMA strides, ldmatrix)
-FEW_CHANNELS = 8   # fewer input channels than this: every tap in one GEMM (an RGB stem), on every target
+FEW_CHANNELS = 8   # fewer input channels than this: every tap in one GEMM (an RGB stem)
 
 
 def backward_weights_as_gemms(op: ir.Operation, target, reference_only) -> bool:
     """Rewrite an NHWC, one-group prim.conv2d_backward_weights into GEMMs where reference_only(problem) says
-    `target` has no other solver for it, or where it has fewer than FEW_CHANNELS input channels (every
-    target: the taps stacked into one GEMM), the GEMMs' sizes padded to multiples of ALIGN on GPUs; whether
-    it did."""
+    `target` has no other solver for it (the GPUs), all taps stacked into one GEMM where it has fewer than
+    FEW_CHANNELS input channels, the GEMMs' sizes padded to multiples of ALIGN; whether it did."""
     if op.name != "prim.conv2d_backward_weights" or dialect.op_attrs(op)["layout"] != "NHWC":
         return False
     p = problem_of(op)
-    if p.groups != 1 or not (p.c < FEW_CHANNELS or reference_only(p)):
+    if p.groups != 1 or not reference_only(p):
         return False
     x, dy = dialect.operand_groups(op)
     m, loc = p.n * p.oh * p.ow, op.location
