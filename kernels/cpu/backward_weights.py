@@ -30,8 +30,6 @@ viewed 1-d.
 """
 from __future__ import annotations
 
-import math
-
 from openprim.kernels.cpu.implicit_gemm import Body
 
 CHUNK_BYTES = 128 << 10      # x's and dy's bytes of a chunk of output rows (half of Zen's 512 KB L2)
@@ -45,45 +43,32 @@ class _BackwardWeights:
         self.dtype = p.dtype
         (self.sh, self.sw), (self.dh, self.dw) = p.strides, p.dilations
         self.pt, self.pl = p.padding[0], p.padding[1]
-        # vector pieces of an NT tile: full vectors of the target's lanes, then the rest
-        self.pieces = [lanes] * (self.nt // lanes) + ([self.nt % lanes] if self.nt % lanes else [])
+        # (offset in the tile, width) of an NT tile's vectors: full vectors of the target's lanes, then the rest
+        widths = [lanes] * (self.nt // lanes) + ([self.nt % lanes] if self.nt % lanes else [])
+        self.vecs = [(sum(widths[:j]), w) for j, w in enumerate(widths)]
         self.tiles_k = p.k // self.nt
         self.parts = max(1, min(threads, self.tiles_k))
         per_filter = 4 * p.r * p.s * p.c
         share = -(-self.tiles_k // self.parts)
         self.block = max(1, min(share, DW_BLOCK_BYTES // (per_filter * self.nt)))      # K tiles a block
-        row_bytes = self.esize * (p.ow * min(p.k, self.block * self.nt) + self.sh * p.w * p.c)
+        row_bytes = (4 if p.dtype == "f32" else 2) * (p.ow * min(p.k, self.block * self.nt) + self.sh * p.w * p.c)
         self.rows = max(1, min(p.n * p.oh, CHUNK_BYTES // row_bytes))
         self.x, self.dy, self.out = signature
         self.signature = signature
 
-    @property
-    def esize(self) -> int:
-        return 4 if self.p.dtype == "f32" else 2
-
     # ------------------------------------------------------------------ memory
     def load(self, buf, at, width: int = 0) -> str:
         """buf[at] (width 0) or buf[at : at + width], as f32."""
-        b, n = self.b, self.b.fresh("ld")
-        name, mtype = buf
+        b = self.b
         if width:
-            b.emit(f"{n} = vector.load {name}[{b.idx(at)}] : {mtype}, vector<{width}x{self.dtype}>")
-            vt = f"vector<{width}xf32>"
-        else:
-            b.emit(f"{n} = memref.load {name}[{b.idx(at)}] : {mtype}")
-            vt = "f32"
+            return b.load_f32(buf, at, width, self.dtype)
+        n = b.fresh("ld")
+        b.emit(f"{n} = memref.load {buf[0]}[{b.idx(at)}] : {buf[1]}")
         if self.dtype == "f32":
             return n
         w = b.fresh("x")
-        b.emit(f"{w} = arith.extf {n} : {vt.replace('f32', self.dtype)} to {vt}")
+        b.emit(f"{w} = arith.extf {n} : {self.dtype} to f32")
         return w
-
-    def tile_vectors(self):
-        """(offset within the tile, width) of the tile's vectors."""
-        at = 0
-        for width in self.pieces:
-            yield at, width
-            at += width
 
     # ------------------------------------------------------------------ the register tile
     def tile(self, r: int, s: int, c0, k0, mt: int, q0, q1):
@@ -97,14 +82,10 @@ class _BackwardWeights:
         ow_hi = min(p.ow, (p.w - 1 + self.pl - s * self.dw) // self.sw + 1)
         if hi <= lo or ow_hi <= ow_lo:
             return                                  # a tap that never meets the image: its gradient stays 0
-        vecs = list(self.tile_vectors())
+        vecs = self.vecs
         types = [f"vector<{w}xf32>" for _, w in vecs] * mt
         base = [b.add(b.mul(b.add(b.mul(r * p.s + s, p.c), b.add(c0, i)), K), k0) for i in range(mt)]
-        accs = [b.fresh("acc") for _ in types]
-        for i in range(mt):
-            for j, (at, w) in enumerate(vecs):
-                b.emit(f"{accs[i * len(vecs) + j]} = vector.load {self.accf[0]}[{b.idx(b.add(base[i], at))}] "
-                       f": {self.accf[1]}, vector<{w}xf32>")
+        accs = [b.load_f32(self.accf, b.add(row, at), w, "f32") for row in base for at, w in vecs]
         q, args, results = b.loop(q0, q1, accs, None, types)
         oh = b.op("arith.remui", q, p.oh)
         ih = b.add(b.mul(oh, self.sh), r * self.dh - self.pt)
@@ -180,18 +161,16 @@ class _BackwardWeights:
         b.close()
 
     def zero(self, at):
-        for off, w in self.tile_vectors():
+        for off, w in self.vecs:
             self.b.emit(f"vector.store {self.b.const(0.0, f'vector<{w}xf32>')}, {self.accf[0]}"
                         f"[{self.b.idx(self.b.add(at, off))}] : {self.accf[1]}, vector<{w}xf32>")
 
     def round_out(self, at):
         b = self.b
-        for off, w in self.tile_vectors():
-            v, t = b.fresh("v"), b.fresh("t")
-            i = b.idx(b.add(at, off))
-            b.emit(f"{v} = vector.load {self.accf[0]}[{i}] : {self.accf[1]}, vector<{w}xf32>")
-            b.emit(f"{t} = arith.truncf {v} : vector<{w}xf32> to vector<{w}x{self.dtype}>")
-            b.emit(f"vector.store {t}, {self.outf[0]}[{i}] : {self.outf[1]}, vector<{w}x{self.dtype}>")
+        for off, w in self.vecs:
+            i = b.add(at, off)
+            t = b.narrow(b.load_f32(self.accf, i, w, "f32"), w, self.dtype)
+            b.emit(f"vector.store {t}, {self.outf[0]}[{b.idx(i)}] : {self.outf[1]}, vector<{w}x{self.dtype}>")
 
     def kernel(self, name: str) -> str:
         b, p = self.b, self.p

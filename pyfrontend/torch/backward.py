@@ -41,7 +41,6 @@ from __future__ import annotations
 import numpy as np
 
 from openprim.base.errors import OpenPrimError
-from openprim.pyfrontend.graph import Tensor
 from openprim.pyfrontend.torch.importer import (_HANDLERS, _Const, _ints, _op_key, _pad4, _shape,
                                                 h_native_bn_legit, h_native_layer_norm)
 
