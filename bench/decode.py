@@ -7,27 +7,36 @@ The model is built as a user brings it, from its Hugging Face config with random
 GPT-2 small, 124M parameters; llama: a Llama-style decoder of GPT-2 small's size, 12 layers of hidden 768,
 12 query heads over 4 key/value heads, SwiGLU 2048, vocabulary 32000). A prompt of --context tokens is
 prefilled, then --new tokens are generated greedily; what is timed is the per-token decode (the median over
-the tokens of the median over --repeat generations), the prefill once per repeat, every peer in this process:
+the tokens of the median over --repeat generations), the prefill once per repeat:
 
-  openprim   Decoder(model, batch, max_len=context + new): the one-token step and the prompt's prefill bucket
-             compiled through the compile cache (their compile seconds reported), caches carried as state
-             and written in place
-  eager      PyTorch eager on every core (torch_cpu_threads, inference_mode) with transformers' DynamicCache:
-             model(ids, use_cache=True) once, then model(token, past_key_values=cache) per token
-  ort        ONNX Runtime (every core, all optimizations) on decoding.StepModule exported with
-             torch.onnx.export: the caches are inputs and outputs, fed back each token (ORT has no state;
-             the copy in and out is part of its time, as for a user of a plain InferenceSession)
+  openprim         Decoder(model, batch, max_len=context + new): the one-token step and the prompt's prefill
+                   bucket compiled through the compile cache (their compile seconds reported), caches carried
+                   as state and written in place
+  eager            PyTorch eager on every core (torch_cpu_threads, inference_mode) with transformers'
+                   DynamicCache: model(ids, use_cache=True) once, then model(token, past_key_values=cache) per
+                   token
+  compiled-static  torch.compile as gpt-fast uses it, over the step openprim compiles: StaticCacheStep holds
+                   every layer's key and value cache as buffers [B, kv heads, context + new, head dim] (static
+                   addresses) and runs decoding.StepModule over them, writing its updated caches back in place;
+                   its forward under torch.compile(fullgraph=True) makes the one-token step (mode=
+                   "reduce-overhead", CUDA graphs, on the GPU; the default mode on the CPU), the prompt goes
+                   through it eagerly; fed as openprim's Decoder (step_feeds: an all-ones mask over the whole
+                   cache), the positions counted on the device. It runs in a child process: a crash is recorded
+                   under "not_measured" with its signal, the other figures kept. Its JSON entry has its
+                   torch.compile mode and, on the GPU, inductor's count of graphs that skipped CUDA graphs
+                   with the reasons logged
+  ort              ONNX Runtime (every core, all optimizations) on decoding.StepModule exported with
+                   torch.onnx.export: the caches are inputs and outputs, fed back each token (ORT has no
+                   state; the copy in and out is part of its time, as for a user of a plain InferenceSession)
 
 With --device cuda the model is fp16 and OpenPrim compiles for the GPU found (nvvm:sm_XY); the peers are
-eager PyTorch on the GPU (the same DynamicCache loop) and transformers' generate with a static cache and
-its forward under torch.compile(mode="reduce-overhead") (CUDA graphs), its time per token the difference
-of generating --new and one token over --new - 1; that peer runs in a child process (a crash of it is
-recorded under "not_measured" with the signal, and the other figures are kept). Every step of every peer ends with the next token known
-on the host side of a synchronize (a generation loop checks for the end token). No ORT on the GPU.
+eager PyTorch on the GPU (the same DynamicCache loop) and compiled-static. Every step of every peer ends with
+the next token known on the host side of a synchronize (a generation loop checks for the end token). No ORT
+on the GPU.
 
-The tokens of every peer are checked against eager's. On the CPU the JSON also has the decode step's GEMVs
-(matmuls over constant weights) as bandwidth: weight bytes over their time, beside a threaded copy of as many
-bytes measured in the same run. The JSON has every figure and the machine.
+The tokens of every peer are checked against eager's. The JSON also has the decode step's GEMVs (matmuls
+over constant weights) as bandwidth: weight bytes over their time, beside a copy of as many bytes measured in
+the same run (threaded on the CPU, device to device on a GPU). The JSON has every figure and the machine.
 """
 from __future__ import annotations
 
@@ -40,11 +49,11 @@ import sys
 import time
 
 import numpy as np
+import torch
 from timing import ort_session, torch_cpu_threads
 
 
 def build(name: str):
-    import torch
     import transformers as tf
     torch.manual_seed(0)
     if name == "gpt2":
@@ -55,14 +64,12 @@ def build(name: str):
 
 
 def _sync():
-    import torch
     if torch.cuda.is_available():
         torch.cuda.synchronize()
 
 
 def eager_generate(model, ids, new: int) -> tuple[np.ndarray, float, list[float]]:
     """(tokens, prefill seconds, seconds per decode token) of eager PyTorch with a DynamicCache."""
-    import torch
     device = next(model.parameters()).device
     with torch.inference_mode():
         t0 = time.perf_counter()
@@ -81,63 +88,95 @@ def eager_generate(model, ids, new: int) -> tuple[np.ndarray, float, list[float]
     return np.concatenate([ids, torch.cat(tokens, 1).cpu().numpy()], 1), prefill, times
 
 
-def compiled_generate(model, ids, new: int) -> tuple[np.ndarray, float, list[float]]:
-    """transformers' generate with a static cache, forward under torch.compile(mode="reduce-overhead"): the
-    prefill is generating one token; the per-token time, (generating `new` - generating 1) / (new - 1)."""
-    import torch
-    x = torch.as_tensor(ids, device="cuda")
-    with torch.inference_mode():
+class StaticCacheStep(torch.nn.Module):
+    """decoding.StepModule with every layer's key and value cache held as buffers and written in place, as
+    gpt-fast holds its KV cache: static addresses, so that a CUDA graph of the step replays over them (a
+    mutated buffer is an input cudagraph trees need not copy). forward(input_ids, position_ids,
+    cache_position, attention_mask, last) -> the logits at `last` [B, V]. Compiled, the step's index_copy
+    and the copy back become one in-place write of the new rows (inductor reinplaces them; seen in its
+    output code on the CPU), so the whole cache is not copied per token."""
+
+    def __init__(self, model, batch: int, max_len: int):
+        super().__init__()
+        from openprim.decoding import StepModule, cache_shape
+        self.step, self.count = StepModule(model), 2 * model.config.num_hidden_layers
+        like = next(model.parameters())
+        for i in range(self.count):
+            self.register_buffer(f"cache_{i}", torch.zeros(cache_shape(model.config, batch, max_len),
+                                                           dtype=like.dtype, device=like.device))
+            torch._dynamo.mark_static_address(getattr(self, f"cache_{i}"))   # as transformers' StaticCache
+
+    def forward(self, input_ids, position_ids, cache_position, attention_mask, last):
+        caches = [getattr(self, f"cache_{i}") for i in range(self.count)]
+        logits, *new = self.step(input_ids, position_ids, cache_position, attention_mask, last, *caches)
+        for cache, value in zip(caches, new):
+            cache.copy_(value)
+        return logits
+
+
+def static_generate(step, decode, ids, new: int) -> tuple[np.ndarray, float, list[float]]:
+    """As eager_generate, with a StaticCacheStep `step` fed as openprim_generate feeds its Decoder: the prompt
+    through `step` itself (eager, unpadded), each new token through `decode` (its compiled forward, a new
+    CUDA-graph step per call), the positions counted on the device. Cache rows past the position are masked:
+    no reset between generations."""
+    batch, prompt = ids.shape
+    device, max_len = step.cache_0.device, step.cache_0.shape[2]
+    with torch.no_grad():
+        feeds = [torch.as_tensor(a, device=device) for a in step_feeds(ids, 0, max_len)]
+        mask, last = feeds[3], torch.tensor([0], device=device)
+        cache_position = torch.tensor([prompt], device=device)
+        position_ids = cache_position.repeat(batch, 1)
         t0 = time.perf_counter()
-        model.generate(x, max_new_tokens=1, do_sample=False)
+        token = step(*feeds, torch.tensor([prompt - 1], device=device)).argmax(-1, keepdim=True)
         _sync()
-        one = time.perf_counter() - t0
-        t0 = time.perf_counter()
-        out = model.generate(x, max_new_tokens=new, min_new_tokens=new, do_sample=False)
-        _sync()
-        total = time.perf_counter() - t0
-    return out.cpu().numpy(), one, [(total - one) / (new - 1)] * (new - 1)
-
-
-def compiled_model(model):
-    """model set up for compiled_generate (static cache, compiled forward, no end token), warmed up."""
-    import torch
-    model.generation_config.cache_implementation = "static"
-    model.generation_config.eos_token_id = None
-    model.generation_config.pad_token_id = 0
-    compiled = torch.compile(model.forward, mode="reduce-overhead", fullgraph=True)
-
-    def forward(*args, **kwargs):   # each call a new CUDA-graph step: the static cache is written in place
-        torch.compiler.cudagraph_mark_step_begin()
-        return compiled(*args, **kwargs)
-    model.forward = forward
-    return model
+        prefill = time.perf_counter() - t0
+        tokens, times = [token], []
+        for _ in range(new - 1):
+            t0 = time.perf_counter()
+            torch.compiler.cudagraph_mark_step_begin()
+            token = decode(token, position_ids, cache_position, mask, last).argmax(-1, keepdim=True)
+            cache_position += 1
+            position_ids += 1
+            _sync()
+            times.append(time.perf_counter() - t0)
+            tokens.append(token)
+    return np.concatenate([ids, torch.cat(tokens, 1).cpu().numpy()], 1), prefill, times
 
 
 def compiled_in_child(args):
-    """The compiled peer, run by this script in a child process (--child-compiled FILE): torch.compile with
-    CUDA graphs over transformers' static cache has crashed the whole process (SIGSEGV, torch 2.11 +
-    transformers 5.17 on the H100) before any figure was written. A run returns (tokens, prefill, times)
-    as the other peers do, all of the child's --repeat generations measured in that one child; a crash
-    or failure raises PeerFailed with what happened, and the peer is recorded as not measured."""
+    """The compiled-static peer, run by this script in a child process (--child-compiled FILE): torch.compile
+    with CUDA graphs has crashed the whole process (SIGSEGV, torch 2.11 + transformers 5.17 on the H100,
+    over transformers' static cache under generate) before any figure was written. Returns (run, notes):
+    a run returns (tokens, prefill, times) as the other peers do, all of the child's --repeat generations
+    measured in that one child; a crash or failure raises PeerFailed with what happened, and the peer is
+    recorded as not measured. notes, filled by the child: its torch.compile mode and, on the GPU, inductor's
+    count of graphs it ran without CUDA graphs with the reasons it logged (0 and []: every graph replayed)."""
     import subprocess
     import tempfile
     rounds: list = []
+    notes: dict = {}
 
     def run():
         if not rounds:
             with tempfile.TemporaryDirectory() as tmp:
                 path = os.path.join(tmp, "compiled.npz")
-                argv = [sys.executable, os.path.abspath(__file__), "--device", "cuda", "--model", args.model,
+                argv = [sys.executable, os.path.abspath(__file__), "--device", args.device, "--model", args.model,
                         "--batch", str(args.batch), "--context", str(args.context), "--new", str(args.new),
                         "--repeat", str(args.repeat), "--child-compiled", path]
                 child = subprocess.run(argv, capture_output=True, text=True)
                 if child.returncode != 0 or not os.path.exists(path):
                     why = f"signal {-child.returncode}" if child.returncode < 0 else f"exit {child.returncode}"
-                    raise PeerFailed(f"{why}; its last output: {child.stderr.strip().splitlines()[-1:] or ''}")
+                    raise PeerFailed(f"{why}; its last output: {child.stderr.strip().splitlines()[-3:]}")
                 with np.load(path) as got:
                     rounds.extend((got["tokens"], float(p), list(t)) for p, t in zip(got["prefill"], got["times"]))
+                    notes["torch_compile_mode"] = str(got["mode"])
+                    if args.device == "cuda":
+                        reasons = {line.strip()[:300] for line in child.stderr.splitlines()
+                                   if "skipping cudagraphs" in line}
+                        notes.update(cudagraph_skips=int(got["cudagraph_skips"]),
+                                     cudagraph_skip_reasons=sorted(reasons))
         return rounds.pop(0)
-    return run
+    return run, notes
 
 
 class PeerFailed(RuntimeError):
@@ -145,11 +184,16 @@ class PeerFailed(RuntimeError):
 
 
 def child_compiled(args, model, ids) -> None:
-    """--child-compiled FILE: the compiled peer's --repeat generations, written to FILE (npz)."""
-    compiled = compiled_model(model.cuda())
-    compiled_generate(compiled, ids, args.new)   # compiles and records its graphs
-    runs = [compiled_generate(compiled, ids, args.new) for _ in range(args.repeat)]
-    np.savez(args.child_compiled, tokens=runs[0][0], prefill=[r[1] for r in runs], times=[r[2] for r in runs])
+    """--child-compiled FILE: the compiled-static peer's --repeat generations, written to FILE (npz) with its
+    torch.compile mode and inductor's count of CUDA-graph skips."""
+    from torch._dynamo.utils import counters
+    mode = "reduce-overhead" if args.device == "cuda" else "default"   # CUDA graphs on the GPU only
+    step = StaticCacheStep(model.to(args.device), args.batch, args.context + args.new)
+    decode = torch.compile(step, mode=mode, fullgraph=True)
+    static_generate(step, decode, ids, args.new)   # compiles, warms up and records its graph
+    runs = [static_generate(step, decode, ids, args.new) for _ in range(args.repeat)]
+    np.savez(args.child_compiled, tokens=runs[0][0], prefill=[r[1] for r in runs], times=[r[2] for r in runs],
+             mode=mode, cudagraph_skips=counters["inductor"]["cudagraph_skips"])
 
 
 def step_feeds(ids, start: int, max_len: int) -> tuple:
@@ -182,7 +226,6 @@ def openprim_generate(decoder, ids, new: int) -> tuple[np.ndarray, float, list[f
 def ort_decoder(model, batch: int, max_len: int):
     """(session for one token, session for the prompt of `prompt` tokens) factory: ONNX Runtime sessions of
     decoding.StepModule exported per token count, or the reason it cannot be built."""
-    import torch
     from openprim.decoding import STEP_INPUTS, StepModule, cache_shape, step_example
     shape = cache_shape(model.config, batch, max_len)
     layers = model.config.num_hidden_layers
@@ -224,17 +267,28 @@ def ort_generate(make, ids, new: int, max_len: int) -> tuple[np.ndarray, float, 
     return np.concatenate([ids] + tokens, 1), prefill, times
 
 
-def gemv_bandwidth(exe) -> dict:
-    """The CPU decode step's matmuls over constant weights (its GEMVs): their weight bytes over their time
-    (Executable.time_steps, the medians of 20 runs), against a copy of as many bytes split between the cores
-    (numpy copyto in threads, read + write counted), measured now."""
-    import threading
+def gemv_bandwidth(exe, device: str) -> dict:
+    """The decode step's matmuls over constant weights (its GEMVs): their weight bytes over their time
+    (Executable.time_steps, the medians of 20 runs; on a GPU each step's launches back to back), against a
+    copy of as many bytes measured now (read + write counted): on the CPU numpy copyto split between the
+    cores' threads, on a GPU a device-to-device tensor copy timed with CUDA events."""
     times, values = exe.time_steps(20), exe.plan["values"]
-    weight = [(t, int(np.prod(values[s["args"][1]]["shape"])) * np.dtype(np.float16 if values[s["args"][1]]["dtype"]
-                                                                       in ("f16", "bf16") else np.float32).itemsize)
+    seconds_per_unit = 1e-3 if device == "cuda" else 1.0     # the GPU runtime's step times are milliseconds
+    weight = [(t * seconds_per_unit, int(np.prod(values[s["args"][1]]["shape"])) * np.dtype(
+                  np.float16 if values[s["args"][1]]["dtype"] in ("f16", "bf16") else np.float32).itemsize)
               for s, t in zip(exe.plan["steps"], times)
               if s["op"] == "matmul" and values[s["args"][1]]["storage"] == "weight"]
     seconds, nbytes = sum(t for t, _ in weight), sum(b for _, b in weight)
+    copy_seconds = _gpu_copy_seconds(nbytes) if device == "cuda" else _cpu_copy_seconds(nbytes)
+    copy_gbs = 2 * nbytes / copy_seconds / 1e9
+    gemv_gbs = nbytes / seconds / 1e9
+    return {"gemv_weight_mb": nbytes / 1e6, "gemv_ms": seconds * 1e3, "gemv_steps": len(weight),
+            "gemv_gb_per_s": gemv_gbs, "copy_gb_per_s": copy_gbs, "gemv_over_copy": gemv_gbs / copy_gbs}
+
+
+def _cpu_copy_seconds(nbytes: int) -> float:
+    """The median of 5 copies of nbytes, split between the cores' threads (after one warm-up)."""
+    import threading
     src = np.ones(nbytes // 4, np.float32)
     dst = np.empty_like(src)
     parts = np.array_split(np.arange(len(src)), os.cpu_count() or 1)
@@ -252,10 +306,24 @@ def gemv_bandwidth(exe) -> dict:
         t0 = time.perf_counter()
         copy()
         copies.append(time.perf_counter() - t0)
-    copy_gbs = 2 * nbytes / float(np.median(copies)) / 1e9
-    gemv_gbs = nbytes / seconds / 1e9
-    return {"gemv_weight_mb": nbytes / 1e6, "gemv_ms": seconds * 1e3, "gemv_gb_per_s": gemv_gbs,
-            "copy_gb_per_s": copy_gbs, "gemv_over_copy": gemv_gbs / copy_gbs}
+    return float(np.median(copies))
+
+
+def _gpu_copy_seconds(nbytes: int) -> float:
+    """The median of 5 rounds of 20 device-to-device copies of nbytes, timed with CUDA events."""
+    src = torch.ones(nbytes // 2, dtype=torch.float16, device="cuda")
+    dst = torch.empty_like(src)
+    dst.copy_(src)
+    rounds = []
+    for _ in range(5):
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        begin.record()
+        for _ in range(20):
+            dst.copy_(src)
+        end.record()
+        end.synchronize()
+        rounds.append(begin.elapsed_time(end) / 20 * 1e-3)
+    return float(np.median(rounds))
 
 
 def step_profile(exe) -> dict:
@@ -286,14 +354,13 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime (its export takes minutes)")
     ap.add_argument("--no-compiled", action="store_true",
-                    help="skip the torch.compile peer on the GPU (its child process compiles for minutes)")
+                    help="skip the compiled-static peer (its child process compiles for minutes)")
     ap.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     ap.add_argument("--out", default=None)
     ap.add_argument("--profile", action="store_true",
                     help="also profile the decode step kernel by kernel (summed by op and solver) into the JSON")
     ap.add_argument("--child-compiled", metavar="FILE", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    import torch
     from openprim.decoding import Decoder
 
     torch_cpu_threads()
@@ -317,10 +384,11 @@ def main() -> None:
         import copy
         gpu_model = copy.deepcopy(model).cuda()
         peers["eager"] = lambda: eager_generate(gpu_model, ids, args.new)
-        if not args.no_compiled:
-            peers["compiled"] = compiled_in_child(args)
     else:
         peers["eager"] = lambda: eager_generate(model, ids, args.new)
+    static_notes = {}
+    if not args.no_compiled:
+        peers["compiled-static"], static_notes = compiled_in_child(args)
     if not args.no_ort and args.device == "cpu":
         try:
             make = ort_decoder(model, args.batch, max_len)
@@ -349,10 +417,11 @@ def main() -> None:
         summary[name] = {"prefill_s": float(np.median(r["prefill_s"])), "ms_per_token": float(np.median(r["token_ms"])),
                          "tokens_match_eager": not len(differ),
                          **({"first_differing_token": int(differ[0]) - args.context} if len(differ) else {})}
+    if "compiled-static" in summary:
+        summary["compiled-static"].update(static_notes)
     for name in summary:
         summary[name]["eager_over_this"] = summary["eager"]["ms_per_token"] / summary[name]["ms_per_token"]
-    if args.device == "cpu":
-        summary["openprim"]["decode_step"] = gemv_bandwidth(decoder.step)
+    summary["openprim"]["decode_step"] = gemv_bandwidth(decoder.step, args.device)
     if args.profile:
         summary["openprim"]["step_profile"] = step_profile(decoder.step)
     report = {"model": args.model, "batch": args.batch, "context": args.context, "new": args.new,

@@ -157,7 +157,7 @@ def main():
                "specialized_cache_hit": special.exe.cache_hit, "max_rel_err": err}
         rows.append(row)
         compile_cell = f"{bucket_s:.1f}" if bucket_s is not None else "(compiled)"
-        print(f"{b:5d} {pieces:>8} {t_dyn * 1e3:10.1f} {t_spec * 1e3:14.1f} {t_dyn / t_spec:8.2f} {t_eager * 1e3:9.1f} "
+        print(f"{b:5d} {pieces:>8} {t_dyn * 1e3:10.3f} {t_spec * 1e3:14.3f} {t_dyn / t_spec:8.3f} {t_eager * 1e3:9.3f} "
               f"{compile_cell + ' / ' + f'{special_s:.1f}' + (' (cached)' if special.exe.cache_hit else ''):>32} "
               f"{err:11.1e}", flush=True)
         assert err < (2e-2 if args.device == "cuda" else 1e-3), (b, err)   # fp16 on the GPU, f32 on the CPU

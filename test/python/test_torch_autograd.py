@@ -288,7 +288,8 @@ def test_target_out_of_range(device, bad):
     """A target outside the classes that is not ignore_index fails the loss's bounds check. On the CPU that
     call runs eagerly (one warning), so that torch reports it; on a GPU the check is read without waiting for
     the run (the kernel reads the nearest class meanwhile) and a later call raises it, as CUDA's device-side
-    asserts surface; the calls after that run compiled again."""
+    asserts surface (here the backward, enqueued after the forward has finished); the calls after that run
+    compiled again."""
     fresh()
     model, eager, x, t = make("mlp", seed=3, device=device)
     compiled = torch.compile(model, backend=openprim_backend, dynamic=False)
@@ -302,10 +303,10 @@ def test_target_out_of_range(device, bad):
             msgs = openprim_warnings(caught)
             assert len(msgs) == 1 and "eagerly" in msgs[0], msgs
         else:
-            compiled(x, wrong).backward()
-            torch.cuda.synchronize()     # the run done: the next call reads its checks
+            loss = compiled(x, wrong)
+            torch.cuda.synchronize()     # the forward done: the next call, its backward, reads its checks
             with pytest.raises(OpenPrimError, match=r"an earlier call.*outside \[-7, 7\)"):
-                compiled(x, t)
+                loss.backward()
     model.zero_grad()
     compiled(x, t).backward()
     eager(x, t).backward()
