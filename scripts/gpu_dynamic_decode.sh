@@ -22,8 +22,8 @@ run() {   # NAME SECONDS COMMAND...
 }
 case "$what" in
   range)
-    run dynamic_batch_resnet 270 python dynamic_batch.py --device cuda --model resnet --batches 1,8,32,64 --max 64
-    run dynamic_sequence_bert 260 python dynamic_batch.py --device cuda --model bert --sequences 32,100,128,300,512 \
+    run dynamic_batch_resnet 220 python dynamic_batch.py --device cuda --model resnet --batches 1,8,32,64 --max 64
+    run dynamic_sequence_bert 180 python dynamic_batch.py --device cuda --model bert --sequences 32,100,128,300,512 \
         --max-seq 512 --per-octave 4 ;;
   decode)
     batches=("${@:3}")

@@ -385,22 +385,43 @@ if __name__ == "__main__":     # python test/python/test_torch_autograd.py: step
 
 def test_batched_conversions():
     """The training path's conversions at a graph's edges (torch_backend._converted): every tensor, strided
-    ones too, to its dtype in one batched copy, into tensors carved from one allocation per dtype, at
-    multiples of 256 bytes from its start (the CPU allocator aligns that to 64 bytes, the runtime's ALIGN,
-    below which it copies a buffer instead of binding it) and none overlapping another."""
+    ones too, to its dtype in one batched copy, each into a contiguous tensor of its own."""
     g = torch.Generator().manual_seed(0)
     srcs = [torch.randn(3, 5, generator=g), torch.randn(7, generator=g).to(torch.float16),
             torch.randn(2, 4, 6, 3, generator=g).permute(0, 3, 1, 2), torch.randn((), generator=g),
             torch.randn(0, 4, generator=g), torch.randn(33, generator=g)]
     dtypes = [torch.float16, torch.float32, torch.bfloat16, torch.float16, torch.float16, torch.float16]
-    outs = torch_backend._converted(srcs, dtypes, torch.device("cpu"))
-    spans = []
+    slots = torch_backend._OutputSlots(torch.device("cpu"))
+    outs = torch_backend._converted(srcs, dtypes, slots)
     for src, dtype, out in zip(srcs, dtypes, outs):
         assert out.dtype == dtype and out.shape == src.shape and out.is_contiguous()
         torch.testing.assert_close(out, src.to(dtype), rtol=0, atol=0)
-        if out.numel():
-            assert out.data_ptr() % 64 == 0
-            spans.append((out.data_ptr(), out.data_ptr() + out.numel() * out.element_size()))
-    spans.sort()
-    assert all(end <= start for (_, end), (start, _) in zip(spans, spans[1:]))
-    assert torch_backend._converted([], [], torch.device("cpu")) == []
+    assert len({o.data_ptr() for o in outs if o.numel()}) == len([o for o in outs if o.numel()])
+    assert torch_backend._converted([], [], slots) == []
+
+
+def test_output_slots_reuse_only_free_buffers():
+    """torch_backend._OutputSlots: a call writes the buffer an earlier call returned only once nothing holds
+    it (not the returned tensor, a view of it, or a tensor autograd saved); a different shape or dtype, or a
+    buffer still held, gets a new one, which the slot then keeps."""
+    slots = torch_backend._OutputSlots(torch.device("cpu"))
+    specs = [((2, 3), torch.float32), ((4,), torch.float16), ((5,), torch.float32)]
+    a, b, c = slots.take(specs)
+    ptrs = [t.data_ptr() for t in (a, b, c)]
+    view = b[1:]
+    w = torch.ones(5, requires_grad=True)
+    y = (w * c).sum()             # autograd saves c for the backward
+    del a, b, c
+    a, b, c = slots.take(specs)
+    assert a.data_ptr() == ptrs[0]                              # dropped: written again
+    assert b.data_ptr() != ptrs[1] and c.data_ptr() != ptrs[2]  # a view, and the saved tensor, hold theirs
+    y.backward()
+    del view, y, a, b, c
+    a, b, c = slots.take(specs)
+    assert c.data_ptr() != ptrs[2]              # the slot moved on to the buffer it took last time
+    moved = c.data_ptr()
+    del c
+    assert slots.take(specs)[2].data_ptr() == moved
+    assert slots.take([((3, 2), torch.float32)])[0].data_ptr() != a.data_ptr()   # a is held by this test
+    del a
+    assert slots.take([((3, 2), torch.float32)])[0].shape == (3, 2)
