@@ -61,7 +61,10 @@ MOBILENET_V2_PAIRS = [(32, 112, 1, 16, False), (96, 112, 2, 24, False), (144, 56
 GEMM_SIZE = 8192
 # A transformer layer's GEMMs [M, K] x [K, N]: ViT-B/16 at batch 32 (M = 32 x 197 tokens) and BERT-base at
 # batch 8 x 512 tokens; q/k/v and the out-projection 768 -> 768, the MLP 768 -> 3072 -> 768.
-TRANSFORMER_GEMMS = [(m, k, n) for m in (6304, 4096) for k, n in ((768, 768), (768, 3072), (3072, 768))]
+# A transformer layer's projections (ViT-B/16 at batch 32: 6304 rows; BERT-base 32 x 128 and GPT-2 8 x 512: 4096;
+# BERT-base 8 x 128: 1024).
+TRANSFORMER_GEMMS = [(m, k, n) for m in (6304, 4096, 1024) for k, n in ((768, 768), (768, 3072), (3072, 768),
+                                                                         (768, 2304))]
 
 
 def cases():
@@ -158,9 +161,10 @@ FAMILIES = {"mma": ("conv_implicit_gemm_mma", "gemm_mma"), "wgmma": ("conv_impli
 
 
 @contextlib.contextmanager
-def forced_config(family, index):
+def forced_config(family, index, splits=None):
     """Cases compiled inside get `family`'s kernel with its configuration `index` (None: the kernel's
-    heuristic; family None: the selection's choice); yields the solver to force per case kind."""
+    heuristic; family None: the selection's choice) and, given, `splits` k splits; yields the solver to
+    force per case kind."""
     from openprim.solvers import SOLVERS
     if family == "unfused":                   # prim-select keeps depthwise -> pointwise pairs apart
         fused = SOLVERS["conv_depthwise_pointwise_mma"]
@@ -172,7 +176,7 @@ def forced_config(family, index):
         return
     solvers = [SOLVERS[name] for name in FAMILIES[family]] if family else []
     for s in solvers if index is not None else ():
-        s.default_params = lambda p, target: {"tile": index}
+        s.default_params = lambda p, target: {"tile": index, **({"splits": splits} if splits else {})}
     try:
         yield {"conv": solvers[0].name, "gemm": solvers[1].name} if family else {}
     finally:
@@ -195,7 +199,8 @@ def build(directory, target, only=(), configs=()):
         t0 = time.perf_counter()
         g = fn()
         family, _, index = (config or "").partition(":")
-        with forced_config(family or None, int(index) if index else None) as solver:
+        index, _, splits = index.partition("x")
+        with forced_config(family or None, int(index) if index else None, int(splits) if splits else None) as solver:
             try:
                 compiler.save(g, os.path.join(directory, name + ".oprim"), target, solver=solver.get(meta["kind"], ""))
             except OpenPrimError as e:
@@ -366,7 +371,8 @@ if __name__ == "__main__":
     ap.add_argument("--skip", nargs="*", default=(), help="run: leave out the cases whose names contain these")
     ap.add_argument("--configs", nargs="*", default=(),
                     help="also build the f16/bf16 conv and GEMM cases with a tensor-core kernel and its "
-                         "configuration forced: mma:I (gpu_mma.CONFIGS[I]) or wgmma:I (gpu_wgmma.CONFIGS[I]); without :I, the kernel's heuristic; "
+                         "configuration forced: mma:I (gpu_mma.CONFIGS[I]) or wgmma:I (gpu_wgmma.CONFIGS[I]), wgmma:IxS "
+                         "with S k splits; without :I, the kernel's heuristic; "
                          "im2col, wino2, wino4: im2col + GEMM and Winograd F(2x2)/F(4x4) on wgmma; "
                          "s2d[:I]: space-to-depth on wgmma (few-channel convolutions: the stem)")
     a = ap.parse_args()
