@@ -142,8 +142,24 @@ class WgmmaSolver:
         if n >= 256 and k >= 2048 and blocks(256, 128) >= 2 * target.chip.units:
             return 2
         if n > 64:
-            return 7 if k_tiles <= 12 else 0
+            return self.partial_wave_tile(blocks(128, 128), k_tiles, target) or (7 if k_tiles <= 12 else 0)
         return 5 if k_tiles <= 2 else 6
+
+    def partial_wave_tile(self, blocks: int, k_tiles: int, target) -> int | None:
+        """A smaller tile for a matmul whose 128 x 128 grid leaves multiprocessors idle in its last wave and
+        is too large to split over k (splits): 64 x 64 where the grid is under one wave, 128 x 64 with
+        two warpgroups where its last wave is under 80% full and the reduction short; None: the 128 x 128
+        tile. Measured on the H100 (bench/RESULTS.md, 2026-12-07, BERT's and GPT-2's projections): 1024 x
+        768 x 768 9.2 -> 5.4 us, 1024 x 3072 x 768 16.8 -> 14.7, 1024 x 768 x 2304 12.3 -> 11.5, 4096 x 768 x 768
+        12.4 -> 11.6; a fuller last wave (4096 x 768 x 2304: 87%) and long reductions keep 128 x 128."""
+        units = target.chip.units
+        if self.op != "matmul" or 4 * blocks <= units:
+            return None
+        if blocks < units:
+            return 6
+        if k_tiles <= 12 and blocks / (-(-blocks // units) * units) < 0.8:
+            return 5
+        return None
 
     def k_tiles(self, p) -> int:
         """64-wide k tiles per output tile: one per filter tap and 64 channels (a matmul: of K)."""

@@ -23,7 +23,7 @@ from openprim.base.target import parse_target
 from openprim.plan import build_plan
 from openprim.pyfrontend import Graph
 from openprim.solvers import SOLVERS
-from openprim.solvers.problem import ConvProblem
+from openprim.solvers.problem import ConvProblem, GemmProblem
 
 H200 = parse_target("nvvm:sm_90")
 
@@ -43,6 +43,23 @@ def conv_problem(n, c, hw, k, r, stride=1):
 def test_heuristic_runs(problem, splits):
     params = SOLVERS["conv_implicit_gemm_wgmma"].default_params(problem, H200)
     assert params.get("splits", 1) == splits, params
+
+
+@pytest.mark.parametrize("m,k,n,tile", [
+    (1024, 768, 768, 6),      # BERT-base at 8 x 128: 48 blocks of 128 x 128 on 132 SMs -> 64 x 64
+    (1024, 3072, 768, 6),     # its FFN down projection, long k: still under a wave
+    (1024, 768, 3072, 5),     # 192 blocks, the last wave 45% full -> 128 x 64 on two warpgroups
+    (4096, 768, 768, 5),
+    (4096, 768, 2304, 7),     # 576 blocks: 87% -> 128 x 128
+    (4096, 3072, 768, 0),     # a long reduction keeps 128 x 128 with 4 stages
+    (16, 768, 768, 7),        # few blocks: split over k instead
+])
+def test_matmul_tile_for_partial_waves(m, k, n, tile):
+    """WgmmaSolver.partial_wave_tile: the tiles that ran fastest on the H100 at these shapes (bench/RESULTS.md,
+    2026-12-07); convolutions keep the ResNet-measured choice."""
+    params = SOLVERS["gemm_wgmma"].default_params(GemmProblem(1, m, n, k, False, False, "f16", "bias"), H200)
+    assert params["tile"] == tile, params
+    assert SOLVERS["conv_implicit_gemm_wgmma"].default_params(conv_problem(8, 256, 16, 768, 1), H200)["tile"] == 7
 
 
 def test_split_k_plan():
