@@ -52,6 +52,8 @@ import numpy as np
 import torch
 from timing import ort_session, torch_cpu_threads
 
+from openprim.runtime.generation import greedy
+
 
 def build(name: str):
     import transformers as tf
@@ -205,7 +207,8 @@ def step_feeds(ids, start: int, max_len: int) -> tuple:
 
 
 def openprim_generate(decoder, ids, new: int) -> tuple[np.ndarray, float, list[float]]:
-    """As eager_generate, with the Decoder's executables (the same steps as Decoder.generate, timed)."""
+    """As eager_generate, with the Decoder's executables (the same steps as Decoder.generate, timed with the
+    choice of the next token, as the other peers' times include their argmax)."""
     batch, prompt = ids.shape
     size = decoder.bucket(prompt)
     padded = np.concatenate([ids, np.repeat(ids[:, -1:], size - prompt, axis=1)], axis=1)
@@ -213,13 +216,14 @@ def openprim_generate(decoder, ids, new: int) -> tuple[np.ndarray, float, list[f
     decoder.step.reset_state()
     t0 = time.perf_counter()
     logits = prefill_exe(*step_feeds(padded, 0, decoder.max_len), np.array([prompt - 1]))
+    tokens = [greedy(logits)[:, None]]
     prefill = time.perf_counter() - t0
-    tokens, times = [np.argmax(logits, -1)[:, None]], []
+    times = []
     for position in range(prompt, prompt + new - 1):
         t0 = time.perf_counter()
         logits = decoder.step(*step_feeds(tokens[-1], position, decoder.max_len), np.array([0]))
+        tokens.append(greedy(logits)[:, None])
         times.append(time.perf_counter() - t0)
-        tokens.append(np.argmax(logits, -1)[:, None])
     return np.concatenate([ids] + tokens, 1), prefill, times
 
 

@@ -292,6 +292,21 @@ def test_decoder_artifact(tmp_path):
         artifact.write_dynamic(str(tmp_path / "d.oprim"), {"name": "n"}, parts)
 
 
+def test_greedy_f16_logits():
+    """runtime.generation.greedy on float16 logits (compared as ordered int16, not in numpy's software f16)
+    picks what np.argmax picks in float32: negative rows, both zeros (the first of a tie), infinities, ties,
+    subnormals, GPT-2's vocabulary width."""
+    from openprim.runtime.generation import greedy
+    rng = np.random.default_rng(0)
+    rows = [rng.standard_normal((16, 50257)) * 4, -np.abs(rng.standard_normal((3, 1000))) - 1,
+            np.array([[-0.0, 0.0, -1.0], [0.0, -0.0, -2.0], [-3.0, -0.0, -0.0], [1.0, np.inf, np.inf],
+                      [-np.inf, -65504.0, -np.inf], [2.0, 5.0, 5.0], [6e-8, -6e-8, 0.0], [-6e-8, -1e-7, -6e-8]])]
+    for logits in rows:
+        x = logits.astype(np.float16)
+        np.testing.assert_array_equal(greedy(x), np.argmax(x.astype(np.float32), -1))
+        np.testing.assert_array_equal(greedy(logits.astype(np.float32)), np.argmax(logits.astype(np.float32), -1))
+
+
 def test_numpy_sampler():
     """runtime.generation.sampler: top_k=1 and a tiny top_p are the argmax; with top_k=3 only the three best
     tokens are drawn, at their softmax frequencies (20,000 draws, within 0.02); temperature sharpens."""
