@@ -82,7 +82,8 @@ class _OutputSlots:
     is a detached alias, so a caller's reference, a view or autograd's saved copy counts), it has the
     shape and dtype asked for, and it was last written on this stream (like the caching allocator, which
     hands a freed block only to its own stream); else a new tensor takes the slot. Threads share the slots
-    under a lock."""
+    under a lock. The slots keep their last outputs' memory until the compiled model is freed, as CUDA-graph
+    trees keep their pool."""
 
     def __init__(self, device):
         self.device = device
