@@ -50,8 +50,9 @@ import time
 
 import numpy as np
 import torch
-from timing import ort_session, torch_cpu_threads
+from timing import cuda_ms, ort_session, torch_cpu_threads
 
+from openprim.base.dtypes import ITEMSIZE
 from openprim.runtime.generation import greedy
 
 
@@ -278,10 +279,9 @@ def gemv_bandwidth(exe, device: str) -> dict:
     cores' threads, on a GPU a device-to-device tensor copy timed with CUDA events."""
     times, values = exe.time_steps(20), exe.plan["values"]
     seconds_per_unit = 1e-3 if device == "cuda" else 1.0     # the GPU runtime's step times are milliseconds
-    weight = [(t * seconds_per_unit, int(np.prod(values[s["args"][1]]["shape"])) * np.dtype(
-                  np.float16 if values[s["args"][1]]["dtype"] in ("f16", "bf16") else np.float32).itemsize)
+    weight = [(t * seconds_per_unit, int(np.prod(w["shape"])) * ITEMSIZE[w["dtype"]])
               for s, t in zip(exe.plan["steps"], times)
-              if s["op"] == "matmul" and values[s["args"][1]]["storage"] == "weight"]
+              if s["op"] == "matmul" and (w := values[s["args"][1]])["storage"] == "weight"]
     seconds, nbytes = sum(t for t, _ in weight), sum(b for _, b in weight)
     copy_seconds = _gpu_copy_seconds(nbytes) if device == "cuda" else _cpu_copy_seconds(nbytes)
     copy_gbs = 2 * nbytes / copy_seconds / 1e9
@@ -318,16 +318,7 @@ def _gpu_copy_seconds(nbytes: int) -> float:
     src = torch.ones(nbytes // 2, dtype=torch.float16, device="cuda")
     dst = torch.empty_like(src)
     dst.copy_(src)
-    rounds = []
-    for _ in range(5):
-        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        begin.record()
-        for _ in range(20):
-            dst.copy_(src)
-        end.record()
-        end.synchronize()
-        rounds.append(begin.elapsed_time(end) / 20 * 1e-3)
-    return float(np.median(rounds))
+    return float(np.median([cuda_ms(lambda: dst.copy_(src), 20) for _ in range(5)])) * 1e-3
 
 
 def step_profile(exe) -> dict:

@@ -87,9 +87,9 @@ class _OutputSlots:
 
     def __init__(self, device):
         self.device = device
-        self.held: list = []       # per slot: (tensor, its storage's cdata, shape, dtype, stream, the
-        # storage's use count with no other user: the slot's tensor, and the storage's Python object where
-        # torch keeps it alive once made) or None
+        # per slot: (tensor, its storage's cdata, the stream it was written on, the storage's use count with no
+        # other user: the slot's tensor, and the storage's Python object where torch keeps it once made)
+        self.held: list = []
         self.lock = threading.Lock()
 
     def take(self, specs) -> list:
@@ -100,11 +100,11 @@ class _OutputSlots:
             self.held += [None] * (len(specs) - len(self.held))
             for k, (shape, dtype) in enumerate(specs):
                 h = self.held[k]
-                if (h is None or h[2] != tuple(shape) or h[3] != dtype or h[4] != stream
-                        or torch._C._storage_Use_Count(h[1]) > h[5]):
+                if (h is None or h[0].shape != tuple(shape) or h[0].dtype != dtype or h[2] != stream
+                        or torch._C._storage_Use_Count(h[1]) > h[3]):
                     t = torch.empty(shape, dtype=dtype, device=self.device)
                     cdata = t.untyped_storage()._cdata
-                    h = self.held[k] = (t, cdata, tuple(shape), dtype, stream, torch._C._storage_Use_Count(cdata))
+                    h = self.held[k] = (t, cdata, stream, torch._C._storage_Use_Count(cdata))
                 out.append(h[0].detach())
         return out
 

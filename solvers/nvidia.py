@@ -142,7 +142,8 @@ class WgmmaSolver:
         if n >= 256 and k >= 2048 and blocks(256, 128) >= 2 * target.chip.units:
             return 2
         if n > 64:
-            return self.partial_wave_tile(blocks(128, 128), k_tiles, target) or (7 if k_tiles <= 12 else 0)
+            smaller = self.partial_wave_tile(blocks(128, 128), k_tiles, target)
+            return smaller if smaller is not None else 7 if k_tiles <= 12 else 0
         return 5 if k_tiles <= 2 else 6
 
     def partial_wave_tile(self, blocks: int, k_tiles: int, target) -> int | None:
