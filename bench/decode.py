@@ -18,9 +18,9 @@ the tokens of the median over --repeat generations), the prefill once per repeat
   compiled-static  torch.compile as gpt-fast uses it, over the step openprim compiles: StaticCacheStep holds
                    every layer's key and value cache as buffers [B, kv heads, context + new, head dim] (static
                    addresses) and runs decoding.StepModule over them, writing its updated caches back in place;
-                   its forward under torch.compile(fullgraph=True) makes the one-token step (mode=
-                   "reduce-overhead", CUDA graphs, on the GPU; the default mode on the CPU), the prompt goes
-                   through it eagerly; fed as openprim's Decoder (step_feeds: an all-ones mask over the whole
+                   its forward under torch.compile(fullgraph=True), inductor's freezing on, makes the
+                   one-token step (mode="reduce-overhead", CUDA graphs, on the GPU; the default mode on the
+                   CPU), the prompt goes through it eagerly; fed as openprim's Decoder (step_feeds: an all-ones mask over the whole
                    cache), the positions counted on the device. It runs in a child process: a crash is recorded
                    under "not_measured" with its signal, the other figures kept. Its JSON entry has its
                    torch.compile mode and, on the GPU, inductor's count of graphs that skipped CUDA graphs
@@ -50,6 +50,7 @@ import time
 
 import numpy as np
 import torch
+import torch._inductor.config
 from timing import cuda_ms, ort_session, torch_cpu_threads
 
 from openprim.base.dtypes import ITEMSIZE
@@ -190,6 +191,7 @@ def child_compiled(args, model, ids) -> None:
     """--child-compiled FILE: the compiled-static peer's --repeat generations, written to FILE (npz) with its
     torch.compile mode and inductor's count of CUDA-graph skips."""
     from torch._dynamo.utils import counters
+    torch._inductor.config.freezing = True     # the weights folded in as constants, as the brief's peer has them
     mode = "reduce-overhead" if args.device == "cuda" else "default"   # CUDA graphs on the GPU only
     step = StaticCacheStep(model.to(args.device), args.batch, args.context + args.new)
     decode = torch.compile(step, mode=mode, fullgraph=True)
