@@ -20,8 +20,8 @@ the tokens of the median over --repeat generations), the prefill once per repeat
                    addresses) and runs decoding.StepModule over them, writing its updated caches back in place;
                    its forward under torch.compile(fullgraph=True), inductor's freezing on, makes the
                    one-token step (mode="reduce-overhead", CUDA graphs, on the GPU; the default mode on the
-                   CPU), the prompt goes through it eagerly; fed as openprim's Decoder (step_feeds: an all-ones mask over the whole
-                   cache), the positions counted on the device. It runs in a child process: a crash is recorded
+                   CPU), the prompt goes through it eagerly; fed as openprim's Decoder (step_feeds: an
+                   all-ones mask over the whole cache), the positions counted on the device. It runs in a child process: a crash is recorded
                    under "not_measured" with its signal, the other figures kept. Its JSON entry has its
                    torch.compile mode and, on the GPU, inductor's count of graphs that skipped CUDA graphs
                    with the reasons logged

@@ -8,13 +8,17 @@ GPT-2 (Hugging Face's NewGELUActivation, "gelu_new"), BERT's "gelu_fast" and man
 as six elementwise ops and a pow: one fused elementwise kernel over the MLP's widest tensor, calling pow
 and tanh per element. As one activation it becomes the epilogue of the GEMM before it (epilogues.py). Every
 product and sum matches in either operand order, x^3 as pow(x, 3) or x * x * x; the constants must be
-those of the formula (relative 1e-6), and every intermediate used once.
+those of the formula as the model's dtype rounds them (relative 1e-6), and every intermediate used once.
 """
 from __future__ import annotations
 
 import math
 
+import numpy as np
 from mlir import ir
+
+from openprim import dialect
+from openprim.base.dtypes import from_storage, to_storage
 
 from .rewrite import constant, create, producer, single_use
 
@@ -22,8 +26,14 @@ _ROOT_2_OVER_PI = math.sqrt(2 / math.pi)
 
 
 def _is(v: ir.Value, value: float) -> bool:
+    """v is a one-element constant holding `value` as v's dtype rounds it (an f16 model's 0.044715 is
+    0.0447083), within 1e-6 relative."""
     c = constant(v)
-    return c is not None and c.size == 1 and abs(float(c.reshape(())) - value) <= 1e-6 * abs(value)
+    if c is None or c.size != 1:
+        return False
+    dtype = dialect.dtype_name(v.type.element_type)
+    rounded = float(from_storage(to_storage(np.array([value]), dtype), dtype)[0])
+    return abs(float(c.reshape(())) - rounded) <= 1e-6 * abs(value)
 
 
 def _split(op, name: str, test):

@@ -1,7 +1,8 @@
 """prim-fuse: fewer, bigger kernels. The driver of the fusion rewrites, each in its own module.
 
 On each graph function, in this order:
-  1. Transposes of constants are folded (constant_transposes.py), so the rewrites see constant weights.
+  1. Transposes of constants are folded (constant_transposes.py), so the rewrites see constant weights,
+     and identical ops are computed once (common_subexpressions.py: the importers repeat per layer).
   2. Op rewrites, tried on every op in program order; after one fires the scan starts again, until none
      does. On each op they are tried in this order (the option that enables each in brackets):
        reshape      view_chains.py         reshape(reshape(x)) -> one reshape, or x where it is x's type [always]
@@ -32,6 +33,7 @@ from openprim.dialect import graph_functions
 from .attention_layout import attention_layouts
 from .batch_norm_fold import fold_batch_norm
 from .channel_scale import fold_channel_scale
+from .common_subexpressions import merge_common_subexpressions
 from .concat_split import split_convolutions_over_concats
 from .constant_transposes import fold_constant_transposes
 from .conv_patches import patch_convolutions
@@ -95,6 +97,7 @@ class Options:
             count = fused_count(module_op)
             for fn in graph_functions(module_op):
                 fold_constant_transposes(fn)
+                merge_common_subexpressions(fn)
                 changed = True
                 while changed:
                     changed = any(op.name in ops and rewrite(op)
