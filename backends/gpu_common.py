@@ -14,7 +14,7 @@ from mlir import ir
 from openprim import dialect
 from openprim.base.dtypes import ITEMSIZE
 from openprim.base.errors import OpenPrimError
-from openprim.dialect import body, kernels_module
+from openprim.dialect import body, contract, kernels_module
 
 from . import aligned
 
@@ -91,7 +91,9 @@ def launches(module: ir.Module, weights_bytes: int, host_values: dict[str, HostV
     `gpu.launch_func` becomes {"function", "grid", "block", "shared", "args"}, an argument being
     ["arg", i] (the i-th buffer the plan passes the kernel, output last), ["scratch", offset] (a byte
     offset in the scratch area), ["weight", offset] (in the weights), ["i64", value], or what
-    host_values[op name] makes of a vendor's host op (nvvm: ["tensormap", spec])."""
+    host_values[op name] makes of a vendor's host op (nvvm: ["tensormap", spec]). The first launch of a
+    kernel that names it in `prim.copy_launch` has "unless_aliased": [i, output]: the runtime leaves it out
+    where those two arguments are one buffer."""
     km = kernels_module(module.operation)
     globals_ = {ir.StringAttr(o.attributes["sym_name"]).value: o.operation for o in body(km).operations
                 if o.operation.name == "memref.global"}
@@ -130,5 +132,7 @@ def launches(module: ir.Module, weights_bytes: int, host_values: dict[str, HostV
             elif op.name not in ("arith.constant", "memref.dealloc", "func.return"):
                 raise OpenPrimError(f"kernel '{ir.StringAttr(fn.attributes['sym_name']).value}': host op "
                                     f"'{op.name}' is not a launch (was the module lowered for a GPU target?)")
+        if (source := contract.copy_launch(fn)) is not None:
+            launched[0]["unless_aliased"] = [source, len(block.arguments) - 1]
         kernels[ir.StringAttr(fn.attributes["sym_name"]).value] = {"launches": launched, "scratch_bytes": scratch}
     return kernels, b"".join(tables)

@@ -25,6 +25,9 @@ prim.in_place             the arguments that a kernel reads at each output index
                           (an i64, or an array of them), so that the output may take one of their buffers.
                           Written by kernels/cpu/implicit_gemm.py, kernels/*/index_copy.py and outlining (CPU
                           elementwise kernels: every operand of the result's type); read by driver/plan.py.
+prim.copy_launch          a GPU kernel whose first launch only copies argument i (the i64) to its output, so that the
+                          runtime leaves it out where the plan gives both one buffer (a KV cache written in place).
+                          Written by kernels/gpu/index_copy.py; read by backends/gpu_common.launches.
 prim.batch_chunks         how many chunks of its batch a graph function runs once each. Written by
                           passes/batch_chunks.py; read by batch-chunks (done already) and driver/plan.py.
 prim.input_names          a graph function's input names. Written by pyfrontend/emit.py; read by driver/plan.py.
@@ -65,6 +68,7 @@ FUSED = "prim.fused"
 OP = "prim.op"
 KERNEL = "prim.kernel"
 IN_PLACE = "prim.in_place"
+COPY_LAUNCH = "prim.copy_launch"
 BATCH_CHUNKS = "prim.batch_chunks"
 INPUT_NAMES = "prim.input_names"
 PARAM_NAMES = "prim.param_names"
@@ -167,6 +171,17 @@ def in_place(kernel) -> tuple[int, ...]:
     if isinstance(attr, ir.ArrayAttr):
         return tuple(ir.IntegerAttr(a).value for a in ir.ArrayAttr(attr))
     return (ir.IntegerAttr(attr).value,)
+
+
+def copy_launch_text(index: int) -> str:
+    """The attribute in a kernel function's `attributes {...}`: its first launch only copies argument `index` to
+    the output."""
+    return f"{COPY_LAUNCH} = {index} : i64"
+
+
+def copy_launch(kernel) -> int | None:
+    """The argument the kernel's first launch only copies to its output (none: None)."""
+    return ir.IntegerAttr(kernel.attributes[COPY_LAUNCH]).value if COPY_LAUNCH in kernel.attributes else None
 
 
 def set_batch_chunks(fn, chunks: int) -> None:

@@ -168,6 +168,8 @@ class GpuExecutable:
         for i, step in enumerate(plan["steps"]):
             buffers = [self.pointers[a] for a in step["args"]]
             for launch in plan["kernels"][step["kernel"]]["launches"]:
+                if "unless_aliased" in launch and len({buffers[j] for j in launch["unless_aliased"]}) == 1:
+                    continue    # a copy onto itself: the plan put the output on its input (a cache in place)
                 name = launch["function"]
                 if name not in functions:
                     functions[name] = device.function(self.module, name)

@@ -11,7 +11,9 @@ as state, driver/plan.py), both launches see equal pointers and only the rows mo
         (o, j, c) = the thread's vector: block o, update row j, columns [c, c + V)
         i = indices[j] (negative: from the end); in [0, T): out[o, i, c:c+V] = updates[o, j, c:c+V]
 
-The launches run in order on one stream, so the copy is complete before any row lands. V is the widest
+The launches run in order on one stream, so the copy is complete before any row lands. Launch 1 is named in
+`prim.copy_launch`: a runtime that sees the plan give x and out one buffer leaves it out (its blocks would
+only compare two pointers). V is the widest
 of 16, 8, 4, 2, 1 bytes' worth of elements that divides `inner` (no vector crosses a row).
 """
 from __future__ import annotations
@@ -83,4 +85,4 @@ def index_copy_kernel(name: str, signature: list[tuple[str, str]], axis: int) ->
     e.close()   # the launch's bounds check
     text = e.function(name, signature)
     header, rest = text.split(" {\n", 1)
-    return f"{header} attributes {{{contract.in_place_text(0)}}} {{\n{rest}"
+    return f"{header} attributes {{{contract.in_place_text(0)}, {contract.copy_launch_text(0)}}} {{\n{rest}"

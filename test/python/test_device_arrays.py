@@ -584,6 +584,26 @@ def test_buffers_that_cannot_be_bound_are_copied(fake, data, monkeypatch, case):
     np.testing.assert_allclose(out.numpy(), _want(x, s, w), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("aliased", [False, True])
+def test_copy_launch_left_out_when_aliased(fake, data, aliased):
+    """A kernel whose first launch only copies its input to its output ("unless_aliased": index_copy's
+    copy of the cache) keeps that launch where the two are different buffers, and drops it where the plan
+    gave them one (a cache written in place): the relu_bias step here reads t and writes y in one buffer."""
+    x, s, w = data
+    plan = _plan()
+    copy = {"function": "copy", "grid": [1, 1, 1], "block": [128, 1, 1], "shared": 0,
+            "args": [["arg", 0], ["arg", 2], ["i64", N]], "unless_aliased": [0, 2]}
+    plan["kernels"]["relu_bias"]["launches"].insert(0, copy)
+    plan["values"][4]["offset"] = 1024 if aliased else 1536
+    fake.kernels["copy"] = (3, lambda src, out, n: _f32(out, n).__setitem__(slice(None), _f32(src, n)))
+    exe = GpuExecutable(plan, b"image", w.tobytes(), CudaDevice(0), graphs=False)
+    fake.log.clear()
+    y = exe(x, s)
+    launched = [e[1] for e in fake.calls("launch")]
+    assert launched == (["mul", "relu_bias"] if aliased else ["mul", "copy", "relu_bias"])
+    np.testing.assert_allclose(y, _want(x, s, w), rtol=1e-5, atol=1e-6)
+
+
 def test_graphs_off_binds_in_the_launch_arguments(fake, data):
     x, s, w = data
     exe = _exe(fake, w, graphs=False)

@@ -24,6 +24,7 @@ import pytest
 import reference as ref
 from helpers import TARGET, Net, assert_close, rounded
 from test_attention import _attention
+from test_decoding import cache_graph
 from openprim import compiler
 from openprim.base.target import parse_target
 from openprim.kernels.gpu import decode_attention, gemv
@@ -117,6 +118,22 @@ def test_gemv_numerics(case, rng, monkeypatch):
     out, = net.run(None, y, solver="gemv_gpu")
     assert_close(out, want, dtype, reduction=k, what=what)
     assert any(s == "gemv_gpu" for _, _, s in net.launches()), net.launches()
+
+
+@pytest.mark.parametrize("target", ["nvvm:sm_90", "rocdl:gfx942"])
+@pytest.mark.parametrize("read_old", [False, True])
+def test_cache_write_in_place_has_no_copy_launch(target, read_old, request):
+    """A carried cache's index_copy: the copy launch is marked unless_aliased (input, output), and the plan
+    gives the next cache the state's buffer (so the runtime leaves the launch out: test_device_arrays.py)
+    unless the old cache is read after the update."""
+    if target.startswith("rocdl"):
+        request.getfixturevalue("toolchain")
+    plan, _ = build_plan(compiler.lower(cache_graph(1, read_old), target), parse_target(target))
+    step, = [s for s in plan["steps"] if s.get("op") == "index_copy"]
+    copy, write = plan["kernels"][step["kernel"]]["launches"]
+    assert copy["unless_aliased"] == [0, 3] and "unless_aliased" not in write
+    cache, new = (plan["values"][step["args"][j]] for j in (0, 3))
+    assert ((cache["storage"], cache["offset"]) == (new["storage"], new["offset"])) == (not read_old), (cache, new)
 
 
 @pytest.mark.parametrize("target", ["nvvm:sm_90", "rocdl:gfx942"])
