@@ -1,11 +1,12 @@
 // index_copy on GPUs (kernels/gpu/index_copy.py): two launches. The first copies the input to the output
 // (grid-stride, 16-byte vectors) only where their pointers differ: where the memory plan gave the output
-// the input's buffer (prim.in_place: a KV cache carried as state) its threads exit at once. The second
+// the input's buffer (prim.in_place: a KV cache carried as state) its threads exit at once, and
+// prim.copy_launch names that launch, which the runtime then leaves out. The second
 // writes the update rows, one vector a thread: the index wrapped from the end and range-checked (an index
 // out of range writes nothing; the plan's bounds_check reports it).
 // RUN: openprim-opt %s -p 'prim-tile{target=nvvm:sm_90}' | filecheck %s
 
-// CHECK-LABEL: func.func @index_copy_0(%arg0: memref<2x3x16x8xf32>, %arg1: memref<1xi64>, %arg2: memref<2x3x1x8xf32>, %arg3: memref<2x3x16x8xf32>) attributes {prim.in_place = 0 : i64, prim.op = "index_copy"}
+// CHECK-LABEL: func.func @index_copy_0(%arg0: memref<2x3x16x8xf32>, %arg1: memref<1xi64>, %arg2: memref<2x3x1x8xf32>, %arg3: memref<2x3x16x8xf32>) attributes {prim.copy_launch = 0 : i64, prim.in_place = 0 : i64, prim.op = "index_copy"}
 // CHECK:       gpu.launch
 // CHECK:         %[[P0:.+]] = memref.extract_aligned_pointer_as_index %arg0
 // CHECK-NEXT:    %[[P1:.+]] = memref.extract_aligned_pointer_as_index %arg3
