@@ -9,9 +9,10 @@ GPT-2 small, 124M parameters; llama: a Llama-style decoder of GPT-2 small's size
 prefilled, then --new tokens are generated greedily; what is timed is the per-token decode (the median over
 the tokens of the median over --repeat generations), the prefill once per repeat:
 
-  openprim         Decoder(model, batch, max_len=context + new): the one-token step and the prompt's prefill
-                   bucket compiled through the compile cache (their compile seconds reported), caches carried
-                   as state and written in place
+  openprim         Decoder(model, batch, max_len=context + new): the one-token greedy step (the argmax of the
+                   logits computed in the step: decoding.greedy_tokens) and the prompt's prefill bucket
+                   compiled through the compile cache (their compile seconds reported), caches carried as
+                   state and written in place
   eager            PyTorch eager on every core (torch_cpu_threads, inference_mode) with transformers'
                    DynamicCache: model(ids, use_cache=True) once, then model(token, past_key_values=cache) per
                    token
@@ -21,10 +22,10 @@ the tokens of the median over --repeat generations), the prefill once per repeat
                    its forward under torch.compile(fullgraph=True), inductor's freezing on, makes the
                    one-token step (mode="reduce-overhead", CUDA graphs, on the GPU; the default mode on the
                    CPU), the prompt goes through it eagerly; fed as openprim's Decoder (step_feeds: an
-                   all-ones mask over the whole cache), the positions counted on the device. It runs in a child process: a crash is recorded
-                   under "not_measured" with its signal, the other figures kept. Its JSON entry has its
-                   torch.compile mode and, on the GPU, inductor's count of graphs that skipped CUDA graphs
-                   with the reasons logged
+                   all-ones mask over the whole cache), the positions counted on the device. It runs in a
+                   child process: a crash is recorded under "not_measured" with its signal, the other
+                   figures kept. Its JSON entry has its torch.compile mode and, on the GPU, inductor's count
+                   of graphs that skipped CUDA graphs with the reasons logged
   ort              ONNX Runtime (every core, all optimizations) on decoding.StepModule exported with
                    torch.onnx.export: the caches are inputs and outputs, fed back each token (ORT has no
                    state; the copy in and out is part of its time, as for a user of a plain InferenceSession)
@@ -210,8 +211,9 @@ def step_feeds(ids, start: int, max_len: int) -> tuple:
 
 
 def openprim_generate(decoder, ids, new: int) -> tuple[np.ndarray, float, list[float]]:
-    """As eager_generate, with the Decoder's executables (the same steps as Decoder.generate, timed with the
-    choice of the next token, as the other peers' times include their argmax)."""
+    """As eager_generate, with the Decoder's executables (the same steps as Decoder.generate: the prompt's
+    token chosen from the prefill's logits, every later one by the greedy step, which returns the argmax
+    token of each row, computed where the step runs, as the peers' argmax is)."""
     batch, prompt = ids.shape
     size = decoder.bucket(prompt)
     padded = np.concatenate([ids, np.repeat(ids[:, -1:], size - prompt, axis=1)], axis=1)
@@ -224,8 +226,7 @@ def openprim_generate(decoder, ids, new: int) -> tuple[np.ndarray, float, list[f
     times = []
     for position in range(prompt, prompt + new - 1):
         t0 = time.perf_counter()
-        logits = decoder.step(*step_feeds(tokens[-1], position, decoder.max_len), np.array([0]))
-        tokens.append(greedy(logits)[:, None])
+        tokens.append(decoder.greedy_step(*step_feeds(tokens[-1], position, decoder.max_len), np.array([0]))[:, None])
         times.append(time.perf_counter() - t0)
     return np.concatenate([ids] + tokens, 1), prefill, times
 
@@ -372,6 +373,7 @@ def main() -> None:
         return child_compiled(args, model, ids)
     t0 = time.perf_counter()
     decoder = Decoder(model, batch=args.batch, max_len=max_len, target=target)
+    decoder.greedy_step     # the step the tokens are timed with (compiled on first use)
     step_compile = time.perf_counter() - t0
     t0 = time.perf_counter()
     decoder.prefill(args.context)
@@ -418,9 +420,9 @@ def main() -> None:
         summary["compiled-static"].update(static_notes)
     for name in summary:
         summary[name]["eager_over_this"] = summary["eager"]["ms_per_token"] / summary[name]["ms_per_token"]
-    summary["openprim"]["decode_step"] = gemv_bandwidth(decoder.step, args.device)
+    summary["openprim"]["decode_step"] = gemv_bandwidth(decoder.greedy_step, args.device)
     if args.profile:
-        summary["openprim"]["step_profile"] = step_profile(decoder.step)
+        summary["openprim"]["step_profile"] = step_profile(decoder.greedy_step)
     report = {"model": args.model, "batch": args.batch, "context": args.context, "new": args.new,
               "parameters": sum(p.numel() for p in model.parameters()),
               "compile_s": {"step": step_compile, "prefill": prefill_compile},

@@ -91,9 +91,11 @@ def sampler(do_sample: bool, temperature: float = 1.0, top_k: int | None = 50, t
 
 
 def generate(step, prefill, bucket, batch: int, max_len: int, input_ids, max_new_tokens: int, attention_mask=None,
-             choose=None, eos_token_id=None, pad_token_id: int | None = None) -> np.ndarray:
+             choose=None, eos_token_id=None, pad_token_id: int | None = None, step_chooses: bool = False) -> np.ndarray:
     """The prompts [rows, P] followed by up to max_new_tokens tokens each (the module docstring): step (the
-    one-token executable), prefill(P) (the executable of P's bucket) and bucket(P) (its size) over one state."""
+    one-token executable), prefill(P) (the executable of P's bucket) and bucket(P) (its size) over one state.
+    step_chooses: the step returns each row's next token itself (decoding.greedy_tokens), not its logits;
+    choose then picks only the prompt's token, from the prefill's logits."""
     ids, mask = check_prompts(input_ids, attention_mask, batch)
     rows, prompt = ids.shape
     if prompt + max_new_tokens > max_len:
@@ -111,13 +113,13 @@ def generate(step, prefill, bucket, batch: int, max_len: int, input_ids, max_new
     size = bucket(prompt)
     tail = np.arange(1, size - prompt + 1)
     step.reset_state()
-    logits = prefill(prompt)(np.concatenate([full, np.repeat(full[:, -1:], size - prompt, 1)], 1),
+    result = prefill(prompt)(np.concatenate([full, np.repeat(full[:, -1:], size - prompt, 1)], 1),
                              np.concatenate([positions, positions[:, -1:] + tail], 1), np.arange(size),
                              cache_mask, np.array([prompt - 1]))
     position = positions[:, -1:] + 1
     out, unfinished = [ids], np.ones(rows, bool)
     for k in range(max_new_tokens):
-        token = choose(logits[:rows])
+        token = result[:rows] if step_chooses and k else choose(result[:rows])
         if pad is not None:
             token = np.where(unfinished, token, pad)
         out.append(token[:, None])
@@ -126,7 +128,7 @@ def generate(step, prefill, bucket, batch: int, max_len: int, input_ids, max_new
         if k == max_new_tokens - 1 or not unfinished.any():
             break
         feed = np.concatenate([token, np.repeat(token[:1], batch - rows)])[:, None]
-        logits = step(feed, position, np.array([prompt + k]), cache_mask, np.array([0]))
+        result = step(feed, position, np.array([prompt + k]), cache_mask, np.array([0]))
         position = position + 1
     return np.concatenate(out, axis=1)
 

@@ -82,6 +82,25 @@ def test_index_copy_out_of_range_and_refusals():
         g.index_copy(x, 1, [0, 7], g.input("v", (2, 2, 4)))
 
 
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_greedy_tokens(dtype):
+    """decoding.greedy_tokens against numpy's argmax: ties (the first index wins), a row of one repeated
+    value, negative rows, -inf entries, a vocabulary not a power of two."""
+    decoding = pytest.importorskip("openprim.decoding")
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((6, 1003)) * 4).astype(np.float16 if dtype == "f16" else np.float32)
+    x[0, [5, 700]] = x[0].max() + 1          # a tie: index 5
+    x[1] = 0.5                               # all equal: index 0
+    x[2] = -np.abs(x[2]) - 1                 # every entry negative
+    x[3, ::2] = -np.inf
+    x[4, -1] = x[4].max() + 2                # the last index
+    g = Graph(dtype=dtype)
+    g.output(decoding.greedy_tokens(g, g.input("logits", x.shape)))
+    got, = run(g, [x])
+    assert got.dtype == np.int64
+    np.testing.assert_array_equal(got, np.argmax(x.astype(np.float64), -1))
+
+
 def test_sin_cos():
     rng = np.random.default_rng(3)
     x = (rng.standard_normal((3, 37)) * 20).astype(np.float32)
@@ -184,7 +203,7 @@ def test_greedy_decoding(kind):
     import language_models
     model = language_models.small_decoder(kind)
     dec = decoding.Decoder(model, batch=2, max_len=24)
-    assert not any(e.get("copy") for e in dec.step.plan["state"])
+    assert not any(e.get("copy") for e in dec.step.plan["state"] + dec.greedy_step.plan["state"])
     rng = np.random.default_rng(1)
     for prompt in (5, 8):
         ids = rng.integers(0, 97, (2, prompt))
