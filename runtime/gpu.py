@@ -120,6 +120,13 @@ class DeviceWeights:
             pass
 
 
+def left_out(launch: dict, buffers: list) -> bool:
+    """Whether a launch is a copy onto itself, left out of the run: it is marked "unless_aliased" (a kernel's
+    copy of its input to its output, backends/gpu_common.launches) and the plan gave both one buffer (a KV
+    cache written in place). buffers: the step's arguments, as anything equal for one buffer."""
+    return "unless_aliased" in launch and len({buffers[j] for j in launch["unless_aliased"]}) == 1
+
+
 class GpuExecutable:
     """A compiled network on a GPU: call it with numpy arrays (numpy back) or device arrays (DeviceArrays
     back), or bind device buffers with run_into."""
@@ -168,8 +175,8 @@ class GpuExecutable:
         for i, step in enumerate(plan["steps"]):
             buffers = [self.pointers[a] for a in step["args"]]
             for launch in plan["kernels"][step["kernel"]]["launches"]:
-                if "unless_aliased" in launch and len({buffers[j] for j in launch["unless_aliased"]}) == 1:
-                    continue    # a copy onto itself: the plan put the output on its input (a cache in place)
+                if left_out(launch, buffers):
+                    continue
                 name = launch["function"]
                 if name not in functions:
                     functions[name] = device.function(self.module, name)

@@ -229,9 +229,10 @@ def _check_launches(plan: dict, target: Target) -> set[str]:
                   f"{where}: dynamic shared memory {launch.get('shared')!r} is not within the "
                   f"{chip.shared_per_block} bytes of {target.arch}")
             _need(isinstance(launch.get("args"), list), f"{where}: no argument list")
-            skip = launch.get("unless_aliased", [0, 0])
-            _need(isinstance(skip, list) and len(skip) == 2 and all(_int(j) and j < len(s["args"]) for j in skip),
-                  f"{where}: unless_aliased {skip!r} is not two of the step's {len(s['args'])} arguments")
+            if "unless_aliased" in launch:
+                skip = launch["unless_aliased"]
+                _need(isinstance(skip, list) and len(skip) == 2 and all(_int(j) and j < len(s["args"]) for j in skip),
+                      f"{where}: unless_aliased {skip!r} is not two of the step's {len(s['args'])} arguments")
             for arg in launch["args"]:
                 _need(isinstance(arg, list) and len(arg) == 2 and arg[0] in ARG_KINDS, f"{where}: argument {arg!r}")
                 kind, v = arg

@@ -31,6 +31,7 @@ def main(argv=None) -> int:
     from decode import build
     from openprim import compiler
     from openprim.decoding import step_graph
+    from openprim.runtime.gpu import left_out
 
     model = build("gpt2").half()
     with tempfile.TemporaryDirectory() as tmp:
@@ -38,16 +39,16 @@ def main(argv=None) -> int:
                              target=args.target)["plan"]
     values = plan["values"]
     place = lambda v: (values[v]["storage"], values[v]["offset"])   # noqa: E731 - a buffer's identity
-    total, left_out, kinds = 0, 0, collections.Counter()
+    total, skipped, kinds = 0, 0, collections.Counter()
     for step in plan["steps"]:
         for launch in plan["kernels"][step["kernel"]]["launches"]:
             total += 1
-            if "unless_aliased" in launch and len({place(step["args"][j]) for j in launch["unless_aliased"]}) == 1:
-                left_out += 1
+            if left_out(launch, [place(a) for a in step["args"]]):
+                skipped += 1
             else:
                 kinds[" ".join(filter(None, (step["op"], step.get("solver"))))] += 1
     print(f"GPT-2 decode step, batch {args.batch}, {args.target}: {len(plan['steps'])} steps, {total} launches, "
-          f"{left_out} left out: {total - left_out} run")
+          f"{skipped} left out: {total - skipped} run")
     for kind, count in kinds.most_common():
         print(f"  {count:4d}  {kind}")
     return 0

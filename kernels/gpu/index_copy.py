@@ -13,8 +13,8 @@ as state, driver/plan.py), both launches see equal pointers and only the rows mo
 
 The launches run in order on one stream, so the copy is complete before any row lands. Launch 1 is named in
 `prim.copy_launch`: a runtime that sees the plan give x and out one buffer leaves it out (its blocks would
-only compare two pointers). V is the widest
-of 16, 8, 4, 2, 1 bytes' worth of elements that divides `inner` (no vector crosses a row).
+only compare two pointers). V is the widest of 16, 8, 4, 2, 1 bytes' worth of elements that divides `inner`
+(no vector crosses a row).
 """
 from __future__ import annotations
 
