@@ -218,7 +218,7 @@ def openprim_generate(decoder, ids, new: int) -> tuple[np.ndarray, float, list[f
     size = decoder.bucket(prompt)
     padded = np.concatenate([ids, np.repeat(ids[:, -1:], size - prompt, axis=1)], axis=1)
     prefill_exe = decoder.prefill(prompt)
-    decoder.step.reset_state()
+    decoder.greedy_step.reset_state()
     t0 = time.perf_counter()
     logits = prefill_exe(*step_feeds(padded, 0, decoder.max_len), np.array([prompt - 1]))
     tokens = [greedy(logits)[:, None]]

@@ -135,19 +135,32 @@ class Decoder:
             raise OpenPrimError(f"max_len {max_len} is past the model's {limit} positions")
         self.model, self.batch, self.max_len = model.eval(), batch, max_len
         self.target, self.options = target, options
-        self.step = openprim.compile(step_graph(model, batch, 1, max_len), target, **options)
-        self.prefills = {}   # bucket -> executable sharing the step's state
-        self._greedy_step = None
+        self.steps = {}      # greedy -> the one-token step (logits, or the argmax token), compiled on first use
+        self.prefills = {}   # bucket -> executable; all of them share one state
+
+    def _on_state(self, exe):
+        """exe, on the state of the executables compiled before it (the first one holds it)."""
+        first = next(iter([*self.steps.values(), *self.prefills.values()]), None)
+        if first is not None:
+            exe.share_state(first)
+        return exe
+
+    def _step(self, greedy: bool):
+        if greedy not in self.steps:
+            self.steps[greedy] = self._on_state(openprim.compile(
+                step_graph(self.model, self.batch, 1, self.max_len, greedy=greedy), self.target, **self.options))
+        return self.steps[greedy]
+
+    @property
+    def step(self):
+        """The one-token step returning the logits [batch, V] (sampling runs it)."""
+        return self._step(False)
 
     @property
     def greedy_step(self):
-        """The step returning the argmax token of each row instead of its logits (greedy_tokens), on the
-        step's state (compiled on first use: greedy generate uses it)."""
-        if self._greedy_step is None:
-            self._greedy_step = openprim.compile(step_graph(self.model, self.batch, 1, self.max_len, greedy=True),
-                                                 self.target, **self.options)
-            self._greedy_step.share_state(self.step)
-        return self._greedy_step
+        """The one-token step returning each row's argmax token instead of its logits (greedy_tokens; greedy
+        generate runs it), so a greedy user never compiles the logits step."""
+        return self._step(True)
 
     def bucket(self, tokens: int) -> int:
         """The prefill length a prompt of `tokens` is padded to: the next power of two, at most max_len."""
@@ -157,10 +170,8 @@ class Decoder:
         """The executable of the prefill bucket for a prompt of `tokens` (compiled on first use)."""
         size = self.bucket(tokens)
         if size not in self.prefills:
-            exe = openprim.compile(step_graph(self.model, self.batch, size, self.max_len), self.target,
-                                   **self.options)
-            exe.share_state(self.step)
-            self.prefills[size] = exe
+            self.prefills[size] = self._on_state(openprim.compile(
+                step_graph(self.model, self.batch, size, self.max_len), self.target, **self.options))
         return self.prefills[size]
 
     def generate(self, input_ids, max_new_tokens: int, attention_mask=None, *, do_sample: bool = False,
