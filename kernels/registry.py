@@ -11,10 +11,12 @@ rows into a buffer it shares with its input (kernels/cpu/index_copy.py: a KV cac
 channels-last maps swept row by row (kernels/cpu/channel_sums.py: batch norm training and its backward),
 max pooling's input gradient scattered per window (kernels/cpu/max_pool_backward.py), and transposes that
 read and write in runs (kernels/cpu/transpose.py); on GPUs, batch norm's training statistics and backward
-and sums over every dim but the last, with the rows split across blocks (kernels/gpu/channel_sums.py).
+and sums over every dim but the last, with the rows split across blocks (kernels/gpu/channel_sums.py), and
+reductions over the trailing dims with a block per row (kernels/gpu/rows.py).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -29,6 +31,7 @@ from .cpu import rows as cpu_rows
 from .gpu import channel_sums as gpu_channel_sums
 from .gpu import index_copy as gpu_index_copy
 from .gpu import pool, rows, transpose
+from .gpu.gemm import _shape
 
 
 @dataclass(frozen=True)
@@ -70,6 +73,20 @@ def _cpu_rows(r: KernelRequest) -> str | None:
 def _cpu_channel_sums(r: KernelRequest) -> str | None:
     """Rows of a channels-last map swept in order, chunks split between the threads (cpu/channel_sums.py)."""
     return cpu_channel_sums.channel_kernel(r.name, r.signature, r.op, r.attrs, r.dtype)
+
+
+def _gpu_reduce(r: KernelRequest) -> str | None:
+    """A block per row (rows.reduce_rows) for a max or min over the trailing dims, or a sum or mean of few
+    long rows; the other sums and means as channel sums (gpu/channel_sums.py)."""
+    dims = _shape(r.signature[0][1])
+    axes = sorted(a % len(dims) for a in r.attrs["axes"])
+    split = len(dims) - len(axes)
+    rows_, length = math.prod(dims[:split]), math.prod(dims[split:])
+    few_long = r.attrs["kind"] in ("sum", "mean") and rows_ < 256 <= length
+    if axes == list(range(split, len(dims))) and r.dtype in rows.FLOATS and (
+            r.attrs["kind"] in ("max", "min") or few_long):
+        return rows.reduce_rows(r.name, r.signature, r.attrs["kind"], len(axes), r.dtype)
+    return _gpu_channel_sums(r)
 
 
 def _gpu_channel_sums(r: KernelRequest) -> str | None:
@@ -143,8 +160,9 @@ OP_KERNELS: dict[tuple[str, str], Callable[[KernelRequest], str | None]] = {
                                                  "batch_norm_backward_sums", "group_norm", "reduce")},
     **{("index_copy", kind): _gpu_index_copy for kind in GPU_KINDS},
     **{(op, kind): _gpu_channel_sums for op in ("batch_norm_statistics", "batch_norm_backward",
-                                                 "batch_norm_backward_sums", "reduce")
+                                                 "batch_norm_backward_sums")
        for kind in GPU_KINDS},
+    **{("reduce", kind): _gpu_reduce for kind in GPU_KINDS},
 }
 
 

@@ -1,7 +1,7 @@
 """What a GPT-2 small decode step launches on a GPU, compiled here (no GPU needed): plan steps, kernel launches,
 and the launches the runtime leaves out (a copy onto its own buffer: "unless_aliased"), by op and solver.
 
-    python scripts/decode_launches.py --batch 1 --target nvvm:sm_90
+    python scripts/decode_launches.py --batch 1 --target nvvm:sm_90 [--greedy]
 
 Inside a replayed CUDA graph each launch costs a few microseconds whatever it does, and a decode step of a
 small model is mostly launches (GPT-2's weights are 0.25 GB, 83 us at 3 TB/s; its step replays in ~650 us),
@@ -25,6 +25,7 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--context", type=int, default=544, help="the cache's length (prompt + new tokens)")
     parser.add_argument("--target", default="nvvm:sm_90")
+    parser.add_argument("--greedy", action="store_true", help="the step that returns the argmax token")
     args = parser.parse_args(argv)
     use_checkout()
     sys.path.insert(0, os.path.join(ROOT, "bench"))
@@ -35,7 +36,7 @@ def main(argv=None) -> int:
 
     model = build("gpt2").half()
     with tempfile.TemporaryDirectory() as tmp:
-        plan = compiler.save(step_graph(model, args.batch, 1, args.context), os.path.join(tmp, "step.oprim"),
+        plan = compiler.save(step_graph(model, args.batch, 1, args.context, greedy=args.greedy), os.path.join(tmp, "step.oprim"),
                              target=args.target)["plan"]
     values = plan["values"]
     place = lambda v: (values[v]["storage"], values[v]["offset"])   # noqa: E731 - a buffer's identity
@@ -47,7 +48,8 @@ def main(argv=None) -> int:
                 skipped += 1
             else:
                 kinds[" ".join(filter(None, (step["op"], step.get("solver"))))] += 1
-    print(f"GPT-2 decode step, batch {args.batch}, {args.target}: {len(plan['steps'])} steps, {total} launches, "
+    step = "greedy decode step" if args.greedy else "decode step"
+    print(f"GPT-2 {step}, batch {args.batch}, {args.target}: {len(plan['steps'])} steps, {total} launches, "
           f"{skipped} left out: {total - skipped} run")
     for kind, count in kinds.most_common():
         print(f"  {count:4d}  {kind}")

@@ -4,7 +4,8 @@ dims around a run of kept ones: an NCHW map's channel sums), against float64 num
 
 Shapes cover one chunk of rows run serially, many chunks split between the threads with a short last chunk,
 channel counts below, at and past a vector (3, 16, 37, 130: the C % 16 tail masked) and past one group of
-channel vectors; f16 and bf16 maps are widened to f32 and rounded once."""
+channel vectors; reductions over the trailing dims (on GPUs a block per row: a vocabulary's maximum, rows
+shorter than a block, a ragged end past the unrolled loop); f16 and bf16 maps are widened to f32 and rounded once."""
 from __future__ import annotations
 
 import numpy as np
@@ -101,3 +102,24 @@ def test_reduce_around_kept_dims(shape, axes, keepdims, dtype, kind):
     want = {"sum": np.sum, "mean": np.mean}[kind](x, axis=tuple(axes), keepdims=bool(keepdims))
     reduced = int(np.prod([shape[a] for a in axes]))
     assert_close(run(g, [x])[0], want, dtype, reduced)
+
+
+@pytest.mark.parametrize("shape,axes", [((1, 50257), [-1]), ((16, 50257), [1]), ((3, 37), [-1]),
+                                        ((5, 7, 9, 130), [-2, -1]), ((40, 8192), [-1]), ((2, 33, 4097), [2])])
+@pytest.mark.parametrize("dtype", ["f32", "f16", "bf16"])
+@pytest.mark.parametrize("kind", ["sum", "mean", "max", "min"])
+def test_reduce_trailing_dims(shape, axes, dtype, kind):
+    """Reductions of each row of the trailing dims (greedy decoding's maximum over a vocabulary), a row's
+    extreme placed at a random column and an infinity that is not the answer present, so that a missed load changes max and min."""
+    x = data(shape, dtype, sum(shape) + len(axes), offset=0.25)
+    rows = x.reshape(-1, int(np.prod([shape[a] for a in axes])))
+    rng = np.random.default_rng(len(shape))
+    for r in range(rows.shape[0]):
+        rows[r, rng.integers(rows.shape[1])] = 40.0 if r % 2 else -40.0
+    if kind in ("max", "min"):
+        rows[0, -1] = -np.inf if kind == "max" else np.inf
+    g = Graph(dtype=dtype)
+    g.output(g.reduce(g.input("x", shape), kind, axes, keepdims=True))
+    want = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}[kind](
+        x.astype(np.float64), axis=tuple(axes), keepdims=True)
+    assert_close(run(g, [x])[0], want, dtype, rows.shape[1] if kind in ("sum", "mean") else 1)
