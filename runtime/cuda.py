@@ -100,6 +100,19 @@ class CudaDevice(Device):
     def copy_device_to_device(self, dst: int, src: int, nbytes: int, stream=None) -> None:
         self._check("cuMemcpyDtoDAsync", self.cu.cuMemcpyDtoDAsync(dst, src, nbytes, self._s(stream)))
 
+    def host_buffer(self, nbytes: int) -> np.ndarray:
+        ptr = int(self._check("cuMemHostAlloc", self.cu.cuMemHostAlloc(max(nbytes, 1), 0)))
+        return np.ctypeslib.as_array((ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr))[:nbytes]
+
+    def free_host_buffer(self, buffer: np.ndarray) -> None:
+        self._check("cuMemFreeHost", self.cu.cuMemFreeHost(buffer.ctypes.data))
+
+    def copy_to_device_async(self, dst: int, src: np.ndarray, stream=None) -> None:
+        self._check("cuMemcpyHtoDAsync", self.cu.cuMemcpyHtoDAsync(dst, src.ctypes.data, src.nbytes, self._s(stream)))
+
+    def copy_to_host_async(self, dst: np.ndarray, src: int, stream=None) -> None:
+        self._check("cuMemcpyDtoHAsync", self.cu.cuMemcpyDtoHAsync(dst.ctypes.data, src, dst.nbytes, self._s(stream)))
+
     def pointer_device(self, ptr: int) -> int | None:
         attr = self.cu.CUpointer_attribute.CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL
         err, *value = self.cu.cuPointerGetAttribute(attr, ptr)

@@ -65,6 +65,24 @@ class Device:
         """Enqueue a copy between two device pointers on `stream` (asynchronous)."""
         raise NotImplementedError
 
+    def host_buffer(self, nbytes: int) -> np.ndarray:
+        """nbytes of host memory (uint8) that asynchronous copies can use: page-locked where the driver has
+        it (free_host_buffer gives it back); plain numpy memory here, with the copies below synchronous."""
+        return np.empty(nbytes, np.uint8)
+
+    def free_host_buffer(self, buffer: np.ndarray) -> None:
+        """Give back a host_buffer."""
+
+    def copy_to_device_async(self, dst: int, src: np.ndarray, stream: int | None = None) -> None:
+        """Enqueue a copy from a contiguous view of a host_buffer on `stream` (the buffer must stay
+        unchanged until the stream has run it)."""
+        self.copy_to_device(dst, src)
+
+    def copy_to_host_async(self, dst: np.ndarray, src: int, stream: int | None = None) -> None:
+        """Enqueue a copy into a contiguous view of a host_buffer on `stream` (read it after synchronizing)."""
+        self.stream_synchronize(stream)
+        self.copy_to_host(dst, src)
+
     def pointer_device(self, ptr: int) -> int | None:
         """The ordinal of the GPU whose memory `ptr` points into; None for host or unknown memory."""
         raise NotImplementedError

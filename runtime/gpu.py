@@ -25,7 +25,8 @@ caller's pointer is not aligned as the arena's offsets are, an output overlaps a
 is an input and an output or two outputs, the plan predates view records (plan version 1), or the
 driver cannot update an instantiated graph (HIP here).
 
-A call takes numpy arrays (copied in from the host, outputs copied back: a synchronous call) or device
+A call takes numpy arrays (copied in from the host through a page-locked buffer, asynchronously, outputs and
+the run-time checks' counts copied back the same way: one wait a call) or device
 arrays (runtime/arrays.py: __cuda_array_interface__ or DLPack), which are bound in place (or copied
 device-to-device on the stream) and never touch the host; `run_into` also writes the outputs into the caller's device arrays on
 the caller's stream (IO binding), without synchronizing. The arena is shared by all calls, so a call on
@@ -157,6 +158,7 @@ class GpuExecutable:
         self.graph = None                      # (graph, executable graph, its kernel nodes), at the first replay
         self.graph_targets = None              # the buffers the graph's nodes address now, per binding
         self._lock = threading.RLock()         # held while a call enqueues: the state above is one call's
+        self.host, self.staged = None, None    # numpy calls' host buffer and its views (_staging)
         device.synchronize()                   # the weights and tensor maps are in place before any launch
 
     def _bind_launches(self) -> None:
@@ -334,24 +336,41 @@ class GpuExecutable:
             self.run_into(arrays, outs)
             return outs[0] if len(outs) == 1 else tuple(outs)
         inputs = checked_inputs(self.plan, arrays, {})
-        stored = []
+        checks = self.plan.get("checks", ())
         with self._lock:                       # until the outputs have left the arena
+            staged_in, staged_out, staged_checks = self._staging()
             self.device.synchronize()          # the arena is free: no call is still reading it
-            for value, data in inputs:
-                self.device.copy_to_device(self.pointers[value], data)
-            self.device.synchronize()          # host copies (legacy stream) land before our stream reads them
+            for (value, data), view in zip(inputs, staged_in):
+                view[:] = np.ascontiguousarray(data).reshape(-1).view(np.uint8)
+                self.device.copy_to_device_async(self.pointers[value], view, self.stream)
             self._enqueue(self.stream, self.arena_targets)
             self._carry(self.stream)
             self.last_stream = self.stream
+            for (_, pointer, *_), view in zip(self.output_specs, staged_out):
+                self.device.copy_to_host_async(view, pointer, self.stream)
+            for check, view in zip(checks, staged_checks):
+                self.device.copy_to_host_async(view, self.pointers[check["value"]], self.stream)
             self.device.stream_synchronize(self.stream)
-            for _, pointer, shape, dtype, _ in self.output_specs:
-                host = np.empty(shape, STORAGE[dtype])
-                self.device.copy_to_host(host, pointer)
-                stored.append(host)
-            self.raise_failed_checks()
+            stored = [view.view(STORAGE[dtype]).reshape(shape).copy()
+                      for view, (_, _, shape, dtype, _) in zip(staged_out, self.output_specs)]
+            counts = {check["value"]: view.view(np.int32).copy() for check, view in zip(checks, staged_checks)}
+        raise_failed_checks(self.plan, counts.__getitem__)
         outs = [from_storage(host, spec[3], self.plan["values"][o].get("host_dtype"))  # precision=
                 for host, spec, o in zip(stored, self.output_specs, self.plan["outputs"])]
         return outs[0] if len(outs) == 1 else tuple(outs)
+
+    def _staging(self) -> tuple[list, list, list]:
+        """Byte views of the host buffer that numpy calls copy through (page-locked: the copies are
+        asynchronous, and a call waits once, for its outputs and check counts), per input, output and
+        run-time check; made at the first numpy call, used by one call at a time (under the lock)."""
+        if self.staged is None:
+            sizes = [spec[4] for spec in self.input_specs + self.output_specs] + [4] * len(self.plan.get("checks", ()))
+            offsets = [0, *itertools.accumulate(-(-n // ALIGN) * ALIGN for n in sizes)]
+            self.host = self.device.host_buffer(offsets[-1])
+            views = [self.host[o:o + n] for o, n in zip(offsets, sizes)]
+            ins, outs = len(self.input_specs), len(self.output_specs)
+            self.staged = views[:ins], views[ins:ins + outs], views[ins + outs:]
+        return self.staged
 
     def run_into(self, inputs, outputs, stream: int | None = None) -> None:
         """Run on device arrays: inputs (in plan order, or a dict by name) copied device-to-device into the
@@ -560,5 +579,7 @@ class GpuExecutable:
                 self.device.free(self.params)
             if self.state is not None and self.owns_state:
                 self.device.free(self.state)
+            if self.host is not None:
+                self.device.free_host_buffer(self.host)
         except Exception:  # interpreter shutdown or a lost device: nothing left to free
             pass

@@ -86,6 +86,19 @@ class HipDevice(Device):
     def copy_device_to_device(self, dst: int, src: int, nbytes: int, stream=None) -> None:
         self._call("hipMemcpyDtoDAsync", dst, src, nbytes, stream)
 
+    def host_buffer(self, nbytes: int) -> np.ndarray:
+        ptr = int(self._call("hipHostMalloc", max(nbytes, 1), 0))
+        return np.ctypeslib.as_array((ctypes.c_uint8 * max(nbytes, 1)).from_address(ptr))[:nbytes]
+
+    def free_host_buffer(self, buffer: np.ndarray) -> None:
+        self._call("hipHostFree", buffer.ctypes.data)
+
+    def copy_to_device_async(self, dst: int, src: np.ndarray, stream=None) -> None:
+        self._call("hipMemcpyHtoDAsync", dst, src, src.nbytes, stream)
+
+    def copy_to_host_async(self, dst: np.ndarray, src: int, stream=None) -> None:
+        self._call("hipMemcpyDtoHAsync", dst, src, dst.nbytes, stream)
+
     def pointer_device(self, ptr: int) -> int | None:
         hip = self._hip
         err, attrs = hip.hipPointerGetAttributes(ptr)

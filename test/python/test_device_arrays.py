@@ -57,6 +57,7 @@ class FakeCuda:
         self.ok = self.CUresult.CUDA_SUCCESS
         self.log = []                  # (call, details...)
         self.memory = {}               # base address -> (numpy buffer, bytes, device ordinal)
+        self.pinned = {}               # page-locked host buffers: base address -> numpy buffer
         self.free_bytes = 1 << 36      # what cuMemGetInfo reports free
         self.streams = {0: CONTEXT, 1: CONTEXT, 2: CONTEXT}   # stream -> its context
         self.capturing = {}            # stream -> launches recorded
@@ -127,6 +128,34 @@ class FakeCuda:
 
     def cuMemcpyDtoH(self, dst, src, nbytes):
         self.log.append(("DtoH", src, nbytes))
+        ctypes.memmove(dst, src, nbytes)
+        return (self.ok,)
+
+    def cuMemHostAlloc(self, nbytes, flags):
+        raw = np.zeros(nbytes + 4096, np.uint8)
+        base = raw.ctypes.data + (-raw.ctypes.data) % 4096
+        self.pinned[base] = raw
+        self.log.append(("host_alloc", base, nbytes))
+        return self.ok, base
+
+    def cuMemFreeHost(self, ptr):
+        self.pinned.pop(int(ptr))
+        return (self.ok,)
+
+    def pinned_at(self, ptr, nbytes) -> bool:
+        return any(base <= ptr and ptr + nbytes <= base + len(raw) for base, raw in self.pinned.items())
+
+    def cuMemcpyHtoDAsync(self, dst, src, nbytes, stream):
+        assert stream not in self.capturing, "copies are never captured"
+        assert self.pinned_at(src, nbytes), "an asynchronous copy from pageable memory"
+        self.log.append(("HtoDAsync", dst, nbytes, stream))
+        ctypes.memmove(dst, src, nbytes)
+        return (self.ok,)
+
+    def cuMemcpyDtoHAsync(self, dst, src, nbytes, stream):
+        assert stream not in self.capturing, "copies are never captured"
+        assert self.pinned_at(dst, nbytes), "an asynchronous copy into pageable memory"
+        self.log.append(("DtoHAsync", src, nbytes, stream))
         ctypes.memmove(dst, src, nbytes)
         return (self.ok,)
 
@@ -391,6 +420,27 @@ def test_numpy_calls_still_work(fake, data):
         assert isinstance(y, np.ndarray)
         np.testing.assert_allclose(y, _want(x, s, w), rtol=1e-5, atol=1e-6)
     assert len(fake.calls("graph_launch")) == 2 and len(fake.calls("begin_capture")) == 1
+
+
+def test_numpy_call_copies_asynchronously_and_waits_once(fake, data):
+    """A numpy call's copies go through one page-locked buffer on the executable's stream (the fake refuses
+    an asynchronous copy of pageable memory), and the call waits once, for its output and its checks'
+    counts; a count left nonzero is the check's error."""
+    x, s, w = data
+    plan = _plan()
+    plan["values"].append({"shape": [1], "dtype": "i32", "storage": "arena", "offset": 1984})
+    plan["checks"] = [{"value": 5, "message": "an index past the table"}]
+    exe = GpuExecutable(plan, b"image", w.tobytes(), CudaDevice(0))
+    exe(x, s)
+    fake.log.clear()
+    np.testing.assert_allclose(exe(x, s), _want(x, s, w), rtol=1e-5, atol=1e-6)
+    assert not fake.calls("HtoD") and not fake.calls("DtoH") and not fake.calls("host_alloc")
+    assert [e[3] for e in fake.calls("HtoDAsync")] == [exe.stream] * 2
+    assert [(e[2], e[3]) for e in fake.calls("DtoHAsync")] == [(4 * N, exe.stream), (4, exe.stream)]
+    assert fake.calls("sync") == [("sync", exe.stream)]
+    ctypes.memmove(exe.pointers[5], np.array([3], np.int32).ctypes.data, 4)
+    with pytest.raises(OpenPrimError, match=r"an index past the table \(3 of them\)"):
+        exe(x, s)
 
 
 def test_dlpack_inputs_and_outputs(fake, data):
