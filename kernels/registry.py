@@ -83,7 +83,7 @@ def _gpu_reduce(r: KernelRequest) -> str | None:
     split = len(dims) - len(axes)
     rows_, length = math.prod(dims[:split]), math.prod(dims[split:])
     few_long = r.attrs["kind"] in ("sum", "mean") and rows_ < 256 <= length
-    if axes == list(range(split, len(dims))) and r.dtype in rows.FLOATS and (
+    if axes and axes == list(range(split, len(dims))) and r.dtype in rows.FLOATS and (
             r.attrs["kind"] in ("max", "min") or few_long):
         return rows.reduce_rows(r.name, r.signature, r.attrs["kind"], len(axes), r.dtype)
     return _gpu_channel_sums(r)

@@ -274,11 +274,12 @@ def reduce_rows(name: str, signature: list[tuple[str, str]], kind: str, reduced:
     e.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(rows)}, %gy = {one}, %gz = {one}) "
            f"threads(%tx, %ty, %tz) in (%sx = {e.c(T)}, %sy = {one}, %sz = {one}) {{")
     x, mt = _view(e, x_name, x_t, split)
-    out, ot = collapse_at(e, out_name, out_t, [])
+    out, ot = collapse_at(e, out_name, out_t, []) if _shape(out_t) else (out_name, out_t)   # 0-d: a total
+    at = "%bx" if _shape(out_t) else ""
 
     def load(i: str) -> str:
         v = e.fresh("x")
-        e.emit(f"{v} = memref.load {x}[%bx, {i}] : {mt}")
+        e.emit(f"{v} = memref.load {x}[{f'%bx, {i}' if split else i}] : {mt}")   # split 0: one row, [length]
         return e.to_f32(v, dtype)
 
     acc, full = e.const(identity), length - length % (T * UNROLL)
@@ -305,6 +306,6 @@ def reduce_rows(name: str, signature: list[tuple[str, str]], kind: str, reduced:
     if kind == "mean":
         total = e.scalar("arith.mulf", total, e.const(1.0 / length))
     e.open(f"scf.if {e.cmp('eq', '%tx', e.c(0))} {{")
-    e.emit(f"memref.store {e.from_f32(total, dtype)}, {out}[%bx] : {ot}")
+    e.emit(f"memref.store {e.from_f32(total, dtype)}, {out}[{at}] : {ot}")
     e.close()
     return e.function(name, signature)

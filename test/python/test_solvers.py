@@ -25,6 +25,7 @@ import reference as ref
 from helpers import DTYPES, TARGET, Net, assert_close, attrs, ops_named, operands
 from openprim import passes
 from openprim.base.errors import OpenPrimError
+from openprim.kernels.gpu import gemv
 from openprim.base.target import Target, parse_target
 from openprim.pyfrontend import to_module
 from openprim.solvers import SOLVERS
@@ -535,15 +536,16 @@ def test_solver_from_environment(monkeypatch, rng):
 
 # ----------------------------------------------------------------------------- GEMM
 # kind: "2d" rhs (the gemm solver applies), "2d_t" a 2-d rhs with transpose_rhs (gemm too: prim-select
-# un-transposes it, at compile time for a constant), "batched" rhs (gemm_packed, gemm_reference).
+# un-transposes it, at compile time for a constant), "batched" rhs (gemm_packed, gemm_reference); rows: M
+# (gemv_gpu takes at most gemv.MAX_ROWS).
 GEMM = [
-    dict(id="batched_lhs_bias_res_gelu", kind="2d"),   # [2,5,7] x [7,9] + c[9] + r, then gelu (erf)
-    dict(id="2d_bias_arg_silu", kind="2d"),            # matmul(a, b, c, activation=silu) [5,7] x [7,9]
-    dict(id="4d_lhs_plain", kind="2d"),                # [2,3,5,7] x [7,4]
-    dict(id="linear_bias", kind="2d_t"),               # linear(x [2,5,11], w [4,11], c [4])
-    dict(id="transposed_input_rhs_res", kind="2d_t"),  # matmul(a [6,13], b [9,13] (an input), ^T) + r
-    dict(id="batched_rhs", kind="batched"),            # [3,5,13] x [3,13,9] + c[9]
-    dict(id="batched_rhs_transposed", kind="batched"),  # [3,5,13] x [3,9,13]^T, relu
+    dict(id="batched_lhs_bias_res_gelu", kind="2d", rows=10),   # [2,5,7] x [7,9] + c[9] + r, then gelu (erf)
+    dict(id="2d_bias_arg_silu", kind="2d", rows=5),            # matmul(a, b, c, activation=silu) [5,7] x [7,9]
+    dict(id="4d_lhs_plain", kind="2d", rows=30),                # [2,3,5,7] x [7,4]
+    dict(id="linear_bias", kind="2d_t", rows=10),               # linear(x [2,5,11], w [4,11], c [4])
+    dict(id="transposed_input_rhs_res", kind="2d_t", rows=6),  # matmul(a [6,13], b [9,13] (an input), ^T) + r
+    dict(id="batched_rhs", kind="batched", rows=15),            # [3,5,13] x [3,13,9] + c[9]
+    dict(id="batched_rhs_transposed", kind="batched", rows=15),  # [3,5,13] x [3,9,13]^T, relu
 ]
 GEMM_BY_ID = {c["id"]: c for c in GEMM}
 
@@ -591,7 +593,8 @@ def test_gemm_solver_forced(solver, dtype, rng):
     if solver in ("gemm_mma", "gemm_wgmma"):
         pytest.skip(f"the GEMM cases have K and N that are not multiples of 8 (bench/gpu_kernels.py and the "
                     f"tensor-core config tests check {solver})")
-    cases = [c for c in GEMM if solver in ("gemm_reference", "gemm_packed") or c["kind"] != "batched"]
+    cases = [c for c in GEMM if (solver in ("gemm_reference", "gemm_packed") or c["kind"] != "batched")
+             and (solver != "gemv_gpu" or c["rows"] <= gemv.MAX_ROWS)]
     assert run_gemms(rng, cases, dtype, solver) == [solver] * len(cases)
 
 
