@@ -63,6 +63,31 @@ def test_dense_block(rng):
     assert kinds.count("concat") == 3, kinds   # one per chain (2, 3 and 4 inputs)
 
 
+def test_dense_block_batch_norm_relu(rng):
+    """DenseNet's layers as torchvision writes them (channels last here, as on GPUs): each concatenates
+    every earlier feature map (the same prefix as the layer before, plus one) then BN -> ReLU -> conv.
+    Every layer's chain, batch norm and ReLU stay one kernel: common subexpressions must not merge the
+    chains' shared prefixes."""
+    net = Net(rng, "f32", "NHWC")
+    x, xv = net.input((2, 5, 7, 6))
+    feats, fvals = [x], [xv]
+    for _ in range(3):
+        cat, catv = net.g.concat(feats, 3), np.concatenate(fvals, 3)
+        c = catv.shape[3]
+        (sc, scv), (sh, shv), (mu, muv) = net.weight((c,)), net.weight((c,)), net.weight((c,))
+        var, varv = net.weight((c,), positive=True)
+        w, wv = net.weight((4, 3, 3, c), scale=0.3)            # KRSC
+        y = net.g.relu(net.g.batch_norm(cat, sc, sh, mu, var, eps=1e-5))
+        feats.append(net.g.conv2d(y, w, padding=1))
+        normed = np.maximum((catv - muv) / np.sqrt(varv + 1e-5) * scv + shv, 0)
+        fvals.append(ref.conv2d(normed, wv, padding=1, layout="NHWC"))
+    out, = net.run("prim-pipeline{layout=keep}", feats[-1])
+    assert_close(out, fvals[-1], "f32", reduction=9 * 14)
+    kinds = [op for _, op in _kernels(net)]
+    # the first layer's input is x alone (no concat): its BN and ReLU are the only ones left
+    assert kinds.count("concat") == 2 and kinds.count("batch_norm") == 1 and kinds.count("relu") == 1, kinds
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("layout,shapes,relu", [
     ("NHWC", [(1, 5, 7, 13), (1, 5, 7, 8), (1, 5, 7, 3)], True),     # channels along the vectors

@@ -19,17 +19,21 @@ func.func @mask_per_layer(%q: tensor<1x2x1x8xf16>, %k: tensor<1x2x16x8xf16>, %m:
   return %a0, %a1 : tensor<1x2x1x8xf16>, tensor<1x2x1x8xf16>
 }
 
-// Constants of other values, ops of other attributes, bounds checks and views: nothing merged.
+// Constants of other values, ops of other attributes, bounds checks, views and concats: nothing merged
+// (DenseNet's layers concatenate the same prefix again: each chain must stay its own for concat_chains).
 // CHECK-LABEL: func.func @kept
 // CHECK-COUNT-2: "prim.bounds_check"
+// CHECK-COUNT-2: "prim.concat"
 // CHECK-COUNT-2: "prim.reshape"
 // CHECK-COUNT-2: "prim.clamp"
-func.func @kept(%x: tensor<4x6xf32>, %i: tensor<3xi64>) -> (tensor<1xi32>, tensor<1xi32>, tensor<6x4xf32>, tensor<6x4xf32>, tensor<4x6xf32>, tensor<4x6xf32>) {
+func.func @kept(%x: tensor<4x6xf32>, %i: tensor<3xi64>) -> (tensor<1xi32>, tensor<1xi32>, tensor<4x12xf32>, tensor<4x12xf32>, tensor<6x4xf32>, tensor<6x4xf32>, tensor<4x6xf32>, tensor<4x6xf32>) {
   %b0 = "prim.bounds_check"(%i) {size = 4 : i64} : (tensor<3xi64>) -> tensor<1xi32>
   %b1 = "prim.bounds_check"(%i) {size = 4 : i64} : (tensor<3xi64>) -> tensor<1xi32>
+  %j0 = "prim.concat"(%x, %x) {axis = 1 : i64} : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x12xf32>
+  %j1 = "prim.concat"(%x, %x) {axis = 1 : i64} : (tensor<4x6xf32>, tensor<4x6xf32>) -> tensor<4x12xf32>
   %r0 = "prim.reshape"(%x) : (tensor<4x6xf32>) -> tensor<6x4xf32>
   %r1 = "prim.reshape"(%x) : (tensor<4x6xf32>) -> tensor<6x4xf32>
   %c0 = "prim.clamp"(%x) {min = 0.0 : f64, max = 6.0 : f64} : (tensor<4x6xf32>) -> tensor<4x6xf32>
   %c1 = "prim.clamp"(%x) {min = 0.0 : f64, max = 1.0 : f64} : (tensor<4x6xf32>) -> tensor<4x6xf32>
-  return %b0, %b1, %r0, %r1, %c0, %c1 : tensor<1xi32>, tensor<1xi32>, tensor<6x4xf32>, tensor<6x4xf32>, tensor<4x6xf32>, tensor<4x6xf32>
+  return %b0, %b1, %j0, %j1, %r0, %r1, %c0, %c1 : tensor<1xi32>, tensor<1xi32>, tensor<4x12xf32>, tensor<4x12xf32>, tensor<6x4xf32>, tensor<6x4xf32>, tensor<4x6xf32>, tensor<4x6xf32>
 }
