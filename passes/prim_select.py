@@ -62,6 +62,8 @@ from openprim.solvers.problem import SOLVER_OP, DepthwisePointwiseProblem, probl
 from . import slow_fallbacks
 from .param_layouts import store_params_permuted
 from .prim_layout import MARK, cancel_transposes, check_layout, lay_out
+from .view_chains import collapse_moves, reshape_or_transpose
+from openprim.kernels.gpu import transpose as gpu_transpose
 from .backward_data_phases import backward_data_by_phases
 from .backward_weights_gemms import backward_weights_as_gemms
 from .rewrite import (constant, create, filter_perm, index_constant, new_constant, pad_zeros, producer, rebuild,
@@ -223,16 +225,21 @@ def _relayout_weights(op: ir.Operation, choice: Choice) -> ir.Operation:
         return op
     want = choice.solver.filter_layout()
     have = attrs["filter_layout"]
+    on_gpu = "cpu" not in choice.solver.targets
     packing = choice.solver.packed_filter(problem_of(op), choice.params)
     block = filter_block(packing[0]) if packing else 0
     if block and constant(operands[1]) is None and not _stored_parameter(operands[1]):
         with ir.InsertionPoint(op), op.location:
             operands[1] = _block_packed(operands[1], have, block, op.location)
-            return swap(op, rebuild(op, operands, {"filter_layout": packing[0]}, op.location))
+            op = swap(op, rebuild(op, operands, {"filter_layout": packing[0]}, op.location))
+        _one_transpose(operands[1], on_gpu)
+        return op
     if want is not None and want != have:
         with ir.InsertionPoint(op), op.location:
             operands[1] = transpose(operands[1], filter_perm(have, want), op.location)
             op = swap(op, rebuild(op, operands, {"filter_layout": want}, op.location))
+        if constant(operands[1]) is None:
+            _one_transpose(operands[1], on_gpu)
     if packing and dialect.op_attrs(op)["filter_layout"] == want:
         layout, transform = packing
         with ir.InsertionPoint(op), op.location:
@@ -471,19 +478,40 @@ def _backward_data_as_forward(op: ir.Operation, target: Target) -> ir.Operation:
         return op
     g, kg, cg, loc = p.groups, p.k // p.groups, p.c // p.groups, op.location
     dy, w = dialect.operand_groups(op)
+    fl, taps = p.filter_layout, p.r * p.s
+    relayout = producer(w, "prim.transpose")
+    if relayout is not None:         # prim-layout's transpose of the filter: start from what it read
+        perm, w = dialect.op_attrs(relayout)["perm"], relayout.operands[0]
+        fl = "".join(fl[list(perm).index(d)] for d in range(4))
+    shape = list(w.type.shape)
     with ir.InsertionPoint(op), loc:
-        krsc = w if p.filter_layout == "KRSC" else transpose(w, filter_perm(p.filter_layout, "KRSC"), loc)
-        taps = reshape(krsc, [g, kg, p.r * p.s, cg], loc)
-        if p.r * p.s > 1:
-            taps = create("gather", [taps, index_constant(np.arange(p.r * p.s)[::-1], loc)], taps.type.shape, taps,
-                          {"axis": 2}, loc)
-        wf = reshape(transpose(taps, [2, 1, 0, 3], loc), [p.r, p.s, kg, p.c], loc)     # RSCK of q: [R, S, Kg, C]
+        if taps > 1:        # the taps reversed first, in w's own layout (R and S adjacent in every one)
+            at = fl.index("R")
+            merged = reshape(w, shape[:at] + [taps] + shape[at + 2:], loc)
+            w = reshape(create("gather", [merged, index_constant(np.arange(taps)[::-1], loc)], merged.type.shape,
+                               merged, {"axis": at}, loc), shape, loc)
+        krsc = w if fl == "KRSC" else transpose(w, filter_perm(fl, "KRSC"), loc)
+        taps_kc = reshape(krsc, [g, kg, taps, cg], loc)
+        wf = reshape(transpose(taps_kc, [2, 1, 0, 3], loc), [p.r, p.s, kg, p.c], loc)   # RSCK of q: [R, S, Kg, C]
         y = create("conv2d", [dy, wf, None, None], op.result.type.shape, op.result,
                    {"strides": [1, 1], "padding": list(q.padding), "dilations": list(p.dilations), "groups": g,
                     "layout": "NHWC", "filter_layout": "RSCK", "activation": "none", "activation_params": []}, loc)
+    _one_transpose(wf, target.is_gpu)
     op.result.replace_all_uses_with(y)
     op.erase()
+    if relayout is not None and not list(relayout.result.uses):
+        relayout.erase()
     return y.owner
+
+
+def _one_transpose(v: ir.Value, on_gpu: bool) -> None:
+    """The reshapes and transposes that made the run-time filter v as at most one transpose (collapse_moves;
+    a flipped backward-data filter's relayouts were three copies of the filter), on GPUs only where that is
+    a tiled transpose (a batched swap of two groups of dims: gpu_transpose.split)."""
+    end = producer(v)
+    if end is not None and reshape_or_transpose(end):
+        collapse_moves(end, reshape_or_transpose,
+                       (lambda perm: gpu_transpose.split(perm) is not None) if on_gpu else (lambda perm: True))
 
 
 SELECTED_OPS = ("prim.conv2d", "prim.matmul", "prim.attention", "prim.depthwise_pointwise",

@@ -52,6 +52,10 @@ def _movable(op: ir.Operation) -> bool:
     return op.name in MOVES or constant_gather(op) is not None
 
 
+def reshape_or_transpose(op: ir.Operation) -> bool:
+    return op.name in MOVES
+
+
 def _chain_end(op: ir.Operation) -> bool:
     """Whether op is a move (reshape, transpose, constant gather) whose result is read, but not by exactly one
     other move."""
@@ -61,10 +65,11 @@ def _chain_end(op: ir.Operation) -> bool:
     return bool(users) and not (len(users) == 1 and _movable(users[0]))
 
 
-def collapse_moves(end: ir.Operation) -> bool:
-    """The longest chain of moves ending at `end` (each result used once) -> at most one transpose between
-    reshapes, or else one gather of whole rows (Swin's roll and window partition), when that removes a copy."""
-    v, ops = source_chain(end.operands[0], _movable, single_use=True)
+def collapse_moves(end: ir.Operation, movable=_movable, fits=lambda perm: True) -> bool:
+    """The longest chain of moves ending at `end` (each result used once; `movable` says which ops are
+    moves) -> at most one transpose between reshapes (where `fits` its permutation), or else one gather of
+    whole rows (Swin's roll and window partition), when that removes a copy."""
+    v, ops = source_chain(end.operands[0], movable, single_use=True)
     ops.append(end)
     before = copies(ops)
     size = int(np.prod(v.type.shape))
@@ -73,7 +78,7 @@ def collapse_moves(end: ir.Operation) -> bool:
     pos = positions(v.type.shape, ops)
     loc, width = end.location, v.type.shape[-1]
     views = as_one_transpose(pos) if pos.size == size else None
-    if views is not None and int(views[1] != sorted(views[1])) < before:
+    if views is not None and int(views[1] != sorted(views[1])) < before and fits(list(views[1])):
         with ir.InsertionPoint(end), loc:
             end.result.replace_all_uses_with(emit_views(v, views[0], views[1], end.result.type.shape, loc))
     elif (rows := as_row_gather(pos, width, size)) is not None:

@@ -36,12 +36,14 @@ func.func @conv(%x: tensor<1x1x4x4xf32>) -> tensor<1x2x4x3xf32> {
 }
 
 // A filter known only at run time is transposed in the graph instead (KCRS -> KRSC for the layout
-// change, then KRSC -> RSCK for the solver: the two in a row are one transpose, KCRS -> RSCK), and an
-// NCHW residual is transposed to NHWC as well.
+// change, then KRSC -> RSCK for the solver: the two in a row are one transpose, KCRS -> RSCK, here of
+// the 2 x 2 matrix that a 1x1 filter is, between views), and an NCHW residual is transposed to NHWC as well.
 // CHECK-LABEL: func.func @runtime_filter
 // CHECK-DAG:   %[[X:.+]] = "prim.transpose"(%arg0) {perm = array<i64: 0, 2, 3, 1>} : (tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
 // CHECK-DAG:   %[[Z:.+]] = "prim.transpose"(%arg2) {perm = array<i64: 0, 2, 3, 1>} : (tensor<1x2x2x2xf32>) -> tensor<1x2x2x2xf32>
-// CHECK:       %[[W:.+]] = "prim.transpose"(%arg1) {perm = array<i64: 2, 3, 1, 0>} : (tensor<2x2x1x1xf32>) -> tensor<1x1x2x2xf32>
+// CHECK:       %[[M:.+]] = "prim.reshape"(%arg1) : (tensor<2x2x1x1xf32>) -> tensor<2x2xf32>
+// CHECK-NEXT:  %[[T:.+]] = "prim.transpose"(%[[M]]) {perm = array<i64: 1, 0>} : (tensor<2x2xf32>) -> tensor<2x2xf32>
+// CHECK-NEXT:  %[[W:.+]] = "prim.reshape"(%[[T]]) : (tensor<2x2xf32>) -> tensor<1x1x2x2xf32>
 // CHECK-NEXT:  %[[Y:.+]] = "prim.conv2d"(%[[X]], %[[W]], %[[Z]])
 // CHECK-SAME:  filter_layout = "RSCK"
 // CHECK-SAME:  prim.problem = "conv2d-1x2x2x2-k2-1x1-s1x1-p0x0x0x0-d1x1-g1-NHWC-KRSC-f32-residual"
