@@ -7,7 +7,8 @@ A conv2d/matmul's builder is its solver's `kernel(request)` (solvers/); the othe
 the table below, keyed by (op, target kind): on the CPU, vectorized row kernels (kernels/cpu/rows.py) for
 softmax / log_softmax / layer_norm, whose reference lowering calls libm's scalar expf per value, and
 pooling read in place (kernels/cpu/pool.py) instead of through a padded copy, index_copy writing only its
-rows into a buffer it shares with its input (kernels/cpu/index_copy.py: a KV cache), per-channel sums of
+rows into a buffer it shares with its input (kernels/cpu/index_copy.py: a KV cache), gathers of whole rows
+(kernels/cpu/gather.py), per-channel sums of
 channels-last maps swept row by row (kernels/cpu/channel_sums.py: batch norm training and its backward),
 max pooling's input gradient scattered per window (kernels/cpu/max_pool_backward.py), and transposes that
 read and write in runs (kernels/cpu/transpose.py); on GPUs, batch norm's training statistics and backward
@@ -23,6 +24,7 @@ from typing import Callable
 from openprim.base.target import Target
 
 from .cpu import channel_sums as cpu_channel_sums
+from .cpu import gather as cpu_gather
 from .cpu import index_copy as cpu_index_copy
 from .cpu import max_pool_backward as cpu_max_pool_backward
 from .cpu import pool as cpu_pool
@@ -124,6 +126,11 @@ def _cpu_pool(r: KernelRequest) -> str | None:
     return cpu_pool.pool_kernel(r.name, r.signature, r.op, r.attrs, r.dtype)
 
 
+def _cpu_gather(r: KernelRequest) -> str | None:
+    """Whole rows copied per index (cpu/gather.py), where the rows fill a vector."""
+    return cpu_gather.gather_kernel(r.name, r.signature, r.attrs["axis"])
+
+
 def _cpu_index_copy(r: KernelRequest) -> str:
     """Only the update rows written where the output has the input's buffer (cpu/index_copy.py)."""
     return cpu_index_copy.index_copy_kernel(r.name, r.signature, r.attrs["axis"])
@@ -155,6 +162,7 @@ OP_KERNELS: dict[tuple[str, str], Callable[[KernelRequest], str | None]] = {
     **{("transpose", kind): _transpose for kind in GPU_KINDS},
     ("transpose", "cpu"): _cpu_transpose,
     ("index_copy", "cpu"): _cpu_index_copy,
+    ("gather", "cpu"): _cpu_gather,
     ("max_pool2d_backward", "cpu"): _cpu_max_pool_backward,
     **{(op, "cpu"): _cpu_channel_sums for op in ("batch_norm_statistics", "batch_norm_training", "batch_norm_backward",
                                                  "batch_norm_backward_sums", "group_norm", "reduce")},

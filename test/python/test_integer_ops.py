@@ -139,6 +139,26 @@ def test_gather(axis, data_dtype, index_dtype):
     np.testing.assert_array_equal(np.asarray(out, np.float64), np.take(np.asarray(data, np.float64), idx, axis=axis))
 
 
+@pytest.mark.parametrize("shape,axis,index_shape", [
+    ((6, 9, 37), 1, (2, 5)),            # rows of 37: four vectors and a scalar tail, one thread
+    ((3, 50, 8, 64), 1, (70,)),         # 630 rows of 512: the pairs split between the threads
+    ((2, 9, 16), 1, (9,)),              # a filter's taps reversed (an input gradient's flip)
+    ((40, 8), 0, (3, 4))])              # rows of exactly one vector
+@pytest.mark.parametrize("dtype", ["f32", "f16", "i64", "bool"])
+def test_gather_whole_rows(shape, axis, index_shape, dtype):
+    """Gathers whose rows fill a vector (on the CPU: kernels/cpu/gather.py copies whole rows), negative
+    indices counted from the end."""
+    rng = np.random.default_rng(zlib.crc32(f"{shape}-{dtype}".encode()))
+    n = shape[axis]
+    idx = np.arange(n)[::-1].copy() if index_shape == (n,) else ints(rng, index_shape, -n, n)
+    data = rounded(rng.standard_normal(shape), dtype) if dtype in ("f32", "f16") else \
+        ints(rng, shape, 0, 2 if dtype == "bool" else 10**12, dtype)
+    g = Graph(dtype=dtype if dtype in ("f32", "f16") else "f32")
+    feed = data.astype(np.float32 if dtype == "f32" else np.float16) if dtype in ("f32", "f16") else data
+    out = run(g, [feed, idx], g.gather(g.input("x", shape, dtype), g.input("i", idx.shape, "i64"), axis))[0]
+    np.testing.assert_array_equal(np.asarray(out, np.float64), np.take(np.asarray(data, np.float64), idx, axis=axis))
+
+
 @pytest.mark.parametrize("shape", [(3, 4), (9, 31)])   # counted in one loop; per row of [9, 31], then summed
 def test_embedding_with_a_constant_table_and_an_out_of_range_id(shape):
     """An id outside [-V, V) is an error after the run, naming the line that made the lookup and counting the

@@ -1,0 +1,54 @@
+"""gather (CPU): whole rows copied, where the reference form reads every element through its index.
+
+semantics.emit_gather is one generic over the output that loads the index and extracts one element per
+output element (a filter's taps reversed for an input gradient: 2.4 M elements in 5.8 ms on 2 cores, a
+scalar load chain each). Along an axis that splits the input into `outer` blocks of T rows of `inner`
+contiguous elements, each (block, index) pair moves one contiguous row:
+
+    for (o, j) in outer x J (scf.forall, OpenMP's static schedule, when there are many elements):
+        i = indices[j] (negative: from the end), clamped into [0, T)  (the plan's bounds_check reports it)
+        out[o, j, :] = x[o, i, :]                vector<8> loads and stores, then a scalar tail
+
+Rows of fewer than LANES elements keep the reference form (a row per index costs more than the element).
+"""
+from __future__ import annotations
+
+import math
+
+from openprim.kernels.cpu.implicit_gemm import Body
+
+from .index_copy import LANES, SERIAL_ELEMENTS, _copy, _shape
+
+
+def gather_kernel(name: str, signature: list[tuple[str, str]], axis: int) -> str | None:
+    """The kernel function text (signature = [(argument, memref type)] of x, indices, output), or None
+    where the rows are shorter than a vector (or the index is a 0-d scalar)."""
+    (x, xt), (idx, it), (out, ot) = signature
+    shape, elem = _shape(xt)
+    ishape, ielem = _shape(it)
+    axis %= len(shape)
+    rows, count = shape[axis], math.prod(ishape)
+    outer, inner = math.prod(shape[:axis]), math.prod(shape[axis + 1:])
+    if inner < LANES or not ishape:
+        return None
+    b = Body()
+    src, dst, ids = b.flat((x, xt)), b.flat((out, ot)), b.flat((idx, it))
+    pairs = outer * count
+    if pairs * inner >= SERIAL_ELEMENTS and pairs > 1:
+        p = b.fresh("p")
+        b.emit(f"scf.forall ({p}) in ({pairs}) {{")
+        b.depth += 1
+    else:
+        p = b.open_for(0, pairs)
+    o, j = (0, p) if outer == 1 else (p, 0) if count == 1 else \
+        (b.op("arith.divui", p, count), b.op("arith.remui", p, count))
+    raw, i, neg, wrapped, low, at = (b.fresh(h) for h in ("ix", "i", "neg", "w", "lo", "at"))
+    b.emit(f"{raw} = memref.load {ids[0]}[{b.idx(j)}] : {ids[1]}")
+    b.emit(f"{i} = arith.index_cast {raw} : {ielem} to index")
+    b.emit(f"{neg} = arith.cmpi slt, {i}, {b.const(0)} : index")
+    b.emit(f"{wrapped} = arith.select {neg}, {b.add(i, rows)}, {i} : index")
+    b.emit(f"{low} = arith.maxsi {wrapped}, {b.const(0)} : index")
+    b.emit(f"{at} = arith.minsi {low}, {b.const(rows - 1)} : index")
+    _copy(b, src, b.mul(b.add(b.mul(o, rows), at), inner), dst, b.mul(p, inner), inner, elem)
+    b.close()
+    return b.function(name, signature)
