@@ -43,6 +43,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -62,6 +63,7 @@ from openprim.solvers.problem import SOLVER_OP, DepthwisePointwiseProblem, probl
 from . import slow_fallbacks
 from .param_layouts import store_params_permuted
 from .prim_layout import MARK, cancel_transposes, check_layout, lay_out
+from .matmul_views import erase_dead
 from .view_chains import collapse_moves, reshape_or_transpose
 from openprim.kernels.gpu import transpose as gpu_transpose
 from .backward_data_phases import backward_data_by_phases
@@ -228,18 +230,25 @@ def _relayout_weights(op: ir.Operation, choice: Choice) -> ir.Operation:
     on_gpu = "cpu" not in choice.solver.targets
     packing = choice.solver.packed_filter(problem_of(op), choice.params)
     block = filter_block(packing[0]) if packing else 0
+    # a flipped input-gradient filter is relaid out unflipped and flipped after (the transposes then merge)
+    unflipped = _reversed_taps_of(operands[1]) if have == "RSCK" else None
+    source, flip_ops = (operands[1], []) if unflipped is None else unflipped
     if block and constant(operands[1]) is None and not _stored_parameter(operands[1]):
         with ir.InsertionPoint(op), op.location:
-            operands[1] = _block_packed(operands[1], have, block, op.location)
+            relaid = _block_packed(source, have, block, op.location)            # [K/b, R, S, C, b]
+            operands[1] = relaid if unflipped is None else _taps_reversed(relaid, 1, op.location)
             op = swap(op, rebuild(op, operands, {"filter_layout": packing[0]}, op.location))
-        _one_transpose(operands[1], on_gpu)
+        erase_dead(flip_ops)
+        _one_transpose(relaid, on_gpu)
         return op
     if want is not None and want != have:
         with ir.InsertionPoint(op), op.location:
-            operands[1] = transpose(operands[1], filter_perm(have, want), op.location)
+            relaid = transpose(source, filter_perm(have, want), op.location)
+            operands[1] = relaid if unflipped is None else _taps_reversed(relaid, want.index("R"), op.location)
             op = swap(op, rebuild(op, operands, {"filter_layout": want}, op.location))
-        if constant(operands[1]) is None:
-            _one_transpose(operands[1], on_gpu)
+        erase_dead(flip_ops)
+        if constant(relaid) is None:
+            _one_transpose(relaid, on_gpu)
     if packing and dialect.op_attrs(op)["filter_layout"] == want:
         layout, transform = packing
         with ir.InsertionPoint(op), op.location:
@@ -483,25 +492,43 @@ def _backward_data_as_forward(op: ir.Operation, target: Target) -> ir.Operation:
     if relayout is not None:         # prim-layout's transpose of the filter: start from what it read
         perm, w = dialect.op_attrs(relayout)["perm"], relayout.operands[0]
         fl = "".join(fl[list(perm).index(d)] for d in range(4))
-    shape = list(w.type.shape)
     with ir.InsertionPoint(op), loc:
-        if taps > 1:        # the taps reversed first, in w's own layout (R and S adjacent in every one)
-            at = fl.index("R")
-            merged = reshape(w, shape[:at] + [taps] + shape[at + 2:], loc)
-            w = reshape(create("gather", [merged, index_constant(np.arange(taps)[::-1], loc)], merged.type.shape,
-                               merged, {"axis": at}, loc), shape, loc)
         krsc = w if fl == "KRSC" else transpose(w, filter_perm(fl, "KRSC"), loc)
         taps_kc = reshape(krsc, [g, kg, taps, cg], loc)
-        wf = reshape(transpose(taps_kc, [2, 1, 0, 3], loc), [p.r, p.s, kg, p.c], loc)   # RSCK of q: [R, S, Kg, C]
+        rsck = reshape(transpose(taps_kc, [2, 1, 0, 3], loc), [p.r, p.s, kg, p.c], loc)  # RSCK of q: [R, S, Kg, C]
+        wf = _taps_reversed(rsck, 0, loc) if taps > 1 else rsck
         y = create("conv2d", [dy, wf, None, None], op.result.type.shape, op.result,
                    {"strides": [1, 1], "padding": list(q.padding), "dilations": list(p.dilations), "groups": g,
                     "layout": "NHWC", "filter_layout": "RSCK", "activation": "none", "activation_params": []}, loc)
-    _one_transpose(wf, target.is_gpu)
+    _one_transpose(rsck, target.is_gpu)
     op.result.replace_all_uses_with(y)
     op.erase()
     if relayout is not None and not list(relayout.result.uses):
         relayout.erase()
     return y.owner
+
+
+def _taps_reversed(w: ir.Value, at: int, loc) -> ir.Value:
+    """Filter w with its taps reversed (R and S, dims at and at + 1): a gather of whole rows along the
+    merged R S dim, the rows everything after it (kernels/cpu/gather.py copies them as vectors)."""
+    shape = list(w.type.shape)
+    taps = shape[at] * shape[at + 1]
+    merged = reshape(w, [math.prod(shape[:at]), taps, math.prod(shape[at + 2:])], loc)
+    flipped = create("gather", [merged, index_constant(np.arange(taps)[::-1], loc)], merged.type.shape, merged,
+                     {"axis": 1}, loc)
+    return reshape(flipped, shape, loc)
+
+
+def _reversed_taps_of(w: ir.Value) -> tuple[ir.Value, list[ir.Operation]] | None:
+    """(the filter that _taps_reversed(., 0) reversed into w, the three ops that did it), else None."""
+    outer = producer(w, "prim.reshape")
+    flip = producer(outer.operands[0], "prim.gather") if outer is not None else None
+    inner = producer(flip.operands[0], "prim.reshape") if flip is not None else None
+    index = constant(flip.operands[1]) if inner is not None else None
+    if index is None or dialect.op_attrs(flip)["axis"] != 1 or list(flip.operands[0].type.shape)[0] != 1 or \
+            list(index) != list(range(len(index)))[::-1] or inner.operands[0].type != w.type:
+        return None
+    return inner.operands[0], [inner, flip, outer]
 
 
 def _one_transpose(v: ir.Value, on_gpu: bool) -> None:

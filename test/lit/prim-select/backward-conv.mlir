@@ -1,7 +1,8 @@
 // Backward convolutions get solvers of their direction (issue 31; solvers/cpu_backward.py). A stride-1 input
-// gradient is the forward convolution of dy with the filter's taps reversed (a gather of the 9 taps, in the
-// layout the filter came in) and its K and C swapped (prim-layout's KCRS -> KRSC and the swap into RSCK as
-// one transpose), so a forward solver serves it; a strided one is a stride-1
+// gradient is the forward convolution of dy with the filter's K and C swapped (prim-layout's KCRS -> KRSC and
+// the swap into RSCK as one transpose) and its taps reversed (a gather of whole rows along R S; a solver that
+// wants another layout gets it before the flip: prim-select/input-gradient-flip.mlir), so a forward solver
+// serves it; a strided one is a stride-1
 // forward convolution per phase, interleaved (prim-select/backward-data-phases.mlir; conv_bwd_data_gemm
 // where it is forced: backward-forced.mlir); a filter gradient (of 8 or more channels: fewer stack their taps,
 // backward-weights-gemms.mlir) is conv_bwd_weights_gemm, computed RSCK and transposed back (the two
@@ -10,11 +11,11 @@
 
 // CHECK-LABEL: func.func @conv_bwd
 // CHECK-DAG:   %[[DY:.+]] = "prim.transpose"(%arg1) {perm = array<i64: 0, 2, 3, 1>} : (tensor<2x6x9x7xf32>) -> tensor<2x9x7x6xf32>
-// CHECK:       %[[TAPS:.+]] = "prim.reshape"(%arg3) : (tensor<6x4x3x3xf32>) -> tensor<6x4x9xf32>
+// CHECK:       %[[T:.+]] = "prim.transpose"(%arg3) {perm = array<i64: 2, 3, 0, 1>} : (tensor<6x4x3x3xf32>) -> tensor<3x3x6x4xf32>
+// CHECK-NEXT:  %[[TAPS:.+]] = "prim.reshape"(%[[T]]) : (tensor<3x3x6x4xf32>) -> tensor<1x9x24xf32>
 // CHECK-NEXT:  %[[REV:.+]] = "prim.constant"() {value = dense<[8, 7, 6, 5, 4, 3, 2, 1, 0]> : tensor<9xi64>}
-// CHECK-NEXT:  %[[FLIP:.+]] = "prim.gather"(%[[TAPS]], %[[REV]]) {axis = 2 : i64}
-// CHECK-NEXT:  %[[R:.+]] = "prim.reshape"(%[[FLIP]]) : (tensor<6x4x9xf32>) -> tensor<6x4x3x3xf32>
-// CHECK-NEXT:  %[[WF:.+]] = "prim.transpose"(%[[R]]) {perm = array<i64: 2, 3, 0, 1>} : (tensor<6x4x3x3xf32>) -> tensor<3x3x6x4xf32>
+// CHECK-NEXT:  %[[FLIP:.+]] = "prim.gather"(%[[TAPS]], %[[REV]]) {axis = 1 : i64}
+// CHECK-NEXT:  %[[WF:.+]] = "prim.reshape"(%[[FLIP]]) : (tensor<1x9x24xf32>) -> tensor<3x3x6x4xf32>
 // CHECK-NEXT:  %[[DX:.+]] = "prim.conv2d"(%[[DY]], %[[WF]]) {{{.*}}filter_layout = "RSCK"{{.*}}padding = array<i64: 1, 1, 1, 1>
 // CHECK-SAME:  prim.problem = "conv2d-2x6x9x7-k4-3x3-s1x1-p1x1x1x1-d1x1-g1-NHWC-RSCK-f32-none"
 // CHECK-SAME:  strides = array<i64: 1, 1>} : (tensor<2x9x7x6xf32>, tensor<3x3x6x4xf32>) -> tensor<2x9x7x4xf32>
