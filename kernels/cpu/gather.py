@@ -17,7 +17,7 @@ import math
 
 from openprim.kernels.cpu.implicit_gemm import Body
 
-from .index_copy import LANES, SERIAL_ELEMENTS, _copy, _shape
+from .index_copy import LANES, _copy, _shape, open_pairs
 
 
 def gather_kernel(name: str, signature: list[tuple[str, str]], axis: int) -> str | None:
@@ -33,15 +33,7 @@ def gather_kernel(name: str, signature: list[tuple[str, str]], axis: int) -> str
         return None
     b = Body()
     src, dst, ids = b.flat((x, xt)), b.flat((out, ot)), b.flat((idx, it))
-    pairs = outer * count
-    if pairs * inner >= SERIAL_ELEMENTS and pairs > 1:
-        p = b.fresh("p")
-        b.emit(f"scf.forall ({p}) in ({pairs}) {{")
-        b.depth += 1
-    else:
-        p = b.open_for(0, pairs)
-    o, j = (0, p) if outer == 1 else (p, 0) if count == 1 else \
-        (b.op("arith.divui", p, count), b.op("arith.remui", p, count))
+    p, o, j = open_pairs(b, outer, count, inner)
     raw, i, neg, wrapped, low, at = (b.fresh(h) for h in ("ix", "i", "neg", "w", "lo", "at"))
     b.emit(f"{raw} = memref.load {ids[0]}[{b.idx(j)}] : {ids[1]}")
     b.emit(f"{i} = arith.index_cast {raw} : {ielem} to index")

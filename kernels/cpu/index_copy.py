@@ -46,16 +46,7 @@ def index_copy_kernel(name: str, signature: list[tuple[str, str]], axis: int) ->
     b.emit(f"  memref.copy {x}, {out} : {xt} to {ot}")
     b.emit("}")
     src, dst = b.flat((upd, ut)), b.flat((out, ot))
-    pairs = outer * count
-    parallel = pairs * inner >= SERIAL_ELEMENTS and pairs > 1
-    if parallel:
-        p = b.fresh("p")
-        b.emit(f"scf.forall ({p}) in ({pairs}) {{")
-        b.depth += 1
-    else:
-        p = b.open_for(0, pairs)
-    o, j = (0, p) if outer == 1 else (p, 0) if count == 1 else \
-        (b.op("arith.divui", p, count), b.op("arith.remui", p, count))
+    _, o, j = open_pairs(b, outer, count, inner)
     raw = b.fresh("ix")
     b.emit(f"{raw} = memref.load {idx}[{b.idx(j)}] : {it}")
     i = b.fresh("i")
@@ -75,6 +66,21 @@ def index_copy_kernel(name: str, signature: list[tuple[str, str]], axis: int) ->
     b.close()
     b.close()
     return b.function(name, signature, residual=(x, xt))
+
+
+def open_pairs(b: Body, outer: int, count: int, inner: int) -> tuple:
+    """Open the loop over the (block, index) pairs: scf.forall where they move many elements, else scf.for
+    (closed by one b.close()); returns (pair, block, index)."""
+    pairs = outer * count
+    if pairs * inner >= SERIAL_ELEMENTS and pairs > 1:
+        p = b.fresh("p")
+        b.emit(f"scf.forall ({p}) in ({pairs}) {{")
+        b.depth += 1
+    else:
+        p = b.open_for(0, pairs)
+    o, j = (0, p) if outer == 1 else (p, 0) if count == 1 else \
+        (b.op("arith.divui", p, count), b.op("arith.remui", p, count))
+    return p, o, j
 
 
 def _copy(b: Body, src, src_at, dst, dst_at, count: int, elem: str) -> None:
