@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable
 
+from openprim.base.dtypes import FLOATS
 from openprim.base.target import Target
 
 from .cpu import channel_sums as cpu_channel_sums
@@ -85,7 +86,7 @@ def _gpu_reduce(r: KernelRequest) -> str | None:
     split = len(dims) - len(axes)
     rows_, length = math.prod(dims[:split]), math.prod(dims[split:])
     few_long = r.attrs["kind"] in ("sum", "mean") and rows_ < 256 <= length
-    if axes and axes == list(range(split, len(dims))) and r.dtype in rows.FLOATS and (
+    if axes and axes == list(range(split, len(dims))) and r.dtype in FLOATS and (
             r.attrs["kind"] in ("max", "min") or few_long):
         return rows.reduce_rows(r.name, r.signature, r.attrs["kind"], len(axes), r.dtype)
     return _gpu_channel_sums(r)

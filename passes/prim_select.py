@@ -56,6 +56,7 @@ from openprim.base.settings import FIND_ENFORCE, FIND_MODE, SOLVER, setting
 from openprim.base.ops import RHS_PANELS, filter_block, winograd_filter
 from openprim.base.target import Target
 from openprim.dialect import contract, graph_functions
+from openprim.kernels.gpu import transpose as gpu_transpose
 from openprim.solvers import SOLVERS, applicable
 from openprim.solvers.cpu_backward import flip_pads, forward_problem
 from openprim.solvers.problem import SOLVER_OP, DepthwisePointwiseProblem, problem_of
@@ -65,7 +66,6 @@ from .param_layouts import store_params_permuted
 from .prim_layout import MARK, cancel_transposes, check_layout, lay_out
 from .matmul_views import erase_dead
 from .view_chains import collapse_moves, reshape_or_transpose
-from openprim.kernels.gpu import transpose as gpu_transpose
 from .backward_data_phases import backward_data_by_phases
 from .backward_weights_gemms import backward_weights_as_gemms
 from .rewrite import (constant, create, filter_perm, index_constant, new_constant, pad_zeros, producer, rebuild,
@@ -525,9 +525,10 @@ def _reversed_taps_of(w: ir.Value) -> tuple[ir.Value, list[ir.Operation]] | None
     flip = producer(outer.operands[0], "prim.gather") if outer is not None else None
     inner = producer(flip.operands[0], "prim.reshape") if flip is not None else None
     index = constant(flip.operands[1]) if inner is not None else None
+    shape = list(w.type.shape)
     if index is None or dialect.op_attrs(flip)["axis"] != 1 or list(flip.operands[0].type.shape)[0] != 1 or \
-            list(index) != list(range(len(index)))[::-1] or inner.operands[0].type != w.type:
-        return None
+            list(index) != list(range(shape[0] * shape[1]))[::-1] or inner.operands[0].type != w.type:
+        return None            # (not R and S reversed as one dim: a gather of anything else stays where it is)
     return inner.operands[0], [inner, flip, outer]
 
 

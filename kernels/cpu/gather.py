@@ -17,7 +17,7 @@ import math
 
 from openprim.kernels.cpu.implicit_gemm import Body
 
-from .index_copy import LANES, _copy, _shape, open_pairs
+from .index_copy import LANES, _copy, _shape, open_pairs, wrapped_index
 
 
 def gather_kernel(name: str, signature: list[tuple[str, str]], axis: int) -> str | None:
@@ -34,11 +34,7 @@ def gather_kernel(name: str, signature: list[tuple[str, str]], axis: int) -> str
     b = Body()
     src, dst, ids = b.flat((x, xt)), b.flat((out, ot)), b.flat((idx, it))
     p, o, j = open_pairs(b, outer, count, inner)
-    raw, i, neg, wrapped, low, at = (b.fresh(h) for h in ("ix", "i", "neg", "w", "lo", "at"))
-    b.emit(f"{raw} = memref.load {ids[0]}[{b.idx(j)}] : {ids[1]}")
-    b.emit(f"{i} = arith.index_cast {raw} : {ielem} to index")
-    b.emit(f"{neg} = arith.cmpi slt, {i}, {b.const(0)} : index")
-    b.emit(f"{wrapped} = arith.select {neg}, {b.add(i, rows)}, {i} : index")
+    wrapped, low, at = wrapped_index(b, ids, j, ielem, rows), b.fresh("lo"), b.fresh("at")
     b.emit(f"{low} = arith.maxsi {wrapped}, {b.const(0)} : index")
     b.emit(f"{at} = arith.minsi {low}, {b.const(rows - 1)} : index")
     _copy(b, src, b.mul(b.add(b.mul(o, rows), at), inner), dst, b.mul(p, inner), inner, elem)

@@ -47,13 +47,7 @@ def index_copy_kernel(name: str, signature: list[tuple[str, str]], axis: int) ->
     b.emit("}")
     src, dst = b.flat((upd, ut)), b.flat((out, ot))
     _, o, j = open_pairs(b, outer, count, inner)
-    raw = b.fresh("ix")
-    b.emit(f"{raw} = memref.load {idx}[{b.idx(j)}] : {it}")
-    i = b.fresh("i")
-    b.emit(f"{i} = arith.index_cast {raw} : {ielem} to index")
-    neg, wrapped = b.fresh("neg"), b.fresh("w")
-    b.emit(f"{neg} = arith.cmpi slt, {i}, {b.const(0)} : index")
-    b.emit(f"{wrapped} = arith.select {neg}, {b.add(i, rows)}, {i} : index")
+    wrapped = wrapped_index(b, (idx, it), j, ielem, rows)
     ok_lo, ok_hi, ok = b.fresh("ok"), b.fresh("ok"), b.fresh("ok")
     b.emit(f"{ok_lo} = arith.cmpi sge, {wrapped}, {b.const(0)} : index")
     b.emit(f"{ok_hi} = arith.cmpi slt, {wrapped}, {b.const(rows)} : index")
@@ -81,6 +75,16 @@ def open_pairs(b: Body, outer: int, count: int, inner: int) -> tuple:
     o, j = (0, p) if outer == 1 else (p, 0) if count == 1 else \
         (b.op("arith.divui", p, count), b.op("arith.remui", p, count))
     return p, o, j
+
+
+def wrapped_index(b: Body, ids: tuple[str, str], j, ielem: str, rows: int) -> str:
+    """indices[j] as an index, a negative one counted from the end of `rows`."""
+    raw, i, neg, wrapped = b.fresh("ix"), b.fresh("i"), b.fresh("neg"), b.fresh("w")
+    b.emit(f"{raw} = memref.load {ids[0]}[{b.idx(j)}] : {ids[1]}")
+    b.emit(f"{i} = arith.index_cast {raw} : {ielem} to index")
+    b.emit(f"{neg} = arith.cmpi slt, {i}, {b.const(0)} : index")
+    b.emit(f"{wrapped} = arith.select {neg}, {b.add(i, rows)}, {i} : index")
+    return wrapped
 
 
 def _copy(b: Body, src, src_at, dst, dst_at, count: int, elem: str) -> None:

@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import math
 
+from openprim.kernels.semantics import REDUCE_COMBINE, REDUCE_INIT
+
 from .gemm import Emitter, _shape, collapse_at, load_vec
 
 
@@ -254,9 +256,7 @@ def row_kernel(name: str, signature: list[tuple[str, str]], kind: str, reduced: 
 
 
 UNROLL = 8        # independent loads in flight per thread in reduce_rows' main loop
-FLOATS = ("f32", "f16", "bf16")
-COMBINE = {"sum": ("arith.addf", "add", 0.0), "mean": ("arith.addf", "add", 0.0),
-           "max": ("arith.maximumf", "maximumf", -math.inf), "min": ("arith.minimumf", "minimumf", math.inf)}
+ALL_REDUCE = {"arith.addf": "add", "arith.maximumf": "maximumf", "arith.minimumf": "minimumf"}
 
 
 def reduce_rows(name: str, signature: list[tuple[str, str]], kind: str, reduced: int, dtype: str) -> str:
@@ -267,7 +267,7 @@ def reduce_rows(name: str, signature: list[tuple[str, str]], kind: str, reduced:
     dims = _shape(x_t)
     split = len(dims) - reduced
     rows, length = math.prod(dims[:split]), math.prod(dims[split:])
-    scalar_op, all_op, identity = COMBINE[kind]
+    scalar_op, identity = REDUCE_COMBINE[kind], REDUCE_INIT[kind]
     T = 32 if length <= 64 else 128 if length <= 1024 else 256 if length <= 8192 else 1024
     e = Emitter()
     one = e.c(1)
@@ -302,7 +302,7 @@ def reduce_rows(name: str, signature: list[tuple[str, str]], kind: str, reduced:
         e.emit(f"scf.yield {e.scalar(scalar_op, a, load(i))} : f32")
         e.close()
         acc = res
-    total = _all_reduce(e, all_op, acc)
+    total = _all_reduce(e, ALL_REDUCE[scalar_op], acc)
     if kind == "mean":
         total = e.scalar("arith.mulf", total, e.const(1.0 / length))
     e.open(f"scf.if {e.cmp('eq', '%tx', e.c(0))} {{")
