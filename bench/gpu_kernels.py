@@ -62,9 +62,10 @@ GEMM_SIZE = 8192
 # A transformer layer's GEMMs [M, K] x [K, N]: ViT-B/16 at batch 32 (M = 32 x 197 tokens) and BERT-base at
 # batch 8 x 512 tokens; q/k/v and the out-projection 768 -> 768, the MLP 768 -> 3072 -> 768.
 # A transformer layer's projections (ViT-B/16 at batch 32: 6304 rows; BERT-base 32 x 128 and GPT-2 8 x 512: 4096;
-# BERT-base 8 x 128: 1024; a decode step of 16 or 8 sequences: 16, 8).
-TRANSFORMER_GEMMS = [(m, k, n) for m in (6304, 4096, 1024, 16, 8) for k, n in ((768, 768), (768, 3072), (3072, 768),
-                                                                                (768, 2304))]
+# BERT-base 8 x 128: 1024; a decode step of 16, 8 or 1 sequences: 16, 8, 1, with GPT-2's head, 768 -> 50264).
+TRANSFORMER_GEMMS = [(m, k, n) for m in (6304, 4096, 1024, 16, 8, 1) for k, n in ((768, 768), (768, 3072), (3072, 768),
+                                                                                   (768, 2304))] + \
+    [(m, 768, 50264) for m in (16, 8, 1)]
 
 
 def cases():
@@ -158,7 +159,7 @@ def cases():
 FAMILIES = {"mma": ("conv_implicit_gemm_mma", "gemm_mma"), "wgmma": ("conv_implicit_gemm_wgmma", "gemm_wgmma"),
             "im2col": ("conv_im2col_gemm_wgmma", "gemm_wgmma"), "wino2": ("conv_winograd_f2x3_wgmma", "gemm_wgmma"),
             "wino4": ("conv_winograd_f4x3_wgmma", "gemm_wgmma"), "s2d": ("conv_space_to_depth_wgmma", "gemm_wgmma"),
-            "gemv": ("conv_implicit_gemm_gpu", "gemv_gpu")}
+            "gemv": ("conv_implicit_gemm_gpu", "gemv_gpu"), "gemvmma": ("conv_implicit_gemm_gpu", "gemv_mma")}
 
 
 @contextlib.contextmanager

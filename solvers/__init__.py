@@ -29,7 +29,7 @@ from openprim.solvers.gpu_simt import (AttentionDecodeGpu, ConvDepthwiseGpu, Con
                                       GemvGpu)
 from openprim.solvers.nvidia import (AttentionFlashMma, AttentionFlashWgmma, ConvDepthwisePointwiseMma, ConvIm2colGemmWgmma, ConvImplicitGemmMma, ConvImplicitGemmWgmma,
                                      ConvSpaceToDepthWgmma, ConvWinogradF2x3Wgmma, ConvWinogradF4x3Wgmma, GemmMma,
-                                     GemmWgmma)
+                                     GemmWgmma, GemvMma)
 from openprim.solvers.problem import DIRECTIONS, SOLVER_OP, ConvProblem
 from openprim.solvers.winograd import (ConvWinogradF2x3, ConvWinogradF2x3Packed, ConvWinogradF4x3,
                                       ConvWinogradF4x3Packed)
@@ -63,6 +63,7 @@ SOLVERS = {s.name: s for s in (
     ConvWinogradF4x3Wgmma(),
     ConvSpaceToDepthWgmma(),
     GemmWgmma(),
+    GemvMma(),
     ConvImplicitGemmMfma(),
     GemmMfma(),
     ConvImplicitGemmWmma(),

@@ -3,7 +3,7 @@ kernels: implicit GEMM, im2col, Winograd and space-to-depth convolutions, GEMMs,
 from __future__ import annotations
 
 from openprim.base.settings import ALLOW_TF32, setting
-from openprim.kernels.nvidia import depthwise_pointwise, flash_attention, flash_attention_wgmma
+from openprim.kernels.nvidia import depthwise_pointwise, flash_attention, flash_attention_wgmma, gemv_mma
 from openprim.kernels.nvidia import mma as gpu_mma
 from openprim.kernels.nvidia import wgmma as gpu_wgmma
 from openprim.kernels.nvidia import wgmma_im2col, wgmma_space_to_depth, wgmma_winograd
@@ -268,6 +268,39 @@ class GemmWgmma(WgmmaSolver, GemmGpu):
     """matmul / linear on sm_90 warpgroup MMA with TMA loads."""
     name = "gemm_wgmma"
     split_k = True
+
+
+class GemvMma(GemmGpu):
+    """matmul / linear of at most 16 rows (a batch of decode steps' projections) on mma.sync
+    (kernels/nvidia/gemv_mma.py): the rows are one m16 tile, each block streams a slab of the weights'
+    columns over all of k, its warps splitting k, one shared-memory sum; no split-K launch. Costed as its
+    bytes and a full 16-row tile's multiplies at the mma.sync rate, so that a row or two stay with the SIMT
+    GEMV (gemv_gpu), which multiplies only the rows it has. The "tile" parameter indexes gemv_mma.CONFIGS:
+    (columns per block, warps, stages)."""
+    name = "gemv_mma"
+    targets = ("nvvm",)
+    efficiency = 3.0
+
+    def is_applicable(self, p, target):
+        if target.matrix_core not in ("mma.sync", "wgmma"):
+            return f"needs mma.sync (sm_80 or later; {target.arch} has {target.matrix_core})"
+        return super().is_applicable(p, target) or gemv_mma.applicable(p.m, p.n, p.k, p.dtype)
+
+    def cost(self, p, target):
+        return roofline(2.0 * gemv_mma.MAX_ROWS * p.k * p.n, 2 * (p.m * p.k + p.k * p.n + 2 * p.m * p.n), target,
+                        self.efficiency)
+
+    def tunables(self, p):
+        return {"tile": list(range(len(gemv_mma.CONFIGS)))}
+
+    def tables(self):
+        return {"tile": tuple(f"{bn}n-w{warps}-s{stages}" for bn, warps, stages in gemv_mma.CONFIGS)}
+
+    def default_params(self, p, target):
+        return {"tile": gemv_mma.default_config(p.n, target.chip.units)}
+
+    def kernel(self, r):
+        return gemv_mma.gemv_mma_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), r.params["tile"])
 
 
 class AttentionFlashMma(AttentionSolver):

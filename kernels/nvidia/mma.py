@@ -79,6 +79,50 @@ def applicable(spec: GemmSpec) -> str | None:
     return None
 
 
+def fragment_types(dt: str) -> tuple[str, str, str]:
+    """(A, B, accumulator) fragment types of one m16n8k16 (m16n8k8 TF32 for f32) mma.sync."""
+    if dt == "f32":
+        return "vector<4x1xf32>", "vector<2x1xf32>", "vector<2x2xf32>"
+    return f"vector<4x2x{dt}>", f"vector<2x2x{dt}>", "vector<2x2xf32>"
+
+
+def mma_sync(e: Emitter, dt: str, fa: str, fb: str, acc: str) -> str:
+    """acc + fa . fb on one m16n8k16 tile (m16n8k8 TF32 for f32), accumulators f32; returns the sum."""
+    a_frag, b_frag, acc_t = fragment_types(dt)
+    n = e.fresh("acc")
+    if dt in ("f16", "f32"):
+        shape_ = "[16, 8, 16]" if dt == "f16" else "[16, 8, 8], tf32Enabled"
+        e.emit(f"{n} = nvgpu.mma.sync({fa}, {fb}, {acc}) {{mmaShape = {shape_}}} : ({a_frag}, {b_frag}, {acc_t}) -> {acc_t}")
+        return n
+    # bf16: the registers as i32 (two bf16 each), as convert-nvgpu-to-nvvm passes f16 ones.
+    regs = []
+    for frag, ty in ((fa, a_frag), (fb, b_frag)):
+        for i in range(int(ty[7])):
+            pair, cast, r = e.fresh("r"), e.fresh("r"), e.fresh("r")
+            e.emit(f"{pair} = vector.extract {frag}[{i}] : vector<2x{dt}> from {ty}")
+            e.emit(f"{cast} = vector.bitcast {pair} : vector<2x{dt}> to vector<1xi32>")
+            e.emit(f"{r} = vector.extract {cast}[0] : i32 from vector<1xi32>")
+            regs.append(r)
+    c = []
+    for i in range(4):
+        s = e.fresh("c")
+        e.emit(f"{s} = vector.extract {acc}[{i // 2}, {i % 2}] : f32 from {acc_t}")
+        c.append(s)
+    d, st = e.fresh("d"), "!llvm.struct<(f32, f32, f32, f32)>"
+    e.emit(f"{d} = nvvm.mma.sync A[{', '.join(regs[:4])}] B[{', '.join(regs[4:])}] C[{', '.join(c)}] "
+           f"{{layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, "
+           f"multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, "
+           f"shape = #nvvm.shape<m = 16, n = 8, k = 16>}} : (i32, i32, f32) -> {st}")
+    v = e.fresh("z")
+    e.emit(f"{v} = arith.constant dense<0.0> : {acc_t}")
+    for i in range(4):
+        s, nv = e.fresh("c"), e.fresh("acc")
+        e.emit(f"{s} = llvm.extractvalue {d}[{i}] : {st}")
+        e.emit(f"{nv} = vector.insert {s}, {v} [{i // 2}, {i % 2}] : f32 into {acc_t}")
+        v = nv
+    return v
+
+
 def _select(e: Emitter, ok: str, a: str, b: str) -> str:
     n = e.fresh("i")
     e.emit(f"{n} = arith.select {ok}, {a}, {b} : index")
@@ -150,45 +194,11 @@ def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, til
     wn = e.mul(e.rem(warp, e.c(WARPS_N)), e.c(BN // WARPS_N))
     lrow, lhalf = e.rem(lane, e.c(16)), e.mul(e.div(lane, e.c(16)), e.c(KS // 2))
     lgroup, lquad = e.div(lane, e.c(4)), e.rem(lane, e.c(4))
-    acc_t = "vector<2x2xf32>"
-    a_frag, b_frag = (f"vector<4x1x{dt}>", f"vector<2x1x{dt}>") if tf32 else (f"vector<4x2x{dt}>", f"vector<2x2x{dt}>")
+    a_frag, b_frag, acc_t = fragment_types(dt)
     zero, zero_b = e.fresh("z"), e.fresh("z")
     e.emit(f"{zero} = arith.constant dense<0.0> : {acc_t}")
     if tf32:
         e.emit(f"{zero_b} = arith.constant dense<0.0> : {b_frag}")
-
-    def mma(fa: str, fb: str, acc: str) -> str:
-        n = e.fresh("acc")
-        if dt == "f16" or tf32:
-            shape_ = f"[16, 8, {KS}]" + (", tf32Enabled" if tf32 else "")
-            e.emit(f"{n} = nvgpu.mma.sync({fa}, {fb}, {acc}) {{mmaShape = {shape_}}} : ({a_frag}, {b_frag}, {acc_t}) -> {acc_t}")
-            return n
-        # bf16: the registers as i32 (two bf16 each), as convert-nvgpu-to-nvvm passes f16 ones.
-        regs = []
-        for frag, ty in ((fa, a_frag), (fb, b_frag)):
-            for i in range(int(ty[7])):
-                pair, cast, r = e.fresh("r"), e.fresh("r"), e.fresh("r")
-                e.emit(f"{pair} = vector.extract {frag}[{i}] : vector<2x{dt}> from {ty}")
-                e.emit(f"{cast} = vector.bitcast {pair} : vector<2x{dt}> to vector<1xi32>")
-                e.emit(f"{r} = vector.extract {cast}[0] : i32 from vector<1xi32>")
-                regs.append(r)
-        c = []
-        for i in range(4):
-            s = e.fresh("c")
-            e.emit(f"{s} = vector.extract {acc}[{i // 2}, {i % 2}] : f32 from {acc_t}")
-            c.append(s)
-        d, st = e.fresh("d"), "!llvm.struct<(f32, f32, f32, f32)>"
-        e.emit(f"{d} = nvvm.mma.sync A[{', '.join(regs[:4])}] B[{', '.join(regs[4:])}] C[{', '.join(c)}] "
-               f"{{layoutA = #nvvm.mma_layout<row>, layoutB = #nvvm.mma_layout<col>, "
-               f"multiplicandAPtxType = #nvvm.mma_type<bf16>, multiplicandBPtxType = #nvvm.mma_type<bf16>, "
-               f"shape = #nvvm.shape<m = 16, n = 8, k = 16>}} : (i32, i32, f32) -> {st}")
-        v = zero
-        for i in range(4):
-            s, nv = e.fresh("c"), e.fresh("acc")
-            e.emit(f"{s} = llvm.extractvalue {d}[{i}] : {st}")
-            e.emit(f"{nv} = vector.insert {s}, {v} [{i // 2}, {i % 2}] : f32 into {acc_t}")
-            v = nv
-        return v
 
     def multiply(cur: list[str], stage: str | None) -> list[str]:
         """The mma's of one shared k tile (buffer `stage`) into the accumulators `cur`."""
@@ -217,7 +227,7 @@ def mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, til
                 bfr.append(f)
             for i in range(TILES_M):
                 for j in range(TILES_N):
-                    cur[i * TILES_N + j] = mma(afr[i], bfr[j], cur[i * TILES_N + j])
+                    cur[i * TILES_N + j] = mma_sync(e, dt, afr[i], bfr[j], cur[i * TILES_N + j])
         return cur
 
     accs = [e.fresh("acc") for _ in range(TILES_M * TILES_N)]

@@ -62,7 +62,8 @@ ALIGN = 1024                          # the 128-byte swizzle's period
 # (BM, BN, warpgroups, stages), indexed by the solver's "tile" parameter. (128 x 64 with one warpgroup,
 # two m64 fragments of n64, computed wrong rows on the H200: the 128 x 64 tile takes two warpgroups.)
 CONFIGS = [(128, 128, 1, 4), (128, 256, 2, 4), (256, 128, 2, 4), (128, 64, 2, 6), (64, 64, 1, 8),
-           (128, 64, 2, 3), (64, 64, 1, 4), (128, 128, 1, 2), (128, 128, 1, 3), (128, 128, 2, 3)]
+           (128, 64, 2, 3), (64, 64, 1, 4), (128, 128, 1, 2), (128, 128, 1, 3), (128, 128, 2, 3),
+           (128, 192, 2, 4), (128, 192, 2, 3)]
 PREFETCH = 8                          # epilogue passes whose residual rows are loaded ahead of use
 SWZ = "swizzle = swizzle_128b, l2promo = l2promo_256b, oob = zero, interleave = none"
 
@@ -351,17 +352,23 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
         bias_f = e.fresh("bias")
         e.emit(f"{bias_f} = arith.extf {bv} : {o8} to vector<8xf32>")
     rows_per_pass = T // per_row
+    # a pass covers rows_per_pass whole rows: the threads past them idle, a last partial pass is clamped
+    active = e.cmp("ult", tid, e.c(rows_per_pass * per_row)) if T % per_row else None
 
     def pass_rows(p: int) -> tuple[str, str, str, str]:
         """(tile row, output row, that row clamped into range, whether it is in range) of pass p."""
         i = e.add(e.c(p * rows_per_pass), e.div(tid, e.c(per_row)))
+        if BM % rows_per_pass:                  # (BN = 192: 10 rows of 24 threads a pass, the last 16 idle)
+            i = e.op("arith.minui", i, e.c(BM - 1))
         if flat:
             m = e.add(m0, i)
-            return i, m, e.op("arith.minui", m, e.c(M - 1)), e.cmp("ult", m, e.c(M))
+            ok = e.cmp("ult", m, e.c(M))
+            return i, m, e.op("arith.minui", m, e.c(M - 1)), e.both(ok, active) if active else ok
         img = e.add(i0, e.div(i, e.c(bh * bw)))
         oh = e.add(oh0, e.rem(e.div(i, e.c(bw)), e.c(bh)))
         ow = e.add(ow0, e.rem(i, e.c(bw)))
         ok = e.both(e.cmp("ult", img, e.c(N)), e.both(e.cmp("ult", oh, e.c(OH)), e.cmp("ult", ow, e.c(OW))))
+        ok = e.both(ok, active) if active else ok
         pixel = lambda a, b, c: e.add(e.mul(e.add(e.mul(a, e.c(OH)), b), e.c(OW)), c)  # noqa: E731
         clamped = pixel(*(e.op("arith.minui", x, e.c(size - 1)) for x, size in ((img, N), (oh, OH), (ow, OW))))
         return i, pixel(img, oh, ow), clamped, ok
@@ -374,7 +381,7 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
     # The residual rows of PREFETCH passes are loaded before any of them is used (at clamped rows, so
     # without a branch): a load per pass, each waited for before the next, left the epilogue bound by
     # memory latency (ResNet-50's 1x1 layers with a residual ran at a third of the memory bandwidth).
-    passes = list(range(BM // rows_per_pass))
+    passes = list(range(-(-BM // rows_per_pass)))
     for chunk in range(0, len(passes), PREFETCH):
         rows = [pass_rows(p) for p in passes[chunk:chunk + PREFETCH]]
         fetched = [residual_row(clamped) if res2 else None for _, _, clamped, _ in rows]

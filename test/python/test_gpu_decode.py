@@ -2,14 +2,16 @@
 of one query row over a key cache (kernels/gpu/decode_attention.py, solver attention_decode_gpu).
 
 1. Selection (compile-only, no GPU): GPT-2's decode projections (one row) take gemv_gpu on sm_90, sm_80
-   and gfx942, in one launch of a block per column chunk; 16 rows stay on the matrix cores; the default
+   and gfx942, in one launch of a block per column chunk; 16 rows take gemv_mma (kernels/nvidia/gemv_mma.py)
+   on NVIDIA, one launch of a block per column slab; the default
    column lanes give every multiprocessor a block where the columns allow it. Its attention over a
    544-key cache takes attention_decode_gpu, 9 key splits of 12 heads and the combining launch; a
    prefill's (many query rows) stays on the flash kernels.
 2. Numerics against float64 numpy on a GPU target (recorded and replayed through helpers.py). GEMV: one
    to eight rows, a 3-d left operand, K that is no multiple of 4 (a ragged last group), N that is no
    multiple of 8 (narrower vectors) or of a block's columns (a ragged last chunk), bias, residual and
-   activations, f16, bf16 and f32, every column-lane count. Decode attention: head dims 64 and 128, one
+   activations, f16, bf16 and f32, every column-lane count. The mma.sync GEMV: one to sixteen rows, K past
+   the last whole k tile, more warps than k tiles, ragged column slabs, every configuration. Decode attention: head dims 64 and 128, one
    split and many (an empty last one included), fewer keys than a step, additive masks broadcast and per
    batch, BHSD and BSHD.
 
@@ -28,6 +30,7 @@ from test_decoding import cache_graph
 from openprim import compiler
 from openprim.base.target import parse_target
 from openprim.kernels.gpu import decode_attention, gemv
+from openprim.kernels.nvidia import gemv_mma
 from openprim.plan import build_plan
 from openprim.pyfrontend import Graph
 from openprim.solvers import SOLVERS
@@ -59,12 +62,26 @@ def test_decode_projection_is_one_gemv_launch(target, request):
     assert launch["grid"] == [768 // (8 * lanes), 1, 1] and launch["block"] == [lanes, 256 // lanes, 1], launch
 
 
-def test_many_rows_stay_on_matrix_cores():
-    plan, _ = build_plan(compiler.lower(linear_graph(16, 768, 768), "nvvm:sm_90"), parse_target("nvvm:sm_90"))
+@pytest.mark.parametrize("target", ["nvvm:sm_90", "nvvm:sm_80"])
+def test_sixteen_rows_take_the_mma_gemv(target):
+    """16 decode rows (a batch of 16 sequences): gemv_mma, one launch of a block per 8 columns with 8 warps
+    splitting k (768 columns give 132 SMs 96 blocks), not the tiled GEMM split over k (two launches)."""
+    t = parse_target(target)
+    plan, _ = build_plan(compiler.lower(linear_graph(16, 768, 768), target), t)
     step, = [s for s in plan["steps"] if s.get("op") == "matmul"]
-    assert step["solver"] != "gemv_gpu", step
-    assert "rows" in SOLVERS["gemv_gpu"].is_applicable(
-        GemmProblem(1, 16, 768, 768, False, False, "f16", "bias"), parse_target("nvvm:sm_90"))
+    assert step["solver"] == "gemv_mma", step
+    launch, = plan["kernels"][step["kernel"]]["launches"]
+    bn, warps, stages = gemv_mma.CONFIGS[step["params"]["tile"]]
+    assert launch["grid"] == [768 // bn, 1, 1] and launch["block"] == [32 * warps, 1, 1], launch
+    assert launch["shared"] == warps * gemv_mma.ring_bytes((bn, warps, stages))
+    assert "rows" in SOLVERS["gemv_gpu"].is_applicable(GemmProblem(1, 16, 768, 768, False, False, "f16", "bias"), t)
+    assert "rows" in SOLVERS["gemv_mma"].is_applicable(GemmProblem(1, 17, 768, 768, False, False, "f16", "bias"), t)
+
+
+@pytest.mark.parametrize("n,want", [(768, 8), (2304, 16), (3072, 16), (50264, 32)])
+def test_gemv_mma_default_columns(n, want):
+    """The widest slab of columns that still gives 132 SMs a block each (8 at least: 16-byte rows)."""
+    assert gemv_mma.CONFIGS[gemv_mma.default_config(n, 132)][0] == want
 
 
 @pytest.mark.parametrize("n,units,want", [
@@ -118,6 +135,43 @@ def test_gemv_numerics(case, rng, monkeypatch):
     out, = net.run(None, y, solver="gemv_gpu")
     assert_close(out, want, dtype, reduction=k, what=what)
     assert any(s == "gemv_gpu" for _, _, s in net.launches()), net.launches()
+
+
+# (id, lhs shape, N, dtype, epilogue, gemv_mma.CONFIGS index or None for the default)
+MMA_CASES = [
+    ("rows16_768", (1, 16, 768), 768, "f16", "bias", None),
+    ("rows9_k72_n200_gelu_res", (9, 72), 200, "f16", "bias+res+gelu", 1),    # half a k tile, a ragged slab
+    ("rows16_bf16_relu_3d", (2, 8, 96), 1000, "bf16", "bias+relu", 2),       # 1000 = 31 slabs of 32 + 8
+    ("rows1_k3072", (1, 3072), 768, "f16", "bias", 3),                        # one row of sixteen
+    ("rows12_k24_idle_warps", (12, 24), 64, "bf16", "none", 4),               # 2 k tiles for 8 warps
+    ("rows16_k1000_n136_res", (16, 1000), 136, "f16", "res", 0),              # 63 k tiles: a ragged run
+]
+
+
+@pytest.mark.skipif(TARGET == "cpu", reason="the GPU kernel (numerics on the GPU: record/replay)")
+@pytest.mark.parametrize("case", MMA_CASES, ids=[c[0] for c in MMA_CASES])
+def test_gemv_mma_numerics(case, rng, monkeypatch):
+    what, shape, n, dtype, epi, config = case
+    if not TARGET.startswith("nvvm"):
+        pytest.skip("mma.sync: NVIDIA only")
+    k = shape[-1]
+    if config is not None:
+        monkeypatch.setattr(SOLVERS["gemv_mma"], "default_params", lambda p, target: {"tile": config})
+    net = Net(rng, dtype)
+    a, av = net.input(shape)
+    w, wv = net.weight((k, n), scale=k ** -0.5)
+    b, bv = net.weight((n,)) if "bias" in epi else (None, None)
+    y, want = net.g.matmul(a, w, b), ref.matmul(av, wv, bv)
+    if "res" in epi:
+        res, resv = net.input(want.shape)
+        y, want = net.g.add(y, res), want + resv
+    if "relu" in epi:
+        y, want = net.g.relu(y), ref.relu(want)
+    if "gelu" in epi:
+        y, want = net.g.gelu(y), ref.gelu(want)
+    out, = net.run(None, y, solver="gemv_mma")
+    assert_close(out, want, dtype, reduction=k, what=what)
+    assert any(s == "gemv_mma" for _, _, s in net.launches()), net.launches()
 
 
 @pytest.mark.parametrize("target", ["nvvm:sm_90", "rocdl:gfx942"])

@@ -3,7 +3,7 @@
 // row is used. Its column lanes: as few as read a 32-byte sector of a weight row (2 x 8 f16), since 768
 // columns give 132 SMs no more blocks than that; GPT-2's head (50264 columns) a warp's worth, 32 x 8 (16 x 8 on
 // gfx942, whose 304 CUs want more blocks). Sixteen
-// rows stay on the matrix cores. The lowered kernel reads the weights 16 bytes at a time. The step's attention
+// rows take the mma.sync GEMV on NVIDIA (gpu-gemv-mma.mlir), a matrix core's tile on gfx942. The lowered kernel reads the weights 16 bytes at a time. The step's attention
 // (one query row per head over a 544-key cache) takes flash-decoding, attention_decode_gpu (kernels/gpu/
 // decode_attention.py), where the flash kernels would compute a tile of 64 or 128 query rows; 32 query rows
 // (a prefill) stay on them.
@@ -17,7 +17,7 @@
 // CHECK-LABEL: func.func @prefill
 // CHECK:       "prim.matmul"
 // CHECK-NOT:   gemv_gpu
-// CHECK-SAME:  prim.problem = "gemm-b1-m16-n768-k768-nn-f16-bias"
+// CHECK-SAME:  prim.problem = "gemm-b1-m16-n768-k768-nn-f16-bias", prim.solver = "{{gemv_mma|gemm_mfma}}"
 
 // CHECK-LABEL: func.func @attend
 // CHECK:       "prim.attention"({{.*}}prim.problem = "attention-b12-q1-k544-d64-mask1x1x1x544-f16", prim.solver = "attention_decode_gpu"
