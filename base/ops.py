@@ -100,6 +100,11 @@ OPS: dict[str, OpSpec] = {s.name: s for s in [
           {"transpose_rhs": "i64", **EPILOGUE},
           doc="y = act(lhs @ rhs(^T) + bias + residual); rhs is [K,N] ([N,K] with transpose_rhs = 1; "
               "[N/NT, K, NT] panels with 2, as prim-select packs constant weights) or batched like lhs"),
+    _spec("norm_matmul", ("input", ("scale", "optional"), ("shift", "optional"), "rhs", ("bias", "optional"),
+                          ("residual", "optional")),
+          {"norm": "str", "epsilon": "f64", **EPILOGUE},
+          doc="a layer_norm or rms_norm over the last dim feeding a matmul, in one op (prim-select makes it where a "
+              "GEMV kernel normalizes the rows as it reads them): y = act(norm(input) @ rhs [K, N] + bias + residual)"),
     _spec("batch_norm", ("input", "scale", "shift", "mean", "variance"), {"epsilon": "f64", "layout": "str"}),
     _spec("layer_norm", ("input", ("scale", "optional"), ("shift", "optional"), ("residual", "optional")),
           {"epsilon": "f64", "normalized_ndim": "i64"},
@@ -360,6 +365,20 @@ def _layer_norm(shapes, attrs):
     _need(residual is None or tuple(residual) == tuple(x),
           f"residual must have the input shape {fmt_shape(x)}, got {fmt_shape(residual or ())}")
     return tuple(x)
+
+
+NORM_KINDS = ("layer_norm", "rms_norm")
+
+
+def _norm_matmul(shapes, attrs):
+    x, scale, shift, w = shapes[:4]
+    _need(attrs["norm"] in NORM_KINDS, f"norm must be one of {', '.join(NORM_KINDS)}, got '{attrs['norm']}'")
+    _need(attrs["norm"] == "layer_norm" or shift is None, "rms_norm has no shift")
+    _layer_norm([x, scale, shift, None], {"epsilon": attrs["epsilon"], "normalized_ndim": 1})
+    _need(len(w) == 2 and w[0] == x[-1], f"rhs must be [{x[-1]}, N], got {fmt_shape(w)}")
+    out = tuple(x[:-1]) + (w[1],)
+    _epilogue(shapes[4], shapes[5], attrs, out, w[1])
+    return out
 
 
 def _group_norm(shapes, attrs):
@@ -667,7 +686,8 @@ def _cross_entropy(shapes, attrs):
 
 
 _RULES = {
-    "conv2d": _conv2d, "depthwise_pointwise": _depthwise_pointwise, "matmul": _matmul, "batch_norm": _batch_norm, "layer_norm": _layer_norm,
+    "conv2d": _conv2d, "depthwise_pointwise": _depthwise_pointwise, "matmul": _matmul, "norm_matmul": _norm_matmul,
+    "batch_norm": _batch_norm, "layer_norm": _layer_norm,
     "rms_norm": _layer_norm, "group_norm": _group_norm, "max_pool2d": _pool, "avg_pool2d": _pool,
     "global_avg_pool": _global_pool,
     "softmax": _softmax, "log_softmax": _softmax, "transpose": _transpose, "concat": _concat, "pad": _pad,

@@ -62,6 +62,23 @@ irdl.dialect @prim {
     %res = irdl.base "!builtin.tensor"
     irdl.results(result: %res)
   }
+  // a layer_norm or rms_norm over the last dim feeding a matmul, in one op (prim-select makes it where a GEMV kernel normalizes the rows as it reads them): y = act(norm(input) @ rhs [K, N] + bias + residual)
+  irdl.operation @norm_matmul {
+    %t0 = irdl.base "!builtin.tensor"
+    %t1 = irdl.base "!builtin.tensor"
+    %t2 = irdl.base "!builtin.tensor"
+    %t3 = irdl.base "!builtin.tensor"
+    %t4 = irdl.base "!builtin.tensor"
+    %t5 = irdl.base "!builtin.tensor"
+    irdl.operands(input: %t0, scale: optional %t1, shift: optional %t2, rhs: %t3, bias: optional %t4, residual: optional %t5)
+    %a0 = irdl.base "#builtin.string"
+    %a1 = irdl.base "#builtin.float"
+    %a2 = irdl.base "#builtin.string"
+    %a3 = irdl.base "#builtin.dense_array"
+    irdl.attributes {"norm" = %a0, "epsilon" = %a1, "activation" = %a2, "activation_params" = %a3}
+    %res = irdl.base "!builtin.tensor"
+    irdl.results(result: %res)
+  }
   //
   irdl.operation @batch_norm {
     %t0 = irdl.base "!builtin.tensor"

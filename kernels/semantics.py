@@ -453,6 +453,16 @@ def emit_depthwise_pointwise(kt, op, operands, attrs, shape, dtype):
                         "filter_layout": "RSCK"}, shape, dtype)
 
 
+def emit_norm_matmul(kt, op, operands, attrs, shape, dtype):
+    """The norm over the last dim (its result rounded to dtype, as the GEMV kernels round their A operand),
+    then the matmul."""
+    x, scale, shift, w, bias, residual = operands
+    norm = {"epsilon": attrs["epsilon"], "normalized_ndim": 1}
+    h = emit_layer_norm(kt, op, [x, scale, shift, None], norm, tuple(x.shape), dtype) \
+        if attrs["norm"] == "layer_norm" else emit_rms_norm(kt, op, [x, scale, None], norm, tuple(x.shape), dtype)
+    return emit_matmul(kt, op, [h, w, bias, residual], {**attrs, "transpose_rhs": 0}, shape, dtype)
+
+
 def emit_matmul(kt, op, operands, attrs, shape, dtype):
     a, b, bias, residual = operands
     B = len(a.shape) - 2
@@ -1306,7 +1316,8 @@ def emit_cross_entropy_backward(kt, op, operands, attrs, shape, dtype):
 
 
 EMITTERS = {
-    "conv2d": emit_conv2d, "depthwise_pointwise": emit_depthwise_pointwise, "matmul": emit_matmul, "batch_norm": emit_batch_norm,
+    "conv2d": emit_conv2d, "depthwise_pointwise": emit_depthwise_pointwise, "matmul": emit_matmul,
+    "norm_matmul": emit_norm_matmul, "batch_norm": emit_batch_norm,
     "layer_norm": emit_layer_norm, "rms_norm": emit_rms_norm, "group_norm": emit_group_norm, "max_pool2d": emit_max_pool2d,
     "avg_pool2d": emit_avg_pool2d, "global_avg_pool": emit_global_avg_pool, "softmax": emit_softmax,
     "log_softmax": emit_softmax, "transpose": emit_transpose, "concat": emit_concat, "pad": emit_pad,

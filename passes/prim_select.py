@@ -68,6 +68,7 @@ from .matmul_views import erase_dead
 from .view_chains import collapse_moves, reshape_or_transpose
 from .backward_data_phases import backward_data_by_phases
 from .backward_weights_gemms import backward_weights_as_gemms
+from .norm_matmul import fuse_norm_matmul
 from .rewrite import (constant, create, filter_perm, index_constant, new_constant, pad_zeros, producer, rebuild,
                       reshape, single_use, swap, transformed_constant, transpose)
 
@@ -155,7 +156,8 @@ NOT_CONSTANT = "needs a constant filter (transformed at compile time); this filt
 
 def _constant_filter(op: ir.Operation) -> bool:
     """Whether a conv2d's filter (a matmul's rhs) is a prim.constant (after the layout stage's folding)."""
-    return producer(dialect.operand_groups(op)[1], "prim.constant") is not None
+    groups = dialect.operand_groups(op)
+    return producer(groups[3 if op.name == "prim.norm_matmul" else 1], "prim.constant") is not None
 
 
 def heuristic(problem, kind: str, target: Target, constant_filter: bool = True):
@@ -542,7 +544,7 @@ def _one_transpose(v: ir.Value, on_gpu: bool) -> None:
                        (lambda perm: gpu_transpose.split(perm) is not None) if on_gpu else (lambda perm: True))
 
 
-SELECTED_OPS = ("prim.conv2d", "prim.matmul", "prim.attention", "prim.depthwise_pointwise",
+SELECTED_OPS = ("prim.conv2d", "prim.matmul", "prim.norm_matmul", "prim.attention", "prim.depthwise_pointwise",
                 "prim.conv2d_backward_data", "prim.conv2d_backward_weights")
 
 
@@ -608,8 +610,10 @@ def prepare(fn, layout: str, target: Target, forced: str = "") -> list[ir.Operat
                 backward_weights_as_gemms(op, target, lambda problem: _reference_only(problem, target))
     reshape_problem = (lambda op: op) if forced else \
         (lambda op: _subsample_pointwise(_densify_groups(_backward_data_as_forward(op, target), target), target))
-    return [_pad_columns(_pad_channels(reshape_problem(_untranspose_rhs(op)), target), target) for op in ops()
-            if op.name in SELECTED_OPS and contract.solver(op) is None]
+    chosen = [_pad_columns(_pad_channels(reshape_problem(_untranspose_rhs(op)), target), target) for op in ops()
+              if op.name in SELECTED_OPS and contract.solver(op) is None]
+    matmul_time = lambda problem: heuristic(problem, "matmul", target).cost(problem, target)  # noqa: E731
+    return [fuse_norm_matmul(op, target, forced, matmul_time) for op in chosen]
 
 
 @dataclass

@@ -26,10 +26,10 @@ from openprim.solvers.cpu_backward import ConvBwdDataGemm, ConvBwdReference, Con
 from openprim.solvers.cpu import (GEMM, Conv1x1Gemm, ConvDepthwise, ConvDirect, ConvGroupedGemm, ConvIm2colGemm,
                                   ConvImplicitGemm, ConvReference, GemmPacked, GemmReference)
 from openprim.solvers.gpu_simt import (AttentionDecodeGpu, ConvDepthwiseGpu, ConvImplicitGemmGpu, GemmGpu,
-                                      GemvGpu)
+                                      GemvGpu, NormGemvGpu)
 from openprim.solvers.nvidia import (AttentionFlashMma, AttentionFlashWgmma, ConvDepthwisePointwiseMma, ConvIm2colGemmWgmma, ConvImplicitGemmMma, ConvImplicitGemmWgmma,
                                      ConvSpaceToDepthWgmma, ConvWinogradF2x3Wgmma, ConvWinogradF4x3Wgmma, GemmMma,
-                                     GemmWgmma, GemvMma)
+                                     GemmWgmma, GemvMma, NormGemvMma)
 from openprim.solvers.problem import DIRECTIONS, SOLVER_OP, ConvProblem
 from openprim.solvers.winograd import (ConvWinogradF2x3, ConvWinogradF2x3Packed, ConvWinogradF4x3,
                                       ConvWinogradF4x3Packed)
@@ -55,6 +55,7 @@ SOLVERS = {s.name: s for s in (
     ConvGroupedGemm(),
     GemmGpu(),
     GemvGpu(),
+    NormGemvGpu(),
     ConvImplicitGemmMma(),
     GemmMma(),
     ConvImplicitGemmWgmma(),
@@ -64,6 +65,7 @@ SOLVERS = {s.name: s for s in (
     ConvSpaceToDepthWgmma(),
     GemmWgmma(),
     GemvMma(),
+    NormGemvMma(),
     ConvImplicitGemmMfma(),
     GemmMfma(),
     ConvImplicitGemmWmma(),

@@ -7,7 +7,7 @@ from openprim.kernels.gpu import decode_attention
 from openprim.kernels.gpu import depthwise as gpu_depthwise
 from openprim.kernels.gpu import gemm as gpu_gemm
 from openprim.kernels.gpu import gemv as gpu_gemv
-from openprim.kernels.semantics import emit_conv2d, emit_matmul
+from openprim.kernels.semantics import emit_conv2d, emit_matmul, emit_norm_matmul
 from openprim.solvers.base import AttentionSolver, Solver, roofline
 
 
@@ -138,6 +138,33 @@ class GemvGpu(GemmGpu):
 
     def kernel(self, r):
         return gpu_gemv.gemv_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), r.params["lanes"])
+
+
+class NormGemvSolver:
+    """Mixin: a GEMV solver's kernel for prim.norm_matmul (prim-select's fusion of a layer_norm/rms_norm and the
+    matmul that alone reads it): the rows' statistics computed by every block, the rows normalized as they
+    are read, so the norm's output never goes through memory and its launch is gone. NVIDIA only (the
+    prologue's warp sums are those of the norm's warp kernel, measured there)."""
+    op = "norm_matmul"
+    targets = ("nvvm",)
+
+    def is_applicable(self, p, target):
+        return super().is_applicable(p, target) or gpu_gemv.norm_applicable(p.k, p.dtype)
+
+    def build(self, kt, operands, attrs, shape, dtype, params):
+        return emit_norm_matmul(kt, "norm_matmul", operands, attrs, shape, dtype)
+
+    def kernel(self, r):
+        signature, norm = gpu_gemv.RowNorm.split(r.signature, r.given, r.attrs)
+        return self.gemv_kernel(r, signature, norm)
+
+
+class NormGemvGpu(NormGemvSolver, GemvGpu):
+    name = "norm_gemv_gpu"
+
+    def gemv_kernel(self, r, signature, norm):
+        return gpu_gemv.gemv_kernel(r.name, signature, self.spec(r.problem, r.attrs), r.params["lanes"], norm,
+                                    r.signature)
 
 
 class AttentionDecodeGpu(AttentionSolver):

@@ -9,7 +9,7 @@ from openprim.kernels.nvidia import wgmma as gpu_wgmma
 from openprim.kernels.nvidia import wgmma_im2col, wgmma_space_to_depth, wgmma_winograd
 from openprim.kernels.semantics import emit_depthwise_pointwise
 from openprim.solvers.base import AttentionSolver, Solver, roofline
-from openprim.solvers.gpu_simt import ConvImplicitGemmGpu, GemmGpu, GpuGemmSolver
+from openprim.solvers.gpu_simt import ConvImplicitGemmGpu, GemmGpu, GpuGemmSolver, NormGemvSolver
 from openprim.solvers.winograd import WINOGRAD
 
 
@@ -301,6 +301,14 @@ class GemvMma(GemmGpu):
 
     def kernel(self, r):
         return gemv_mma.gemv_mma_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), r.params["tile"])
+
+
+class NormGemvMma(NormGemvSolver, GemvMma):
+    name = "norm_gemv_mma"
+
+    def gemv_kernel(self, r, signature, norm):
+        return gemv_mma.gemv_mma_kernel(r.name, signature, self.spec(r.problem, r.attrs), r.params["tile"], norm,
+                                        r.signature)
 
 
 class AttentionFlashMma(AttentionSolver):

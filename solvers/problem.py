@@ -229,6 +229,27 @@ class GemmProblem:
 
 
 @dataclass(frozen=True)
+class NormGemmProblem(GemmProblem):
+    """prim.norm_matmul: a layer_norm or rms_norm over K feeding a [M, K] x [K, N] matmul (prim-select's fusion)."""
+    norm: str = "layer_norm"
+
+    op = "norm_matmul"
+    FORM = "norm_gemm-<layer_norm|rms_norm>-b1-m<M>-n<N>-k<K>-nn-<dtype>-<epilogue>"
+    EXAMPLE = "norm_gemm-layer_norm-b1-m16-n2304-k768-nn-f16-bias"
+    PATTERN = re.compile(rf"norm_gemm-(layer_norm|rms_norm)-b1-m{_INT}-n{_INT}-k{_INT}-nn-(\w+?)-{_EPILOGUE}")
+
+    def descriptor(self) -> str:
+        return f"norm_gemm-{self.norm}-" + super().descriptor()[len("gemm-"):]
+
+    @classmethod
+    def from_descriptor(cls, text: str) -> NormGemmProblem:
+        m = _match(cls, text)
+        rows, cols, k = map(int, m.groups()[1:4])
+        _positive(cls, text, M=rows, N=cols, K=k)
+        return _checked(cls, text, cls(1, rows, cols, k, False, False, m[5], _epilogue(cls, text, m[6]), 0, m[1]))
+
+
+@dataclass(frozen=True)
 class AttentionProblem:
     batch: int          # B * H
     sq: int
@@ -272,7 +293,8 @@ class AttentionProblem:
 
 # The descriptor's first word -> the problem kind that reads it.
 KINDS = {"conv2d": ConvProblem, **{f"conv2d_{d}": ConvProblem for d in DIRECTIONS if d != "fwd"},
-         "gemm": GemmProblem, "depthwise_pointwise": DepthwisePointwiseProblem, "attention": AttentionProblem}
+         "gemm": GemmProblem, "norm_gemm": NormGemmProblem, "depthwise_pointwise": DepthwisePointwiseProblem,
+         "attention": AttentionProblem}
 
 
 def parse_descriptor(text: str):
@@ -343,6 +365,12 @@ def problem_of(op):
                                          _epilogue_name(dw_attrs, dw_bias, None), _epilogue_name(attrs, bias, residual))
     if op.name in BACKWARD_CONV_OPS:
         return _backward_conv_problem(op, attrs)
+    if op.name == "prim.norm_matmul":
+        x, _, _, w, bias, residual = dialect.operand_groups(op)
+        lhs = tuple(x.type.shape)
+        return NormGemmProblem(1, math.prod(lhs[:-1]), w.type.shape[1], lhs[-1], False, False,
+                               dialect.dtype_name(op.result.type.element_type), _epilogue_name(attrs, bias, residual),
+                               0, attrs["norm"])
     a, b, bias, residual = dialect.operand_groups(op)
     for v in (a, b, op.result):
         if 0 in tuple(v.type.shape):

@@ -25,8 +25,11 @@ branch. Lanes past N (a ragged last chunk) read the last vector and do not store
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .gemm import WG, Emitter, GemmSpec, collapse_at, operands, store_vector
 from .pool import ITEM, THREADS
+from .rows import SLOTS, norm_statistics
 
 MAX_ROWS = 8          # rows of A (accumulators per thread: MAX_ROWS x V f32)
 GROUP = 32            # lanes that shuffle with each other (a warp; half a wave64 on AMD)
@@ -60,6 +63,59 @@ def default_lanes(m: int, n: int, dtype: str, units: int) -> int:
     return max((ct for ct in options if -(-n // (ct * v)) >= units), default=options[0])
 
 
+@dataclass(frozen=True)
+class RowNorm:
+    """A norm_matmul's prologue: A's rows normalized (layer_norm or rms_norm over K) as the GEMV reads them.
+    scale / shift: the kernel arguments of the norm's parameters, or None."""
+    kind: str
+    epsilon: float
+    scale: str | None
+    shift: str | None
+
+    @staticmethod
+    def split(signature: list[tuple[str, str]], given: tuple, attrs: dict):
+        """(the GEMM's signature: A, B, bias?, residual?, out; the RowNorm) of a norm_matmul kernel's
+        signature (input, scale?, shift?, rhs, bias?, residual?, out)."""
+        rest = list(signature)
+        a = rest.pop(0)
+        scale = rest.pop(0)[0] if given[1] else None
+        shift = rest.pop(0)[0] if given[2] else None
+        return [a] + rest, RowNorm(attrs["norm"], attrs["epsilon"], scale, shift)
+
+    def normalized(self, e: Emitter, v: str, width: int, mean: str, factor: str, scale_shift: list[str | None],
+                   dtype: str) -> str:
+        """((v - mean) * factor * scale + shift) of vector<width x f32> v, rounded to dtype and back (the
+        unfused norm's output is stored in dtype); scale_shift: those parameters' loaded f32 vectors."""
+        ft = f"vector<{width}xf32>"
+
+        def splat(s_: str) -> str:
+            b = e.fresh("b")
+            e.emit(f"{b} = vector.broadcast {s_} : f32 to {ft}")
+            return b
+
+        if self.kind == "layer_norm":
+            v = e.op("arith.subf", v, splat(mean), ft)
+        v = e.op("arith.mulf", v, splat(factor), ft)
+        for p, op in zip(scale_shift, ("arith.mulf", "arith.addf")):
+            if p is not None:
+                v = e.op(op, v, p, ft)
+        if dtype == "f32":
+            return v
+        narrow, wide = e.fresh("t"), e.fresh("t")
+        e.emit(f"{narrow} = arith.truncf {v} : {ft} to vector<{width}x{dtype}>")
+        e.emit(f"{wide} = arith.extf {narrow} : vector<{width}x{dtype}> to {ft}")
+        return wide
+
+
+def norm_applicable(k: int, dtype: str) -> str | None:
+    """Whether a norm_matmul's prologue can normalize rows of K (norm_statistics keeps a row in a warp's
+    registers, as the unfused norm's warp kernel does)."""
+    vec = 16 // ITEM[dtype]
+    if k % vec or k // vec > 32 * SLOTS:
+        return f"normalized rows of {k}: the prologue takes multiples of {vec} up to {32 * SLOTS * vec}"
+    return None
+
+
 def applicable(m: int, n: int, k: int, dtype: str) -> str | None:
     if dtype not in ITEM:
         return f"{dtype}: takes f32, f16 or bf16"
@@ -68,8 +124,10 @@ def applicable(m: int, n: int, k: int, dtype: str) -> str | None:
     return None
 
 
-def gemv_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, lanes: int) -> str:
-    """The kernel function (outline's signature: A [..., K] with M rows, B [K, N], bias?, residual?, out)."""
+def gemv_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, lanes: int,
+                norm: RowNorm | None = None, signature: list[tuple[str, str]] | None = None) -> str:
+    """The kernel function (outline's signature: A [..., K] with M rows, B [K, N], bias?, residual?, out);
+    with `norm`, A's rows normalized as they are read (a norm_matmul: its kernel's whole `signature`)."""
     M, N, K, dt = spec.m, spec.n, spec.k, spec.dtype
     V, U, CT = vector_width(N, dt), unroll(K), lanes
     KT, G = THREADS // CT, THREADS // GROUP
@@ -82,6 +140,7 @@ def gemv_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, la
     fa = f"vector<{U}xf32>"
     a_t, b_t, o_t = f"memref<{M}x{K}x{dt}>", f"memref<{K}x{N}x{dt}>", f"memref<{M}x{N}x{dt}>"
     red_t = f"memref<{G}x{M}x{CT * V}xf32, {WG}>"
+    stats_t = f"memref<{M}x2xf32, {WG}>"
     e = Emitter()
     a2 = collapse_at(e, a, types[a], [rank(a) - 1])[0]
     out2 = collapse_at(e, out, types[out], [rank(out) - 1])[0]
@@ -101,7 +160,21 @@ def gemv_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, la
 
     one = e.c(1)
     e.open(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(chunks)}, %gy = {one}, %gz = {one}) "
-           f"threads(%tx, %ty, %tz) in (%sx = {e.c(CT)}, %sy = {e.c(KT)}, %sz = {one}) workgroup(%red : {red_t}) {{")
+           f"threads(%tx, %ty, %tz) in (%sx = {e.c(CT)}, %sy = {e.c(KT)}, %sz = {one}) workgroup(%red : {red_t}"
+           f"{f', %stats : {stats_t}' if norm else ''}) {{")
+    types = dict(signature or params_sig)
+    if norm:   # the rows' statistics first (every block computes them: M rows of A, read from L2)
+        norm_statistics(e, norm.kind, norm.epsilon, a2, a_t, M, K, dt, THREADS // 32, "%stats", stats_t,
+                        e.add("%tx", e.mul("%ty", e.c(CT))))
+        e.emit("gpu.barrier")
+        stats = []
+        for m in range(M):
+            pair = []
+            for j in range(2):
+                v = e.fresh("st")
+                e.emit(f"{v} = memref.load %stats[{e.c(m)}, {e.c(j)}] : {stats_t}")
+                pair.append(v)
+            stats.append(pair)
     col = e.add(e.mul("%bx", e.c(CT)), "%tx")                       # this lane's column vector
     n = e.mul(e.op("arith.minui", col, e.c(N // V - 1)), e.c(V))    # lanes past N read the last
     zb, za = zeros(fb), zeros(fa)
@@ -117,6 +190,12 @@ def gemv_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, la
     inside = e.cmp("ult", group, e.c(KG)) if ragged else None
     k0 = e.mul(e.op("arith.minui", group, e.c(KG - 1)) if ragged else group, e.c(U))
 
+    def vec_load(param: str, k: str) -> str:
+        """U consecutive values of a norm parameter [K] at k."""
+        raw = e.fresh("l")
+        e.emit(f"{raw} = vector.load {param}[{k}] : {types[param]}, vector<{U}x{dt}>")
+        return raw
+
     def load(memref: str, idx: list[str], mtype: str, width: int) -> str:
         """vector<width x f32> of memref[idx], zeros for a group past K."""
         narrow, wide = f"vector<{width}x{dt}>", f"vector<{width}xf32>"
@@ -130,9 +209,13 @@ def gemv_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, la
         return kept
 
     bs = [load(b, [e.add(k0, e.c(u)), n], b_t, V) for u in range(U)]
+    if norm:
+        params = [None if p is None else widen(vec_load(p, k0), f"vector<{U}x{dt}>", fa) for p in (norm.scale, norm.shift)]
     new = []
     for m, acc in enumerate(accs):
         av = load(a2, [e.c(m), k0], a_t, U)
+        if norm:
+            av = norm.normalized(e, av, U, *stats[m], params, dt)
         for u, bv in enumerate(bs):
             x, splat = e.fresh("x"), e.fresh("s")
             e.emit(f"{x} = vector.extract {av}[{u}] : f32 from {fa}")
@@ -194,5 +277,5 @@ def gemv_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, la
     e.close()
     e.emit("gpu.terminator")
     e.close()
-    sig = ", ".join(f"{p}: {ty}" for p, ty in params_sig)
+    sig = ", ".join(f"{p}: {ty}" for p, ty in signature or params_sig)
     return f"func.func @{name}({sig}) {{\n" + "\n".join(e.lines) + "\n    return\n}"

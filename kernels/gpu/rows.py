@@ -98,12 +98,87 @@ def warp_sum(e: Emitter, v: str) -> str:
     return v
 
 
+def load_row(e: Emitter, x: str, mt: str, residual: str | None, row: str, row_ok: str, length: int, vec: int,
+             dtype: str, tid: str = "%tx") -> tuple[list[str], list[str], list[str]]:
+    """A warp's row of x (+ residual) as f32 `vec`-wide vectors, lane l (of the linear thread id tid) holding
+    vectors l, l + 32, ...: (whether each is inside the row, its first column, its values: zeros past the
+    row and past the rows)."""
+    nvec, ft = length // vec, f"vector<{vec}xf32>"
+    lane = e.rem(tid, e.c(32))
+    oks, cols, vals = [], [], []
+    for j in range(-(-nvec // 32)):
+        v = e.add(lane, e.c(32 * j))
+        ok = row_ok if 32 * (j + 1) <= nvec else e.both(row_ok, e.cmp("ult", v, e.c(nvec)))
+        col = e.mul(v, e.c(vec))
+        xv = load_vec(e, ok, x, mt, [row, col], vec, dtype)
+        if residual:
+            xv = e.op("arith.addf", xv, load_vec(e, ok, residual, mt, [row, col], vec, dtype), ft)
+        oks.append(ok)
+        cols.append(col)
+        vals.append(xv)
+    return oks, cols, vals
+
+
+def _row_sum(e: Emitter, vectors: list[str], ft: str) -> str:
+    """The sum over a warp's row of its lanes' vectors (a scalar in every lane)."""
+    acc = vectors[0]
+    for v in vectors[1:]:
+        acc = e.op("arith.addf", acc, v, ft)
+    lane_sum = e.fresh("r")
+    e.emit(f"{lane_sum} = vector.reduction <add>, {acc} : {ft} into f32")
+    return warp_sum(e, lane_sum)
+
+
+def row_moments(e: Emitter, kind: str, vals: list[str], oks: list[str], length: int, epsilon: float,
+                ft: str) -> tuple[str | None, str, list[str]]:
+    """A layer_norm's or rms_norm's statistics of a warp's row held as f32 vectors `vals` of type ft (oks:
+    which are inside the row): (the mean or None for rms_norm, the factor rsqrt(var + eps), the vectors to
+    scale: deviations zeroed past the row, or the values)."""
+    inv_n = e.const(1.0 / length)
+
+    def splat(s_: str) -> str:
+        n = e.fresh("b")
+        e.emit(f"{n} = vector.broadcast {s_} : f32 to {ft}")
+        return n
+
+    if kind == "layer_norm":   # mean, then the variance of the deviations (zeroed past the row)
+        mean = e.scalar("arith.mulf", inv_n, _row_sum(e, vals, ft))
+        zero = e.fresh("z")
+        e.emit(f"{zero} = arith.constant dense<0.0> : {ft}")
+        devs = []
+        for ok, xv in zip(oks, vals):
+            d, m = e.op("arith.subf", xv, splat(mean), ft), e.fresh("d")
+            e.emit(f"{m} = arith.select {ok}, {d}, {zero} : {ft}")
+            devs.append(m)
+        var = e.scalar("arith.mulf", inv_n, _row_sum(e, [e.op("arith.mulf", d, d, ft) for d in devs], ft))
+        return mean, e.scalar("math.rsqrt", e.scalar("arith.addf", var, e.const(epsilon))), devs
+    ms = e.scalar("arith.mulf", inv_n, _row_sum(e, [e.op("arith.mulf", v, v, ft) for v in vals], ft))   # rms_norm
+    return None, e.scalar("math.rsqrt", e.scalar("arith.addf", ms, e.const(epsilon))), vals
+
+
+def norm_statistics(e: Emitter, kind: str, epsilon: float, x: str, mt: str, rows: int, length: int, dtype: str,
+                    warps: int, stats: str, stats_t: str, tid: str = "%tx") -> None:
+    """A GEMV prologue (norm_matmul): the layer_norm/rms_norm statistics of the `rows` rows of x [rows, length]
+    into stats [rows, 2] (shared: mean, or 0 for rms_norm, and rsqrt(var + eps)), warp w taking rows w,
+    w + warps, ...; the caller puts a block barrier after. Computed as layer_norm's row kernel computes them,
+    so the normalized rows round to the same values. tid: the block's linear thread id."""
+    vec = 16 // (4 if dtype == "f32" else 2)
+    warp, lane = e.div(tid, e.c(32)), e.rem(tid, e.c(32))
+    for r in range(0, rows, warps):
+        row = e.add(warp, e.c(r))
+        row_ok = e.cmp("ult", row, e.c(rows))
+        oks, _, vals = load_row(e, x, mt, None, e.op("arith.minui", row, e.c(rows - 1)), row_ok, length, vec, dtype,
+                                tid)
+        mean, factor, _ = row_moments(e, kind, vals, oks, length, epsilon, f"vector<{vec}xf32>")
+        e.open(f"scf.if {e.both(row_ok, e.cmp('eq', lane, e.c(0)))} {{")
+        e.emit(f"memref.store {mean or e.const(0.0)}, {stats}[{row}, {e.c(0)}] : {stats_t}")
+        e.emit(f"memref.store {factor}, {stats}[{row}, {e.c(1)}] : {stats_t}")
+        e.close()
+
 def _warp_norm(e: Emitter, names, types, args, kind: str, rows: int, length: int, split: int, dtype: str,
                attrs: dict, vec: int) -> None:
     """layer_norm / rms_norm with a warp per row, the row in registers as `vec`-wide (16-byte) vectors
     (module docstring)."""
-    nvec = length // vec
-    slots = -(-nvec // 32)
     one = e.c(1)
     e.emit(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-rows // WARP_ROWS))}, %gy = {one}, %gz = {one}) "
            f"threads(%tx, %ty, %tz) in (%sx = {e.c(32 * WARP_ROWS)}, %sy = {one}, %sz = {one}) {{")
@@ -111,50 +186,18 @@ def _warp_norm(e: Emitter, names, types, args, kind: str, rows: int, length: int
     out, _ = _view(e, names[-1], types[names[-1]], split)
     residual = _view(e, args["residual"], types[args["residual"]], split)[0] if "residual" in args else None
     params = {p: _view(e, args[p], types[args[p]], 0) for p in ("scale", "shift") if p in args}
-    lane = e.rem("%tx", e.c(32))
     row = e.add(e.mul("%bx", e.c(WARP_ROWS)), e.div("%tx", e.c(32)))
     row_ok = e.cmp("ult", row, e.c(rows))
     ft = f"vector<{vec}xf32>"
-    oks, cols, vals = [], [], []
-    for j in range(slots):
-        v = e.add(lane, e.c(32 * j))
-        ok = row_ok if 32 * (j + 1) <= nvec else e.both(row_ok, e.cmp("ult", v, e.c(nvec)))
-        col = e.mul(v, e.c(vec))
-        xv = load_vec(e, ok, x, mt, [row, col], vec, dtype)        # zeros past the row (and past the rows)
-        if residual:
-            xv = e.op("arith.addf", xv, load_vec(e, ok, residual, mt, [row, col], vec, dtype), ft)
-        oks.append(ok)
-        cols.append(col)
-        vals.append(xv)
-
-    def row_sum(vectors: list[str]) -> str:
-        acc = vectors[0]
-        for v in vectors[1:]:
-            acc = e.op("arith.addf", acc, v, ft)
-        lane_sum = e.fresh("r")
-        e.emit(f"{lane_sum} = vector.reduction <add>, {acc} : {ft} into f32")
-        return warp_sum(e, lane_sum)
+    oks, cols, vals = load_row(e, x, mt, residual, row, row_ok, length, vec, dtype)
 
     def splat(s_: str) -> str:
         n = e.fresh("b")
         e.emit(f"{n} = vector.broadcast {s_} : f32 to {ft}")
         return n
 
-    inv_n = e.const(1.0 / length)
-    if kind == "layer_norm":   # mean, then the variance of the deviations (zeroed past the row)
-        mean = splat(e.scalar("arith.mulf", inv_n, row_sum(vals)))
-        zero = e.fresh("z")
-        e.emit(f"{zero} = arith.constant dense<0.0> : {ft}")
-        devs = []
-        for ok, xv in zip(oks, vals):
-            d, m = e.op("arith.subf", xv, mean, ft), e.fresh("d")
-            e.emit(f"{m} = arith.select {ok}, {d}, {zero} : {ft}")
-            devs.append(m)
-        var = e.scalar("arith.mulf", inv_n, row_sum([e.op("arith.mulf", d, d, ft) for d in devs]))
-        factor, centered = splat(e.scalar("math.rsqrt", e.scalar("arith.addf", var, e.const(attrs["epsilon"])))), devs
-    else:                      # rms_norm: the mean of squares
-        ms = e.scalar("arith.mulf", inv_n, row_sum([e.op("arith.mulf", v, v, ft) for v in vals]))
-        factor, centered = splat(e.scalar("math.rsqrt", e.scalar("arith.addf", ms, e.const(attrs["epsilon"])))), vals
+    _, factor, centered = row_moments(e, kind, vals, oks, length, attrs["epsilon"], ft)
+    factor = splat(factor)
     for ok, col, c in zip(oks, cols, centered):
         y = e.op("arith.mulf", c, factor, ft)
         for p, op in (("scale", "arith.mulf"), ("shift", "arith.addf")):

@@ -28,6 +28,8 @@ shrinks (down to 8 columns, 16-byte rows) until the slabs give every multiproces
 from __future__ import annotations
 
 from openprim.kernels.gpu.gemm import WG, Emitter, GemmSpec, collapse_at, operands, store_vector
+from openprim.kernels.gpu.gemv import RowNorm
+from openprim.kernels.gpu.rows import norm_statistics
 from openprim.kernels.nvidia.mma import fragment_types, mma_sync
 
 MAX_ROWS = 16                       # the m of one mma.sync tile
@@ -61,8 +63,11 @@ def default_config(n: int, units: int) -> int:
     return fits[-1] if fits else 0
 
 
-def gemv_mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, config: int) -> str:
-    """The kernel function (outline's signature: A [..., K] with M rows, B [K, N], bias?, residual?, out)."""
+def gemv_mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, config: int,
+                    norm: RowNorm | None = None, signature: list[tuple[str, str]] | None = None) -> str:
+    """The kernel function (outline's signature: A [..., K] with M rows, B [K, N], bias?, residual?, out);
+    with `norm`, A's rows normalized in each warp's ring before they are multiplied (a norm_matmul: its
+    kernel's whole `signature`): every block first computes the M rows' statistics into shared memory."""
     M, N, K, dt = spec.m, spec.n, spec.k, spec.dtype
     BN, WARPS, STAGES = CONFIGS[config]
     RING = ring_bytes(CONFIGS[config])
@@ -77,7 +82,8 @@ def gemv_mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec
     res2 = collapse_at(e, residual, types[residual], [rank(residual) - 1])[0] if residual else None
     one, zero = e.c(1), e.c(0)
     smem = e.fresh("smem")
-    e.emit(f"{smem} = arith.constant {WARPS * RING} : i32")
+    e.emit(f"{smem} = arith.constant {WARPS * RING + (M * 8 if norm else 0)} : i32")
+    types = dict(signature or params_sig)
     e.open(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-N // BN))}, %gy = {one}, %gz = {one}) "
            f"threads(%tx, %ty, %tz) in (%sx = {e.c(32 * WARPS)}, %sy = {one}, %sz = {one}) "
            f"dynamic_shared_memory_size {smem} {{")
@@ -132,6 +138,37 @@ def gemv_mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec
     group = None
     for s in range(STAGES - 1):
         group = copies(e.c(s), e.c(s))
+    if norm:   # the rows' statistics while the first copies are in flight
+        stats, stats_t = view(e.c(WARPS * RING), f"{M}x2", "f32")
+        norm_statistics(e, norm.kind, norm.epsilon, a2, a_t, M, K, dt, WARPS, stats, stats_t)
+        e.emit("gpu.barrier")
+        row_stats = []
+        for j in range(2):
+            v = e.fresh("st")
+            e.emit(f"{v} = memref.load {stats}[{e.op('arith.minui', a_row, e.c(M - 1))}, {e.c(j)}] : {stats_t}")
+            row_stats.append(v)
+
+    def normalize(t: str, slot: str) -> None:
+        """This lane's copied A chunk of tile t, normalized in place (rows past M and k past K included:
+        their products meet zero rows of B or are not stored)."""
+        k = e.op("arith.minui", e.add(e.mul(e.add(e.mul(warp, e.c(RUN)), t), e.c(KS)), a_half), e.c(K - VEC))
+        vt, ft = f"vector<{VEC}x{dt}>", f"vector<{VEC}xf32>"
+        raw, x = e.fresh("x"), e.fresh("x")
+        e.emit(f"{raw} = vector.load {a_s}[{slot}, {a_row}, {a_half}] : {a_s_t}, {vt}")
+        e.emit(f"{x} = arith.extf {raw} : {vt} to {ft}")
+        params = []
+        for p in (norm.scale, norm.shift):
+            if p is None:
+                params.append(None)
+                continue
+            pr, pf = e.fresh("g"), e.fresh("g")
+            e.emit(f"{pr} = vector.load {p}[{k}] : {types[p]}, {vt}")
+            e.emit(f"{pf} = arith.extf {pr} : {vt} to {ft}")
+            params.append(pf)
+        y = norm.normalized(e, x, VEC, *row_stats, params, "f32")
+        out_v = e.fresh("x")
+        e.emit(f"{out_v} = arith.truncf {y} : {ft} to {vt}")
+        e.emit(f"vector.store {out_v}, {a_s}[{slot}, {a_row}, {a_half}] : {a_s_t}, {vt}")
     a_frag, b_frag, acc_t = fragment_types(dt)
     z = e.fresh("z")
     e.emit(f"{z} = arith.constant dense<0.0> : {acc_t}")
@@ -141,10 +178,12 @@ def gemv_mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec
            f"iter_args({', '.join(f'{x} = {z}' for x in accs)}) -> ({', '.join([acc_t] * tiles_n)}) {{")
     # (every wait names the prologue's group: cp.async.wait_group counts this thread's pending groups)
     e.emit(f"nvgpu.device_async_wait {group} {{numGroups = {STAGES - 2} : i32}}")
+    slot = e.rem("%t", e.c(STAGES))
+    if norm:
+        normalize("%t", slot)
     e.emit(f"nvvm.bar.warp.sync {mask} : i32")
     ahead = e.add("%t", e.c(STAGES - 1))
     copies(ahead, e.rem(ahead, e.c(STAGES)))
-    slot = e.rem("%t", e.c(STAGES))
     fa = e.fresh("fa")
     e.emit(f"{fa} = nvgpu.ldmatrix {a_s}[{slot}, {e.rem(lane, e.c(16))}, {e.mul(e.div(lane, e.c(16)), e.c(8))}] "
            f"{{numTiles = 4 : i32, transpose = false}} : {a_s_t} -> {a_frag}")
@@ -190,5 +229,5 @@ def gemv_mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec
     e.close()
     e.emit("gpu.terminator")
     e.close()
-    sig = ", ".join(f"{p}: {ty}" for p, ty in params_sig)
+    sig = ", ".join(f"{p}: {ty}" for p, ty in signature or params_sig)
     return f"func.func @{name}({sig}) {{\n" + "\n".join(e.lines) + "\n    return\n}"

@@ -174,6 +174,83 @@ def test_gemv_mma_numerics(case, rng, monkeypatch):
     assert any(s == "gemv_mma" for _, _, s in net.launches()), net.launches()
 
 
+# (id, lhs shape, N, dtype, norm, its parameters, epilogue, the solver, its tile/lanes or None, an offset of x)
+NORM_CASES = [
+    ("ln_rows1_qkv", (1, 1, 768), 2304, "f16", "layer_norm", "scale+shift", "bias", "norm_gemv_gpu", None, 0.0),
+    ("rms_rows3_bf16_relu", (3, 256), 200, "bf16", "rms_norm", "", "bias+relu", "norm_gemv_gpu", 4, 0.0),
+    ("ln_rows5_offset", (5, 64), 48, "f16", "layer_norm", "shift", "res", "norm_gemv_gpu", 1, 20.0),
+    ("ln_rows16_3d", (2, 8, 768), 768, "f16", "layer_norm", "scale+shift", "bias+res", "norm_gemv_mma", None, 0.0),
+    ("ln_rows9_k72_gelu", (9, 72), 136, "bf16", "layer_norm", "scale", "gelu", "norm_gemv_mma", 1, 0.0),
+    ("rms_rows16_k1024", (16, 1024), 40, "f16", "rms_norm", "scale", "res", "norm_gemv_mma", 4, 0.0),
+    ("ln_rows12_offset", (12, 512), 264, "f16", "layer_norm", "scale+shift", "bias", "norm_gemv_mma", 2, 20.0),
+]
+
+
+def _norm(x, kind, scale, shift, eps=1e-5):
+    if kind == "layer_norm":
+        return ref.layer_norm(x, scale, shift, eps)
+    y = x / np.sqrt(np.mean(x * x, axis=-1, keepdims=True) + eps)
+    return y if scale is None else y * scale
+
+
+@pytest.mark.skipif(TARGET == "cpu", reason="the GPU kernel (numerics on the GPU: record/replay)")
+@pytest.mark.parametrize("case", NORM_CASES, ids=[c[0] for c in NORM_CASES])
+def test_norm_matmul_numerics(case, rng, monkeypatch):
+    """A norm feeding a GEMV as one norm_matmul launch: layer_norm and rms_norm, with and without their
+    parameters, rows whose mean is far from 0 (the statistics' cancellation), k past the last whole tile."""
+    what, shape, n, dtype, kind, params, epi, solver, tile, offset = case
+    if not TARGET.startswith("nvvm"):
+        pytest.skip("the norm_matmul solvers: NVIDIA only")
+    if tile is not None:
+        key = "tile" if solver == "norm_gemv_mma" else "lanes"
+        monkeypatch.setattr(SOLVERS[solver], "default_params", lambda p, target: {key: tile})
+    k = shape[-1]
+    net = Net(rng, dtype)
+    a, av = net.input(shape)
+    if offset:
+        av = rounded(av + offset, dtype)
+        net.feeds[-1] = av.astype(np.float32)
+    (s, sv), (t, tv) = (net.weight((k,)) if p in params else (None, None) for p in ("scale", "shift"))
+    h = net.g.layer_norm(a, s, t) if kind == "layer_norm" else net.g.rms_norm(a, s)
+    w, wv = net.weight((k, n), scale=k ** -0.5)
+    b, bv = net.weight((n,)) if "bias" in epi else (None, None)
+    y, want = net.g.matmul(h, w, b), ref.matmul(rounded(_norm(av, kind, sv, tv), dtype), wv, bv)
+    if "res" in epi:
+        res, resv = net.input(want.shape)
+        y, want = net.g.add(y, res), want + resv
+    if "relu" in epi:
+        y, want = net.g.relu(y), ref.relu(want)
+    if "gelu" in epi:
+        y, want = net.g.gelu(y), ref.gelu(want)
+    out, = net.run(None, y, solver=solver)
+    assert_close(out, want, dtype, reduction=k, what=what)
+    assert [op for _, op, _ in net.launches()] == ["norm_matmul"], net.launches()
+
+
+def norm_graph(rows: int, twice: bool = False) -> Graph:
+    """GPT-2's ln_1 -> q/k/v projection of `rows` tokens (twice: the norm's output is also an output)."""
+    rng = np.random.default_rng(1)
+    g = Graph(dtype="f16")
+    x = g.input("x", (1, rows, 768))
+    h = g.layer_norm(x, g.param("s", rng.standard_normal(768)), g.param("t", rng.standard_normal(768)))
+    y = g.matmul(h, g.param("w", rng.standard_normal((768, 2304))), g.param("b", rng.standard_normal(2304)))
+    g.output(*((y, h) if twice else (y,)))
+    return g
+
+
+@pytest.mark.parametrize("rows,twice,target,want", [
+    (1, False, "nvvm:sm_90", ["norm_gemv_gpu"]), (16, False, "nvvm:sm_90", ["norm_gemv_mma"]),
+    (16, False, "nvvm:sm_80", ["norm_gemv_mma"]),
+    (17, False, "nvvm:sm_90", ["layer_norm", "matmul"]),      # no GEMV: the norm keeps its launch
+    (1, True, "nvvm:sm_90", ["layer_norm", "matmul"]),        # the norm's output is read twice
+    (1, False, "cpu", ["layer_norm", "matmul"]),              # no norm_matmul solver on the CPU
+])
+def test_norm_fuses_into_the_decode_projection(rows, twice, target, want):
+    plan, _ = build_plan(compiler.lower(norm_graph(rows, twice), target), parse_target(target))
+    steps = [s for s in plan["steps"] if s.get("op") in ("norm_matmul", "layer_norm", "matmul")]
+    assert [s["solver"] if s["op"] == "norm_matmul" else s["op"] for s in steps] == want, steps
+
+
 @pytest.mark.parametrize("target", ["nvvm:sm_90", "rocdl:gfx942"])
 @pytest.mark.parametrize("read_old", [False, True])
 def test_cache_write_in_place_has_no_copy_launch(target, read_old, request):
