@@ -38,6 +38,18 @@ def _read_as_lhs_only(v: ir.Value) -> bool:
     return all(u.owner.name == "prim.matmul" and u.operand_number == 0 for u in v.uses)
 
 
+def _rows_view(v: ir.Value, shape: list[int], norm: ir.Operation) -> ir.Value:
+    """v reshaped to `shape`, made before the norm (where every matmul reading the norm can use it) or the one
+    made there for an earlier matmul."""
+    for use in v.uses:
+        view = use.owner
+        if view.name == "prim.reshape" and list(view.results[0].type.shape) == shape and \
+                view.operation.is_before_in_block(norm):
+            return view.results[0]
+    with ir.InsertionPoint(norm), norm.location:
+        return reshape(v, shape, norm.location)
+
+
 def fuse_norm_matmul(op: ir.Operation, target: Target, forced: str, matmul_time) -> ir.Operation:
     """op (a prim.matmul about to get a solver) with the norm that produces its lhs folded in as a
     prim.norm_matmul where that applies and pays (module docstring); returns the op to select a solver for.
@@ -62,8 +74,8 @@ def fuse_norm_matmul(op: ir.Operation, target: Target, forced: str, matmul_time)
         return op
     scale, shift = groups[1], groups[2] if kind == "layer_norm" else None
     matmul_attrs = dialect.op_attrs(op)
+    rows = groups[0] if x is lhs else _rows_view(groups[0], list(lhs.type.shape), norm)
     with ir.InsertionPoint(op), op.location:
-        rows = groups[0] if x is lhs else reshape(groups[0], list(lhs.type.shape), op.location)
         y = create("norm_matmul", [rows, scale, shift, w, bias, residual], op.result.type.shape, op.result,
                    {"norm": kind, "epsilon": attrs["epsilon"], "activation": matmul_attrs["activation"],
                     "activation_params": matmul_attrs["activation_params"]}, op.location)
