@@ -100,6 +100,25 @@ def test_lanes_fit_shared_memory():
                 assert 256 // 32 * m * ct * gemv.vector_width(4096, dtype) * 4 <= 32 * 1024
 
 
+def _check_linear(net, a, av, n: int, epi: str, solver: str, what: str) -> None:
+    """a @ w (+ bias, residual, activation as `epi` says) on the GPU with `solver` forced, against float64
+    numpy of av (a's values)."""
+    k = av.shape[-1]
+    w, wv = net.weight((k, n), scale=k ** -0.5)
+    b, bv = net.weight((n,)) if "bias" in epi else (None, None)
+    y, want = net.g.matmul(a, w, b), ref.matmul(av, wv, bv)
+    if "res" in epi:
+        res, resv = net.input(want.shape)
+        y, want = net.g.add(y, res), want + resv
+    if "relu" in epi:
+        y, want = net.g.relu(y), ref.relu(want)
+    if "gelu" in epi:
+        y, want = net.g.gelu(y), ref.gelu(want)
+    out, = net.run(None, y, solver=solver)
+    assert_close(out, want, net.dtype, reduction=k, what=what)
+    assert any(s == solver for _, _, s in net.launches()), net.launches()
+
+
 # (id, lhs shape, N, dtype, epilogue, column lanes or None for the default)
 CASES = [
     ("decode_768", (1, 1, 768), 768, "f16", "bias", None),
@@ -122,19 +141,7 @@ def test_gemv_numerics(case, rng, monkeypatch):
         monkeypatch.setattr(solver, "default_params", lambda p, target: {"lanes": lanes})
     net = Net(rng, dtype)
     a, av = net.input(shape)
-    w, wv = net.weight((k, n), scale=k ** -0.5)
-    b, bv = net.weight((n,)) if "bias" in epi else (None, None)
-    y, want = net.g.matmul(a, w, b), ref.matmul(av, wv, bv)
-    if "res" in epi:
-        res, resv = net.input(want.shape)
-        y, want = net.g.add(y, res), want + resv
-    if "relu" in epi:
-        y, want = net.g.relu(y), ref.relu(want)
-    if "gelu" in epi:
-        y, want = net.g.gelu(y), ref.gelu(want)
-    out, = net.run(None, y, solver="gemv_gpu")
-    assert_close(out, want, dtype, reduction=k, what=what)
-    assert any(s == "gemv_gpu" for _, _, s in net.launches()), net.launches()
+    _check_linear(net, a, av, n, epi, "gemv_gpu", what)
 
 
 # (id, lhs shape, N, dtype, epilogue, gemv_mma.CONFIGS index or None for the default)
@@ -159,19 +166,7 @@ def test_gemv_mma_numerics(case, rng, monkeypatch):
         monkeypatch.setattr(SOLVERS["gemv_mma"], "default_params", lambda p, target: {"tile": config})
     net = Net(rng, dtype)
     a, av = net.input(shape)
-    w, wv = net.weight((k, n), scale=k ** -0.5)
-    b, bv = net.weight((n,)) if "bias" in epi else (None, None)
-    y, want = net.g.matmul(a, w, b), ref.matmul(av, wv, bv)
-    if "res" in epi:
-        res, resv = net.input(want.shape)
-        y, want = net.g.add(y, res), want + resv
-    if "relu" in epi:
-        y, want = net.g.relu(y), ref.relu(want)
-    if "gelu" in epi:
-        y, want = net.g.gelu(y), ref.gelu(want)
-    out, = net.run(None, y, solver="gemv_mma")
-    assert_close(out, want, dtype, reduction=k, what=what)
-    assert any(s == "gemv_mma" for _, _, s in net.launches()), net.launches()
+    _check_linear(net, a, av, n, epi, "gemv_mma", what)
 
 
 # (id, lhs shape, N, dtype, norm, its parameters, epilogue, the solver, its tile/lanes or None, an offset of x)
@@ -212,18 +207,7 @@ def test_norm_matmul_numerics(case, rng, monkeypatch):
         net.feeds[-1] = av.astype(np.float32)
     (s, sv), (t, tv) = (net.weight((k,)) if p in params else (None, None) for p in ("scale", "shift"))
     h = net.g.layer_norm(a, s, t) if kind == "layer_norm" else net.g.rms_norm(a, s)
-    w, wv = net.weight((k, n), scale=k ** -0.5)
-    b, bv = net.weight((n,)) if "bias" in epi else (None, None)
-    y, want = net.g.matmul(h, w, b), ref.matmul(rounded(_norm(av, kind, sv, tv), dtype), wv, bv)
-    if "res" in epi:
-        res, resv = net.input(want.shape)
-        y, want = net.g.add(y, res), want + resv
-    if "relu" in epi:
-        y, want = net.g.relu(y), ref.relu(want)
-    if "gelu" in epi:
-        y, want = net.g.gelu(y), ref.gelu(want)
-    out, = net.run(None, y, solver=solver)
-    assert_close(out, want, dtype, reduction=k, what=what)
+    _check_linear(net, h, rounded(_norm(av, kind, sv, tv), dtype), n, epi, solver, what)
     assert [op for _, op, _ in net.launches()] == ["norm_matmul"], net.launches()
 
 
