@@ -192,7 +192,7 @@ class GpuExecutable:
                         self.bound_args.setdefault(len(self.launches), []).append((pos, binding))
                     elif binding is not None:
                         mapped.add(binding)
-                if launch["shared"] > device.DEFAULT_SHARED:
+                if launch["shared"] >= device.DEFAULT_SHARED:   # (at 48 KB, static shared memory would not fit)
                     device.allow_shared(functions[name], launch["shared"])
                 self.launches.append((functions[name], tuple(launch["grid"]), tuple(launch["block"]), args,
                                       launch["shared"], i))
