@@ -104,7 +104,8 @@ OPS: dict[str, OpSpec] = {s.name: s for s in [
                           ("residual", "optional")),
           {"norm": "str", "epsilon": "f64", **EPILOGUE},
           doc="a layer_norm or rms_norm over the last dim feeding a matmul, in one op (prim-select makes it where a "
-              "GEMV kernel normalizes the rows as it reads them): y = act(norm(input) @ rhs [K, N] + bias + residual)"),
+              "GEMV kernel normalizes the rows as it reads them): y = act(norm(input) @ rhs [K, N] + bias + residual); rhs "
+              "may be [N/NT, K, NT] panels, as prim-select packs constant weights"),
     _spec("batch_norm", ("input", "scale", "shift", "mean", "variance"), {"epsilon": "f64", "layout": "str"}),
     _spec("layer_norm", ("input", ("scale", "optional"), ("shift", "optional"), ("residual", "optional")),
           {"epsilon": "f64", "normalized_ndim": "i64"},
@@ -375,9 +376,10 @@ def _norm_matmul(shapes, attrs):
     _need(attrs["norm"] in NORM_KINDS, f"norm must be one of {', '.join(NORM_KINDS)}, got '{attrs['norm']}'")
     _need(attrs["norm"] == "layer_norm" or shift is None, "rms_norm has no shift")
     _layer_norm([x, scale, shift, None], {"epsilon": attrs["epsilon"], "normalized_ndim": 1})
-    _need(len(w) == 2 and w[0] == x[-1], f"rhs must be [{x[-1]}, N], got {fmt_shape(w)}")
-    out = tuple(x[:-1]) + (w[1],)
-    _epilogue(shapes[4], shapes[5], attrs, out, w[1])
+    _need(len(w) == 2 and w[0] == x[-1] or len(w) == 3 and w[1] == x[-1],
+          f"rhs must be [{x[-1]}, N] (or [N/NT, {x[-1]}, NT] panels), got {fmt_shape(w)}")
+    out = tuple(x[:-1]) + (w[-1] * (w[0] if len(w) == 3 else 1),)
+    _epilogue(shapes[4], shapes[5], attrs, out, out[-1])
     return out
 
 

@@ -460,7 +460,8 @@ def emit_norm_matmul(kt, op, operands, attrs, shape, dtype):
     norm = {"epsilon": attrs["epsilon"], "normalized_ndim": 1}
     h = emit_layer_norm(kt, op, [x, scale, shift, None], norm, tuple(x.shape), dtype) \
         if attrs["norm"] == "layer_norm" else emit_rms_norm(kt, op, [x, scale, None], norm, tuple(x.shape), dtype)
-    return emit_matmul(kt, op, [h, w, bias, residual], {**attrs, "transpose_rhs": 0}, shape, dtype)
+    return emit_matmul(kt, op, [h, w, bias, residual], {**attrs, "transpose_rhs": RHS_PANELS if len(w.shape) == 3 else 0},
+                       shape, dtype)
 
 
 def emit_matmul(kt, op, operands, attrs, shape, dtype):

@@ -211,17 +211,18 @@ def _relayout_weights(op: ir.Operation, choice: Choice) -> ir.Operation:
     pack a constant filter as the solver asks (solvers.base.Solver.packed_filter)."""
     attrs = dialect.op_attrs(op)
     operands = dialect.operand_groups(op)
-    if op.name == "prim.matmul":
+    if op.name in ("prim.matmul", "prim.norm_matmul"):
         problem = problem_of(op)
+        rhs = 1 if op.name == "prim.matmul" else 3         # (a norm_matmul's panels: its rank-3 rhs says so)
         wide = choice.solver.padded_n(problem, choice.params)
-        if wide is not None and constant(operands[1]) is not None:
+        if wide is not None and rhs == 1 and constant(operands[1]) is not None:
             return _padded_matmul(op, choice, wide)
         packing = choice.solver.packed_rhs(problem, choice.params)
         with ir.InsertionPoint(op), op.location:
-            packed = None if packing is None else transformed_constant(operands[1], packing, op.location)
+            packed = None if packing is None else transformed_constant(operands[rhs], packing, op.location)
             if packed is not None:
-                operands[1] = packed
-                op = swap(op, rebuild(op, operands, {"transpose_rhs": RHS_PANELS}, op.location))
+                operands[rhs] = packed
+                op = swap(op, rebuild(op, operands, {"transpose_rhs": RHS_PANELS} if rhs == 1 else {}, op.location))
         return op
     if op.name == "prim.conv2d_backward_weights":
         return _relayout_filter_gradient(op, choice)

@@ -8,6 +8,14 @@ from openprim.kernels.semantics import emit_attention, epilogue
 from openprim.solvers.problem import ConvProblem, GemmProblem
 
 
+def rhs_panels(p, nt: int):
+    """The transform packing a constant [K, N] rhs into [N/NT, K, NT] panels (base.ops.RHS_PANELS), or None
+    where the problem cannot take them (a transposed, batched or already packed rhs; N no multiple of NT)."""
+    if p.transpose_rhs or p.batched_rhs or p.panels or p.n % nt:
+        return None
+    return lambda w: w.reshape(p.k, p.n // nt, nt).transpose(1, 0, 2)
+
+
 def roofline(flops, nbytes, target, efficiency=1.0):
     """Compute time at the solver's efficiency plus memory time: additive, so that a more efficient
     solver wins even where both are memory-bound."""

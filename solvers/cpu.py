@@ -15,7 +15,8 @@ from openprim.kernels.cpu import gemm as cpu_gemm
 from openprim.kernels.cpu import implicit_gemm as cpu_implicit_gemm
 from openprim.kernels.irtext import KernelText, V, amap
 from openprim.kernels.semantics import activation, emit_conv2d, emit_matmul, epilogue, mac_body
-from openprim.solvers.base import THREADS, DenseNhwcSolver, Solver, _largest_divisor, _nhwc_epilogue, _thread_split
+from openprim.solvers.base import (THREADS, DenseNhwcSolver, Solver, _largest_divisor, _nhwc_epilogue, _thread_split,
+                                   rhs_panels)
 from openprim.solvers.problem import GemmProblem
 
 
@@ -273,10 +274,7 @@ class GemmPacked(Solver):
         """A constant [K, N] rhs is packed at compile time into its NT-column panels ([N/NT, K, NT]) when
         they are whole: each panel is then one stream for the prefetcher, where packing at run time reads
         K rows N apart (a new page every row) from memory."""
-        nt = params["nt"]
-        if p.transpose_rhs or p.batched_rhs or p.panels or p.n % nt:
-            return None
-        return lambda w: w.reshape(p.k, p.n // nt, nt).transpose(1, 0, 2)
+        return rhs_panels(p, params["nt"])
 
     def padded_n(self, p, params):
         """A wide constant rhs whose N is no multiple of NT (a language model's vocabulary, 50257 columns):

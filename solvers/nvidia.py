@@ -8,7 +8,7 @@ from openprim.kernels.nvidia import mma as gpu_mma
 from openprim.kernels.nvidia import wgmma as gpu_wgmma
 from openprim.kernels.nvidia import wgmma_im2col, wgmma_space_to_depth, wgmma_winograd
 from openprim.kernels.semantics import emit_depthwise_pointwise
-from openprim.solvers.base import AttentionSolver, Solver, roofline
+from openprim.solvers.base import AttentionSolver, Solver, rhs_panels, roofline
 from openprim.solvers.gpu_simt import ConvImplicitGemmGpu, GemmGpu, GpuGemmSolver, NormGemvSolver
 from openprim.solvers.winograd import WINOGRAD
 
@@ -291,16 +291,22 @@ class GemvMma(GemmGpu):
                         self.efficiency)
 
     def tunables(self, p):
-        return {"tile": list(range(len(gemv_mma.CONFIGS)))}
+        return {"tile": [i for i, (bn, _, _) in enumerate(gemv_mma.CONFIGS) if not p.panels or bn == p.panels]}
 
     def tables(self):
         return {"tile": tuple(f"{bn}n-w{warps}-s{stages}" for bn, warps, stages in gemv_mma.CONFIGS)}
 
     def default_params(self, p, target):
-        return {"tile": gemv_mma.default_config(p.n, target.chip.units)}
+        return {"tile": gemv_mma.default_config(p.n, target.chip.units, p.panels)}
+
+    def packed_rhs(self, p, params):
+        """Constant weights in panels of the block's columns, so that a block streams one contiguous run
+        of K x BN (module docstring of kernels/nvidia/gemv_mma.py)."""
+        return rhs_panels(p, gemv_mma.CONFIGS[params["tile"]][0])
 
     def kernel(self, r):
-        return gemv_mma.gemv_mma_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), r.params["tile"])
+        return gemv_mma.gemv_mma_kernel(r.name, r.signature, self.spec(r.problem, r.attrs), r.params["tile"],
+                                        panels=r.problem.panels)
 
 
 class NormGemvMma(NormGemvSolver, GemvMma):
@@ -308,7 +314,7 @@ class NormGemvMma(NormGemvSolver, GemvMma):
 
     def gemv_kernel(self, r, signature, norm):
         return gemv_mma.gemv_mma_kernel(r.name, signature, self.spec(r.problem, r.attrs), r.params["tile"], norm,
-                                        r.signature)
+                                        r.signature, r.problem.panels)
 
 
 class AttentionFlashMma(AttentionSolver):

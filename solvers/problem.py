@@ -234,9 +234,10 @@ class NormGemmProblem(GemmProblem):
     norm: str = "layer_norm"
 
     op = "norm_matmul"
-    FORM = "norm_gemm-<layer_norm|rms_norm>-b1-m<M>-n<N>-k<K>-nn-<dtype>-<epilogue>"
+    FORM = "norm_gemm-<layer_norm|rms_norm>-b1-m<M>-n<N>-k<K>-nn[-panels<NT>]-<dtype>-<epilogue>"
     EXAMPLE = "norm_gemm-layer_norm-b1-m16-n2304-k768-nn-f16-bias"
-    PATTERN = re.compile(rf"norm_gemm-(layer_norm|rms_norm)-b1-m{_INT}-n{_INT}-k{_INT}-nn-(\w+?)-{_EPILOGUE}")
+    PATTERN = re.compile(rf"norm_gemm-(layer_norm|rms_norm)-b1-m{_INT}-n{_INT}-k{_INT}-nn(?:-panels{_INT})?-(\w+?)"
+                         rf"-{_EPILOGUE}")
 
     def descriptor(self) -> str:
         return f"norm_gemm-{self.norm}-" + super().descriptor()[len("gemm-"):]
@@ -245,8 +246,12 @@ class NormGemmProblem(GemmProblem):
     def from_descriptor(cls, text: str) -> NormGemmProblem:
         m = _match(cls, text)
         rows, cols, k = map(int, m.groups()[1:4])
+        panels = int(m[5] or 0)
         _positive(cls, text, M=rows, N=cols, K=k)
-        return _checked(cls, text, cls(1, rows, cols, k, False, False, m[5], _epilogue(cls, text, m[6]), 0, m[1]))
+        if m[5] is not None and (panels < 1 or cols % panels):
+            raise _bad(cls, text, f"panels{m[5]}: panels of a positive width that divides N={cols}")
+        return _checked(cls, text, cls(1, rows, cols, k, False, False, m[6], _epilogue(cls, text, m[7]), panels,
+                                       m[1]))
 
 
 @dataclass(frozen=True)
@@ -367,10 +372,11 @@ def problem_of(op):
         return _backward_conv_problem(op, attrs)
     if op.name == "prim.norm_matmul":
         x, _, _, w, bias, residual = dialect.operand_groups(op)
-        lhs = tuple(x.type.shape)
-        return NormGemmProblem(1, math.prod(lhs[:-1]), w.type.shape[1], lhs[-1], False, False,
+        lhs, rhs = tuple(x.type.shape), tuple(w.type.shape)
+        panels = rhs[2] if len(rhs) == 3 else 0
+        return NormGemmProblem(1, math.prod(lhs[:-1]), op.result.type.shape[-1], lhs[-1], False, False,
                                dialect.dtype_name(op.result.type.element_type), _epilogue_name(attrs, bias, residual),
-                               0, attrs["norm"])
+                               panels, attrs["norm"])
     a, b, bias, residual = dialect.operand_groups(op)
     for v in (a, b, op.result):
         if 0 in tuple(v.type.shape):

@@ -56,18 +56,23 @@ def ring_bytes(config) -> int:
     return stages * KS * (KS + PAD + bn + PAD) * 2
 
 
-def default_config(n: int, units: int) -> int:
-    """The widest slab that still gives every multiprocessor a block (fewer partial tiles to add, A read
-    fewer times), the narrowest where none does."""
-    fits = [i for i, (bn, warps, stages) in enumerate(CONFIGS[:3]) if -(-n // bn) >= units]
+def default_config(n: int, units: int, panels: int = 0) -> int:
+    """Weights already in panels: the slab of their width. Else the widest slab that divides N (so that
+    constant weights can be packed in its panels) and still gives every multiprocessor a block (fewer
+    partial tiles to add, A read fewer times); the narrowest where none does."""
+    if panels:
+        return next(i for i, (bn, _, _) in enumerate(CONFIGS) if bn == panels)
+    fits = [i for i, (bn, _, _) in enumerate(CONFIGS[:3]) if n % bn == 0 and n // bn >= units]
     return fits[-1] if fits else 0
 
 
 def gemv_mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, config: int,
-                    norm: RowNorm | None = None, signature: list[tuple[str, str]] | None = None) -> str:
-    """The kernel function (outline's signature: A [..., K] with M rows, B [K, N], bias?, residual?, out);
-    with `norm`, A's rows normalized in each warp's ring before they are multiplied (a norm_matmul: its
-    kernel's whole `signature`): every block first computes the M rows' statistics into shared memory."""
+                    norm: RowNorm | None = None, signature: list[tuple[str, str]] | None = None,
+                    panels: int = 0) -> str:
+    """The kernel function (outline's signature: A [..., K] with M rows, B [K, N] or its [N/BN, K, BN] panels
+    (panels = BN), bias?, residual?, out); with `norm`, A's rows normalized in each warp's ring before they
+    are multiplied (a norm_matmul: its kernel's whole `signature`): every block first computes the M rows'
+    statistics into shared memory."""
     M, N, K, dt = spec.m, spec.n, spec.k, spec.dtype
     BN, WARPS, STAGES = CONFIGS[config]
     RING = ring_bytes(CONFIGS[config])
@@ -75,7 +80,9 @@ def gemv_mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec
     RUN = -(-(-(-K // KS)) // WARPS)                        # k tiles per warp
     per_row = BN // VEC
     types, rank, (a, b, bias, residual, out) = operands(params_sig, spec)
-    a_t, b_t, o_t = f"memref<{M}x{K}x{dt}>", f"memref<{K}x{N}x{dt}>", f"memref<{M}x{N}x{dt}>"
+    assert panels in (0, BN), f"panels of {panels} columns for slabs of {BN}"
+    a_t, o_t = f"memref<{M}x{K}x{dt}>", f"memref<{M}x{N}x{dt}>"
+    b_t = f"memref<{N // BN}x{K}x{BN}x{dt}>" if panels else f"memref<{K}x{N}x{dt}>"
     e = Emitter()
     a2 = collapse_at(e, a, types[a], [rank(a) - 1])[0]
     out2 = collapse_at(e, out, types[out], [rank(out) - 1])[0]
@@ -125,7 +132,8 @@ def gemv_mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec
                 [(e.both(a_row_ok, e.cmp("ult", e.add(k0, a_half), e.c(K))), a2, a_t, [a_row, e.add(k0, a_half)],
                   a_s, a_s_t, [slot, a_row, a_half])] +
                 [(e.both(e.cmp("ult", e.add(k0, r), e.c(K)), e.cmp("ult", e.add(n0, col), e.c(N))), b, b_t,
-                  [e.add(k0, r), e.add(n0, col)], b_s, b_s_t, [slot, r, col]) for r, col in b_chunks]):
+                  ["%bx", e.add(k0, r), col] if panels else [e.add(k0, r), e.add(n0, col)], b_s, b_s_t,
+                  [slot, r, col]) for r, col in b_chunks]):
             idx = [select(ok, i, zero) for i in idx]            # never an address outside the tensor
             tok = e.fresh("cp")
             e.emit(f"{tok} = nvgpu.device_async_copy {src}[{', '.join(idx)}], {dst}[{', '.join(dst_idx)}], {VEC}, "

@@ -11,7 +11,8 @@ of one query row over a key cache (kernels/gpu/decode_attention.py, solver atten
    to eight rows, a 3-d left operand, K that is no multiple of 4 (a ragged last group), N that is no
    multiple of 8 (narrower vectors) or of a block's columns (a ragged last chunk), bias, residual and
    activations, f16, bf16 and f32, every column-lane count. The mma.sync GEMV: one to sixteen rows, K past
-   the last whole k tile, more warps than k tiles, ragged column slabs, every configuration. Decode attention: head dims 64 and 128, one
+   the last whole k tile, more warps than k tiles, ragged column slabs, every configuration, constant
+   weights in panels of a slab's columns and weights that are an input. Decode attention: head dims 64 and 128, one
    split and many (an empty last one included), fewer keys than a step, additive masks broadcast and per
    batch, BHSD and BSHD.
 
@@ -78,10 +79,12 @@ def test_sixteen_rows_take_the_mma_gemv(target):
     assert "rows" in SOLVERS["gemv_mma"].is_applicable(GemmProblem(1, 17, 768, 768, False, False, "f16", "bias"), t)
 
 
-@pytest.mark.parametrize("n,want", [(768, 8), (2304, 16), (3072, 16), (50264, 32)])
+@pytest.mark.parametrize("n,want", [(768, 8), (2304, 16), (3072, 16), (50264, 8), (50272, 32)])
 def test_gemv_mma_default_columns(n, want):
-    """The widest slab of columns that still gives 132 SMs a block each (8 at least: 16-byte rows)."""
+    """The widest slab of columns that divides N (its panels) and still gives 132 SMs a block each (8 at
+    least: 16-byte rows; GPT-2's padded head, 50264 = 8 x 6283, takes 8)."""
     assert gemv_mma.CONFIGS[gemv_mma.default_config(n, 132)][0] == want
+    assert gemv_mma.CONFIGS[gemv_mma.default_config(n, 132, panels=16)][0] == 16
 
 
 @pytest.mark.parametrize("n,units,want", [
@@ -102,9 +105,9 @@ def test_lanes_fit_shared_memory():
 
 def _check_linear(net, a, av, n: int, epi: str, solver: str, what: str) -> None:
     """a @ w (+ bias, residual, activation as `epi` says) on the GPU with `solver` forced, against float64
-    numpy of av (a's values)."""
+    numpy of av (a's values); w a constant, or an input where epi says "rhs_input"."""
     k = av.shape[-1]
-    w, wv = net.weight((k, n), scale=k ** -0.5)
+    w, wv = net.input((k, n), scale=k ** -0.5) if "rhs_input" in epi else net.weight((k, n), scale=k ** -0.5)
     b, bv = net.weight((n,)) if "bias" in epi else (None, None)
     y, want = net.g.matmul(a, w, b), ref.matmul(av, wv, bv)
     if "res" in epi:
@@ -152,6 +155,7 @@ MMA_CASES = [
     ("rows1_k3072", (1, 3072), 768, "f16", "bias", 3),                        # one row of sixteen
     ("rows12_k24_idle_warps", (12, 24), 64, "bf16", "none", 4),               # 2 k tiles for 8 warps
     ("rows16_k1000_n136_res", (16, 1000), 136, "f16", "res", 0),              # 63 k tiles: a ragged run
+    ("rows16_rhs_input", (16, 256), 512, "bf16", "bias+rhs_input", 1),        # weights not packed in panels
 ]
 
 
