@@ -36,6 +36,10 @@ MAX_ROWS = 16                       # the m of one mma.sync tile
 KS = 16                             # k per mma.sync (f16/bf16)
 VEC = 8                             # elements per 16-byte copy
 PAD = 8                             # elements appended to each shared row: conflict-free ldmatrix
+# The most columns it takes: a vocabulary head streams faster on the tiled GEMM. On the H100 (bench/RESULTS.md,
+# 2026-12-07 afternoon) GPT-2's 16 x 768 x 50264 head took 82 us in 1571 slabs of 32 (240 us in 6283 of 8)
+# against 38 us for gemm_wgmma, while the 768-3072-column projections were as fast or faster here.
+MAX_COLUMNS = 8192
 # (BN columns, warps, stages), indexed by the solver's "tile" parameter.
 CONFIGS = [(8, 8, 4), (16, 8, 4), (32, 8, 4), (16, 4, 6), (8, 8, 6)]
 
@@ -47,6 +51,8 @@ def applicable(m: int, n: int, k: int, dtype: str) -> str | None:
         return f"{m} rows (takes at most {MAX_ROWS}: more are a GEMM's)"
     if n % VEC or k % VEC:
         return f"needs K and N that are multiples of {VEC} (16-byte rows)"
+    if n > MAX_COLUMNS:
+        return f"{n} columns (takes at most {MAX_COLUMNS}: a head that wide streams faster on the tiled GEMM)"
     return None
 
 
