@@ -21,9 +21,12 @@ and each block streams a slab of B's columns over all of k, its warps splitting 
     then a thread per 8 output columns of a row adds the WARPS partials, the bias and residual, applies
     the activation and stores 16 bytes.
 
-No block-wide barrier inside the loop: a warp only waits on its own copies. The rings are sized so a
-multiprocessor keeps ~10 KB of weights in flight per block (WARPS x (STAGES - 1) x 16 x BN x 2 bytes), and BN
-shrinks (down to 8 columns, 16-byte rows) until the slabs give every multiprocessor a block.
+No block-wide barrier inside the loop: a warp only waits on its own copies. BN is the widest of 32, 16 and
+8 that divides N and still gives every multiprocessor a block. Constant weights come packed in panels of BN
+columns ([N/BN, K, BN], prim-select's RHS_PANELS: GemvMma.packed_rhs), so that a block's slab is one
+contiguous run of K x BN; read in place from [K, N], a warp's copies are 16 pieces of BN x 2 bytes, N x 2
+bytes apart (GPT-2's decode step at batch 16 on the H100: its norm_matmul GEMVs 652 -> 497 us launched
+alone, 48 of them). A head of more than MAX_COLUMNS stays on the tiled GEMM.
 """
 from __future__ import annotations
 
