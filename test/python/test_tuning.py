@@ -204,6 +204,7 @@ def test_table_entries_stored_by_name(monkeypatch):
 def test_every_table_names_its_entries():
     """Each parameter a solver declares as a table index has one distinct name per index it can take."""
     problems = {"conv2d": parse_descriptor(WGMMA_CONV), "matmul": parse_descriptor("gemm-b1-m64-n64-k64-nn-f16-none"),
+                "norm_matmul": parse_descriptor("norm_gemm-layer_norm-b1-m16-n64-k64-nn-f16-none"),
                 "depthwise_pointwise": parse_descriptor("depthwise_pointwise-2x16x8x8-3x3-s1x1-p1x1x1x1-d1x1-none-"
                                                         "k16-f16-none"),
                 "attention": parse_descriptor("attention-b2-q64-k64-d64-f16")}
@@ -372,7 +373,7 @@ def test_conv_directions():
     assert r.returncode == 0, r.stderr
     assert "(as the forward convolution of dy with the reversed filter): solver conv_" in r.stdout, r.stdout
     assert "solver conv_bwd_weights_gemm" in r.stdout and r.stdout.count("GFLOP/s") == 2, r.stdout
-    for target, gemm in (("nvvm:sm_90", "gemm_wgmma"), ("rocdl:gfx942", "gemm_mfma")):
+    for target, gemm in (("nvvm:sm_90", "gemv_mma"), ("rocdl:gfx942", "gemm_mfma")):   # (16 rows: C = 16)
         r = _cli("conv", "-n", "2", "-c", "16", "-H", "9", "-W", "7", "-k", "16", "-p", "1", "-q", "1", "-F", "0",
                  "--dtype", "f16", "--target", target)
         assert r.returncode == 0, r.stderr
