@@ -66,13 +66,17 @@ def ring_bytes(config) -> int:
 
 
 def default_config(n: int, units: int, panels: int = 0) -> int:
-    """Weights already in panels: the slab of their width. Else the widest slab that divides N (so that
-    constant weights can be packed in its panels) and still gives every multiprocessor a block (fewer
-    partial tiles to add, A read fewer times); the narrowest where none does."""
+    """Weights already in panels: the slab of their width. Else slabs that divide N (so that constant weights
+    can be packed in their panels): 32 columns while that leaves every other multiprocessor a block, else
+    16 columns with 4 warps and 6 stages, else 8. Measured on the H100 (bench/RESULTS.md, 2026-12-07
+    afternoon, 16 rows): a block's fixed cost outweighs the idle multiprocessors of a smaller grid, so
+    768 x 2304 and 768 x 3072 ran 1.5-1.7x faster in 72-96 slabs of 32 than in 144-192 of 16, and the
+    768-column projections fastest in 48 slabs of 16 with 4 warps (3.3 and 7.6 us, cuBLAS 3.3 and 6.3)."""
     if panels:
         return next(i for i, (bn, _, _) in enumerate(CONFIGS) if bn == panels)
-    fits = [i for i, (bn, _, _) in enumerate(CONFIGS[:3]) if n % bn == 0 and n // bn >= units]
-    return fits[-1] if fits else 0
+    if n % 32 == 0 and 2 * (n // 32) >= units:
+        return 2
+    return 3 if n % 16 == 0 else 0
 
 
 def gemv_mma_kernel(name: str, params_sig: list[tuple[str, str]], spec: GemmSpec, config: int,

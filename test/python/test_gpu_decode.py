@@ -65,8 +65,8 @@ def test_decode_projection_is_one_gemv_launch(target, request):
 
 @pytest.mark.parametrize("target", ["nvvm:sm_90", "nvvm:sm_80"])
 def test_sixteen_rows_take_the_mma_gemv(target):
-    """16 decode rows (a batch of 16 sequences): gemv_mma, one launch of a block per 8 columns with 8 warps
-    splitting k (768 columns give 132 SMs 96 blocks), not the tiled GEMM split over k (two launches)."""
+    """16 decode rows (a batch of 16 sequences): gemv_mma, one launch of a block per column slab with its
+    warps splitting k (768 columns: 48 slabs of 16, 4 warps), not the tiled GEMM split over k (two launches)."""
     t = parse_target(target)
     plan, _ = build_plan(compiler.lower(linear_graph(16, 768, 768), target), t)
     step, = [s for s in plan["steps"] if s.get("op") == "matmul"]
@@ -79,10 +79,10 @@ def test_sixteen_rows_take_the_mma_gemv(target):
     assert "rows" in SOLVERS["gemv_mma"].is_applicable(GemmProblem(1, 17, 768, 768, False, False, "f16", "bias"), t)
 
 
-@pytest.mark.parametrize("n,want", [(768, 8), (2304, 16), (3072, 16), (4104, 8), (8192, 32)])
+@pytest.mark.parametrize("n,want", [(768, 16), (2304, 32), (3072, 32), (4104, 8), (1040, 16)])
 def test_gemv_mma_default_columns(n, want):
-    """The widest slab of columns that divides N (its panels) and still gives 132 SMs a block each (8 at
-    least: 16-byte rows; 4104 = 8 x 513)."""
+    """Slabs that divide N (its panels): 32 columns while they leave every other SM of 132 a block, else 16,
+    else 8 (4104 = 8 x 513)."""
     assert gemv_mma.CONFIGS[gemv_mma.default_config(n, 132)][0] == want
     assert gemv_mma.CONFIGS[gemv_mma.default_config(n, 132, panels=16)][0] == 16
 

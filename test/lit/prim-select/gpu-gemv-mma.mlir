@@ -1,7 +1,7 @@
 // Sixteen rows (16 sequences decoding a token each) on NVIDIA take gemv_mma (kernels/nvidia/gemv_mma.py): the
 // rows are the A operand of one mma.sync m16n8k16 tile, each block streams a slab of the weights' columns over
-// all of k with its 8 warps splitting k, and no second launch adds split-K parts. The slab is the widest that
-// still gives every SM a block (8 columns for 768: 96 blocks; 16 for 3072: 192), constant weights packed in
+// all of k with its warps splitting k, and no second launch adds split-K parts. The slab is the widest that
+// divides N (32 columns for 3072: 96 blocks; 16 for 768: 48, with 4 warps), constant weights packed in
 // panels of those columns; GPT-2's head (50264 columns) streams faster on the tiled GEMM and stays there. Each
 // warp copies its tiles with cp.async into a ring of its own, waits with a warp barrier only, and reads B
 // transposed by ldmatrix; the warps' partials meet in shared memory behind one block barrier.
