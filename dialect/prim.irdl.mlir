@@ -62,7 +62,7 @@ irdl.dialect @prim {
     %res = irdl.base "!builtin.tensor"
     irdl.results(result: %res)
   }
-  // a layer_norm or rms_norm over the last dim feeding a matmul, in one op (prim-select makes it where a GEMV kernel normalizes the rows as it reads them): y = act(norm(input) @ rhs [K, N] + bias + residual)
+  // a layer_norm or rms_norm over the last dim feeding a matmul, in one op (prim-select makes it where a GEMV kernel normalizes the rows as it reads them): y = act(norm(input) @ rhs [K, N] + bias + residual); rhs may be [N/NT, K, NT] panels, as prim-select packs constant weights
   irdl.operation @norm_matmul {
     %t0 = irdl.base "!builtin.tensor"
     %t1 = irdl.base "!builtin.tensor"
