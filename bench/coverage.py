@@ -50,7 +50,8 @@ ONNX_OPSET = 20
 TEXT_SHAPE = (2, 32)      # batch, tokens
 PADDING = 8               # padding tokens at the end of the second row
 
-# name -> (kind, transformers model class, config class, config keyword arguments, image size (vision))
+# name -> (kind, transformers model class, config class, config keyword arguments,
+#          image size (vision), samples (audio) or frames (speech))
 _VIT = dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256, num_labels=10)
 _STAGES = dict(hidden_sizes=[32, 64, 128, 256], depths=[1, 1, 2, 1], num_labels=10)
 _TEXT = dict(vocab_size=1000, hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256,
@@ -142,6 +143,56 @@ MODELS = {
     "opt": ("text", "OPTModel", "OPTConfig",
             dict(vocab_size=1000, hidden_size=128, num_hidden_layers=2, num_attention_heads=4, ffn_dim=256,
                  max_position_embeddings=128, word_embed_proj_dim=128, use_cache=False), None),
+    "mistral": ("text", "MistralModel", "MistralConfig",
+                dict(_TEXT, num_key_value_heads=2, sliding_window=16, use_cache=False), None),
+    "phi3": ("text", "Phi3Model", "Phi3Config", dict(_TEXT, num_key_value_heads=2, pad_token_id=0, use_cache=False),
+             None),
+    "gemma": ("text", "GemmaModel", "GemmaConfig", dict(_TEXT, num_key_value_heads=1, head_dim=32, use_cache=False),
+              None),
+    "gpt_neox": ("text", "GPTNeoXModel", "GPTNeoXConfig", dict(_TEXT, rotary_pct=0.25, use_cache=False), None),
+    "bloom": ("text", "BloomModel", "BloomConfig", dict(vocab_size=1000, hidden_size=128, n_layer=2, n_head=4,
+                                                        use_cache=False), None),
+    "falcon": ("text", "FalconModel", "FalconConfig",
+               dict(vocab_size=1000, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+                    new_decoder_architecture=True, num_kv_heads=2, use_cache=False), None),
+    "clip_text": ("text", "CLIPTextModel", "CLIPTextConfig",
+                  dict(vocab_size=1000, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+                       intermediate_size=256, max_position_embeddings=64), None),
+    "funnel": ("text", "FunnelModel", "FunnelConfig",
+               dict(vocab_size=1000, d_model=128, n_head=4, d_head=32, d_inner=256, block_sizes=[1, 1],
+                    num_decoder_layers=1), None),
+    "xlnet": ("text", "XLNetModel", "XLNetConfig", dict(vocab_size=1000, d_model=128, n_layer=2, n_head=4,
+                                                        d_inner=256, use_mems_eval=False), None),
+    # ----- encoder-decoder (input_ids, attention_mask, decoder_input_ids; the decoder's last hidden state)
+    "bart": ("seq2seq", "BartModel", "BartConfig",
+             dict(vocab_size=1000, d_model=128, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+                  decoder_attention_heads=4, encoder_ffn_dim=256, decoder_ffn_dim=256, max_position_embeddings=128,
+                  use_cache=False), None),
+    "t5": ("seq2seq", "T5Model", "T5Config",
+           dict(vocab_size=1000, d_model=128, d_kv=32, d_ff=256, num_layers=2, num_heads=4, use_cache=False), None),
+    # ----- vision, more
+    "clip_vision": ("vision", "CLIPVisionModel", "CLIPVisionConfig",
+                    dict(image_size=64, patch_size=8, hidden_size=128, num_hidden_layers=2, num_attention_heads=4,
+                         intermediate_size=256), 64),
+    "yolos": ("vision", "YolosForObjectDetection", "YolosConfig",
+              dict(image_size=[64, 64], patch_size=8, num_detection_tokens=10, **_VIT), 64),
+    "dpt": ("vision", "DPTForSemanticSegmentation", "DPTConfig",
+            dict(image_size=64, patch_size=8, hidden_size=128, num_hidden_layers=4, num_attention_heads=4,
+                 intermediate_size=256, backbone_out_indices=[0, 1, 2, 3], neck_hidden_sizes=[16, 32, 64, 128],
+                 fusion_hidden_size=32, head_in_index=-1, use_auxiliary_head=False, num_labels=10), 64),
+    # ----- audio: a waveform [1, 4000] (wav2vec2's convolutional feature encoder), or log-mel features
+    "wav2vec2": ("audio", "Wav2Vec2Model", "Wav2Vec2Config",
+                 dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256,
+                      conv_dim=(64, 64, 64), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3),
+                      num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4), 4000),
+    "hubert": ("audio", "HubertModel", "HubertConfig",
+               dict(hidden_size=128, num_hidden_layers=2, num_attention_heads=4, intermediate_size=256,
+                    conv_dim=(64, 64, 64), conv_stride=(5, 2, 2), conv_kernel=(10, 3, 3),
+                    num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4), 4000),
+    "whisper_encoder": ("speech", "WhisperForAudioClassification", "WhisperConfig",
+                        dict(vocab_size=1000, d_model=128, encoder_layers=2, encoder_attention_heads=4,
+                             decoder_layers=1, decoder_attention_heads=4, encoder_ffn_dim=256,
+                             decoder_ffn_dim=256, num_mel_bins=80, max_source_positions=100, num_labels=10), 200),
 }
 PATHS = ("torch", "onnx")
 
@@ -160,10 +211,17 @@ def build(name):
         g = torch.Generator().manual_seed(seed)
         if kind == "vision":
             return [("pixel_values", torch.randn(batch, 3, size, size, generator=g))]
+        if kind == "audio":
+            return [("input_values", torch.randn(batch, size, generator=g))]
+        if kind == "speech":
+            return [("input_features", torch.randn(batch, config.num_mel_bins, size, generator=g))]
         ids = torch.randint(3, 1000, TEXT_SHAPE, generator=g)
         mask = torch.ones(TEXT_SHAPE, dtype=torch.int64)
         mask[1, -PADDING:] = 0
         ids[1, -PADDING:] = getattr(config, "pad_token_id", None) or 0
+        if kind == "seq2seq":
+            return [("input_ids", ids), ("attention_mask", mask),
+                    ("decoder_input_ids", torch.randint(3, 1000, (TEXT_SHAPE[0], TEXT_SHAPE[1] // 2), generator=g))]
         return [("input_ids", ids), ("attention_mask", mask)]
     inputs = example(1)
     # Batch norms as in a trained model: random affine parameters near (1, 0) (transformers initializes some
@@ -184,20 +242,35 @@ def build(name):
             model(**dict(example(2, batch=4)))     # 4 images: a BatchNorm1d of [N, C] needs N > 1
         model.eval()
 
-    class Vision(torch.nn.Module):
+    class FirstOutput(torch.nn.Module):
         """The model's first output (logits, or the last hidden state), its inputs named as the model's."""
 
         def __init__(self):
             super().__init__()
             self.model = model
 
+    class Vision(FirstOutput):
         def forward(self, pixel_values):
             return self.model(pixel_values=pixel_values)[0]
 
-    class Text(Vision):
+    class Audio(FirstOutput):
+        def forward(self, input_values):
+            return self.model(input_values=input_values)[0]
+
+    class Speech(FirstOutput):
+        def forward(self, input_features):
+            return self.model(input_features=input_features)[0]
+
+    class Text(FirstOutput):
         def forward(self, input_ids, attention_mask):
             return self.model(input_ids=input_ids, attention_mask=attention_mask)[0]
-    return (Vision if kind == "vision" else Text)().eval(), inputs
+
+    class Seq2Seq(FirstOutput):
+        def forward(self, input_ids, attention_mask, decoder_input_ids):
+            return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                              decoder_input_ids=decoder_input_ids)[0]
+    wrapper = {"vision": Vision, "audio": Audio, "speech": Speech, "text": Text, "seq2seq": Seq2Seq}[kind]
+    return wrapper().eval(), inputs
 
 
 def _err(y, ref) -> float:

@@ -710,6 +710,38 @@ class Graph:
                                 f"every dimension must be at least 1")
         return self.take_axes(x, [nearest_sources(d, o, s) for d, o, s in zip(x.shape, out, scales)])
 
+    def interpolate_linear(self, x, sources):
+        """Linear interpolation of x along every axis d at the source coordinates sources[d] (None: the axis
+        as it is), as torch's linear/bilinear/trilinear upsampling and ONNX Resize mode linear compute it: a
+        coordinate is clamped to [0, size - 1] (the edge repeated), out = x[i0] * (1 - t) + x[i1] * t with
+        i0 = floor(c), i1 = min(i0 + 1, size - 1), t = c - i0. Each read is a prim.gather of constant indices
+        along the axis, the weights constants broadcast along it; an axis whose coordinates are all whole
+        reads one gather."""
+        self._own(x, "interpolate_linear")
+        if not isinstance(sources, (list, tuple)) or len(sources) != x.ndim:
+            loc = _user_location()
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: interpolate_linear (operand {spec.fmt_shape(x.shape)}): "
+                                f"expected {x.ndim} arrays of source coordinates (None: an axis whole), got "
+                                f"{sources!r}")
+        y = x
+        for axis, src in enumerate(sources):
+            if src is None:
+                continue
+            size = x.shape[axis]
+            c = np.clip(np.asarray(src, np.float64).reshape(-1), 0, size - 1)
+            i0 = np.floor(c).astype(np.int64)
+            i1, t = np.minimum(i0 + 1, size - 1), c - i0
+            if not t.any():
+                if not np.array_equal(i0, np.arange(size)):
+                    y = self.gather(y, i0, axis)
+                continue
+            shape = [1] * x.ndim
+            shape[axis] = len(c)
+            w0 = self.param(f"interp_w0_{len(self.nodes)}", (1 - t).reshape(shape), x.dtype)
+            w1 = self.param(f"interp_w1_{len(self.nodes)}", t.reshape(shape), x.dtype)
+            y = self.add(self.mul(self.gather(y, i0, axis), w0), self.mul(self.gather(y, i1, axis), w1))
+        return y
+
     def take_axes(self, x, indices):
         """`take` on every axis d with indices[d] (None: the axis whole); the axes whose indices repeat each
         element k times (i // k) are one broadcast multiply together."""
@@ -902,6 +934,18 @@ def nearest_sources(size: int, out: int, scale: float | None = None) -> np.ndarr
         return i * size // out
     s = np.float32(1.0 / scale) if scale else np.float32(size) / np.float32(out)
     return np.minimum(np.floor(i.astype(np.float32) * s), size - 1).astype(np.int64)
+
+
+def linear_sources(size: int, out: int, scale: float | None = None, align_corners: bool = False) -> np.ndarray:
+    """The source coordinate each of `out` outputs reads on an axis of `size` in torch's linear resizes
+    (aten UpSample.h area_pixel_compute_source_index): i * (size - 1) / (out - 1) with align_corners, else
+    (i + 0.5) * s - 0.5 with s = 1 / scale (or size / out without one), at least 0. In float64; torch's
+    float32 arithmetic differs by an ulp of the coordinate."""
+    i = np.arange(out, dtype=np.float64)
+    if align_corners:
+        return i * ((size - 1) / (out - 1) if out > 1 else 0.0)
+    s = 1.0 / scale if scale else size / out
+    return np.maximum((i + 0.5) * s - 0.5, 0.0)
 
 
 _MAX_REPEAT, _MAX_STEP, _MAX_RUN = 64, 16, 1024

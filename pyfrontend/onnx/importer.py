@@ -173,6 +173,9 @@ class _Importer:
             return self.tensors[name]
         if name in self.consts:
             v = self.consts[name]
+            if v.size == 0:
+                self.fail(f"input '{name}' is empty (shape {list(v.shape)}); OpenPrim takes empty tensors only as "
+                          "operands of a Concat (which leaves them out)")
             dtype = _array_dtype(v, self.g.dtype)
             if dtype is None:
                 self.unsupported(f"constant '{name}' has dtype {v.dtype}")
@@ -1124,8 +1127,12 @@ class _Importer:
         return self.g.transpose(x, perm)
 
     def op_Concat(self, a):
-        xs = [self.t(i) for i in range(len(self.node.input)) if self.has(i)]
+        """Empty operands (zero-size constants: an empty Slice) are left out."""
+        xs = [self.t(i) for i in range(len(self.node.input))
+              if self.has(i) and not (self.is_const(self.node.input[i]) and self.consts[self.node.input[i]].size == 0)]
         axis = int(a["axis"])
+        if not xs:
+            self.fail("every operand is empty")
         if len(xs) == 1:
             return xs[0]
         return self.g.concat(xs, axis % xs[0].ndim)
@@ -1204,6 +1211,11 @@ class _Importer:
             self.unsupported(f"negative steps {steps}")
         if len({ax % max(x.ndim, 1) for ax in axes}) != len(axes):
             self.fail(f"axes {axes} name an axis twice")
+        shape = list(x.shape)
+        for b, e, ax, st in zip(starts, ends, axes, steps):
+            shape[ax % max(x.ndim, 1)] = len(range(*slice(b, e, st).indices(x.shape[ax % max(x.ndim, 1)])))
+        if 0 in shape:   # a zero-size constant: what a partial rotary embedding passes on when it rotates all
+            return np.zeros(shape, np.float32 if x.dtype in FLOATS else np.int64)
         return self.g.slice(x, starts, ends, axes, steps)
 
     def op_Gather(self, a):
@@ -1355,12 +1367,15 @@ class _Importer:
         return self.g.reshape(y, [n * size for n, size in zip(reps, x.shape)])
 
     def op_Resize(self, a):
-        """mode nearest, any scales or sizes: the input index of each output index per axis as onnx's reference
-        computes it (`_nearest_sources`: every coordinate transformation but tf_crop_and_resize, every
-        nearest_mode), read by Graph.take_axes."""
+        """Modes nearest and linear, any scales or sizes, every coordinate transformation but
+        tf_crop_and_resize: nearest reads the input index of each output index per axis as onnx's reference
+        computes it (`_nearest_sources`, every nearest_mode; Graph.take_axes), linear interpolates at the
+        source coordinates (`_resize_coordinates`, Graph.interpolate_linear)."""
         mode = a.get("mode", "nearest")
-        if mode != "nearest":
-            self.unsupported(f"mode='{mode}' (only 'nearest')")
+        if mode not in ("nearest", "linear"):
+            self.unsupported(f"mode='{mode}' (only 'nearest' and 'linear')")
+        if mode == "linear" and a.get("antialias", 0):
+            self.unsupported("antialias=1 with mode='linear'")
         x = self.t(0)
         r = x.ndim
         axes = [self.axis(int(v), r) for v in a.get("axes", range(r))]
@@ -1381,9 +1396,16 @@ class _Importer:
         nearest = a.get("nearest_mode", "round_prefer_floor")
         sources = [None] * r
         for ax, f, size in zip(axes, given, sizes):
+            if mode == "linear":
+                sources[ax] = _resize_coordinates(ctm, x.shape[ax], size, f)
+                if sources[ax] is None:
+                    self.unsupported(f"coordinate_transformation_mode='{ctm}' with mode='linear'")
+                continue
             sources[ax] = _nearest_sources(ctm, nearest, x.shape[ax], size, f)
             if sources[ax] is None:
                 self.unsupported(f"coordinate_transformation_mode='{ctm}' with nearest_mode='{nearest}'")
+        if mode == "linear":
+            return self.g.interpolate_linear(x, sources)
         return self.g.take_axes(x, sources)
 
     # --- reductions
@@ -1476,9 +1498,10 @@ def _gather_nd(data: np.ndarray, indices: np.ndarray, batch_dims: int) -> np.nda
     return out.reshape(indices.shape[:-1] + data.shape[b + k:])
 
 
-def _nearest_sources(ctm, nearest_mode, size, out, scale):
-    """The input index of each of `out` output indices on an axis of `size` resized by `scale` (ONNX Resize,
-    mode nearest, as onnx's reference computes it, in float64), or None for a mode this does not know."""
+def _resize_coordinates(ctm, size, out, scale):
+    """The source coordinate of each of `out` output indices on an axis of `size` resized by `scale` (ONNX
+    Resize's coordinate_transformation_mode, as onnx's reference computes it, in float64), or None for a mode
+    this does not know."""
     i, width = np.arange(out, dtype=np.float64), scale * size    # width: the output length before flooring
     if ctm == "half_pixel":
         x = (i + 0.5) / scale - 0.5
@@ -1491,6 +1514,15 @@ def _nearest_sources(ctm, nearest_mode, size, out, scale):
     elif ctm == "asymmetric":
         x = i / scale
     else:
+        return None
+    return x
+
+
+def _nearest_sources(ctm, nearest_mode, size, out, scale):
+    """The input index of each of `out` output indices on an axis of `size` resized by `scale` (ONNX Resize,
+    mode nearest, as onnx's reference computes it, in float64), or None for a mode this does not know."""
+    x = _resize_coordinates(ctm, size, out, scale)
+    if x is None:
         return None
     tie = x - np.floor(x) == 0.5
     rounding = {"round_prefer_floor": np.where(tie, np.floor(x), np.round(x)),
@@ -1692,8 +1724,8 @@ _NOTES = {
     "Pad": "constant pads; modes constant, reflect (pads smaller than the axis) and edge; negative pads crop",
     "Reshape": "constant shape",
     "RMSNormalization": "stash_type float; fused with a residual Add before it",
-    "Resize": "mode nearest, any scales or sizes; every coordinate transformation mode but tf_crop_and_resize, "
-              "every nearest_mode; keep_aspect_ratio_policy stretch",
+    "Resize": "modes nearest and linear (no antialias), any scales or sizes; every coordinate transformation "
+              "mode but tf_crop_and_resize, every nearest_mode; keep_aspect_ratio_policy stretch",
     "Shape": "of static shapes: a constant",
     "Size": "of static shapes: a constant",
     "Slice": "constant starts, ends, axes, steps; steps >= 1",

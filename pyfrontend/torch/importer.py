@@ -35,7 +35,7 @@ import numpy as np
 from openprim.base.dtypes import FINITE_MAX
 from openprim.base.errors import OpenPrimError
 from openprim.pyfrontend.attention import match_attention, merge_batched_matmuls
-from openprim.pyfrontend.graph import Graph, Tensor
+from openprim.pyfrontend.graph import Graph, Tensor, linear_sources
 from openprim.base.dtypes import FLOATS
 from openprim.pyfrontend.importers.common import GRAPH_DTYPES, dominant_dtype, float64_message, require
 from openprim.pyfrontend.torch.folding import const_tensors, fold_node, foldable_nodes
@@ -134,6 +134,10 @@ class _Importer:
         if isinstance(v, Tensor):
             return v
         if isinstance(v, _Const):
+            if v.value.size == 0:
+                raise OpenPrimError(f"torch import: a zero-size tensor {list(v.value.shape)} ('{v.name}') is an "
+                                    "operand here; OpenPrim takes empty tensors only as operands of a "
+                                    "concatenation (which leaves them out)")
             hit = self.params.get(id(v))
             if hit is None:
                 value = v.value.astype(np.float32) if v.value.dtype.kind == "f" else v.value
@@ -321,7 +325,7 @@ def _pad4(p):
 def h_convolution(im, n, x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
                   transposed=False, output_padding=(0, 0), groups=1):
     if transposed:
-        raise OpenPrimError("transposed convolution is not supported")
+        return _conv_transpose(im, n, x, w, bias, stride, padding, dilation, groups)
     if isinstance(padding, str):
         raise OpenPrimError(f"padding='{padding}' is not supported; give explicit padding")
     if im.tensor(x).ndim == 3:   # 1-d (ConvBERT, SqueezeBERT): [N, C, L] as [N, C, L, 1] with a (k, 1) filter
@@ -337,6 +341,30 @@ def h_convolution(im, n, x, w, bias=None, stride=(1, 1), padding=(0, 0), dilatio
     return im.g.conv2d(im.tensor(x), im.tensor(w), None if bias is None else im.tensor(bias),
                        stride=tuple(_ints(stride)), padding=_pad4(padding), dilation=tuple(_ints(dilation)),
                        groups=int(groups))
+
+
+def _conv_transpose(im, n, x, w, bias, stride, padding, dilation, groups):
+    """ConvTranspose1d/2d as what it is, the input gradient of the convolution it transposes
+    (prim.conv2d_backward_data and its solvers, not a convolution over zeros inserted between the inputs):
+    its weight [C_in, C_out / groups, *k] is that convolution's KCRS filter, its result's size (output_padding
+    included) that convolution's input size."""
+    x, out = im.tensor(x), _out_shape(n)
+    if x.ndim not in (3, 4):
+        raise OpenPrimError(f"transposed convolution: only 1-d and 2-d (3-d, 4-d input), got rank {x.ndim}")
+    stride, padding, dilation = (list(_ints(v, x.ndim - 2)) for v in (stride, padding, dilation))
+    if x.ndim == 3:   # [N, C, L] as [N, C, L, 1] with a (k, 1) filter
+        x = im.g.reshape(x, (*x.shape, 1))
+        w = _Const(w.value[..., None], w.name) if isinstance(w, _Const) else \
+            im.g.reshape(im.tensor(w), (*im.tensor(w).shape, 1))
+        stride, padding, dilation = stride + [1], padding + [0], dilation + [1]
+    y = im.g.conv2d_backward_data(x, im.tensor(w), (out[2], out[3] if len(out) == 4 else 1), stride=tuple(stride),
+                                  padding=(padding[0], padding[1], padding[0], padding[1]),
+                                  dilation=tuple(dilation), groups=int(groups))
+    if bias is not None:
+        b = _Const(bias.value.reshape(1, -1, 1, 1), bias.name) if isinstance(bias, _Const) else \
+            im.g.reshape(im.tensor(bias), (1, y.shape[1], 1, 1))
+        y = im.g.add(y, im.tensor(b))
+    return y if len(out) == 4 else im.g.reshape(y, out)
 
 
 def h_conv2d(im, n, x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
@@ -422,13 +450,18 @@ def h_rms_norm(im, n, x, shape, w=None, eps=None):
 
 
 def _gn(im, x, groups, w, b, eps):
+    """prim.group_norm of a 4-d map; another rank >= 2 ([N, C, L] of a 1-d convolution, [N, C, D, H, W]) as the
+    map [N, C, prod(spatial), 1]: the statistics of a group are over its channels and every position alike."""
     x = im.tensor(x)
-    if x.ndim != 4:
-        raise OpenPrimError(f"group_norm needs a 4-d input, got rank {x.ndim}")
+    if x.ndim < 2:
+        raise OpenPrimError(f"group_norm needs an input [N, C, ...] of rank >= 2, got rank {x.ndim}")
     c = x.shape[1]
     w = im.tensor(w if w is not None else _Const(np.ones(c), "gn_scale"))
     b = im.tensor(b if b is not None else _Const(np.zeros(c), "gn_shift"))
-    return im.g.group_norm(x, int(groups), w, b, float(eps))
+    if x.ndim == 4:
+        return im.g.group_norm(x, int(groups), w, b, float(eps))
+    flat = im.g.reshape(x, [x.shape[0], c, math.prod(x.shape[2:]), 1])
+    return im.g.reshape(im.g.group_norm(flat, int(groups), w, b, float(eps)), list(x.shape))
 
 
 def h_group_norm(im, n, x, groups, w=None, b=None, eps=1e-5, cudnn_enabled=True):
@@ -576,12 +609,20 @@ def h_split_with_sizes(im, n, x, sizes, dim=0):
     offsets = np.cumsum([0] + sizes).tolist()
     outs = []
     for i, size in enumerate(sizes):
-        if size == 0:
-            raise OpenPrimError(f"split of dim {dim} into {sizes}: an empty part is not supported")
         out = list(shp)
         out[d] = size
         outs.append(_slice(im, x, d, offsets[i], offsets[i + 1], 1, out))
     return tuple(outs)
+
+
+def h_flip(im, n, x, dims):
+    """torch.flip: each dim read backwards (Graph.take)."""
+    if isinstance(x, _Const):
+        return _Const(np.flip(x.value, [int(d) for d in dims]).copy(), x.name + "_flip")
+    x = im.tensor(x)
+    for d in {int(d) % x.ndim for d in dims}:
+        x = x if x.shape[d] == 1 else im.g.take(x, list(range(x.shape[d] - 1, -1, -1)), d)
+    return x
 
 
 def h_permute(im, n, x, perm):
@@ -650,11 +691,14 @@ def h_expand(im, n, x, size, implicit=False):
 
 
 def h_slice(im, n, x, dim=0, start=None, end=None, step=1):
-    """x[start:end:step] along dim (prim.slice)."""
+    """x[start:end:step] along dim (prim.slice); an empty one is a zero-size constant (what a partial
+    rotary embedding passes through when the rotation covers the whole head: `q[..., rotary_dim:]`)."""
     return _slice(im, x, dim, start, end, step, _out_shape(n))
 
 
 def _slice(im, x, dim, start, end, step, out):
+    if 0 in out:
+        return _Const(np.zeros(out, np.float32), "empty")
     if isinstance(x, _Const):
         sl = [slice(None)] * x.value.ndim
         sl[dim] = slice(start, end, step)
@@ -664,8 +708,6 @@ def _slice(im, x, dim, start, end, step, out):
     b, e, s = slice(start, end, step).indices(x.shape[d])
     if (b, e, s) == (0, x.shape[d], 1):
         return x
-    if not range(b, e, s):
-        raise OpenPrimError("empty slice is not supported")
     y = im.g.slice(x, [b], [e], axes=[d], steps=[s])
     return y if tuple(y.shape) == tuple(out) else im.g.reshape(y, out)
 
@@ -871,8 +913,11 @@ def h_linear(im, n, x, w, bias=None):
 
 
 def h_cat(im, n, xs, dim=0):
-    xs = [im.tensor(x) for x in xs]
-    return im.g.concat(xs, int(dim) % xs[0].ndim)
+    """torch.cat; its empty operands (zero-size constants) are left out."""
+    xs = [im.tensor(x) for x in xs if not (isinstance(x, _Const) and x.value.size == 0)]
+    if not xs:
+        return _Const(np.zeros(_out_shape(n), np.float32), "empty")
+    return xs[0] if len(xs) == 1 else im.g.concat(xs, int(dim) % xs[0].ndim)
 
 
 def h_constant_pad_nd(im, n, x, pad, value=0.0):
@@ -934,11 +979,28 @@ def h_copy(im, n, dst, src, non_blocking=False):
 
 def h_upsample_nearest2d(im, n, x, output_size=None, *scales):
     """F.interpolate(mode="nearest") of a 4-d tensor: .vec (output_size or scale_factors, a list) and .default
-    (output_size, scales_h, scales_w), with torch's index rule (Graph.resize_nearest)."""
+    (output_size, scales_h, scales_w), with torch's index rule (Graph.resize_nearest). (The 1-d and 3-d
+    forms reach the importer decomposed.)"""
     x = im.tensor(x)
     factors = scales[0] if str(n.target).endswith(".vec") else scales
     factors = [1.0, 1.0, *factors] if factors else None
     return im.g.resize_nearest(x, factors, None if output_size is None else [*x.shape[:2], *output_size])
+
+
+def h_upsample_bilinear2d(im, n, x, output_size, align_corners, *scales):
+    """F.interpolate(mode="bilinear") (DPT's fusion stages, segmentation heads; .vec with scale_factors,
+    .default with scales_h, scales_w): H and W interpolated at torch's source coordinates (`linear_sources`,
+    Graph.interpolate_linear). (linear and trilinear reach the importer decomposed.)"""
+    x = im.tensor(x)
+    factors = scales[0] if str(n.target).endswith(".vec") else scales
+    spatial = x.ndim - 2
+    factors = list(factors) if factors else [None] * spatial
+    out = list(output_size) if output_size else [math.floor(d * f) for d, f in zip(x.shape[2:], factors)]
+    if len(out) != spatial or len(factors) != spatial or min(out) < 1:
+        raise OpenPrimError(f"{n.target}: output size {out} (scales {factors}) does not fit input {list(x.shape)}")
+    sources = [None, None] + [linear_sources(d, o, f, bool(align_corners))
+                              for d, o, f in zip(x.shape[2:], out, factors)]
+    return im.g.interpolate_linear(x, sources)
 
 
 def h_to_copy(im, n, x, dtype=None, **k):
@@ -1175,6 +1237,7 @@ _HANDLERS = {
     "linalg_vector_norm": h_vector_norm, "repeat": h_repeat, "sqrt": _math("sqrt"), "exp": _math("exp"),
     "log": _math("log"), "erf": _math("erf"), "sin": _math("sin"), "cos": _math("cos"), "reciprocal": h_reciprocal,
     "lift_fresh_copy": h_identity, "slice": h_slice, "select": h_select, "upsample_nearest2d": h_upsample_nearest2d,
+    "upsample_bilinear2d": h_upsample_bilinear2d, "flip": h_flip,
 }
 
 SUPPORTED_OPS = tuple(sorted(k for k in _HANDLERS if k != "getitem"))

@@ -465,6 +465,19 @@ RESIZE = {
                                         coordinate_transformation_mode="half_pixel_symmetric"),
     "pytorch_half_pixel_sizes": resize((1, 2, 5, 7), sizes=[1, 2, 8, 1], nearest_mode="round_prefer_ceil",
                                        coordinate_transformation_mode="pytorch_half_pixel"),
+    # mode linear (bilinear on 4-d, trilinear on 5-d): every coordinate transformation, up and down, sizes
+    "linear_half_pixel": resize((2, 3, 5, 7), scales=[1, 1, 2, 2], mode="linear"),
+    "linear_half_pixel_fractional": resize((1, 2, 5, 7), scales=[1, 1, 1.7, 0.6], mode="linear"),
+    "linear_align_corners": resize((1, 2, 4, 5), sizes=[1, 2, 9, 3], mode="linear",
+                                   coordinate_transformation_mode="align_corners"),
+    "linear_asymmetric": resize((1, 2, 3, 4), scales=[1, 1, 2.5, 3], mode="linear",
+                                coordinate_transformation_mode="asymmetric"),
+    "linear_pytorch_half_pixel": resize((1, 2, 5, 6), sizes=[1, 2, 1, 11], mode="linear",
+                                        coordinate_transformation_mode="pytorch_half_pixel"),
+    "linear_half_pixel_symmetric": resize((1, 2, 5, 7), scales=[1, 1, 1.5, 0.6], mode="linear",
+                                          coordinate_transformation_mode="half_pixel_symmetric"),
+    "linear_1d_axes": resize((2, 3, 7), scales=[3], opset=18, axes=[2], mode="linear"),
+    "trilinear": resize((1, 2, 3, 4, 5), scales=[1, 1, 2, 1.5, 0.8], mode="linear"),
 }
 
 
@@ -488,12 +501,14 @@ def test_upsample(opset, rng):
 
 
 @pytest.mark.parametrize("model,match", [
-    (resize((1, 2, 3, 4), scales=[1, 1, 2, 2], mode="linear"), r"mode='linear' \(only 'nearest'\)"),
+    (resize((1, 2, 3, 4), scales=[1, 1, 2, 2], mode="cubic"), r"mode='cubic' \(only 'nearest' and 'linear'\)"),
+    (resize((1, 2, 3, 4), scales=[1, 1, 0.5, 0.5], mode="linear", antialias=1, opset=18),
+     r"antialias=1 with mode='linear'"),
     (resize((1, 2, 3, 4), scales=[1, 1, 2, 2], coordinate_transformation_mode="tf_crop_and_resize"),
      r"coordinate_transformation_mode='tf_crop_and_resize' with nearest_mode='round_prefer_floor'"),
 ])
 def test_resize_unsupported(model, match):
-    with pytest.raises(OpenPrimError, match=r"^ONNX node '.*' \(Resize, opset 17\) is not supported by OpenPrim: " + match):
+    with pytest.raises(OpenPrimError, match=r"^ONNX node '.*' \(Resize, opset 1[78]\) is not supported by OpenPrim: " + match):
         import_model(model)
 
 
@@ -1010,7 +1025,7 @@ EXCLUDE = [
     # shape / pads / axes passed as runtime int64 graph inputs (they must be constants: initializers)
     r"^test_reshape_", r"^test_constant_pad", r"^test_(un)?squeeze",
     # likewise reduction axes, Slice's starts/ends, Split's sizes, Gather's indices, Resize's and
-    # Upsample's scales/sizes, reflect/edge Pad's pads, Tile's repeats (Resize's linear/cubic modes, and
+    # Upsample's scales/sizes, reflect/edge Pad's pads, Tile's repeats (Resize's cubic mode, and
     # reductions over empty or bool tensors, are not supported either)
     r"^test_(reduce_|slice|split_(variable_parts|zero_size)|gather_|resize_|upsample_nearest|edge_pad|reflect_pad|"
     r"tile)",
