@@ -453,8 +453,10 @@ class _Importer:
         return y
 
     def op_ConvTranspose(self, a):
-        """1-d and 2-d: a convolution by the flipped, transposed filter of the input with stride - 1 zeros
-        after each element (a padded unit axis after each spatial one)."""
+        """1-d and 2-d, as what a transposed convolution is: the input gradient of the convolution it
+        transposes (prim.conv2d_backward_data and its solvers, not a convolution over zeros inserted between
+        the inputs). W [C_in, C_out / group, *k] is that convolution's KCRS filter, the result's size its input
+        size; negative padding (an output_shape beyond the natural size) adds zeros around the result."""
         x = self.t(0)
         nd = x.ndim - 2
         if nd not in (1, 2):
@@ -466,6 +468,8 @@ class _Importer:
         k = list(wshape[2:])
         strides, dil = list(a.get("strides", [1] * nd)), list(a.get("dilations", [1] * nd))
         out_pad = list(a.get("output_padding", [0] * nd))
+        if any(p >= s for p, s in zip(out_pad, strides)):
+            self.unsupported(f"output_padding {out_pad} not below strides {strides}")
         span = [(k[i] - 1) * dil[i] + 1 for i in range(nd)]
         auto = a.get("auto_pad", "NOTSET")
         if auto in ("SAME_UPPER", "SAME_LOWER") or "output_shape" in a:
@@ -480,43 +484,21 @@ class _Importer:
             pads = list(a.get("pads", [0] * 2 * nd))
         else:
             self.unsupported(f"auto_pad='{auto}'")
+        w = self.param(self.const(1), self.node.input[1]) if self.is_const(self.node.input[1]) else self.t(1)
         if nd == 1:  # lift to 2-d: width 1
-            x = self.g.reshape(x, tuple(x.shape) + (1,))
-            k, strides, dil, out_pad, span, pads = k + [1], strides + [1], dil + [1], out_pad + [0], span + [1], \
+            x, w = self.g.reshape(x, (*x.shape, 1)), self.g.reshape(w, (*w.shape, 1))
+            strides, dil, out_pad, span, pads = strides + [1], dil + [1], out_pad + [0], span + [1], \
                 [pads[0], 0, pads[1], 0]
-        n, _, h, w = x.shape
-        if strides != [1, 1]:
-            x = self.g.reshape(x, (n, cin, h, 1, w, 1))
-            x = self.g.pad(x, [0] * 6 + [0, 0, 0, strides[0] - 1, 0, strides[1] - 1])
-            x = self.g.reshape(x, (n, cin, h * strides[0], w * strides[1]))
-        # the convolution's padding: span - 1 - pad; at the end also output_padding, less the stride - 1
-        # zeros that the zero insertion left after the last element; negative padding crops
-        lo = [span[i] - 1 - pads[i] for i in range(2)]
-        hi = [span[i] - 1 - pads[i + 2] + out_pad[i] - (strides[i] - 1) for i in range(2)]
-        if min(lo + hi) < 0:
-            x = self.g.slice(x, [max(-p, 0) for p in lo], [x.shape[2 + i] - max(-hi[i], 0) for i in range(2)],
-                             axes=[2, 3])
-            lo, hi = [max(p, 0) for p in lo], [max(p, 0) for p in hi]
-        bias = None
+        inner = [max(p, 0) for p in pads]
+        size = [strides[i] * (x.shape[2 + i] - 1) + out_pad[i] + span[i] - inner[i] - inner[i + 2] for i in range(2)]
+        y = self.g.conv2d_backward_data(x, w, size, stride=tuple(strides), padding=tuple(inner),
+                                        dilation=tuple(dil), groups=groups)
+        if min(pads) < 0:
+            y = self.g.pad(y, [0, 0, max(-pads[0], 0), max(-pads[1], 0), 0, 0, max(-pads[2], 0), max(-pads[3], 0)])
         if self.has(2):
             bias = self.param(self.const(2), self.node.input[2]) if self.is_const(self.node.input[2]) else self.t(2)
-        y = self.g.conv2d(x, self._conv_transpose_filter(groups, k), bias, padding=(lo[0], lo[1], hi[0], hi[1]),
-                          dilation=tuple(dil), groups=groups)
+            y = self.g.add(y, self.g.reshape(bias, (1, y.shape[1], 1, 1)))
         return self.g.reshape(y, y.shape[:3]) if nd == 1 else y
-
-    def _conv_transpose_filter(self, groups, k):
-        """ConvTranspose's W [C_in, C_out / groups, kh, kw] as conv2d's KCRS filter: per group, input and
-        output channels swapped, the window reversed; folded at import time when W is a constant."""
-        cin, cout_g = self.shape(1)[:2]
-        grouped = (groups, cin // groups, cout_g, *k)
-        if self.is_const(self.node.input[1]):
-            wv = np.asarray(self.consts[self.node.input[1]], np.float32).reshape(grouped).swapaxes(1, 2)
-            return self.param(wv.reshape(groups * cout_g, cin // groups, *k)[:, :, ::-1, ::-1], self.node.input[1])
-        w = self.g.transpose(self.g.reshape(self.t(1), grouped), (0, 2, 1, 3, 4))
-        w = self.g.reshape(w, (groups * cout_g, cin // groups, *k))
-        for axis in (2, 3):
-            w = self.g.take(w, list(range(k[axis - 2] - 1, -1, -1)), axis) if k[axis - 2] > 1 else w
-        return w
 
     def _pool_view(self, a, x, k):
         """The pool as a 2-d one: (input, window, strides, dilations, [top, left, bottom, right] pads, the

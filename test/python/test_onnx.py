@@ -645,6 +645,20 @@ CONV_TRANSPOSE = {
 }
 
 
+def test_conv_transpose_output_shape_beyond(rng):
+    """An output_shape 2 beyond the natural size on each axis: padding -1 at both ends, zeros around the
+    natural result (onnx's reference evaluator refuses the node: the natural result padded is the answer)."""
+    xv, wv, bv = r(rng, 1, 2, 3, 4), r(rng, 2, 3, 3, 3, scale=0.5), r(rng, 3)
+    natural = make(helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 2]), {"x": (1, 2, 3, 4)},
+                   ["y"], {"w": wv, "b": np.zeros(3, np.float32)})
+    y = ReferenceEvaluator(_as_double(natural)).run(None, {"x": xv.astype(np.float64)})[0]
+    assert y.shape == (1, 3, 7, 9)
+    want = np.pad(y, [(0, 0), (0, 0), (1, 1), (1, 1)]) + bv.reshape(1, 3, 1, 1)
+    m = make(helper.make_node("ConvTranspose", ["x", "w", "b"], ["y"], strides=[2, 2], output_shape=[9, 11]),
+             {"x": (1, 2, 3, 4)}, ["y"], {"w": wv, "b": bv})
+    check(m, rng, {"x": xv}, want=[want])
+
+
 @pytest.mark.parametrize("cond", [True, False])
 def test_if_constant_condition(cond, rng):
     """The branch a constant condition takes is imported in place; it reads values of the outer graph."""
