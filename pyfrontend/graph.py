@@ -582,8 +582,12 @@ class Graph:
         """softmax(scale * q @ k^T + mask) @ v per batch and head, as torch's scaled_dot_product_attention:
         q [B, H, Sq, D], k/v [B, H, Sk, D] (layout="BSHD": [B, Sq, H, D] and [B, Sk, H, D], the result too),
         an additive mask broadcastable to [B, H, Sq, Sk], causal keeps key j <= query i (top-left
-        aligned), scale defaults to 1/sqrt(D)."""
+        aligned), scale defaults to 1/sqrt(D). A constant mask of zeros (transformers' "attend everywhere"
+        mask where no attention_mask was given: HuBERT, wav2vec2) is no mask."""
         self._own(q, "prim.attention")
+        known = None if mask is None else self._values.get(id(mask))
+        if known is not None and not known.any():
+            mask = None
         scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
         return self._emit("attention", [q, k, v, mask], {
             "scale": scale, "causal": self._arg("prim.attention", "causal", causal, "bool"), "layout": layout})

@@ -10,7 +10,8 @@ accumulator chains), exp is a polynomial in vector FMAs, and the rows are split 
       ...a second statistic the same way...          load (vector.constant_mask), its lanes outside
       y[r, j:j+16] = f(x[r, j:j+16], statistics)     the row set to the reduction's neutral value
 
-    softmax       max; sum of exp(x - max); y = exp(x - max) / sum    (exp recomputed: no f32 scratch)
+    softmax       max; sum of exp(x - max); y = exp(x - max) / sum    (f32: the exps stored in y by the second
+                  sweep and scaled in place by the third; f16/bf16: recomputed, y holds no f32 scratch)
     log_softmax   max; sum of exp(x - max); y = x - (max + log(sum))
     layer_norm    mean; mean of (x - mean)^2 (two passes: no cancellation); y = (x - mean) rsqrt(var + eps)
                   [* scale] [+ shift]
@@ -113,16 +114,20 @@ class _Rows:
         b.emit(f"{n} = vector.reduction <{kind}>, {acc} : {self.vt} into f32")
         return n
 
-    def write(self, row_at, f) -> None:
-        """y[row, j:j+16] = f(x[row, j:j+16], j, masked) over the row (the tail masked)."""
+    def write(self, row_at, f, source=None) -> None:
+        """y[row, j:j+16] = f(v, j, masked) over the row (the tail masked), v = x[row, j:j+16] (+ residual), or
+        the `source` buffer's values there."""
         b = self.b
+
+        def values(at, masked):
+            return self.row_values(at, masked) if source is None else self.load(source, at, masked)
         if self.full:
             at = b.mul(b.open_for(0, self.full), LANES)
-            self.store(f(self.row_values(b.add(row_at, at), False), at, False), b.add(row_at, at), False)
+            self.store(f(values(b.add(row_at, at), False), at, False), b.add(row_at, at), False)
             b.close()
         if self.rest:
             at = self.full * LANES
-            self.store(f(self.row_values(b.add(row_at, at), True), at, True), b.add(row_at, at), True)
+            self.store(f(values(b.add(row_at, at), True), at, True), b.add(row_at, at), True)
 
     # ------------------------------------------------------------------ one row
     def row(self, r) -> None:
@@ -130,8 +135,18 @@ class _Rows:
         at = b.mul(r, self.length)
         if self.kind in ("softmax", "log_softmax"):
             mx = self.splat(self.reduce(at, lambda x, *_: x, "arith.maximumf", -math.inf, "maximumf"))
-            total = self.reduce(at, lambda x, *_: self.exp(self.v("arith.subf", x, mx)), "arith.addf", 0.0, "add")
-            if self.kind == "softmax":
+            in_place = self.kind == "softmax" and self.dtype == "f32"
+
+            def exp_term(x, j, masked):
+                e = self.exp(self.v("arith.subf", x, mx))
+                if in_place:
+                    self.store(e, b.add(at, j), masked)
+                return e
+            total = self.reduce(at, exp_term, "arith.addf", 0.0, "add")
+            if in_place:
+                inv = self.splat(self.scalar("arith.divf", b.const(1.0, "f32"), total))
+                self.write(at, lambda e, *_: self.v("arith.mulf", e, inv), source=self.out)
+            elif self.kind == "softmax":
                 inv = self.splat(self.scalar("arith.divf", b.const(1.0, "f32"), total))
                 self.write(at, lambda x, *_: self.v("arith.mulf", self.exp(self.v("arith.subf", x, mx)), inv))
             else:

@@ -130,6 +130,22 @@ def test_flash_attention_explicit_scale(rng):
     assert_close(out, rounded(want, "f16"), "f16", reduction=64)
 
 
+def test_constant_zero_mask_is_no_mask(rng):
+    """transformers' "attend everywhere" mask (a constant of zeros, where HuBERT or wav2vec2 get no
+    attention_mask) is dropped at build time: no [B, H, Sq, Sk] add of zeros per head."""
+    g = Graph()
+    q, k, v = (g.input(n, (1, 2, 9, 16)) for n in "qkv")
+    zeros, ones = g.param("zeros", np.zeros((1, 1, 9, 9))), g.param("ones", np.ones((1, 1, 9, 9)))
+    g.output(g.attention(q, k, v, zeros))
+    g.output(g.attention(q, k, v, ones))
+    masks = [n.operands[3] for n in g.nodes if n.op == "attention"]
+    assert masks[0] is None and masks[1] is ones
+    qv, kv, vv = (rng.standard_normal((1, 2, 9, 16)).astype(np.float32) for _ in range(3))
+    out = openprim.compile(g)(qv, kv, vv)
+    assert_close(out[0], reference(qv, kv, vv), "f32", reduction=16)
+    assert_close(out[1], reference(qv, kv, vv, np.ones((9, 9))), "f32", reduction=16)
+
+
 @pytest.mark.skipif(not ON_NVIDIA, reason="the flash kernel's rule (the decomposed softmax gives NaN there)")
 @pytest.mark.parametrize("dtype", ["f16", "bf16"])
 def test_flash_attention_fully_masked_rows_are_zero(rng, dtype):
