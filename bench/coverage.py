@@ -1,15 +1,22 @@
-"""Coverage: models as a user brings them (Hugging Face transformers), through both importers, on the CPU.
+"""Coverage: models as a user brings them (Hugging Face transformers, timm), through both importers, on the CPU.
 
     python bench/coverage.py [--models vit,bert] [--rounds 3] [--timeout 1200] [--output bench/coverage_cpu.md]
+    python bench/coverage.py --suite timm          # timm's models: bench/coverage_timm_cpu.md
     python bench/coverage.py --list
     python bench/coverage.py --models swin,bert --update     # run these again, keep the other rows of the JSON
 
+Suite `hf` (the default):
 The models are transformers' own classes built from their Config classes with small but real configs
 (hidden sizes 32-256, 1-2 layers per stage, images of 64-96 pixels) and seeded random weights: nothing
 is downloaded (MODELS below: each model's class and config). Inputs: vision, one seeded image
 [1, 3, S, S] (`pixel_values`); text, `input_ids` int64 [2, 32] and an `attention_mask` whose second row
 ends in 8 padding tokens. The module compiled is the model's first output (logits, or the last hidden
 state of a bare encoder), in eval mode.
+
+Suite `timm`: timm.create_model(name, pretrained=False, num_classes=10) at the model's own default input
+size (its pretrained_cfg), one seeded image, seeded random weights (TIMM below). timm needs torchvision,
+whose PyPI build does not import beside the CPU build of torch that the test extras pin: run this suite in
+a venv of its own (`pip install torch==2.14.1 torchvision==0.29.1 timm transformers onnx onnxruntime -e .`).
 
 For each model and each import path,
   torch:  torch.export.export -> openprim.pyfrontend.torch.import_exported -> openprim.compile (CPU)
@@ -43,7 +50,7 @@ from collections import Counter
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-REPORT = os.path.join(HERE, "coverage_cpu.md")
+REPORTS = {"hf": os.path.join(HERE, "coverage_cpu.md"), "timm": os.path.join(HERE, "coverage_timm_cpu.md")}
 TOLERANCE = 1e-4
 VACUOUS = 1e-6            # an eager output below this everywhere: no comparison
 ONNX_OPSET = 20
@@ -194,6 +201,25 @@ MODELS = {
                              decoder_layers=1, decoder_attention_heads=4, encoder_ffn_dim=256,
                              decoder_ffn_dim=256, num_mel_bins=80, max_source_positions=100, num_labels=10), 200),
 }
+HF_MODELS = list(MODELS)
+# timm model name -> create_model keyword arguments: small variants of the families timm adds beyond
+# transformers (NAS nets, re-parameterized and hybrid nets, DLA/DPN/HRNet/Inception, NFNets, MLP mixers).
+TIMM = {
+    "resnet50d": {}, "resnext26ts": {}, "seresnext26d_32x4d": {}, "regnety_004": {}, "cspresnet50": {},
+    "res2net50_14w_8s": {}, "resnest14d": {}, "dla34": {}, "dpn68": {}, "hrnet_w18_small": {},
+    "inception_v3": {}, "ese_vovnet19b_dw": {}, "selecsls42b": {}, "tresnet_m": {}, "nf_resnet26": {},
+    "dm_nfnet_f0": {}, "repvgg_a0": {}, "mobileone_s0": {}, "efficientnet_b0": {}, "efficientnetv2_rw_t": {},
+    "mixnet_s": {}, "mobilenetv3_large_100": {}, "mobilenetv4_conv_small": {}, "ghostnet_100": {},
+    "rexnet_100": {}, "lcnet_050": {}, "mnasnet_100": {}, "hardcorenas_a": {}, "fastvit_t8": {},
+    "efficientformer_l1": {}, "efficientformerv2_s0": {}, "levit_128s": {}, "edgenext_xx_small": {},
+    "repvit_m1": {}, "tiny_vit_5m_224": {}, "efficientvit_b0": {}, "efficientvit_m0": {},
+    "coat_lite_tiny": {}, "twins_svt_small": {}, "xcit_nano_12_p16_224": {}, "crossvit_tiny_240": {},
+    "cait_xxs24_224": {}, "mvitv2_tiny": {}, "gcvit_xxtiny": {}, "maxvit_rmlp_pico_rw_256": {},
+    "eva02_tiny_patch14_224": {}, "vit_relpos_small_patch16_224": {}, "resmlp_12_224": {}, "gmlp_ti16_224": {},
+    "inception_next_tiny": {}, "hgnetv2_b0": {}, "starnet_s1": {}, "sequencer2d_s": {},
+}
+MODELS.update({name: ("timm", name, None, kwargs, None) for name, kwargs in TIMM.items()})
+SUITES = {"hf": HF_MODELS, "timm": list(TIMM)}
 PATHS = ("torch", "onnx")
 
 
@@ -201,16 +227,22 @@ PATHS = ("torch", "onnx")
 def build(name):
     """(module returning the model's first output, [(input name, tensor)]) for MODELS[name]."""
     import torch
-    import transformers
     kind, model_cls, config_cls, kwargs, size = MODELS[name]
     torch.manual_seed(0)
-    config = getattr(transformers, config_cls)(**kwargs)
-    model = getattr(transformers, model_cls)(config).eval()
+    if kind == "timm":
+        import timm
+        model = timm.create_model(model_cls, pretrained=False, num_classes=10, **kwargs).eval()
+        config, size = None, tuple(model.pretrained_cfg["input_size"][1:])
+    else:
+        import transformers
+        config = getattr(transformers, config_cls)(**kwargs)
+        model = getattr(transformers, model_cls)(config).eval()
 
     def example(seed, batch=1):
         g = torch.Generator().manual_seed(seed)
-        if kind == "vision":
-            return [("pixel_values", torch.randn(batch, 3, size, size, generator=g))]
+        if kind in ("vision", "timm"):
+            hw = size if isinstance(size, tuple) else (size, size)
+            return [("pixel_values", torch.randn(batch, 3, *hw, generator=g))]
         if kind == "audio":
             return [("input_values", torch.randn(batch, size, generator=g))]
         if kind == "speech":
@@ -253,6 +285,10 @@ def build(name):
         def forward(self, pixel_values):
             return self.model(pixel_values=pixel_values)[0]
 
+    class Timm(FirstOutput):
+        def forward(self, pixel_values):
+            return self.model(pixel_values)
+
     class Audio(FirstOutput):
         def forward(self, input_values):
             return self.model(input_values=input_values)[0]
@@ -269,7 +305,7 @@ def build(name):
         def forward(self, input_ids, attention_mask, decoder_input_ids):
             return self.model(input_ids=input_ids, attention_mask=attention_mask,
                               decoder_input_ids=decoder_input_ids)[0]
-    wrapper = {"vision": Vision, "audio": Audio, "speech": Speech, "text": Text, "seq2seq": Seq2Seq}[kind]
+    wrapper = {"vision": Vision, "timm": Timm, "audio": Audio, "speech": Speech, "text": Text, "seq2seq": Seq2Seq}[kind]
     return wrapper().eval(), inputs
 
 
@@ -408,19 +444,32 @@ def _ms(v):
     return "—" if v is None else f"{v:.2f}"
 
 
+_SUITE_TEXT = {
+    "hf": ("Hugging Face models",
+           "- models: transformers' classes built from their Config classes (small configs, seeded random weights, "
+           "nothing downloaded; `MODELS` in bench/coverage.py and `config` in coverage_cpu.json give each). Vision: "
+           "one image [1, 3, S, S]; audio: a waveform [1, 4000] (or log-mel features [1, 80, 200]); text: "
+           "input_ids int64 [2, 32] and attention_mask, the second row padded (8 tokens); encoder-decoder: also "
+           "decoder_input_ids [2, 16]. The output compared is the model's first (logits, or the last hidden state)."),
+    "timm": ("timm models",
+             "- models: `timm.create_model(name, pretrained=False, num_classes=10)` (seeded random weights, nothing "
+             "downloaded; `TIMM` in bench/coverage.py), one seeded image at the model's default input size "
+             "(pretrained_cfg), batch norms given trained-like statistics; the output compared is the logits."),
+}
+
+
 def report(rows, meta) -> str:
-    L = ["# Coverage: Hugging Face models through both importers, on the CPU", "",
+    title, models = _SUITE_TEXT[meta.get("suite", "hf")]
+    L = [f"# Coverage: {title} through both importers, on the CPU", "",
          f"- date: {meta['date']}",
          f"- command: `{meta['command']}`" + "".join(f"; rows rerun {u}" for u in meta.get("updates", [])),
          f"- machine: {meta['cpu']}, {meta['cores']} cores; load average {meta['load0']} at the start, "
          f"{meta.get('load1', '?')} at the end",
          f"- versions: openprim {meta['openprim']} (git {meta['git']}), torch {meta['torch']}, transformers "
-         f"{meta['transformers']}, onnxruntime {meta['ort']}, onnx {meta['onnx']}, numpy {np.__version__}, "
+         f"{meta['transformers']}" + (f", timm {meta['timm']}" if meta.get("timm") else "") +
+         f", onnxruntime {meta['ort']}, onnx {meta['onnx']}, numpy {np.__version__}, "
          f"Python {platform.python_version()}",
-         "- models: transformers' classes built from their Config classes (small configs, seeded random weights, "
-         "nothing downloaded; `MODELS` in bench/coverage.py and `config` in coverage_cpu.json give each). Vision: "
-         "one image [1, 3, S, S]; text: input_ids int64 [2, 32] and attention_mask, the second row padded (8 tokens). "
-         "The output compared is the model's first (logits, or the last hidden state).",
+         models,
          "- paths: **torch** = torch.export.export -> import_exported -> openprim.compile; **onnx** = torch.onnx.export "
          f"(TorchScript exporter, opset {ONNX_OPSET}) -> import_model -> openprim.compile. *compile s* is import + "
          "openprim.compile (no compile cache), not the export.",
@@ -466,7 +515,7 @@ def report(rows, meta) -> str:
         if "failed" in r:
             L.append(f"| {r['model']} | {MODELS[r['model']][1]} | — | — | — | — |")
             continue
-        L.append(f"| {r['model']} | {r['class']} ({MODELS[r['model']][2]}) | {r['params'] / 1e6:.2f} M | "
+        L.append(f"| {r['model']} | {r['class']} ({MODELS[r['model']][2] or 'timm'}) | {r['params'] / 1e6:.2f} M | "
                  f"{r['inputs']} | {r['output']} | {r.get('ref_max', float('nan')):.3g} |")
     L += ["", "## Unmapped ops (what `openprim torch-check` / `openprim onnx-check` list where the import failed)", "",
           "| model | torch: unmapped aten ops (nodes) | onnx: unmapped op types (nodes) |", "|---|---|---|"]
@@ -527,7 +576,8 @@ def _meta(args):
             "cores": os.cpu_count(), "load0": " ".join(open("/proc/loadavg").read().split()[:3]),
             "openprim": openprim.__version__, "git": git, "torch": torch.__version__,
             "transformers": transformers.__version__, "ort": onnxruntime.__version__, "onnx": onnx.__version__,
-            "rounds": args.rounds,
+            "rounds": args.rounds, "suite": args.suite,
+            **({"timm": __import__("timm").__version__} if args.suite == "timm" else {}),
             "command": "python bench/coverage.py" + "".join(" " + a for a in sys.argv[1:])}
 
 
@@ -545,18 +595,22 @@ def write(rows, meta, output, measured=True):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--models", default=",".join(MODELS), help="comma-separated names (--list)")
+    ap.add_argument("--suite", choices=SUITES, default="hf", help="Hugging Face (hf) or timm models")
+    ap.add_argument("--models", help="comma-separated names (--list; default: the suite's)")
     ap.add_argument("--list", action="store_true", help="list the models and exit")
     ap.add_argument("--rounds", type=int, default=3, help="interleaved timing rounds (median kept)")
     ap.add_argument("--budget", type=float, default=0.3, help="seconds per runner per round")
     ap.add_argument("--timeout", type=int, default=1200, help="seconds per model (its subprocess)")
-    ap.add_argument("--output", default=REPORT, help="the markdown report; the JSON beside it ('' : stdout only)")
+    ap.add_argument("--output", help="the markdown report; the JSON beside it ('' : stdout only; default: the "
+                                     "suite's, bench/coverage_cpu.md or coverage_timm_cpu.md)")
     ap.add_argument("--update", action="store_true",
                     help="keep the rows of the other models from the JSON beside --output (rerun only --models)")
     ap.add_argument("--rewrite", action="store_true", help="only rewrite the markdown from the JSON beside --output")
     ap.add_argument("--one", help=argparse.SUPPRESS)        # run one model here, its row as JSON to --row
     ap.add_argument("--row", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.output is None:
+        args.output = REPORTS[args.suite]
     if args.list:
         for name, (kind, cls, config, kwargs, size) in MODELS.items():
             print(f"{name:16} {kind:6} {cls} {config}({', '.join(f'{k}={v}' for k, v in kwargs.items())})")
@@ -571,10 +625,10 @@ def main():
             old = json.load(f)
         print(write(old["rows"], old["meta"], args.output, measured=False))
         return
-    names = args.models.split(",")
-    unknown = [n for n in names if n not in MODELS]
+    names = args.models.split(",") if args.models else SUITES[args.suite]
+    unknown = [n for n in names if n not in SUITES[args.suite]]
     if unknown:
-        sys.exit(f"unknown model(s) {unknown}; choose from {', '.join(MODELS)}")
+        sys.exit(f"unknown model(s) {unknown} in suite {args.suite}; choose from {', '.join(SUITES[args.suite])}")
     meta, rows, t_start = _meta(args), [], time.perf_counter()
     kept = {}
     json_path = os.path.splitext(args.output)[0] + ".json" if args.output else ""
