@@ -26,11 +26,27 @@ ANY = "!transform.any_op"
 SERIAL_POINTS = 1 << 16
 
 
+PEELED_LANES = 16
+
+
 def _tiles(domain: list[int]) -> list[int]:
-    """Vector-friendly tile of an aux op: 1 on outer dims, the innermost dim whole up to 64 lanes."""
+    """Vector-friendly tile of an aux op: 1 on outer dims, the innermost dim whole up to 64 lanes, else its
+    largest divisor up to 64; where that is under 8 (a prime count of tokens, 197 or 199), PEELED_LANES
+    (`_peel_last`: full vector tiles and one static partial tile, not one lane at a time)."""
     inner = domain[-1] if domain else 1
     t = inner if inner <= 64 else max(d for d in range(1, 65) if inner % d == 0)
-    return [1] * (len(domain) - 1) + [t]
+    return [1] * (len(domain) - 1) + [t if t == inner or t >= 8 else PEELED_LANES]
+
+
+def _peel_last(sizes: list[int], domain: list[int], loops: str) -> str:
+    """The innermost tile loop (the last of `loops`, a handle list) peeled where its tile does not divide the
+    dim: the main loop's tiles are whole (vectorized at full width), the remainder one static tile."""
+    if domain[-1] % sizes[-1] == 0:
+        return ""
+    n = sum(1 for s in sizes if s)
+    return f"""
+  %peel_{loops} = transform.cast %{loops}#{n - 1} : {ANY} to !transform.op<"scf.for">
+  %peel_{loops}_main, %peel_{loops}_rest = transform.loop.peel %peel_{loops} : (!transform.op<"scf.for">) -> ({ANY}, {ANY})"""
 
 
 def aux_tiling(domains: list[list[int]]) -> str:
@@ -42,7 +58,7 @@ def aux_tiling(domains: list[list[int]]) -> str:
         nloops = sum(1 for s in sizes if s)
         lines += [f'  %aux{i} = transform.structured.match attributes{{{contract.aux_text(i)}}} in %root : ({ANY}) -> {ANY}',
                   f'  %aux{i}_t, %aux{i}_l:{nloops} = transform.structured.tile_using_for %aux{i} tile_sizes {sizes}'
-                  f' : ({ANY}) -> ({ANY}{f", {ANY}" * nloops})']
+                  f' : ({ANY}) -> ({ANY}{f", {ANY}" * nloops})' + _peel_last(sizes, dom, f"aux{i}_l")]
     return "\n".join(lines)
 
 
@@ -163,13 +179,14 @@ def winograd(threads_batch: int, mt: int, nt: int, kt: int, epilogue_inner: list
   }} : {ANY}"""
 
 
-def parallel_epilogue(par: list[int], inner: list[int]) -> str:
+def parallel_epilogue(par: list[int], inner: list[int], domain: list[int]) -> str:
     """Threads over one dim of a kernel's final op (its producers fused in), then a vector-sized tile."""
     n = sum(1 for t in inner if t)
     return f"""
   %epi = transform.structured.match attributes{{{contract.role_text('epilogue')}}} in %root : ({ANY}) -> {ANY}
   %e1, %forall = transform.structured.fuse %epi tile_sizes {par} {{apply_cleanup, use_forall}} : ({ANY}) -> ({ANY}, {ANY})
-  %e2, %inner:{n} = transform.structured.tile_using_for %e1 tile_sizes {inner} : ({ANY}) -> ({ANY}{f", {ANY}" * n})"""
+  %e2, %inner:{n} = transform.structured.tile_using_for %e1 tile_sizes {inner} : ({ANY}) -> ({ANY}{f", {ANY}" * n})""" \
+        + _peel_last(inner, [par[d] or size for d, size in enumerate(domain)], "inner")
 
 
 def threaded_final_op(kt, threads: int) -> tuple[str, str] | None:
@@ -198,7 +215,7 @@ def threaded_final_op(kt, threads: int) -> tuple[str, str] | None:
     par[dim] = -(-domain[dim] // threads)
     inner = _tiles([par[d] or n for d, n in enumerate(domain)])
     kt.aux[index] = []  # tiled by the epilogue schedule, not as an aux op
-    return contract.aux_text(index) + "}", parallel_epilogue(par, inner)
+    return contract.aux_text(index) + "}", parallel_epilogue(par, inner, domain)
 
 
 def script(main: str | None, aux_domains: list[list[int]]) -> str:

@@ -6,21 +6,27 @@
 // RUN: openprim-opt %s -p prim-select,prim-tile | filecheck %s
 
 // CHECK:       module @kernels
-// 64 rows of 600 = 37 vectors + a tail of 8: threaded; max, then the sum of exp, then the output pass.
+// 64 rows of 600 = 37 vectors + a tail of 8: threaded; max, then the sum of exp, its sweep storing each exp
+// in the output (f32), then the output scaled in place: one exp per value.
 // CHECK-LABEL: func.func @softmax_0(%arg0: memref<64x600xf32>, %arg1: memref<64x600xf32>)
 // CHECK-NOT:   linalg.
 // CHECK:       vector.constant_mask [8] : vector<16xi1>
 // CHECK:       scf.forall (%{{.+}}) in (64)
 // CHECK:       scf.for {{.*}} to %c37 {{.*}} -> (vector<16xf32>)
 // CHECK:       arith.maximumf {{.*}} : vector<16xf32>
-// CHECK:       vector.maskedload {{.*}} : memref<38400xf32>, vector<16xi1>, vector<16xf32> into vector<16xf32>
+// CHECK:       vector.maskedload [[X:%.+]][{{.*}} : memref<38400xf32>, vector<16xi1>, vector<16xf32> into vector<16xf32>
 // CHECK:       vector.reduction <maximumf>, {{.*}} : vector<16xf32> into f32
 // CHECK:       math.floor {{.*}} : vector<16xf32>
 // CHECK:       arith.bitcast {{.*}} : vector<16xi32> to vector<16xf32>
+// CHECK:       vector.store {{.*}}, [[Y:%.+]][{{.*}} : memref<38400xf32>, vector<16xf32>
+// CHECK:       vector.maskedstore [[Y]]
 // CHECK:       vector.reduction <add>, {{.*}} : vector<16xf32> into f32
-// CHECK:       vector.store {{.*}} : memref<38400xf32>, vector<16xf32>
-// CHECK:       vector.maskedstore {{.*}} : memref<38400xf32>, vector<16xi1>, vector<16xf32>
-// CHECK-NOT:   {{linalg\.|math\.exp}}
+// CHECK-NOT:   math.floor
+// CHECK:       vector.load [[Y]]
+// CHECK:       arith.mulf
+// CHECK:       vector.store {{.*}}, [[Y]]
+// CHECK:       vector.maskedstore [[Y]]
+// CHECK-NOT:   {{linalg\.|math\.exp|math\.floor}}
 // CHECK:       return
 
 // log_softmax in f16, 3 rows of 16: one thread (no forall), no tail; widened on load, rounded at the store.
