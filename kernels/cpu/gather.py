@@ -9,7 +9,15 @@ contiguous elements, each (block, index) pair moves one contiguous row:
         i = indices[j] (negative: from the end), clamped into [0, T)  (the plan's bounds_check reports it)
         out[o, j, :] = x[o, i, :]                vector<8> loads and stores, then a scalar tail
 
-Rows of fewer than LANES elements keep the reference form (a row per index costs more than the element).
+Along the innermost axis (rows of one element: the per-axis reads of a linear resize, DPT's and a
+segmentation head's bilinear upsampling) the indices are taken GATHER_LANES at a time:
+
+    for (o, v) in outer x J / GATHER_LANES (scf.forall when there are many elements):
+        i = indices[v*16 : v*16 + 16] wrapped and clamped (vector ops)
+        out[o, v*16 : v*16 + 16] = vector.gather x[o, i]     (AVX2/AVX-512 gathers)
+    the last J % 16 of each block one at a time
+
+Other rows of fewer than LANES elements keep the reference form (a row per index costs more than the element).
 """
 from __future__ import annotations
 
@@ -18,6 +26,9 @@ import math
 from openprim.kernels.cpu.implicit_gemm import Body
 
 from .index_copy import LANES, _copy, _shape, open_pairs, wrapped_index
+
+GATHER_LANES = 16
+GATHER_ELEMENTS = ("f32", "f16", "bf16", "i32", "i64")
 
 
 def gather_kernel(name: str, signature: list[tuple[str, str]], axis: int) -> str | None:
@@ -29,6 +40,8 @@ def gather_kernel(name: str, signature: list[tuple[str, str]], axis: int) -> str
     axis %= len(shape)
     rows, count = shape[axis], math.prod(ishape)
     outer, inner = math.prod(shape[:axis]), math.prod(shape[axis + 1:])
+    if inner == 1 and count >= GATHER_LANES and ishape and elem in GATHER_ELEMENTS:
+        return _gather_elements(name, signature, rows, count, outer, elem, ielem)
     if inner < LANES or not ishape:
         return None
     b = Body()
@@ -39,4 +52,37 @@ def gather_kernel(name: str, signature: list[tuple[str, str]], axis: int) -> str
     b.emit(f"{at} = arith.minsi {low}, {b.const(rows - 1)} : index")
     _copy(b, src, b.mul(b.add(b.mul(o, rows), at), inner), dst, b.mul(p, inner), inner, elem)
     b.close()
+    return b.function(name, signature)
+
+
+def _gather_elements(name, signature, rows: int, count: int, outer: int, elem: str, ielem: str) -> str:
+    """out[o, j] = x[o, indices[j]]: GATHER_LANES indices at a time, wrapped and clamped as vectors, one
+    vector.gather each; the J % GATHER_LANES left of each block one at a time."""
+    (x, xt), (idx, it), (out, ot) = signature
+    b = Body()
+    src, dst, ids = b.flat((x, xt)), b.flat((out, ot)), b.flat((idx, it))
+    n, vt, it16 = GATHER_LANES, f"vector<{GATHER_LANES}x{elem}>", f"vector<{GATHER_LANES}x{ielem}>"
+    _, o, v = open_pairs(b, outer, count // n, n)
+    at = b.mul(v, n)
+    raw, neg, wrapped, low, clamped, got = (b.fresh(h) for h in ("ix", "neg", "w", "lo", "at", "g"))
+    b.emit(f"{raw} = vector.load {ids[0]}[{b.idx(at)}] : {ids[1]}, {it16}")
+    b.emit(f"{neg} = arith.cmpi slt, {raw}, {b.const(0, it16)} : {it16}")
+    b.emit(f"{wrapped} = arith.select {neg}, {b.op('arith.addi', raw, b.const(rows, it16), it16)}, {raw} "
+           f": vector<{n}xi1>, {it16}")
+    b.emit(f"{low} = arith.maxsi {wrapped}, {b.const(0, it16)} : {it16}")
+    b.emit(f"{clamped} = arith.minsi {low}, {b.const(rows - 1, it16)} : {it16}")
+    b.emit(f"{got} = vector.gather {src[0]}[{b.idx(b.mul(o, rows))}] [{clamped}], "
+           f"{b.const('true', f'vector<{n}xi1>')}, {b.const(0.0 if elem[0] in 'fb' else 0, vt)} "
+           f": {src[1]}, {it16}, vector<{n}xi1>, {vt} into {vt}")
+    b.emit(f"vector.store {got}, {dst[0]}[{b.idx(b.add(b.mul(o, count), at))}] : {dst[1]}, {vt}")
+    b.close()
+    if count % n:
+        _, o, j = open_pairs(b, outer, count % n, 1)
+        j = b.add(j, count - count % n)
+        wrapped, low, at, s = wrapped_index(b, ids, j, ielem, rows), b.fresh("lo"), b.fresh("at"), b.fresh("s")
+        b.emit(f"{low} = arith.maxsi {wrapped}, {b.const(0)} : index")
+        b.emit(f"{at} = arith.minsi {low}, {b.const(rows - 1)} : index")
+        b.emit(f"{s} = memref.load {src[0]}[{b.add(b.mul(o, rows), at)}] : {src[1]}")
+        b.emit(f"memref.store {s}, {dst[0]}[{b.idx(b.add(b.mul(o, count), j))}] : {dst[1]}")
+        b.close()
     return b.function(name, signature)
