@@ -5,6 +5,7 @@ shape fails at the line of the user's model that made it, naming the op and the 
 """
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import os
@@ -714,36 +715,34 @@ class Graph:
                                 f"every dimension must be at least 1")
         return self.take_axes(x, [nearest_sources(d, o, s) for d, o, s in zip(x.shape, out, scales)])
 
-    def interpolate_linear(self, x, sources):
-        """Linear interpolation of x along every axis d at the source coordinates sources[d] (None: the axis
-        as it is), as torch's linear/bilinear/trilinear upsampling and ONNX Resize mode linear compute it: a
-        coordinate is clamped to [0, size - 1] (the edge repeated), out = x[i0] * (1 - t) + x[i1] * t with
-        i0 = floor(c), i1 = min(i0 + 1, size - 1), t = c - i0. Each read is a prim.gather of constant indices
-        along the axis, the weights constants broadcast along it; an axis whose coordinates are all whole
-        reads one gather."""
-        self._own(x, "interpolate_linear")
-        if not isinstance(sources, (list, tuple)) or len(sources) != x.ndim:
+    def interpolate(self, x, sources, mode="linear", cubic_a=-0.75, exclude_outside=False):
+        """x resampled along every axis d at the source coordinates sources[d] (None: the axis as it is), as
+        torch's linear/bilinear/trilinear/bicubic upsampling and ONNX Resize modes linear and cubic compute
+        it: out[j] = sum over taps t of x[index_t[j]] * weight_t[j] (`interpolation_taps`: 2 taps for linear,
+        4 for cubic, indices clamped to the axis, which repeats the edge). Each tap is a prim.gather of
+        constant indices along the axis times a constant weight broadcast along it; a tap whose weights are
+        all 0 is left out, so whole coordinates read one gather."""
+        self._own(x, "interpolate")
+        if not isinstance(sources, (list, tuple)) or len(sources) != x.ndim or mode not in ("linear", "cubic"):
             loc = _user_location()
-            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: interpolate_linear (operand {spec.fmt_shape(x.shape)}): "
-                                f"expected {x.ndim} arrays of source coordinates (None: an axis whole), got "
-                                f"{sources!r}")
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: interpolate (operand {spec.fmt_shape(x.shape)}): "
+                                f"expected mode 'linear' or 'cubic' and {x.ndim} arrays of source coordinates "
+                                f"(None: an axis whole), got mode {mode!r}, {sources!r}")
         y = x
         for axis, src in enumerate(sources):
             if src is None:
                 continue
-            size = x.shape[axis]
-            c = np.clip(np.asarray(src, np.float64).reshape(-1), 0, size - 1)
-            i0 = np.floor(c).astype(np.int64)
-            i1, t = np.minimum(i0 + 1, size - 1), c - i0
-            if not t.any():
-                if not np.array_equal(i0, np.arange(size)):
-                    y = self.gather(y, i0, axis)
-                continue
             shape = [1] * x.ndim
-            shape[axis] = len(c)
-            w0 = self.param(f"interp_w0_{len(self.nodes)}", (1 - t).reshape(shape), x.dtype)
-            w1 = self.param(f"interp_w1_{len(self.nodes)}", t.reshape(shape), x.dtype)
-            y = self.add(self.mul(self.gather(y, i0, axis), w0), self.mul(self.gather(y, i1, axis), w1))
+            terms = []
+            for index, weight in interpolation_taps(src, x.shape[axis], mode, cubic_a, exclude_outside):
+                if not weight.any():
+                    continue
+                read = y if np.array_equal(index, np.arange(y.shape[axis])) else self.gather(y, index, axis)
+                if not np.all(weight == 1):
+                    shape[axis] = len(weight)
+                    read = self.mul(read, self.param(f"interp_w{len(self.nodes)}", weight.reshape(shape), x.dtype))
+                terms.append(read)
+            y = functools.reduce(self.add, terms)
         return y
 
     def take_axes(self, x, indices):
@@ -950,6 +949,31 @@ def linear_sources(size: int, out: int, scale: float | None = None, align_corner
         return i * ((size - 1) / (out - 1) if out > 1 else 0.0)
     s = 1.0 / scale if scale else size / out
     return np.maximum((i + 0.5) * s - 0.5, 0.0)
+
+
+def interpolation_taps(src, size: int, mode: str, cubic_a: float = -0.75, exclude_outside: bool = False):
+    """[(indices, weights)] per tap of resampling an axis of `size` at the source coordinates src: linear,
+    the coordinate clamped to [0, size - 1], indices floor(c) and floor(c) + 1, weights 1 - t and t (t the
+    fraction); cubic (Keys, coefficient cubic_a: torch's and ONNX's -0.75), indices floor(c) - 1 ... + 2
+    and their four weights, indices beyond the axis clamped to it (the edge repeated), or with
+    exclude_outside their weights 0 and the rest renormalized (ONNX). Indices int64, weights float64."""
+    c = np.asarray(src, np.float64).reshape(-1)
+    if mode == "linear":
+        c = np.clip(c, 0, size - 1)
+        i0 = np.floor(c).astype(np.int64)
+        t = c - i0
+        return [(i0, 1 - t), (np.minimum(i0 + 1, size - 1), t)]
+    i0 = np.floor(c).astype(np.int64)
+    t, a = c - i0, cubic_a
+    d = [1 + t, t, 1 - t, 2 - t]             # distances to the four neighbours
+    near = [((a + 2) * u - (a + 3)) * u * u + 1 for u in d[1:3]]
+    far = [((a * u - 5 * a) * u + 8 * a) * u - 4 * a for u in (d[0], d[3])]
+    weights = np.stack([far[0], near[0], near[1], far[1]])
+    index = i0 + np.arange(-1, 3)[:, None]
+    if exclude_outside:
+        weights = np.where((index >= 0) & (index < size), weights, 0.0)
+        weights = weights / weights.sum(0, keepdims=True)
+    return list(zip(np.clip(index, 0, size - 1), weights))
 
 
 _MAX_REPEAT, _MAX_STEP, _MAX_RUN = 64, 16, 1024

@@ -1352,12 +1352,13 @@ class _Importer:
         """Modes nearest and linear, any scales or sizes, every coordinate transformation but
         tf_crop_and_resize: nearest reads the input index of each output index per axis as onnx's reference
         computes it (`_nearest_sources`, every nearest_mode; Graph.take_axes), linear interpolates at the
-        source coordinates (`_resize_coordinates`, Graph.interpolate_linear)."""
+        source coordinates (`_resize_coordinates`, Graph.interpolate), cubic too (cubic_coeff_a,
+        exclude_outside)."""
         mode = a.get("mode", "nearest")
-        if mode not in ("nearest", "linear"):
-            self.unsupported(f"mode='{mode}' (only 'nearest' and 'linear')")
-        if mode == "linear" and a.get("antialias", 0):
-            self.unsupported("antialias=1 with mode='linear'")
+        if mode not in ("nearest", "linear", "cubic"):
+            self.unsupported(f"mode='{mode}'")
+        if mode != "nearest" and a.get("antialias", 0):
+            self.unsupported(f"antialias=1 with mode='{mode}'")
         x = self.t(0)
         r = x.ndim
         axes = [self.axis(int(v), r) for v in a.get("axes", range(r))]
@@ -1378,16 +1379,17 @@ class _Importer:
         nearest = a.get("nearest_mode", "round_prefer_floor")
         sources = [None] * r
         for ax, f, size in zip(axes, given, sizes):
-            if mode == "linear":
+            if mode != "nearest":
                 sources[ax] = _resize_coordinates(ctm, x.shape[ax], size, f)
                 if sources[ax] is None:
-                    self.unsupported(f"coordinate_transformation_mode='{ctm}' with mode='linear'")
+                    self.unsupported(f"coordinate_transformation_mode='{ctm}' with mode='{mode}'")
                 continue
             sources[ax] = _nearest_sources(ctm, nearest, x.shape[ax], size, f)
             if sources[ax] is None:
                 self.unsupported(f"coordinate_transformation_mode='{ctm}' with nearest_mode='{nearest}'")
-        if mode == "linear":
-            return self.g.interpolate_linear(x, sources)
+        if mode != "nearest":
+            return self.g.interpolate(x, sources, mode, float(a.get("cubic_coeff_a", -0.75)),
+                                      bool(a.get("exclude_outside", 0)))
         return self.g.take_axes(x, sources)
 
     # --- reductions
@@ -1706,7 +1708,7 @@ _NOTES = {
     "Pad": "constant pads; modes constant, reflect (pads smaller than the axis) and edge; negative pads crop",
     "Reshape": "constant shape",
     "RMSNormalization": "stash_type float; fused with a residual Add before it",
-    "Resize": "modes nearest and linear (no antialias), any scales or sizes; every coordinate transformation "
+    "Resize": "modes nearest, linear and cubic (no antialias), any scales or sizes; every coordinate transformation "
               "mode but tf_crop_and_resize, every nearest_mode; keep_aspect_ratio_policy stretch",
     "Shape": "of static shapes: a constant",
     "Size": "of static shapes: a constant",

@@ -990,7 +990,7 @@ def h_upsample_nearest2d(im, n, x, output_size=None, *scales):
 def h_upsample_bilinear2d(im, n, x, output_size, align_corners, *scales):
     """F.interpolate(mode="bilinear") (DPT's fusion stages, segmentation heads; .vec with scale_factors,
     .default with scales_h, scales_w): H and W interpolated at torch's source coordinates (`linear_sources`,
-    Graph.interpolate_linear). (linear and trilinear reach the importer decomposed.)"""
+    Graph.interpolate). (linear, trilinear and bicubic reach the importer decomposed.)"""
     x = im.tensor(x)
     factors = scales[0] if str(n.target).endswith(".vec") else scales
     spatial = x.ndim - 2
@@ -1000,7 +1000,7 @@ def h_upsample_bilinear2d(im, n, x, output_size, align_corners, *scales):
         raise OpenPrimError(f"{n.target}: output size {out} (scales {factors}) does not fit input {list(x.shape)}")
     sources = [None, None] + [linear_sources(d, o, f, bool(align_corners))
                               for d, o, f in zip(x.shape[2:], out, factors)]
-    return im.g.interpolate_linear(x, sources)
+    return im.g.interpolate(x, sources)
 
 
 def h_to_copy(im, n, x, dtype=None, **k):

@@ -478,6 +478,14 @@ RESIZE = {
                                           coordinate_transformation_mode="half_pixel_symmetric"),
     "linear_1d_axes": resize((2, 3, 7), scales=[3], opset=18, axes=[2], mode="linear"),
     "trilinear": resize((1, 2, 3, 4, 5), scales=[1, 1, 2, 1.5, 0.8], mode="linear"),
+    # mode cubic (Keys, cubic_coeff_a; exclude_outside renormalizes at the edges): CrossViT scales its input
+    "cubic_half_pixel": resize((1, 2, 6, 7), scales=[1, 1, 2, 1.5], mode="cubic"),
+    "cubic_down_sizes": resize((1, 2, 9, 8), sizes=[1, 2, 5, 3], mode="cubic"),
+    "cubic_align_corners_a05": resize((1, 2, 4, 5), scales=[1, 1, 2.5, 2], mode="cubic", cubic_coeff_a=-0.5,
+                                      coordinate_transformation_mode="align_corners"),
+    "cubic_exclude_outside": resize((2, 1, 5, 6), scales=[1, 1, 1.7, 0.8], mode="cubic", exclude_outside=1),
+    "cubic_asymmetric": resize((1, 2, 4, 4), scales=[1, 1, 3, 2], mode="cubic",
+                               coordinate_transformation_mode="asymmetric"),
 }
 
 
@@ -501,9 +509,11 @@ def test_upsample(opset, rng):
 
 
 @pytest.mark.parametrize("model,match", [
-    (resize((1, 2, 3, 4), scales=[1, 1, 2, 2], mode="cubic"), r"mode='cubic' \(only 'nearest' and 'linear'\)"),
+    (resize((1, 2, 3, 4), scales=[1, 1, 2, 2], mode="area"), r"mode='area'"),
     (resize((1, 2, 3, 4), scales=[1, 1, 0.5, 0.5], mode="linear", antialias=1, opset=18),
      r"antialias=1 with mode='linear'"),
+    (resize((1, 2, 3, 4), scales=[1, 1, 2, 2], mode="cubic", coordinate_transformation_mode="tf_crop_and_resize"),
+     r"coordinate_transformation_mode='tf_crop_and_resize' with mode='cubic'"),
     (resize((1, 2, 3, 4), scales=[1, 1, 2, 2], coordinate_transformation_mode="tf_crop_and_resize"),
      r"coordinate_transformation_mode='tf_crop_and_resize' with nearest_mode='round_prefer_floor'"),
 ])

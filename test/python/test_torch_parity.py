@@ -363,11 +363,13 @@ class Interpolate(nn.Module):
     ((1, 3, 5, 7), dict(size=(9, 4), mode="bilinear"), "upsample_bilinear2d"),
     ((1, 2, 6, 5), dict(scale_factor=(1.7, 0.6), mode="bilinear"), "upsample_bilinear2d"),
     ((1, 2, 1, 5), dict(size=(3, 1), mode="bilinear", align_corners=True), "upsample_bilinear2d"),
-    # these four reach the importer decomposed (no upsample op left to check for)
+    # these reach the importer decomposed (no upsample op left to check for)
     ((2, 3, 7), dict(scale_factor=3, mode="linear"), None),
     ((1, 2, 2, 3, 4), dict(size=(3, 5, 6), mode="trilinear", align_corners=True), None),
     ((2, 3, 7), dict(scale_factor=2, mode="nearest"), None),
     ((1, 2, 2, 3, 4), dict(size=(4, 5, 3), mode="nearest"), None),
+    ((1, 3, 5, 7), dict(size=(8, 6), mode="bicubic"), None),
+    ((1, 3, 5, 7), dict(scale_factor=2, mode="bicubic", align_corners=True), None),
 ])
 def test_interpolate(shape, kw, op):
     model, x = Interpolate(**kw), rand(*shape)
