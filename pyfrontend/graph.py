@@ -715,6 +715,38 @@ class Graph:
                                 f"every dimension must be at least 1")
         return self.take_axes(x, [nearest_sources(d, o, s) for d, o, s in zip(x.shape, out, scales)])
 
+    def put(self, x, positions, values, accumulate=False):
+        """x with values written at its flat positions `positions` (constant integers, values broadcast to
+        their shape), or added there with accumulate: torch's index_put and ONNX ScatterND with constant
+        indices. Positions that repeat add up through a matmul by a constant 0/1 matrix (accumulate), else
+        one prim.gather of the values to x's positions and a where (the last value wins a repeated
+        position, as numpy's)."""
+        self._own(x, "put")
+        flat = np.asarray(positions, np.int64).reshape(-1)
+        count, size = flat.size, spec.numel(x.shape)
+        if not count:
+            return x
+        if tuple(values.shape) != tuple(np.shape(positions)):
+            values = self.broadcast_to(values, list(np.shape(positions)))
+        values = self.reshape(values, [count])
+        if accumulate and np.unique(flat).size < count:        # repeated positions add up
+            if count * size > PUT_SUMS:
+                loc = _user_location()
+                raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: put with accumulate: {count} values onto {size} "
+                                    f"positions, some repeated: the {count} x {size} sums are past what is "
+                                    f"supported ({PUT_SUMS})")
+            sums = np.zeros((count, size), np.float32)
+            sums[np.arange(count), flat] = 1.0
+            added = self.matmul(self.reshape(values, [1, count]), self.param(f"put_sums{len(self.nodes)}", sums))
+            return self.add(x, self.reshape(added, list(x.shape)))
+        source = np.zeros(size, np.int64)
+        source[flat] = np.arange(count)                        # the last value wins a repeated position
+        picked = self.reshape(self.gather(values, source, 0), list(x.shape))
+        mask = np.zeros(size, bool)
+        mask[flat] = True
+        mask = mask.reshape(x.shape)
+        return self.add(x, self.where(mask, picked, 0.0)) if accumulate else self.where(mask, picked, x)
+
     def interpolate(self, x, sources, mode="linear", cubic_a=-0.75, exclude_outside=False):
         """x resampled along every axis d at the source coordinates sources[d] (None: the axis as it is), as
         torch's linear/bilinear/trilinear/bicubic upsampling and ONNX Resize modes linear and cubic compute
@@ -975,6 +1007,8 @@ def interpolation_taps(src, size: int, mode: str, cubic_a: float = -0.75, exclud
         weights = weights / weights.sum(0, keepdims=True)
     return list(zip(np.clip(index, 0, size - 1), weights))
 
+
+PUT_SUMS = 1 << 24    # entries of the 0/1 matrix that adds repeated positions (Graph.put with accumulate)
 
 _MAX_REPEAT, _MAX_STEP, _MAX_RUN = 64, 16, 1024
 

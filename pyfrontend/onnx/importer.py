@@ -1265,12 +1265,32 @@ class _Importer:
                       f"with batch_dims={b}")
         dims = np.array(x.shape[b:b + k])
         if ((idx < -dims) | (idx >= dims)).any():
-            self.fail(f"indices out of range for the axes {list(dims)}")
+            self.fail(f"indices out of range for the axes {dims.tolist()}")
         positions = np.arange(math.prod(x.shape)).reshape(x.shape)
         flat = _gather_nd(positions, idx % dims, b)
         if flat.size == positions.size and np.array_equal(flat.reshape(-1), positions.reshape(-1)):
             return self.g.reshape(x, flat.shape)
         return self.g.gather(self.g.reshape(x, (-1,)), flat, 0)
+
+    def op_ScatterND(self, a):
+        """Constant indices, reduction none or add: the flat positions of the data they address, computed
+        here (Graph.put: a gather of the updates and a where, or their sums); MViTv2's in-place add of its
+        relative position terms to a slice of the attention scores exports as one."""
+        x = self.t(0)
+        reduction = a.get("reduction", "none")
+        if reduction not in ("none", "add"):
+            self.unsupported(f"reduction='{reduction}' (only 'none' and 'add')")
+        if not self.is_const(self.node.input[1]):
+            self.unsupported("indices computed at run time (constant indices only)")
+        idx = np.asarray(self.const(1, "indices"))
+        k = idx.shape[-1] if idx.ndim else 0
+        if idx.dtype.kind not in "iu" or not 1 <= k <= x.ndim:
+            self.fail(f"indices {idx.dtype}{list(idx.shape)} do not index data {list(x.shape)}")
+        dims = np.array(x.shape[:k])
+        if ((idx < -dims) | (idx >= dims)).any():
+            self.fail(f"indices out of range for the axes {dims.tolist()}")
+        positions = np.arange(math.prod(x.shape)).reshape(x.shape)[tuple(np.moveaxis(idx % dims, -1, 0))]
+        return self.g.put(x, positions, self.t(2), accumulate=reduction == "add")
 
     def op_CumSum(self, a):
         """The axis a constant input; exclusive and reverse."""
@@ -1708,6 +1728,7 @@ _NOTES = {
     "Pad": "constant pads; modes constant, reflect (pads smaller than the axis) and edge; negative pads crop",
     "Reshape": "constant shape",
     "RMSNormalization": "stash_type float; fused with a residual Add before it",
+    "ScatterND": "constant indices; reduction none or add",
     "Resize": "modes nearest, linear and cubic (no antialias), any scales or sizes; every coordinate transformation "
               "mode but tf_crop_and_resize, every nearest_mode; keep_aspect_ratio_policy stretch",
     "Shape": "of static shapes: a constant",

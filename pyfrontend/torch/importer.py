@@ -1088,7 +1088,6 @@ def h_index_copy(im, n, x, dim, index, source):
                            im.tensor(source))
 
 
-INDEX_PUT_SUMS = 1 << 24    # entries of the 0/1 matrix that adds repeated positions (accumulate=True)
 
 
 def h_index_put(im, n, x, indices, values, accumulate=False):
@@ -1115,34 +1114,13 @@ def h_index_put(im, n, x, indices, values, accumulate=False):
 
 
 def _index_put_constant(im, x, indices, values, accumulate):
-    """h_index_put with every index tensor a constant."""
+    """h_index_put with every index tensor a constant: the flat positions of x they address (Graph.put)."""
     positions = np.arange(math.prod(x.shape)).reshape(x.shape)
     try:
         target = positions[tuple(slice(None) if i is None else i.value for i in indices)]
     except IndexError as e:
         raise OpenPrimError(f"index_put: {e}") from None
-    flat = target.reshape(-1)
-    count, size = flat.size, positions.size
-    if not count:
-        return x
-    if tuple(values.shape) != target.shape:
-        values = im.g.broadcast_to(values, list(target.shape))
-    values = im.g.reshape(values, [count])
-    if accumulate and np.unique(flat).size < count:        # repeated positions add up
-        if count * size > INDEX_PUT_SUMS:
-            raise OpenPrimError(f"index_put with accumulate=True: {count} values onto {size} positions, some "
-                                f"repeated: the {count} x {size} sums are past what is supported ({INDEX_PUT_SUMS})")
-        sums = np.zeros((count, size), np.float32)
-        sums[np.arange(count), flat] = 1.0
-        added = im.g.matmul(im.g.reshape(values, [1, count]), im.g.param(f"index_put_sums{len(im.g.nodes)}", sums))
-        return im.g.add(x, im.g.reshape(added, list(x.shape)))
-    source = np.zeros(size, np.int64)
-    source[flat] = np.arange(count)                        # the last value wins a repeated position
-    picked = im.g.reshape(im.g.gather(values, source, 0), list(x.shape))
-    mask = np.zeros(size, bool)
-    mask[flat] = True
-    mask = mask.reshape(x.shape)
-    return im.g.add(x, im.g.where(mask, picked, 0.0)) if accumulate else im.g.where(mask, picked, x)
+    return im.g.put(x, target, values, accumulate)
 
 
 def h_gather(im, n, x, dim, index, sparse_grad=False):

@@ -283,6 +283,37 @@ def test_gather_nd_constant_indices(rng, batch_dims):
     same(run(m, b=b)[0], b[:, None, :])
 
 
+@pytest.mark.parametrize("reduction", ["none", "add"])
+def test_scatter_nd_constant_indices(rng, reduction):
+    """MViTv2's in-place add into a slice of the attention scores, as torch.onnx exports it: ScatterND with
+    constant indices, whole elements (k = rank) with a repeated position and negative indices, and slices
+    (k < rank); against numpy in float64."""
+    x = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    for idx, upd_shape in [(np.array([[0, 1, 2], [2, -1, 0], [0, 1, 2], [1, 3, -5]]), (4,)),
+                           (np.array([[[2], [0]], [[1], [-3]]]), (2, 2, 4, 5)),
+                           (np.array([[1, 2], [0, 3], [2, 0]]), (3, 5))]:
+        upd = rng.standard_normal(upd_shape).astype(np.float32)
+        want = x.astype(np.float64).copy()
+        for j in np.ndindex(*idx.shape[:-1]):
+            where = tuple(idx[j])
+            want[where] = want[where] + upd[j] if reduction == "add" else upd[j]
+        m = make(node("ScatterND", ["x", "i", "u"], ["y"], reduction=reduction),
+                 {"x": (T.FLOAT, x.shape), "u": (T.FLOAT, upd.shape)}, {"y": T.FLOAT}, {"i": idx}, opset=18)
+        got = run(m, x=x, u=upd)[0]
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6, err_msg=f"indices {idx.tolist()}")
+
+
+def test_scatter_nd_refusals():
+    m = make(node("ScatterND", ["x", "i", "u"], ["y"], reduction="mul"), {"x": (T.FLOAT, (3, 4)), "u": (T.FLOAT, (2,))},
+             {"y": T.FLOAT}, {"i": np.array([[0, 1], [2, 2]])}, opset=18)
+    with pytest.raises(OpenPrimError, match=r"ScatterND.*reduction='mul' \(only 'none' and 'add'\)"):
+        import_model(m)
+    m = make(node("ScatterND", ["x", "i", "u"], ["y"]), {"x": (T.FLOAT, (3, 4)), "u": (T.FLOAT, (1,))},
+             {"y": T.FLOAT}, {"i": np.array([[3, 0]])})
+    with pytest.raises(OpenPrimError, match=r"ScatterND.*out of range for the axes \[3, 4\]"):
+        import_model(m)
+
+
 def _cumsum(x, axis, exclusive, reverse):
     y = np.flip(x, axis) if reverse else x
     s = np.cumsum(y, axis=axis, dtype=x.dtype)
