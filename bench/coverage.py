@@ -233,6 +233,11 @@ def build(name):
     if kind == "timm":
         import timm
         model = timm.create_model(model_cls, pretrained=False, num_classes=10, **kwargs).eval()
+        g = torch.Generator().manual_seed(4)
+        with torch.no_grad():   # zero-initialized weights (ResMLP's and gMLP's heads) random: else y = 0
+            for prm in model.parameters():
+                if prm.dim() >= 2 and not prm.any():
+                    prm.normal_(0.0, 0.02, generator=g)
         config, size = None, tuple(model.pretrained_cfg["input_size"][1:])
     else:
         import transformers
