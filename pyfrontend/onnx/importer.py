@@ -310,7 +310,7 @@ class _Importer:
             self.fail(float64_message(f"constant '{doubles[0]}'", _FLOAT64_FIX))
         if not _unchanged_since_max_opset(op, self.opset):
             self.unsupported(f"its definition changed after opset {MAX_OPSET}")
-        n_out = len([o for o in node.output if o])
+        wanted = [i for i, o in enumerate(node.output) if o]      # an output named "" is not wanted
         try:
             res = fn(a)
         except OpenPrimError as e:
@@ -322,11 +322,11 @@ class _Importer:
             self.fail(msg)
         if not isinstance(res, tuple):
             res = (res,)
-        if n_out > len(res):
+        if wanted and wanted[-1] >= len(res):
             self.unsupported(f"only the first {len(res)} output(s) are supported")
-        for i, r in enumerate(res[:n_out]):
-            if node.output[i] and r is not None:  # None: an output nothing reads (Dropout's mask)
-                self.set(i, self.recorded(node.output[i], r))
+        for i in wanted:
+            if res[i] is not None:  # None: an output nothing reads (Dropout's mask)
+                self.set(i, self.recorded(node.output[i], res[i]))
         keeps = _NONNEG.get(op)
         if keeps is not None and all(self.nonnegative(n) for n in (ins if keeps == "all" else
                                                                      [node.input[j] for j in keeps])):
@@ -916,6 +916,67 @@ class _Importer:
         if tuple(y.shape) != tuple(out):
             y = self.g.reshape(y, out)
         return y
+
+    def op_LSTM(self, a):
+        """LSTM unrolled over its (static) sequence: per direction one GEMM of every step's input by W with
+        both biases, then per step the recurrent GEMM of H by R, the gates (ONNX order i, o, f, c; peepholes
+        P if given), C and H; Y stacks the H of every step. W, R, B and P constants (sliced per direction
+        at import) or run-time values; the default activations (sigmoid, tanh, tanh), no clip, no
+        input_forget, every sequence whole (sequence_lens absent or the full length); layout 0 and 1
+        (batch first); initial H and C optional (else zeros, left out)."""
+        x = self.t(0)
+        hidden, direction = int(a["hidden_size"]), a.get("direction", "forward")
+        dirs = 2 if direction == "bidirectional" else 1
+        default = ["Sigmoid", "Tanh", "Tanh"] * dirs
+        if [act.capitalize() for act in a.get("activations", default)] != default or "clip" in a or \
+                a.get("input_forget", 0):
+            self.unsupported("activations other than sigmoid, tanh, tanh, clip or input_forget")
+        batch_first = int(a.get("layout", 0)) == 1
+        if batch_first:
+            x = self.g.transpose(x, [1, 0, 2])
+        seq, batch, width = x.shape
+        if self.has(4) and not (self.is_const(self.node.input[4]) and np.all(self.const(4) == seq)):
+            self.unsupported("sequence_lens other than the whole sequence")
+        if tuple(self.shape(1)) != (dirs, 4 * hidden, width) or tuple(self.shape(2)) != (dirs, 4 * hidden, hidden):
+            self.fail(f"W {list(self.shape(1))} and R {list(self.shape(2))} do not fit {dirs} direction(s) of "
+                      f"hidden size {hidden} over inputs of width {width}")
+        g = self.g
+
+        def part(i, d, lo, hi):
+            """Input i's direction d, columns [lo, hi) of its last axis."""
+            v = g.slice(self.t(i), [d], [d + 1], axes=[0])
+            v = g.slice(v, [lo], [hi], axes=[v.ndim - 1]) if (lo, hi) != (0, v.shape[-1]) else v
+            return g.reshape(v, list(v.shape[1:]))
+        ys, hs, cs = [], [], []
+        for d in range(dirs):
+            bias = g.add(part(3, d, 0, 4 * hidden), part(3, d, 4 * hidden, 8 * hidden)) if self.has(3) else None
+            xw = g.matmul(g.reshape(x, [seq * batch, width]), part(1, d, 0, width), bias, transpose_rhs=True)
+            xw = g.reshape(xw, [seq, batch, 4 * hidden])
+            h, c = (g.reshape(g.slice(self.t(i), [d], [d + 1], axes=[1 if batch_first else 0]), [batch, hidden])
+                    if self.has(i) else None for i in (5, 6))
+            rd = part(2, d, 0, hidden)
+            p = [part(7, d, k * hidden, (k + 1) * hidden) for k in range(3)] if self.has(7) else None
+            steps = [None] * seq
+            for t in (reversed(range(seq)) if direction == "reverse" or d == 1 else range(seq)):
+                gates = g.reshape(g.slice(xw, [t], [t + 1], axes=[0]), [batch, 4 * hidden])
+                if h is not None:
+                    gates = g.add(gates, g.matmul(h, rd, transpose_rhs=True))
+                i, o, f, cand = (g.slice(gates, [k * hidden], [(k + 1) * hidden], axes=[1]) for k in range(4))
+                if p is not None and c is not None:
+                    i, f = g.add(i, g.mul(p[0], c)), g.add(f, g.mul(p[2], c))
+                i, cand = g.sigmoid(i), g.tanh(cand)
+                c = g.mul(i, cand) if c is None else g.add(g.mul(g.sigmoid(f), c), g.mul(i, cand))
+                if p is not None:
+                    o = g.add(o, g.mul(p[1], c))
+                h = g.mul(g.sigmoid(o), g.tanh(c))
+                steps[t] = g.reshape(h, [1, 1, batch, hidden])
+            ys.append(g.concat(steps, 0) if seq > 1 else steps[0])
+            hs.append(g.reshape(h, [1, batch, hidden]))
+            cs.append(g.reshape(c, [1, batch, hidden]))
+        y, yh, yc = (g.concat(v, 0 if v is not ys else 1) if dirs > 1 else v[0] for v in (ys, hs, cs))
+        if batch_first:
+            y, yh, yc = g.transpose(y, [2, 0, 1, 3]), g.transpose(yh, [1, 0, 2]), g.transpose(yc, [1, 0, 2])
+        return y, yh, yc
 
     def op_Einsum(self, a):
         """One or two operands as transposes, sums and one batched matmul: letters of both operands and the
@@ -1728,6 +1789,7 @@ _NOTES = {
     "Pad": "constant pads; modes constant, reflect (pads smaller than the axis) and edge; negative pads crop",
     "Reshape": "constant shape",
     "RMSNormalization": "stash_type float; fused with a residual Add before it",
+    "LSTM": "unrolled; default activations, no clip, no input_forget; whole sequences",
     "ScatterND": "constant indices; reduction none or add",
     "Resize": "modes nearest, linear and cubic (no antialias), any scales or sizes; every coordinate transformation "
               "mode but tf_crop_and_resize, every nearest_mode; keep_aspect_ratio_policy stretch",

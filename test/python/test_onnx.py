@@ -700,6 +700,49 @@ def test_pool_3d_full_window_unsupported():
         import_model(m)
 
 
+@pytest.mark.parametrize("direction, layout, states, peepholes", [
+    ("forward", 0, False, False), ("reverse", 0, True, True), ("bidirectional", 1, True, False),
+    ("bidirectional", 0, False, True)])
+def test_lstm(rng, direction, layout, states, peepholes):
+    """LSTM unrolled (Y, Y_h, Y_c): every direction, batch-first layout, initial states, peepholes; against
+    onnx's reference evaluator in float64."""
+    seq, batch, width, hidden = 5, 3, 4, 6
+    dirs = 2 if direction == "bidirectional" else 1
+    inits = {"W": r(rng, dirs, 4 * hidden, width, scale=0.5), "R": r(rng, dirs, 4 * hidden, hidden, scale=0.5),
+             "B": r(rng, dirs, 8 * hidden, scale=0.3)}
+    ins, inputs = ["X", "W", "R", "B", "", "", ""], {"X": (batch, seq, width) if layout else (seq, batch, width)}
+    if states:
+        ins[5:7] = ["h0", "c0"]
+        inputs.update({n: (batch, dirs, hidden) if layout else (dirs, batch, hidden) for n in ("h0", "c0")})
+    if peepholes:
+        ins.append("P")
+        inits["P"] = r(rng, dirs, 3 * hidden, scale=0.3)
+    while ins[-1] == "":
+        ins.pop()
+    m = make(helper.make_node("LSTM", ins, ["Y", "Y_h", "Y_c"], hidden_size=hidden, direction=direction,
+                              layout=layout), inputs, ["Y", "Y_h", "Y_c"], inits, opset=14)
+    check(m, rng, rtol=1e-5)
+
+
+def test_lstm_torch_export(tmp_path, rng):
+    """nn.LSTM (two layers, bidirectional, batch first: Sequencer's token mixing) exported by torch.onnx,
+    against PyTorch in float64."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(8, 12, num_layers=2, bidirectional=True, batch_first=True).eval()
+    x = r(rng, 3, 7, 8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(lstm, (torch.from_numpy(x),), str(tmp_path / "lstm.onnx"), dynamo=False, opset_version=17,
+                          input_names=["x"])
+    with torch.no_grad():
+        want = [w.numpy() for w in lstm.double()(torch.from_numpy(x).double())[0:1]]
+    model = onnx.load(str(tmp_path / "lstm.onnx"))
+    assert importer.unsupported_nodes(model) == {}
+    got = onnx_backend.prepare(model).run([x])[0]
+    np.testing.assert_allclose(got, want[0], rtol=1e-5, atol=1e-5)
+
+
 def test_torch_export(tmp_path, rng):
     """A PyTorch module with the ops of this section, exported by torch.onnx (LocalResponseNorm as a 3-d
     AveragePool behind an If, chunk as Split or Slice, interpolate as Resize, reflection and replication
@@ -1019,7 +1062,7 @@ SUPPORTED = ["conv", "basic_conv", "batchnorm", "relu", "leakyrelu", "prelu", "c
              "exp", "log", "sqrt", "abs", "erf", "pow", "max", "min", "mean", "reciprocal", "softplus", "softsign",
              "mish", "lrn", "resize", "upsample", "split", "slice", "reduce_mean", "reduce_sum", "reduce_max",
              "reduce_min", "reduce_l1", "reduce_l2", "reduce_sum_square", "globalmaxpool", "convtranspose", "gather",
-             "reflect_pad", "edge_pad", "selu", "tile", "expand"]
+             "reflect_pad", "edge_pad", "selu", "tile", "expand", "lstm"]
 
 EXCLUDE = [
     # function-body expansions (*_expanded*): they use ops outside the supported set (CastLike of computed
@@ -1055,6 +1098,8 @@ EXCLUDE = [
     r"tile)",
     # Shape's result is an int64 graph output: only float outputs are supported
     r"^test_shape_",
+    # LSTM's sequence_lens as a graph input (per-sequence lengths known at run time): whole sequences only
+    r"^test_lstm_with_peepholes",
     # sequence- and optional-typed identity
     r"^test_identity_(sequence|opt)",
 ]
