@@ -179,14 +179,15 @@ def winograd(threads_batch: int, mt: int, nt: int, kt: int, epilogue_inner: list
   }} : {ANY}"""
 
 
-def parallel_epilogue(par: list[int], inner: list[int], domain: list[int]) -> str:
-    """Threads over one dim of a kernel's final op (its producers fused in), then a vector-sized tile."""
+def parallel_epilogue(par: list[int], inner: list[int], share: list[int]) -> str:
+    """Threads over one dim of a kernel's final op (its producers fused in), then a vector-sized tile of a
+    thread's `share` of the domain."""
     n = sum(1 for t in inner if t)
     return f"""
   %epi = transform.structured.match attributes{{{contract.role_text('epilogue')}}} in %root : ({ANY}) -> {ANY}
   %e1, %forall = transform.structured.fuse %epi tile_sizes {par} {{apply_cleanup, use_forall}} : ({ANY}) -> ({ANY}, {ANY})
   %e2, %inner:{n} = transform.structured.tile_using_for %e1 tile_sizes {inner} : ({ANY}) -> ({ANY}{f", {ANY}" * n})""" \
-        + _peel_last(inner, [par[d] or size for d, size in enumerate(domain)], "inner")
+        + _peel_last(inner, share, "inner")
 
 
 def threaded_final_op(kt, threads: int) -> tuple[str, str] | None:
@@ -213,9 +214,9 @@ def threaded_final_op(kt, threads: int) -> tuple[str, str] | None:
         return None
     par = [0] * len(domain)
     par[dim] = -(-domain[dim] // threads)
-    inner = _tiles([par[d] or n for d, n in enumerate(domain)])
+    share = [par[d] or n for d, n in enumerate(domain)]
     kt.aux[index] = []  # tiled by the epilogue schedule, not as an aux op
-    return contract.aux_text(index) + "}", parallel_epilogue(par, inner, domain)
+    return contract.aux_text(index) + "}", parallel_epilogue(par, _tiles(share), share)
 
 
 def script(main: str | None, aux_domains: list[list[int]]) -> str:

@@ -818,6 +818,35 @@ class Graph:
             **self._conv_attrs(stride, padding, dilation, groups, layout, filter_layout),
             "input_size": self._arg("prim.conv2d_backward_data", "input_size", list(_pair(input_size)), "i64s")})
 
+    def conv_transpose(self, x, w, bias=None, stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1), output_padding=(0, 0),
+                       groups=1):
+        """A 1-d or 2-d transposed convolution (torch's ConvTranspose1d/2d, ONNX ConvTranspose) of x [N, C, (H,)
+        W] by w [C, K / groups, (kh,) kw] as what it is, the input gradient of the convolution it transposes
+        (prim.conv2d_backward_data and its solvers, not a convolution over zeros inserted between the inputs):
+        w is that convolution's KCRS filter, the result's size that convolution's input size. pads: begins then
+        ends per spatial axis (ONNX's order); a negative one (an output beyond the natural size) is zeros
+        around the result."""
+        nd = x.ndim - 2
+        if nd not in (1, 2) or w.ndim != x.ndim:
+            loc = _user_location()
+            raise OpenPrimError(f"{loc[0]}:{loc[1]}: error: conv_transpose: a 1-d or 2-d input and a filter of its "
+                                f"rank, got {spec.fmt_shape(x.shape)} and {spec.fmt_shape(w.shape)}")
+        stride, dilation, output_padding, pads = list(stride), list(dilation), list(output_padding), list(pads)
+        if nd == 1:  # [N, C, L] as [N, C, L, 1] with a (k, 1) filter
+            x, w = self.reshape(x, (*x.shape, 1)), self.reshape(w, (*w.shape, 1))
+            stride, dilation, output_padding, pads = stride + [1], dilation + [1], output_padding + [0], \
+                [pads[0], 0, pads[1], 0]
+        inner = [max(p, 0) for p in pads]
+        size = [stride[i] * (x.shape[2 + i] - 1) + output_padding[i] + dilation[i] * (w.shape[2 + i] - 1) + 1
+                - inner[i] - inner[i + 2] for i in range(2)]
+        y = self.conv2d_backward_data(x, w, size, stride=tuple(stride), padding=tuple(inner),
+                                      dilation=tuple(dilation), groups=groups)
+        if min(pads) < 0:
+            y = self.pad(y, [0, 0, max(-pads[0], 0), max(-pads[1], 0), 0, 0, max(-pads[2], 0), max(-pads[3], 0)])
+        if bias is not None:
+            y = self.add(y, self.reshape(bias, (1, y.shape[1], 1, 1)))
+        return self.reshape(y, y.shape[:3]) if nd == 1 else y
+
     def conv2d_backward_weights(self, x, grad, filter_size, stride=1, padding=0, dilation=1, groups=1, layout=None,
                                 filter_layout=None):
         """The gradient of conv2d's filter from its input x and grad, in filter_layout; filter_size = (R, S)."""

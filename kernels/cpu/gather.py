@@ -47,9 +47,7 @@ def gather_kernel(name: str, signature: list[tuple[str, str]], axis: int) -> str
     b = Body()
     src, dst, ids = b.flat((x, xt)), b.flat((out, ot)), b.flat((idx, it))
     p, o, j = open_pairs(b, outer, count, inner)
-    wrapped, low, at = wrapped_index(b, ids, j, ielem, rows), b.fresh("lo"), b.fresh("at")
-    b.emit(f"{low} = arith.maxsi {wrapped}, {b.const(0)} : index")
-    b.emit(f"{at} = arith.minsi {low}, {b.const(rows - 1)} : index")
+    at = _clamped_index(b, ids, j, ielem, rows)
     _copy(b, src, b.mul(b.add(b.mul(o, rows), at), inner), dst, b.mul(p, inner), inner, elem)
     b.close()
     return b.function(name, signature)
@@ -79,10 +77,17 @@ def _gather_elements(name, signature, rows: int, count: int, outer: int, elem: s
     if count % n:
         _, o, j = open_pairs(b, outer, count % n, 1)
         j = b.add(j, count - count % n)
-        wrapped, low, at, s = wrapped_index(b, ids, j, ielem, rows), b.fresh("lo"), b.fresh("at"), b.fresh("s")
-        b.emit(f"{low} = arith.maxsi {wrapped}, {b.const(0)} : index")
-        b.emit(f"{at} = arith.minsi {low}, {b.const(rows - 1)} : index")
+        at, s = _clamped_index(b, ids, j, ielem, rows), b.fresh("s")
         b.emit(f"{s} = memref.load {src[0]}[{b.add(b.mul(o, rows), at)}] : {src[1]}")
         b.emit(f"memref.store {s}, {dst[0]}[{b.idx(b.add(b.mul(o, count), j))}] : {dst[1]}")
         b.close()
     return b.function(name, signature)
+
+
+def _clamped_index(b: Body, ids, j, ielem: str, rows: int) -> str:
+    """indices[j] wrapped (negative: from the end) and clamped into [0, rows): the read stays within x (the
+    plan's bounds_check reports an index out of range)."""
+    wrapped, low, at = wrapped_index(b, ids, j, ielem, rows), b.fresh("lo"), b.fresh("at")
+    b.emit(f"{low} = arith.maxsi {wrapped}, {b.const(0)} : index")
+    b.emit(f"{at} = arith.minsi {low}, {b.const(rows - 1)} : index")
+    return at

@@ -143,12 +143,12 @@ class _Rows:
                     self.store(e, b.add(at, j), masked)
                 return e
             total = self.reduce(at, exp_term, "arith.addf", 0.0, "add")
-            if in_place:
+            if self.kind == "softmax":
                 inv = self.splat(self.scalar("arith.divf", b.const(1.0, "f32"), total))
-                self.write(at, lambda e, *_: self.v("arith.mulf", e, inv), source=self.out)
-            elif self.kind == "softmax":
-                inv = self.splat(self.scalar("arith.divf", b.const(1.0, "f32"), total))
-                self.write(at, lambda x, *_: self.v("arith.mulf", self.exp(self.v("arith.subf", x, mx)), inv))
+                if in_place:
+                    self.write(at, lambda e, *_: self.v("arith.mulf", e, inv), source=self.out)
+                else:
+                    self.write(at, lambda x, *_: self.v("arith.mulf", self.exp(self.v("arith.subf", x, mx)), inv))
             else:
                 log = b.fresh("log")
                 b.emit(f"{log} = math.log {total} : f32")

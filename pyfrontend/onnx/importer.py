@@ -453,10 +453,8 @@ class _Importer:
         return y
 
     def op_ConvTranspose(self, a):
-        """1-d and 2-d, as what a transposed convolution is: the input gradient of the convolution it
-        transposes (prim.conv2d_backward_data and its solvers, not a convolution over zeros inserted between
-        the inputs). W [C_in, C_out / group, *k] is that convolution's KCRS filter, the result's size its input
-        size; negative padding (an output_shape beyond the natural size) adds zeros around the result."""
+        """1-d and 2-d: Graph.conv_transpose (the input gradient of the convolution it transposes), its pads
+        from pads, auto_pad or output_shape (negative where output_shape is beyond the natural size)."""
         x = self.t(0)
         nd = x.ndim - 2
         if nd not in (1, 2):
@@ -484,21 +482,8 @@ class _Importer:
             pads = list(a.get("pads", [0] * 2 * nd))
         else:
             self.unsupported(f"auto_pad='{auto}'")
-        w = self.param(self.const(1), self.node.input[1]) if self.is_const(self.node.input[1]) else self.t(1)
-        if nd == 1:  # lift to 2-d: width 1
-            x, w = self.g.reshape(x, (*x.shape, 1)), self.g.reshape(w, (*w.shape, 1))
-            strides, dil, out_pad, span, pads = strides + [1], dil + [1], out_pad + [0], span + [1], \
-                [pads[0], 0, pads[1], 0]
-        inner = [max(p, 0) for p in pads]
-        size = [strides[i] * (x.shape[2 + i] - 1) + out_pad[i] + span[i] - inner[i] - inner[i + 2] for i in range(2)]
-        y = self.g.conv2d_backward_data(x, w, size, stride=tuple(strides), padding=tuple(inner),
-                                        dilation=tuple(dil), groups=groups)
-        if min(pads) < 0:
-            y = self.g.pad(y, [0, 0, max(-pads[0], 0), max(-pads[1], 0), 0, 0, max(-pads[2], 0), max(-pads[3], 0)])
-        if self.has(2):
-            bias = self.param(self.const(2), self.node.input[2]) if self.is_const(self.node.input[2]) else self.t(2)
-            y = self.g.add(y, self.g.reshape(bias, (1, y.shape[1], 1, 1)))
-        return self.g.reshape(y, y.shape[:3]) if nd == 1 else y
+        return self.g.conv_transpose(x, self.t(1), self.t(2) if self.has(2) else None, strides, pads, dil, out_pad,
+                                     groups)
 
     def _pool_view(self, a, x, k):
         """The pool as a 2-d one: (input, window, strides, dilations, [top, left, bottom, right] pads, the
@@ -1350,7 +1335,7 @@ class _Importer:
         dims = np.array(x.shape[:k])
         if ((idx < -dims) | (idx >= dims)).any():
             self.fail(f"indices out of range for the axes {dims.tolist()}")
-        positions = np.arange(math.prod(x.shape)).reshape(x.shape)[tuple(np.moveaxis(idx % dims, -1, 0))]
+        positions = _gather_nd(np.arange(math.prod(x.shape)).reshape(x.shape), idx % dims, 0)
         return self.g.put(x, positions, self.t(2), accumulate=reduction == "add")
 
     def op_CumSum(self, a):

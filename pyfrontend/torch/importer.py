@@ -324,8 +324,12 @@ def _pad4(p):
 
 def h_convolution(im, n, x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1),
                   transposed=False, output_padding=(0, 0), groups=1):
-    if transposed:
-        return _conv_transpose(im, n, x, w, bias, stride, padding, dilation, groups)
+    if transposed:   # 1-d and 2-d, as the input gradient of the convolution it transposes
+        nd = im.tensor(x).ndim - 2
+        padding = list(_ints(padding, nd))
+        return im.g.conv_transpose(im.tensor(x), im.tensor(w), None if bias is None else im.tensor(bias),
+                                   _ints(stride, nd), padding + padding, _ints(dilation, nd),
+                                   _ints(output_padding, nd), int(groups))
     if isinstance(padding, str):
         raise OpenPrimError(f"padding='{padding}' is not supported; give explicit padding")
     if im.tensor(x).ndim == 3:   # 1-d (ConvBERT, SqueezeBERT): [N, C, L] as [N, C, L, 1] with a (k, 1) filter
@@ -341,30 +345,6 @@ def h_convolution(im, n, x, w, bias=None, stride=(1, 1), padding=(0, 0), dilatio
     return im.g.conv2d(im.tensor(x), im.tensor(w), None if bias is None else im.tensor(bias),
                        stride=tuple(_ints(stride)), padding=_pad4(padding), dilation=tuple(_ints(dilation)),
                        groups=int(groups))
-
-
-def _conv_transpose(im, n, x, w, bias, stride, padding, dilation, groups):
-    """ConvTranspose1d/2d as what it is, the input gradient of the convolution it transposes
-    (prim.conv2d_backward_data and its solvers, not a convolution over zeros inserted between the inputs):
-    its weight [C_in, C_out / groups, *k] is that convolution's KCRS filter, its result's size (output_padding
-    included) that convolution's input size."""
-    x, out = im.tensor(x), _out_shape(n)
-    if x.ndim not in (3, 4):
-        raise OpenPrimError(f"transposed convolution: only 1-d and 2-d (3-d, 4-d input), got rank {x.ndim}")
-    stride, padding, dilation = (list(_ints(v, x.ndim - 2)) for v in (stride, padding, dilation))
-    if x.ndim == 3:   # [N, C, L] as [N, C, L, 1] with a (k, 1) filter
-        x = im.g.reshape(x, (*x.shape, 1))
-        w = _Const(w.value[..., None], w.name) if isinstance(w, _Const) else \
-            im.g.reshape(im.tensor(w), (*im.tensor(w).shape, 1))
-        stride, padding, dilation = stride + [1], padding + [0], dilation + [1]
-    y = im.g.conv2d_backward_data(x, im.tensor(w), (out[2], out[3] if len(out) == 4 else 1), stride=tuple(stride),
-                                  padding=(padding[0], padding[1], padding[0], padding[1]),
-                                  dilation=tuple(dilation), groups=int(groups))
-    if bias is not None:
-        b = _Const(bias.value.reshape(1, -1, 1, 1), bias.name) if isinstance(bias, _Const) else \
-            im.g.reshape(im.tensor(bias), (1, y.shape[1], 1, 1))
-        y = im.g.add(y, im.tensor(b))
-    return y if len(out) == 4 else im.g.reshape(y, out)
 
 
 def h_conv2d(im, n, x, w, bias=None, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
