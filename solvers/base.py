@@ -37,14 +37,16 @@ class Solver:
     def cost(self, p, target) -> float:
         """The roofline of a convolution or a GEMM, its operands moved once (4-byte elements); a solver of
         any other problem kind defines its own."""
+        return roofline(p.flops, self.moved_bytes(p), target, self.efficiency)
+
+    def moved_bytes(self, p) -> int:
+        """A convolution's or a GEMM's operands and result, each moved once (4-byte elements)."""
         if isinstance(p, ConvProblem):
-            nbytes = 4 * (p.n * p.h * p.w * p.c + p.k * p.c * p.r * p.s + p.n * p.oh * p.ow * p.k)
-        elif isinstance(p, GemmProblem):
-            nbytes = 4 * p.batch * (p.m * p.k + p.k * p.n + p.m * p.n)
-        else:
-            raise NotImplementedError(f"solver {self.name} has no cost model for a {type(p).__name__}: "
-                                      f"define its cost()")
-        return roofline(p.flops, nbytes, target, self.efficiency)
+            return 4 * (p.n * p.h * p.w * p.c + p.k * p.c * p.r * p.s + p.n * p.oh * p.ow * p.k)
+        if isinstance(p, GemmProblem):
+            return 4 * p.batch * (p.m * p.k + p.k * p.n + p.m * p.n)
+        raise NotImplementedError(f"solver {self.name} has no cost model for a {type(p).__name__}: "
+                                  f"define its cost()")
 
     def tunables(self, p) -> dict:
         return {}

@@ -75,6 +75,8 @@ CONV = [
          groups=4, bias=False, epilogue="bias+res+relu"),
     dict(id="dw_multiplier2", x=(1, 3, 9, 7), K=6, kernel=(3, 3), stride=1, padding=1, dilation=1, groups=3,
          bias=True, epilogue="none"),
+    dict(id="multiplier2_s2", x=(1, 8, 17, 15), K=16, kernel=(3, 3), stride=2, padding=1, dilation=1, groups=8,
+         bias=True, epilogue="none"),
     dict(id="3x3_c8_k16_odd", x=(2, 8, 11, 9), K=16, kernel=(3, 3), stride=1, padding=1, dilation=1, groups=1,
          bias=False, epilogue="bias+res+relu"),
     dict(id="3x3_c16_k32_asympad", x=(1, 16, 7, 13), K=32, kernel=(3, 3), stride=1, padding=(1, 0, 2, 1), dilation=1,
@@ -136,7 +138,8 @@ DEFAULT_CONV_SOLVER = {"3x3_s2_asympad": "conv_direct", "3x3_s1_asympad_odd": "c
                        "2x3_dil2x1_plain": "conv_direct", "1x1": "conv_direct", "1x1_bias_plain": "conv_direct",
                        "1x1_s2": "conv_direct", "1x1_pad1": "conv_direct", "dw_s2_asympad": "conv_depthwise",
                        "dw_dil2": "conv_depthwise", "grouped2": "conv_implicit_gemm", "grouped4_wide": "conv_implicit_gemm",
-                       "dw_multiplier2": "conv_implicit_gemm", "3x3_c8_k16_odd": "conv_implicit_gemm",
+                       "dw_multiplier2": "conv_implicit_gemm",
+                       "multiplier2_s2": "conv_implicit_gemm", "3x3_c8_k16_odd": "conv_implicit_gemm",
                        "3x3_c16_k32_asympad": "conv_implicit_gemm"}
 
 
