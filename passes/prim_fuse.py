@@ -8,6 +8,8 @@ On each graph function, in this order:
        reshape      view_chains.py         reshape(reshape(x)) -> one reshape, or x where it is x's type [always]
        conv2d       pad_fold.py            conv2d(pad(x, 0)) -> conv2d(x) with the pad in its padding [always]
        batch_norm   batch_norm_fold.py     BN with constant parameters folded into the conv before it [fold-batch-norm]
+       add          conv_branches.py       convolutions (and batch norms, identities) of one input summed ->
+                                           one convolution of the summed filters [epilogues]
        add, act     epilogues.py           bias, residual and activation as the conv2d/matmul's epilogue,
                                            also through reshapes and transposes [epilogues]
        mul          gelu_tanh_pattern.py   0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) -> gelu(x, tanh) [epilogues]
@@ -35,6 +37,7 @@ from .batch_norm_fold import fold_batch_norm
 from .channel_scale import fold_channel_scale
 from .common_subexpressions import merge_common_subexpressions
 from .concat_split import split_convolutions_over_concats
+from .conv_branches import merge_conv_branches
 from .constant_transposes import fold_constant_transposes
 from .conv_patches import patch_convolutions
 from .elementwise_groups import outline_elementwise_groups
@@ -75,6 +78,7 @@ class Options:
             (True, ("prim.reshape",), merge_reshapes),
             (True, ("prim.conv2d",), fold_pad_into_conv),
             (self.fold_batch_norm, ("prim.batch_norm",), fold_batch_norm),
+            (self.epilogues, ("prim.add",), merge_conv_branches),
             (self.epilogues, EPILOGUE_OPS, fuse_epilogue),
             (self.epilogues, ("prim.mul",), match_gelu_tanh),
             (self.epilogues, ("prim.mul",), match_silu),

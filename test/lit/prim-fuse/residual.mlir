@@ -2,18 +2,19 @@
 // after the bias; a following relu becomes the activation (a ResNet basic block tail, one kernel).
 // RUN: openprim-opt %s -p prim-fuse | filecheck %s
 
-// relu(x + (conv(x) + b)): all four operands on one conv2d.
+// relu(x + (conv(y) + b)): all four operands on one conv2d. (With conv(x), the sum is one convolution
+// of x: conv-branches.mlir.)
 // CHECK-LABEL: func.func @resnet_tail
 // CHECK:      %[[B:.+]] = "prim.constant"() {value = dense<[1.000000e+00, 2.000000e+00]> : tensor<2xf32>}
-// CHECK-NEXT: %[[Y:.+]] = "prim.conv2d"(%arg0, %{{.+}}, %[[B]], %arg0)
+// CHECK-NEXT: %[[Y:.+]] = "prim.conv2d"(%arg1, %{{.+}}, %[[B]], %arg0)
 // CHECK-SAME: activation = "relu"
 // CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 1, 1>
 // CHECK-SAME: (tensor<1x2x3x3xf32>, tensor<2x2x1x1xf32>, tensor<2xf32>, tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
 // CHECK-NEXT: return %[[Y]]
-func.func @resnet_tail(%x: tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32> {
+func.func @resnet_tail(%x: tensor<1x2x3x3xf32>, %y: tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32> {
   %w = "prim.constant"() {value = dense<1.0> : tensor<2x2x1x1xf32>} : () -> tensor<2x2x1x1xf32>
   %b = "prim.constant"() {value = dense<[[[1.0]], [[2.0]]]> : tensor<2x1x1xf32>} : () -> tensor<2x1x1xf32>
-  %c = "prim.conv2d"(%x, %w) {activation = "none", activation_params = array<f64>, dilations = array<i64: 1, 1>, filter_layout = "KCRS", groups = 1, layout = "NCHW", padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<1x2x3x3xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x3x3xf32>
+  %c = "prim.conv2d"(%y, %w) {activation = "none", activation_params = array<f64>, dilations = array<i64: 1, 1>, filter_layout = "KCRS", groups = 1, layout = "NCHW", padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<1x2x3x3xf32>, tensor<2x2x1x1xf32>) -> tensor<1x2x3x3xf32>
   %a = "prim.add"(%c, %b) : (tensor<1x2x3x3xf32>, tensor<2x1x1xf32>) -> tensor<1x2x3x3xf32>
   %s = "prim.add"(%x, %a) : (tensor<1x2x3x3xf32>, tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>
   %r = "prim.relu"(%s) : (tensor<1x2x3x3xf32>) -> tensor<1x2x3x3xf32>

@@ -26,9 +26,13 @@ func.func @depthwise_nchw(%x: tensor<1x2x3x3xf32>) -> tensor<1x2x3x2xf32> {
   return %y : tensor<1x2x3x2xf32>
 }
 
-// Grouped but not depthwise (groups = 2, C = 4): only the reference solver applies.
+// Grouped but not depthwise (groups = 2, C = 4): the implicit GEMM, its run-time filter put in blocks of
+// the group's two output channels.
 // CHECK-LABEL: func.func @grouped
-// CHECK:       prim.solver = "conv_reference"
+// CHECK:       "prim.transpose"
+// CHECK-NEXT:  "prim.conv2d"
+// CHECK-SAME:  filter_layout = "KRSC2k"
+// CHECK-SAME:  prim.solver = "conv_implicit_gemm"
 func.func @grouped(%x: tensor<1x2x2x4xf32>, %w: tensor<1x1x2x4xf32>) -> tensor<1x2x2x4xf32> {
   %y = "prim.conv2d"(%x, %w) {activation = "none", activation_params = array<f64>, dilations = array<i64: 1, 1>, filter_layout = "RSCK", groups = 2, layout = "NHWC", padding = array<i64: 0, 0, 0, 0>, strides = array<i64: 1, 1>, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<1x2x2x4xf32>, tensor<1x1x2x4xf32>) -> tensor<1x2x2x4xf32>
   return %y : tensor<1x2x2x4xf32>
