@@ -6,6 +6,7 @@ On each graph function, in this order:
   2. Op rewrites, tried on every op in program order; after one fires the scan starts again, until none
      does. On each op they are tried in this order (the option that enables each in brackets):
        reshape      view_chains.py         reshape(reshape(x)) -> one reshape, or x where it is x's type [always]
+       add .. div   neutral_operands.py    x + 0, x * 1, x - 0, x / 1 -> x [always]
        conv2d       pad_fold.py            conv2d(pad(x, 0)) -> conv2d(x) with the pad in its padding [always]
        batch_norm   batch_norm_fold.py     BN with constant parameters folded into the conv before it [fold-batch-norm]
        add          conv_branches.py       convolutions (and batch norms, identities) of one input summed ->
@@ -45,6 +46,7 @@ from .epilogues import EPILOGUE_OPS, fuse_epilogue
 from .fused_functions import fused_count
 from .gelu_tanh_pattern import match_gelu_tanh
 from .matmul_views import rewrite_views
+from .neutral_operands import NEUTRAL, drop_neutral_operand
 from .view_chains import collapse_view_chains, merge_reshapes
 from .norm_residual import NORMS, fuse_norm_residual
 from .pad_fold import fold_pad_into_conv
@@ -76,6 +78,7 @@ class Options:
         """(the ops it applies to, rewrite) of step 2 (module docstring), in order, as the options enable them."""
         return [(ops, rewrite) for enabled, ops, rewrite in (
             (True, ("prim.reshape",), merge_reshapes),
+            (True, tuple(NEUTRAL), drop_neutral_operand),
             (True, ("prim.conv2d",), fold_pad_into_conv),
             (self.fold_batch_norm, ("prim.batch_norm",), fold_batch_norm),
             (self.epilogues, ("prim.add",), merge_conv_branches),

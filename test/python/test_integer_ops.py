@@ -143,11 +143,15 @@ def test_gather(axis, data_dtype, index_dtype):
     ((6, 9, 37), 1, (2, 5)),            # rows of 37: four vectors and a scalar tail, one thread
     ((3, 50, 8, 64), 1, (70,)),         # 630 rows of 512: the pairs split between the threads
     ((2, 9, 16), 1, (9,)),              # a filter's taps reversed (an input gradient's flip)
-    ((40, 8), 0, (3, 4))])              # rows of exactly one vector
+    ((40, 8), 0, (3, 4)),               # rows of exactly one vector
+    ((4, 6, 5), 1, (3, 3)),             # rows of 5: copied by scalars
+    ((5, 7), 1, (7,)),                  # fewer than 16 indices along the innermost axis: one masked gather
+    ((3, 2, 40), 2, (2, 19))])          # 38 along the innermost axis: two gathers of 16, a masked one of 6
 @pytest.mark.parametrize("dtype", ["f32", "f16", "i64", "bool"])
 def test_gather_whole_rows(shape, axis, index_shape, dtype):
-    """Gathers whose rows fill a vector (on the CPU: kernels/cpu/gather.py copies whole rows), negative
-    indices counted from the end."""
+    """Gathers of whole rows and of single elements (on the CPU: kernels/cpu/gather.py copies rows, vectors
+    then scalars, and gathers elements 16 at a time, masked for the rest), negative indices counted from
+    the end."""
     rng = np.random.default_rng(zlib.crc32(f"{shape}-{dtype}".encode()))
     n = shape[axis]
     idx = np.arange(n)[::-1].copy() if index_shape == (n,) else ints(rng, index_shape, -n, n)

@@ -1,9 +1,9 @@
 // CPU gathers: along the innermost axis (rows of one element, the reads of a linear resize) 16 indices at a
 // time, wrapped (negative: from the end) and clamped as vectors, one vector.gather each, the J % 16 left of
-// each block one at a time; along an outer axis whole rows of 8+ elements copied per index (vector<8>).
+// each block by one masked gather; along an outer axis whole rows copied per index (vector<8>, then scalars).
 // RUN: openprim-opt %s -p prim-fuse,prim-select,prim-tile | filecheck %s
 
-// 3 x 5 blocks of 37 elements, 35 indices: two vectors of 16 per block, then 3 one at a time.
+// 3 x 5 blocks of 37 elements, 35 indices: two vectors of 16 per block, then a masked gather of 3.
 // CHECK-LABEL: func.func @gather_0(%arg0: memref<3x5x37xf32>, %arg1: memref<35xi64>, %arg2: memref<3x5x35xf32>)
 // CHECK:         scf.for %[[P:.+]] = %c0 to %c30 step %c1 {
 // CHECK:           %[[IX:.+]] = vector.load %arg1[{{.*}}] : memref<35xi64>, vector<16xi64>
@@ -12,10 +12,11 @@
 // CHECK:           arith.minsi {{.*}} : vector<16xi64>
 // CHECK:           vector.gather %{{.*}}[%{{.*}}] [%{{.*}}], %{{.*}}, %{{.*}} : memref<555xf32>, vector<16xi64>, vector<16xi1>, vector<16xf32> into vector<16xf32>
 // CHECK:           vector.store {{.*}} : memref<525xf32>, vector<16xf32>
-// CHECK:         scf.for %{{.*}} = %c0 to %c45 step %c1 {
-// CHECK:           memref.load %arg1[{{.*}}] : memref<35xi64>
-// CHECK:           memref.load {{.*}} : memref<555xf32>
-// CHECK:           memref.store {{.*}} : memref<525xf32>
+// CHECK:         scf.for %{{.*}} = %c0 to %c15 step %c1 {
+// CHECK:           %[[M:.+]] = vector.constant_mask [3] : vector<16xi1>
+// CHECK:           vector.maskedload %arg1[%c32], %[[M]], %{{.*}} : memref<35xi64>, vector<16xi1>, vector<16xi64> into vector<16xi64>
+// CHECK:           vector.gather %{{.*}}[%{{.*}}] [%{{.*}}], %[[M]], %{{.*}} : memref<555xf32>
+// CHECK:           vector.maskedstore %{{.*}}[%{{.*}}], %[[M]], %{{.*}} : memref<525xf32>, vector<16xi1>, vector<16xf32>
 // CHECK-NOT:     linalg.
 // CHECK:         return
 
