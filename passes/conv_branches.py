@@ -8,13 +8,15 @@ train with several branches over the same input and add them:
 
 A convolution is linear in its filter, so the branches are one convolution whose filter is the sum of
 theirs, each smaller kernel placed at its offset in the largest window, and whose bias is the sum of
-their biases. The identity (x itself) is a convolution too where the output has x's channels: in each
-output channel k, a 1 at input channel k's place in its group, on the centre tap; bn(x) is that identity
-times s = scale / sqrt(var + eps), with bias shift - mean s. One convolution instead of two to five, and
-the adds and the batch norm gone: what `reparameterize()` does in those models, without the user calling it.
+their biases. bn(x) is a convolution too where the output has x's channels: in each output channel k,
+s = scale / sqrt(var + eps) at input channel k's place in its group, on the centre tap, with bias
+shift - mean s. One convolution instead of two to five, and the adds and the batch norm gone: what
+`reparameterize()` does in those models, without the user calling it. (x itself is not taken as a branch:
+conv(x) + x stays the convolution's residual, which costs one read of x, where a 1 added to the centre tap
+of an f16 filter would round away the tap's own low bits.)
 
 add(a, b) merges when each side is such a branch of the same x, used only by this add: a prim.conv2d with
-a constant filter and bias, no residual, no activation; a prim.batch_norm with constant parameters; or x.
+a constant filter and bias, no residual, no activation; or a prim.batch_norm with constant parameters.
 The convolutions must agree in layout, strides, dilations and groups, and their windows must line up: with
 T the largest top padding, branch i (kernel R_i, top padding t_i) sits at row offset T - t_i of a window of
 R = max(T - t_i + R_i) rows, and needs bottom padding b_i + R - R_i - (T - t_i), the same for every branch
@@ -34,21 +36,17 @@ def merge_conv_branches(add: ir.Operation) -> bool:
     """Merge add(a, b) into one convolution (module docstring); whether it did."""
     if not add.operands[0].type == add.operands[1].type == add.result.type:
         return False
-    for a in _branches(add.operands[0]):
-        for b in _branches(add.operands[1]):
-            if a["x"] == b["x"] and "conv" in (a["kind"], b["kind"]) and _merge(add, a, b):
-                return True
-    return False
+    a, b = (_branch(v) for v in add.operands)
+    return a is not None and b is not None and a["x"] == b["x"] and "conv" in (a["kind"], b["kind"]) and \
+        _merge(add, a, b)
 
 
-def _branches(v: ir.Value) -> list[dict]:
-    """The ways v is a branch: the op that makes it (a convolution or batch norm of constants, used only
-    here), then v itself as the identity of v."""
-    ways, op = [], producer(v)
-    if op is not None and single_use(v) and op.name in ("prim.conv2d", "prim.batch_norm"):
-        way = _conv_branch(op) if op.name == "prim.conv2d" else _norm_branch(op)
-        ways += [way] if way is not None else []
-    return ways + [{"kind": "identity", "op": None, "x": v, "scale": 1.0, "bias": 0.0}]
+def _branch(v: ir.Value) -> dict | None:
+    """v as a branch: the convolution or batch norm of constants that makes it, used only here; else None."""
+    op = producer(v)
+    if op is None or not single_use(v) or op.name not in ("prim.conv2d", "prim.batch_norm"):
+        return None
+    return _conv_branch(op) if op.name == "prim.conv2d" else _norm_branch(op)
 
 
 def _conv_branch(conv: ir.Operation) -> dict | None:
@@ -73,14 +71,14 @@ def _norm_branch(bn: ir.Operation) -> dict | None:
 
 
 def _kcrs(branch: dict, conv: dict, channels: int) -> tuple[np.ndarray, list[int]] | None:
-    """The branch's filter [K, C/groups, R, S] and padding in `conv`'s terms (an identity or batch norm:
-    a 1x1 filter of the channels' scales), or None where it is not such a convolution."""
+    """The branch's filter [K, C/groups, R, S] and padding in `conv`'s terms (a batch norm: a 1x1 filter of
+    the channels' scales), or None where it is not such a convolution."""
     attrs = conv["attrs"]
     if branch["kind"] == "conv":
         other = branch["attrs"]
         same = ("layout", "strides", "dilations", "groups")
         return (branch["filter"], list(other["padding"])) if all(other[k] == attrs[k] for k in same) else None
-    if (branch["kind"] == "norm" and branch["layout"] != attrs["layout"]) or list(attrs["strides"]) != [1, 1]:
+    if branch["layout"] != attrs["layout"] or list(attrs["strides"]) != [1, 1]:
         return None
     per_group = channels // attrs["groups"]
     w = np.zeros((channels, per_group, 1, 1))
@@ -124,7 +122,6 @@ def _merge(add: ir.Operation, a: dict, b: dict) -> bool:
                         add.location, result_type=add.result.type)
     add.result.replace_all_uses_with(fused.result)
     add.erase()
-    for br in (a, b):
-        if br["op"] is not None:
-            br["op"].erase()
+    a["op"].erase()
+    b["op"].erase()
     return True

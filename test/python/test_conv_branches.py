@@ -54,20 +54,25 @@ def large_kernel_strided(net, x):
             branch_conv(net, x, C, (3, 3), groups=C, stride=2, padding=1)]
 
 
-def dilated_identity(net, x):
-    return [x, branch_conv(net, x, C, (3, 3), groups=2, dilation=2, padding=2)]
+def dilated_norm(net, x):
+    return [branch_bn(net, x), branch_conv(net, x, C, (3, 3), groups=2, dilation=2, padding=2)]
 
 
 def asymmetric(net, x):
     return [branch_conv(net, x, 4, (2, 3), padding=(0, 1, 1, 1)), branch_conv(net, x, 4, (1, 1), bias=False)]
 
 
-MERGED = [repvgg, repvgg_strided, mobileone_depthwise, large_kernel_strided, dilated_identity, asymmetric]
+MERGED = [repvgg, repvgg_strided, mobileone_depthwise, large_kernel_strided, dilated_norm, asymmetric]
 
 
 def off_grid(net, x):
-    """Dilation 2 with padding (1, 3): x's pixel falls between two taps."""
-    return [branch_conv(net, x, C, (3, 3), dilation=2, padding=(1, 1, 3, 3)), x]
+    """Dilation 2 with padding (1, 3): the batch norm's pixel falls between two taps."""
+    return [branch_conv(net, x, C, (3, 3), dilation=2, padding=(1, 1, 3, 3)), branch_bn(net, x)]
+
+
+def plain_identity(net, x):
+    """x itself is no branch: it stays the convolution's residual."""
+    return [branch_conv(net, x, C, (3, 3), padding=1), x]
 
 
 def activated(net, x):
@@ -85,7 +90,7 @@ def summed(net, branches):
 
 @pytest.mark.parametrize("dtype", ["f32", "f16"])
 @pytest.mark.parametrize("layout", ["NCHW", "NHWC"])
-@pytest.mark.parametrize("block", MERGED + [off_grid, activated], ids=lambda b: b.__name__)
+@pytest.mark.parametrize("block", MERGED + [off_grid, plain_identity, activated], ids=lambda b: b.__name__)
 def test_conv_branches(block, layout, dtype, rng):
     net = Net(rng, dtype, layout)
     x = net.input((N, C, H, W) if layout == "NCHW" else (N, H, W, C))
@@ -98,3 +103,4 @@ def test_conv_branches(block, layout, dtype, rng):
         assert fused == ["prim.conv2d"], fused
     else:
         assert convs == 1 + (block is activated) and "prim.add" not in fused, fused
+        assert ("prim.batch_norm" in fused) == (block is off_grid), fused

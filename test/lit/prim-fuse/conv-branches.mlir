@@ -1,4 +1,4 @@
-// Convolutions, batch norms and identities of one input, summed, become one convolution (conv_branches.py).
+// Convolutions and batch norms of one input, summed, become one convolution (conv_branches.py).
 // RUN: openprim-opt %s -p prim-fuse | filecheck %s
 
 // RepVGG/MobileOne on a depthwise layer: 3x3 (bias [1, 2]) + 1x1 ([10, 20], no bias) + bn(x), then relu.
@@ -47,28 +47,47 @@ func.func @strided_nhwc(%x: tensor<1x4x4x1xf32>) -> tensor<1x2x2x1xf32> {
   return %s : tensor<1x2x2x1xf32>
 }
 
-// x + conv(x), dilation 2: the identity is the centre tap (2 + 1 = 3) of the dilated window; no bias.
-// CHECK-LABEL: func.func @dilated_identity
+// bn(x) + conv(x), dilation 2, the batch norm an identity (scale 1, variance 0, epsilon 1: s = 1, bias 0):
+// the centre tap (2 + 1 = 3) of the dilated window; no bias left.
+// CHECK-LABEL: func.func @dilated_norm
 // CHECK:      %[[W:.+]] = "prim.constant"() {value = dense<{{\[\[\[\[}}2.000000e+00, 2.000000e+00, 2.000000e+00], [2.000000e+00, 3.000000e+00, 2.000000e+00], [2.000000e+00, 2.000000e+00, 2.000000e+00]]]]> : tensor<1x1x3x3xf32>}
 // CHECK-NEXT: %[[Y:.+]] = "prim.conv2d"(%arg0, %[[W]])
 // CHECK-SAME: dilations = array<i64: 2, 2>
 // CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 0, 0>, padding = array<i64: 2, 2, 2, 2>
 // CHECK-NEXT: return %[[Y]]
-func.func @dilated_identity(%x: tensor<1x1x5x5xf32>) -> tensor<1x1x5x5xf32> {
+func.func @dilated_norm(%x: tensor<1x1x5x5xf32>) -> tensor<1x1x5x5xf32> {
   %w = "prim.constant"() {value = dense<2.0> : tensor<1x1x3x3xf32>} : () -> tensor<1x1x3x3xf32>
+  %one = "prim.constant"() {value = dense<1.0> : tensor<1xf32>} : () -> tensor<1xf32>
+  %zero = "prim.constant"() {value = dense<0.0> : tensor<1xf32>} : () -> tensor<1xf32>
   %c = "prim.conv2d"(%x, %w) {activation = "none", activation_params = array<f64>, dilations = array<i64: 2, 2>, filter_layout = "KCRS", groups = 1, layout = "NCHW", padding = array<i64: 2, 2, 2, 2>, strides = array<i64: 1, 1>, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<1x1x5x5xf32>, tensor<1x1x3x3xf32>) -> tensor<1x1x5x5xf32>
-  %s = "prim.add"(%x, %c) : (tensor<1x1x5x5xf32>, tensor<1x1x5x5xf32>) -> tensor<1x1x5x5xf32>
+  %bn = "prim.batch_norm"(%x, %one, %zero, %zero, %zero) {epsilon = 1.0, layout = "NCHW"} : (tensor<1x1x5x5xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<1x1x5x5xf32>
+  %s = "prim.add"(%bn, %c) : (tensor<1x1x5x5xf32>, tensor<1x1x5x5xf32>) -> tensor<1x1x5x5xf32>
   return %s : tensor<1x1x5x5xf32>
 }
 
-// Padding (1, 3) with dilation 2 puts x's pixel between two taps: no merge, x stays the residual.
-// CHECK-LABEL: func.func @off_the_dilation_grid
+// x itself is no branch: conv(x) + x keeps x as the residual (an f16 filter's centre tap plus 1 would round).
+// CHECK-LABEL: func.func @plain_identity
 // CHECK:      "prim.conv2d"(%arg0, %{{.+}}, %arg0)
+// CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 0, 1>
+func.func @plain_identity(%x: tensor<1x1x5x5xf32>) -> tensor<1x1x5x5xf32> {
+  %w = "prim.constant"() {value = dense<2.0> : tensor<1x1x3x3xf32>} : () -> tensor<1x1x3x3xf32>
+  %c = "prim.conv2d"(%x, %w) {activation = "none", activation_params = array<f64>, dilations = array<i64: 1, 1>, filter_layout = "KCRS", groups = 1, layout = "NCHW", padding = array<i64: 1, 1, 1, 1>, strides = array<i64: 1, 1>, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<1x1x5x5xf32>, tensor<1x1x3x3xf32>) -> tensor<1x1x5x5xf32>
+  %s = "prim.add"(%c, %x) : (tensor<1x1x5x5xf32>, tensor<1x1x5x5xf32>) -> tensor<1x1x5x5xf32>
+  return %s : tensor<1x1x5x5xf32>
+}
+
+// Padding (1, 3) with dilation 2 puts the batch norm's pixel between two taps: no merge.
+// CHECK-LABEL: func.func @off_the_dilation_grid
+// CHECK:      %[[N:.+]] = "prim.batch_norm"(%arg0,
+// CHECK:      "prim.conv2d"(%arg0, %{{.+}}, %[[N]])
 // CHECK-SAME: operandSegmentSizes = array<i32: 1, 1, 0, 1>, padding = array<i64: 1, 1, 3, 3>
 func.func @off_the_dilation_grid(%x: tensor<1x1x5x5xf32>) -> tensor<1x1x5x5xf32> {
   %w = "prim.constant"() {value = dense<2.0> : tensor<1x1x3x3xf32>} : () -> tensor<1x1x3x3xf32>
+  %one = "prim.constant"() {value = dense<1.0> : tensor<1xf32>} : () -> tensor<1xf32>
+  %zero = "prim.constant"() {value = dense<0.0> : tensor<1xf32>} : () -> tensor<1xf32>
   %c = "prim.conv2d"(%x, %w) {activation = "none", activation_params = array<f64>, dilations = array<i64: 2, 2>, filter_layout = "KCRS", groups = 1, layout = "NCHW", padding = array<i64: 1, 1, 3, 3>, strides = array<i64: 1, 1>, operandSegmentSizes = array<i32: 1, 1, 0, 0>} : (tensor<1x1x5x5xf32>, tensor<1x1x3x3xf32>) -> tensor<1x1x5x5xf32>
-  %s = "prim.add"(%c, %x) : (tensor<1x1x5x5xf32>, tensor<1x1x5x5xf32>) -> tensor<1x1x5x5xf32>
+  %bn = "prim.batch_norm"(%x, %one, %zero, %zero, %zero) {epsilon = 1.0, layout = "NCHW"} : (tensor<1x1x5x5xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>, tensor<1xf32>) -> tensor<1x1x5x5xf32>
+  %s = "prim.add"(%c, %bn) : (tensor<1x1x5x5xf32>, tensor<1x1x5x5xf32>) -> tensor<1x1x5x5xf32>
   return %s : tensor<1x1x5x5xf32>
 }
 
