@@ -9,7 +9,7 @@ On each graph function, in this order:
        add .. div   neutral_operands.py    x + 0, x * 1, x - 0, x / 1 -> x [always]
        conv2d       pad_fold.py            conv2d(pad(x, 0)) -> conv2d(x) with the pad in its padding [always]
        batch_norm   batch_norm_fold.py     BN with constant parameters folded into the conv before it [fold-batch-norm]
-       add          conv_branches.py       convolutions (and batch norms, identities) of one input summed ->
+       add          conv_branches.py       convolutions (and batch norms) of one input summed ->
                                            one convolution of the summed filters [epilogues]
        add, act     epilogues.py           bias, residual and activation as the conv2d/matmul's epilogue,
                                            also through reshapes and transposes [epilogues]
