@@ -33,20 +33,16 @@ from .rewrite import constant, filter_perm, new_constant, producer, rebuild, sin
 
 
 def merge_conv_branches(add: ir.Operation) -> bool:
-    """Merge add(a, b) into one convolution (module docstring); whether it did."""
+    """Merge add(a, b) into one convolution (module docstring); whether it did. The constants are read only
+    once the two sides are a convolution and a convolution or batch norm of one input."""
     if not add.operands[0].type == add.operands[1].type == add.result.type:
         return False
-    a, b = (_branch(v) for v in add.operands)
-    return a is not None and b is not None and a["x"] == b["x"] and "conv" in (a["kind"], b["kind"]) and \
-        _merge(add, a, b)
-
-
-def _branch(v: ir.Value) -> dict | None:
-    """v as a branch: the convolution or batch norm of constants that makes it, used only here; else None."""
-    op = producer(v)
-    if op is None or not single_use(v) or op.name not in ("prim.conv2d", "prim.batch_norm"):
-        return None
-    return _conv_branch(op) if op.name == "prim.conv2d" else _norm_branch(op)
+    ops = [producer(v) for v in add.operands]
+    if any(op is None or op.name not in BRANCH_OPS or not single_use(op.result) for op in ops) or \
+            ops[0].operands[0] != ops[1].operands[0] or "prim.conv2d" not in (ops[0].name, ops[1].name):
+        return False
+    a, b = (BRANCH_OPS[op.name](op) for op in ops)
+    return a is not None and b is not None and _merge(add, a, b)
 
 
 def _conv_branch(conv: ir.Operation) -> dict | None:
@@ -96,6 +92,9 @@ def _window(filters: list[np.ndarray], pads: list[list[int]], dilation: int, axi
     taps = max(o + f.shape[2 + axis] for o, f in zip(offsets, filters))
     after = {p[2 + axis] + (taps - f.shape[2 + axis] - o) * dilation for o, f, p in zip(offsets, filters, pads)}
     return (offsets, taps, before, after.pop()) if len(after) == 1 else None
+
+
+BRANCH_OPS = {"prim.conv2d": _conv_branch, "prim.batch_norm": _norm_branch}
 
 
 def _merge(add: ir.Operation, a: dict, b: dict) -> bool:

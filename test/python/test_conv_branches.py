@@ -8,7 +8,6 @@ their branches and still compute the same sum.
 """
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import reference as ref
