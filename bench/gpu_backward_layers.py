@@ -3,6 +3,12 @@ gradient (bwd_weights) of each, against cuDNN in the same run.
 
     . scripts/device_env.sh && python bench/gpu_backward_layers.py [--batch 32] [--dtype f16] [--out DIR]
     python bench/gpu_backward_layers.py --compile-only [--target nvvm:sm_90]      # any machine: the solvers
+    . scripts/device_env.sh && python bench/gpu_backward_layers.py --sweep        # and every filter-gradient
+                                                                                   # kernel's neighbours
+
+--sweep also times, per filter gradient on conv_bwd_weights_wgmma, each tile config with the runs its cost
+model prefers for that tile and the neighbouring divisors (checked against cuDNN's result too): how far the
+heuristic's choice is from the fastest, the data to calibrate it with.
 
 The layers: bench/resnet50_layers.py's (the stem's input gradient is skipped: training never needs the
 image's) and ResNet-50 v1.5's strided ones (the 3x3 stride 2 of each stage's first block, the 1x1 stride 2
@@ -31,7 +37,10 @@ from timing import layer_ms
 
 import openprim
 from openprim import compiler
+from openprim.base.target import parse_target
 from openprim.pyfrontend import Graph
+from openprim.solvers import SOLVERS
+from openprim.solvers.problem import ConvProblem
 
 # (C, H = W, K, R = S, stride): the forward layers, then the strided ones of v1.5
 LAYERS = FORWARD_LAYERS + [(128, 56, 128, 3, 2), (256, 28, 256, 3, 2), (256, 56, 512, 1, 2), (512, 28, 1024, 1, 2)]
@@ -60,6 +69,43 @@ def problems(batch: int):
             yield f"{batch}x{c}x{h}x{h} -> {k} {r}x{r}/s{s}", direction, (batch, c, h, k, r, s)
 
 
+SWEPT = "conv_bwd_weights_wgmma"
+
+
+def sweep(g, layer, dtype, feeds, want, target, torch_ms) -> list[dict]:
+    """Each tile config of the filter-gradient kernel with the runs its cost model prefers for that tile and
+    the neighbouring divisors of the k tiles: ms, cuDNN's time over it and the relative error of each."""
+    solver, chip = SOLVERS[SWEPT], parse_target(target)
+    n, c, h, k, r, s = layer
+    oh = (h + 2 * (r // 2) - r) // s + 1
+    problem = ConvProblem(n, c, h, h, k, r, r, oh, oh, (s, s), (r // 2,) * 4, (1, 1), 1, "NHWC", "KRSC", dtype, "none",
+                          "bwd_weights")
+    default = solver.default_params
+    splits = solver.tunables(problem)["splits"]
+    out = []
+    for tile in solver.tunables(problem)["tile"]:
+        fits = [d for d in splits if solver._fits(problem, chip, tile, d)]
+        if not fits:
+            continue
+        best = min(fits, key=lambda d: solver.predicted(problem, chip, tile, d))
+        i = fits.index(best)
+        for d in fits[max(0, i - 1):i + 2]:
+            solver.default_params = lambda p, t, tile=tile, d=d: {"tile": tile, "splits": d}
+            try:
+                exe = openprim.compile(g, target=target)
+            finally:
+                solver.default_params = default
+            got = np.asarray(exe(*feeds), np.float64)
+            ms = exe.time_ms(repeat=20, captured=20)
+            out.append({"tile": tile, "splits": d, "ms": ms, "cudnn_over_ours": torch_ms / ms,
+                        "rel_err": float(np.abs(got - want).max() / np.abs(want).max())})
+    fastest = min(out, key=lambda r: r["ms"])
+    print(f"    sweep: {len(out)} choices, fastest tile {fastest['tile']} x {fastest['splits']} runs "
+          f"{fastest['ms']:.4f} ms ({fastest['cudnn_over_ours']:.2f}x cuDNN), worst error "
+          f"{max(r['rel_err'] for r in out):.1e}", flush=True)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--batch", type=int, default=32)
@@ -67,6 +113,7 @@ def main():
     ap.add_argument("--out", default=".", help="directory for gpu_backward_layers.json")
     ap.add_argument("--compile-only", action="store_true", help="compile for --target and list the solvers")
     ap.add_argument("--target", help="default: this GPU's (nvvm:sm_XY); with --compile-only nvvm:sm_90")
+    ap.add_argument("--sweep", action="store_true", help="time the filter-gradient kernel's tile and run choices")
     args = ap.parse_args()
     if args.compile_only:
         target = args.target or "nvvm:sm_90"
@@ -122,9 +169,12 @@ def main():
             torch_ms = layer_ms(peer)
         err = float(np.abs(got - want).max() / np.abs(want).max())
         rows.append({"layer": name, "direction": direction, "ms": ms, "tflops": flops / ms / 1e9, "cudnn_ms": torch_ms,
-                     "cudnn_over_ours": torch_ms / ms, "rel_err": err, "solvers": solvers, "compile_s": compile_s})
+                     "cudnn_over_ours": torch_ms / ms, "rel_err": err, "solvers": solvers, "compile_s": compile_s,
+                     "params": [st["params"] for st in exe.plan["steps"] if st.get("solver")]})
         print(f"{name:30s} {direction:11s} {ms:7.3f} {flops / ms / 1e9:8.1f} {torch_ms:9.3f} {torch_ms / ms:6.2f} "
-              f"{err:8.1e}  {solvers}", flush=True)
+              f"{err:8.1e}  {solvers} {rows[-1]['params']}", flush=True)
+        if args.sweep and solvers == SWEPT:
+            rows[-1]["sweep"] = sweep(g, (n, c, h, k, r, s), args.dtype, feeds, want, target, torch_ms)
     summary = {}
     for direction in ("bwd_data", "bwd_weights"):
         ratios = [r["cudnn_over_ours"] for r in rows if r["direction"] == direction and "ms" in r]

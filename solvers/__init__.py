@@ -27,7 +27,8 @@ from openprim.solvers.cpu import (GEMM, Conv1x1Gemm, ConvDepthwise, ConvDirect, 
                                   ConvImplicitGemm, ConvReference, GemmPacked, GemmReference)
 from openprim.solvers.gpu_simt import (AttentionDecodeGpu, ConvDepthwiseGpu, ConvImplicitGemmGpu, GemmGpu,
                                       GemvGpu, NormGemvGpu)
-from openprim.solvers.nvidia import (AttentionFlashMma, AttentionFlashWgmma, ConvDepthwisePointwiseMma, ConvIm2colGemmWgmma, ConvImplicitGemmMma, ConvImplicitGemmWgmma,
+from openprim.solvers.nvidia import (AttentionFlashMma, AttentionFlashWgmma, ConvBwdWeightsWgmma, ConvDepthwisePointwiseMma,
+                                     ConvIm2colGemmWgmma, ConvImplicitGemmMma, ConvImplicitGemmWgmma,
                                      ConvSpaceToDepthWgmma, ConvWinogradF2x3Wgmma, ConvWinogradF4x3Wgmma, GemmMma,
                                      GemmWgmma, GemvMma, NormGemvMma)
 from openprim.solvers.problem import DIRECTIONS, SOLVER_OP, ConvProblem
@@ -79,6 +80,7 @@ SOLVERS = {s.name: s for s in (
     ConvBwdDataGemm(),
     ConvBwdReference("bwd_data"),
     ConvBwdWeightsGemm(),
+    ConvBwdWeightsWgmma(),
     ConvBwdReference("bwd_weights"),
 )}
 

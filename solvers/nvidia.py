@@ -6,8 +6,9 @@ from openprim.base.settings import ALLOW_TF32, setting
 from openprim.kernels.nvidia import depthwise_pointwise, flash_attention, flash_attention_wgmma, gemv_mma
 from openprim.kernels.nvidia import mma as gpu_mma
 from openprim.kernels.nvidia import wgmma as gpu_wgmma
+from openprim.kernels.nvidia import wgmma_backward_weights as gpu_wgmma_bwd_weights
 from openprim.kernels.nvidia import wgmma_im2col, wgmma_space_to_depth, wgmma_winograd
-from openprim.kernels.semantics import emit_depthwise_pointwise
+from openprim.kernels.semantics import EMITTERS, emit_depthwise_pointwise
 from openprim.solvers.base import AttentionSolver, Solver, rhs_panels, roofline
 from openprim.solvers.gpu_simt import ConvImplicitGemmGpu, GemmGpu, GpuGemmSolver, NormGemvSolver
 from openprim.solvers.winograd import WINOGRAD
@@ -413,3 +414,73 @@ class ConvDepthwisePointwiseMma(Solver):
     def kernel(self, r):
         return depthwise_pointwise.depthwise_pointwise_kernel(r.name, r.signature, r.given, r.attrs, r.problem,
                                                               depthwise_pointwise.TILES[r.params["tile"]])
+
+
+class ConvBwdWeightsWgmma(Solver):
+    """Backward weights on sm_90 warpgroup MMA: the filter gradient as an implicit GEMM over the batch and the
+    map, x and dy read in place by TMA, split over the reduction where the filter is small
+    (kernels/nvidia/wgmma_backward_weights.py); the KRSC gradient. The "tile" parameter indexes its
+    CONFIGS (BM, BN, stages), "splits" the runs of the reduction."""
+    name = "conv_bwd_weights_wgmma"
+    directions = ("bwd_weights",)
+    targets = ("nvvm",)
+    efficiency = 6.0
+    CLOCK_HZ = 1.8e9            # the model's per-multiprocessor rates below are per clock
+    MMA_PER_CLOCK = 32          # tile elements (BM x BN) a k tile of 64 pixels adds per clock: 4,096 flop/clock
+    LOAD_PER_CLOCK = 64         # bytes of TMA boxes landing per clock per multiprocessor, from L2
+    TILE_CLOCKS = 150           # a k tile's barrier, mbarrier wait and issue
+    SCRATCH_LIMIT = 64 << 20    # bytes of split partial sums
+
+    def is_applicable(self, p, target):
+        if target.matrix_core != "wgmma":
+            return f"wgmma and TMA need sm_90 ({target.arch} has {target.matrix_core} only)"
+        return gpu_wgmma_bwd_weights.applicable(p)
+
+    def filter_layout(self):
+        return "KRSC"
+
+    def _fits(self, p, target, tile: int, splits: int) -> bool:
+        tiles = gpu_wgmma_bwd_weights.geometry(p)[2]
+        return tiles % splits == 0 and (splits == 1 or tiles // splits >= 2) and \
+            gpu_wgmma_bwd_weights.smem_bytes(gpu_wgmma_bwd_weights.CONFIGS[tile], tiles // splits) <= \
+            target.chip.shared_per_block and \
+            (splits == 1 or splits * p.k * p.r * p.s * p.c * 4 <= self.SCRATCH_LIMIT)
+
+    def predicted(self, p, target, tile: int, splits: int) -> float:
+        """Seconds: waves of blocks, each (tiles / splits) k tiles bound by the tensor cores or by the boxes'
+        loads, plus the split's partial sums written and read back."""
+        bm, bn, _ = gpu_wgmma_bwd_weights.CONFIGS[tile]
+        tiles = gpu_wgmma_bwd_weights.geometry(p)[2]
+        blocks = -(-p.k // bm) * -(-gpu_wgmma_bwd_weights.columns(p) // bn) * splits
+        per_tile = max(bm * bn / self.MMA_PER_CLOCK, (bm + bn) * 128 / self.LOAD_PER_CLOCK) + self.TILE_CLOCKS
+        waves = -(-blocks // target.chip.units)
+        partials = 2 * splits * p.k * p.r * p.s * p.c * 4 if splits > 1 else 0
+        return waves * (tiles // splits) * per_tile / self.CLOCK_HZ + partials / (target.rates[1] * 1e9)
+
+    def tunables(self, p):
+        tiles = gpu_wgmma_bwd_weights.geometry(p)[2]
+        return {"tile": list(range(len(gpu_wgmma_bwd_weights.CONFIGS))),
+                "splits": [d for d in range(1, tiles + 1) if tiles % d == 0 and (d == 1 or tiles // d >= 2)]}
+
+    def tables(self):
+        return {"tile": tuple(f"{bm}x{bn}-s{stages}" for bm, bn, stages in gpu_wgmma_bwd_weights.CONFIGS)}
+
+    def default_params(self, p, target):
+        """The (tile, splits) of the least predicted time."""
+        choices = [(self.predicted(p, target, t, d), t, d) for t in self.tunables(p)["tile"]
+                   for d in self.tunables(p)["splits"] if self._fits(p, target, t, d)]
+        _, tile, splits = min(choices)
+        return {"tile": tile, "splits": splits}
+
+    def cost(self, p, target):
+        params = self.default_params(p, target)
+        return self.predicted(p, target, params["tile"], params["splits"]) + \
+            self.moved_bytes(p) / 2 / (target.rates[1] * 1e9)
+
+    def build(self, kt, operands, attrs, shape, dtype, params):
+        return EMITTERS["conv2d_backward_weights"](kt, "conv2d_backward_weights", operands, attrs, shape, dtype)
+
+    def kernel(self, r):
+        return gpu_wgmma_bwd_weights.backward_weights_kernel(
+            r.name, r.signature, r.problem, r.params["tile"], r.params.get("splits", 1),
+            smem_limit=r.target.chip.shared_per_block)

@@ -187,33 +187,20 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
     A_BYTES, B_BYTES = BM * BK * 2, BK * BN * 2
     types, rank, (a, b, bias, residual, out) = operands(params_sig, spec)
 
-    # ---- host: the tensor maps
-    def tensor_map(value: str, mtype: str, box: list[int], strides: tuple = ()) -> tuple[str, str]:
-        """A tensor map whose loads land as `box` in shared memory; with element strides, TMA steps over
-        the input (a strided convolution: box[i] * strides[i] input elements read every strides[i]-th)."""
-        cast = e.fresh("u")
-        e.emit(f"{cast} = memref.cast {value} : {mtype} to memref<*x{dt}>")
-        tm_t = f"!nvgpu.tensormap.descriptor<tensor = memref<{'x'.join(map(str, box))}x{dt}, 3>, {SWZ}>"
-        tm = e.fresh("tm")
-        attr = f" {{{contract.element_strides_text(strides)}}}" if any(x > 1 for x in strides) else ""
-        e.emit(f"{tm} = nvgpu.tma.create.descriptor {cast} box[{', '.join(e.c(x) for x in box)}]{attr} "
-               f": memref<*x{dt}> -> {tm_t}")
-        return tm, tm_t
-
     od = "f32" if out_f32 else dt
     if batch > 1:
-        tma_a, tma_a_t = tensor_map(a, types[a], [1, BM, BK])
+        tma_a, tma_a_t = tensor_map(e, a, types[a], [1, BM, BK])
     elif flat:
         a2 = collapse(e, a, types[a], rank(a), M, C, dt)
-        tma_a, tma_a_t = tensor_map(a2, f"memref<{M}x{C}x{dt}>", [BM, BK])
+        tma_a, tma_a_t = tensor_map(e, a2, f"memref<{M}x{C}x{dt}>", [BM, BK])
     else:
-        tma_a, tma_a_t = tensor_map(a, types[a], [bi, bh, bw, BK], (1, sh, sw, 1))
+        tma_a, tma_a_t = tensor_map(e, a, types[a], [bi, bh, bw, BK], (1, sh, sw, 1))
     if spec.conv:
-        tma_b, tma_b_t = tensor_map(b, types[b], [1, 1, BK, 64])
+        tma_b, tma_b_t = tensor_map(e, b, types[b], [1, 1, BK, 64])
     elif batch > 1:
-        tma_b, tma_b_t = tensor_map(b, types[b], [1, BK, 64])
+        tma_b, tma_b_t = tensor_map(e, b, types[b], [1, BK, 64])
     else:                                   # [K, N] (an RSCK filter of an im2col GEMM: [R*S*C, K])
-        tma_b, tma_b_t = tensor_map(collapse(e, b, types[b], rank(b), C, NO, dt), f"memref<{C}x{NO}x{dt}>", [BK, 64])
+        tma_b, tma_b_t = tensor_map(e, collapse(e, b, types[b], rank(b), C, NO, dt), f"memref<{C}x{NO}x{dt}>", [BK, 64])
     smem = smem_bytes(CONFIGS[config], KT)
     if smem > smem_limit:
         raise ValueError(f"wgmma config {CONFIGS[config]} needs {smem} bytes of shared memory (limit {smem_limit})")
@@ -225,38 +212,13 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
            f"threads(%tx, %ty, %tz) in (%sx = {e.c(T)}, %sy = {one}, %sz = {one}) dynamic_shared_memory_size {sm} {{")
     out2 = collapse(e, out, types[out], rank(out), M * batch * splits, NO, od)
     res2 = collapse(e, residual, types[residual], rank(residual), M, NO, dt) if residual else None
-    # The 2-d view of the tensor maps that wgmma descriptors want (only the swizzle is read from them).
-    desc_tm = {}
-    for tm, tm_t, rows, cols in ((tma_a, tma_a_t, BMW, BK), (tma_b, tma_b_t, BK, 64)):
-        p, t2 = e.fresh("p"), e.fresh("tm")
-        e.emit(f"{p} = builtin.unrealized_conversion_cast {tm} : {tm_t} to !llvm.ptr")
-        t2_t = f"!nvgpu.tensormap.descriptor<tensor = memref<{rows}x{cols}x{dt}, 3>, {SWZ}>"
-        e.emit(f"{t2} = builtin.unrealized_conversion_cast {p} : !llvm.ptr to {t2_t}")
-        desc_tm[tm] = (t2, t2_t)
-    mbar_t = f"!nvgpu.mbarrier.group<memorySpace = {WG}, num_barriers = {STAGES}>"
-    bars = e.fresh("bar")
-    e.emit(f"{bars} = nvgpu.mbarrier.create -> {mbar_t}")
+    desc_tm = {tm: descriptor_map(e, tm, tm_t, rows, cols, dt)
+               for tm, tm_t, rows, cols in ((tma_a, tma_a_t, BMW, BK), (tma_b, tma_b_t, BK, 64))}
     zero = e.c(0)
     tid = "%tx"
     leader = e.cmp("eq", tid, zero)
-    e.open(f"scf.if {leader} {{")
-    for s in range(STAGES):
-        e.emit(f"nvgpu.mbarrier.init {bars}[{e.c(s)}], {one} : {mbar_t}")
-    e.emit("nvvm.fence.mbarrier.init")      # the inits visible to TMA's completions (async proxy)
-    e.close()
-    e.emit("gpu.barrier")
-    # Dynamic shared memory, its base rounded up to ALIGN.
-    dyn = e.fresh("dyn")
-    smem_t = f"memref<?xi8, {WG}>"
-    e.emit(f"{dyn} = gpu.dynamic_shared_memory : {smem_t}")
-    addr = e.fresh("i")
-    e.emit(f"{addr} = memref.extract_aligned_pointer_as_index {dyn} : {smem_t} -> index")
-    base = e.rem(e.op("arith.subi", e.c(ALIGN), e.rem(addr, e.c(ALIGN))), e.c(ALIGN))
-
-    def view(offset: str, shape: str, elem: str = dt) -> str:
-        v = e.fresh("sv")
-        e.emit(f"{v} = memref.view {dyn}[{e.add(base, offset)}][] : {smem_t} to memref<{shape}x{elem}, {WG}>")
-        return v
+    bars, mbar_t = stage_barriers(e, STAGES, leader)
+    view = shared_views(e, dt)
 
     # Block -> output tile: columns n0; rows m0 (flat) or the pixel box (i0, oh0, ow0).
     n0 = e.mul("%bx", e.c(BN))
@@ -328,19 +290,8 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
     e.close()
     e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
     e.emit("gpu.barrier")
-    # Epilogue: accumulators -> shared (f32, rows of BN + 4) -> act(acc + bias + residual) -> global.
-    # The store's lowering puts warp w's rows at 16 w (w = tid / 32, over all warpgroups) plus 64 per
-    # m64 fragment, so warpgroup g is offset by its rows past the first 64 only.
-    RS = BN + 4
-    # (the view has the accumulator's shape, as the op wants; its rows past BMW are not bounds-checked)
-    stage = view(e.mul(wg, e.c((BMW - 64) * RS * 4)), f"{BMW}x{RS}", "f32")
-    sub = e.fresh("sv")
-    sub_t = f"memref<{BMW}x{BN}xf32, strided<[{RS}, 1]>, {WG}>"
-    e.emit(f"{sub} = memref.subview {stage}[0, 0] [{BMW}, {BN}] [1, 1] : memref<{BMW}x{RS}xf32, {WG}> to {sub_t}")
-    e.emit(f"nvgpu.warpgroup.mma.store {res}, {sub} : {acc_t} to {sub_t}")
-    e.emit("gpu.barrier")
-    tile = view(zero, f"{BM}x{RS}", "f32")
-    tile_t = f"memref<{BM}x{RS}xf32, {WG}>"
+    # Epilogue: accumulators -> shared (f32) -> act(acc + bias + residual) -> global.
+    tile, tile_t = accumulators_to_shared(e, view, res, acc_t, wg, BM, BMW, BN)
     per_row = BN // 8
     col = e.mul(e.rem(tid, e.c(per_row)), e.c(8))
     n = e.add(n0, col)
@@ -402,6 +353,80 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
     e.close()
     e.emit("gpu.terminator")
     e.close("}")
+
+
+# ---- pieces of the sm_90 kernels (this GEMM, the filter gradient of wgmma_backward_weights.py)
+def tensor_map(e: Emitter, value: str, mtype: str, box: list[int], strides: tuple = ()) -> tuple[str, str]:
+    """A tensor map (host) whose loads land as `box` in shared memory, 128-byte swizzled; with element
+    strides, TMA steps over the tensor (a strided convolution: box[i] * strides[i] elements read every
+    strides[i]-th)."""
+    dt = mtype.rsplit("x", 1)[1][:-1]
+    cast = e.fresh("u")
+    e.emit(f"{cast} = memref.cast {value} : {mtype} to memref<*x{dt}>")
+    tm_t = f"!nvgpu.tensormap.descriptor<tensor = memref<{'x'.join(map(str, box))}x{dt}, 3>, {SWZ}>"
+    tm = e.fresh("tm")
+    attr = f" {{{contract.element_strides_text(strides)}}}" if any(x > 1 for x in strides) else ""
+    e.emit(f"{tm} = nvgpu.tma.create.descriptor {cast} box[{', '.join(e.c(x) for x in box)}]{attr} "
+           f": memref<*x{dt}> -> {tm_t}")
+    return tm, tm_t
+
+
+def descriptor_map(e: Emitter, tm: str, tm_t: str, rows: int, cols: int, dt: str) -> tuple[str, str]:
+    """The 2-d view of a tensor map that wgmma descriptors want: only its swizzle and its rows are read
+    (the descriptor's leading byte offset, rows x 128 bytes: the stride between 64-column boxes of an
+    operand read transposed)."""
+    p, t2 = e.fresh("p"), e.fresh("tm")
+    e.emit(f"{p} = builtin.unrealized_conversion_cast {tm} : {tm_t} to !llvm.ptr")
+    t2_t = f"!nvgpu.tensormap.descriptor<tensor = memref<{rows}x{cols}x{dt}, 3>, {SWZ}>"
+    e.emit(f"{t2} = builtin.unrealized_conversion_cast {p} : !llvm.ptr to {t2_t}")
+    return t2, t2_t
+
+
+def stage_barriers(e: Emitter, stages: int, leader: str) -> tuple[str, str]:
+    """One mbarrier per stage slot, initialized by thread `leader`, then a block barrier; (group, type)."""
+    mbar_t = f"!nvgpu.mbarrier.group<memorySpace = {WG}, num_barriers = {stages}>"
+    bars = e.fresh("bar")
+    e.emit(f"{bars} = nvgpu.mbarrier.create -> {mbar_t}")
+    e.open(f"scf.if {leader} {{")
+    for s in range(stages):
+        e.emit(f"nvgpu.mbarrier.init {bars}[{e.c(s)}], {e.c(1)} : {mbar_t}")
+    e.emit("nvvm.fence.mbarrier.init")      # the inits visible to TMA's completions (async proxy)
+    e.close()
+    e.emit("gpu.barrier")
+    return bars, mbar_t
+
+
+def accumulators_to_shared(e: Emitter, view, res: str, acc_t: str, wg: str, bm: int, bmw: int, bn: int):
+    """The block's accumulators (warpgroup wg: bmw rows of bn) into a [bm, bn + 4] f32 tile at the start of
+    shared memory (rows padded against bank conflicts), then a block barrier; (tile, its type). The store's
+    lowering puts warp w's rows at 16 w (w = tid / 32, over all warpgroups) plus 64 per m64 fragment, so
+    warpgroup g is offset by its rows past the first 64 only."""
+    rs = bn + 4
+    # (the view has the accumulator's shape, as the op wants; its rows past bmw are not bounds-checked)
+    stage = view(e.mul(wg, e.c((bmw - 64) * rs * 4)), f"{bmw}x{rs}", "f32")
+    sub = e.fresh("sv")
+    sub_t = f"memref<{bmw}x{bn}xf32, strided<[{rs}, 1]>, {WG}>"
+    e.emit(f"{sub} = memref.subview {stage}[0, 0] [{bmw}, {bn}] [1, 1] : memref<{bmw}x{rs}xf32, {WG}> to {sub_t}")
+    e.emit(f"nvgpu.warpgroup.mma.store {res}, {sub} : {acc_t} to {sub_t}")
+    e.emit("gpu.barrier")
+    return view(e.c(0), f"{bm}x{rs}", "f32"), f"memref<{bm}x{rs}xf32, {WG}>"
+
+
+def shared_views(e: Emitter, dt: str):
+    """view(byte offset, shape, element type = dt): typed views of the dynamic shared memory, its base
+    rounded up to ALIGN (the swizzle's period)."""
+    dyn = e.fresh("dyn")
+    smem_t = f"memref<?xi8, {WG}>"
+    e.emit(f"{dyn} = gpu.dynamic_shared_memory : {smem_t}")
+    addr = e.fresh("i")
+    e.emit(f"{addr} = memref.extract_aligned_pointer_as_index {dyn} : {smem_t} -> index")
+    base = e.rem(e.op("arith.subi", e.c(ALIGN), e.rem(addr, e.c(ALIGN))), e.c(ALIGN))
+
+    def view(offset: str, shape: str, elem: str = dt) -> str:
+        v = e.fresh("sv")
+        e.emit(f"{v} = memref.view {dyn}[{e.add(base, offset)}][] : {smem_t} to memref<{shape}x{elem}, {WG}>")
+        return v
+    return view
 
 
 # Helpers of the kernels that add launches around the GEMM (im2col, space-to-depth, Winograd).

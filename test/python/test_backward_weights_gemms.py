@@ -4,8 +4,8 @@ has fewer than 8 channels: against float64 numpy for 3x3, 1x1, 7x7 stride 2,
 asymmetric padding, dilation, strides (1, 2), NCHW activations and the three filter layouts, channel and row
 counts that are not multiples of 8 (padded), f32 and f16; on
 the CPU, which has conv_bwd_weights_gemm, the rewrite is forced by making the reference look like the only
-solver. For nvvm:sm_90 (compiled, not run here): every product on the matrix cores, grouped convolutions
-left to the reference. Under OPENPRIM_TEST_TARGET=nvvm:sm_90 the numerics cases record and replay on the
+solver. For nvvm (compiled, not run here): every product on the matrix cores where sm_90's filter-gradient
+kernel does not apply (sm_80, fewer than 8 channels), grouped convolutions left to the reference. Under OPENPRIM_TEST_TARGET=nvvm:sm_90 the numerics cases record and replay on the
 GPU (helpers.run_on_gpu) without forcing anything."""
 from __future__ import annotations
 
@@ -78,21 +78,25 @@ def test_cpu_stem_keeps_its_kernel(dtype):
     assert_close(exe(*feeds), want, dtype, reduction=reduction)
 
 
-def _nvvm_solvers(graph) -> set[str]:
-    """The solvers of the kernels compiled for sm_90 (GEMMs of one shape share a kernel)."""
-    return {solver for _, solver in kernel_info(openprim.compiler.lower(graph, "nvvm:sm_90")).values() if solver}
+def _nvvm_solvers(graph, arch: str = "sm_90") -> set[str]:
+    """The solvers of the kernels compiled for `arch` (GEMMs of one shape share a kernel)."""
+    return {solver for _, solver in kernel_info(openprim.compiler.lower(graph, f"nvvm:{arch}")).values() if solver}
 
 
-@pytest.mark.parametrize("n, c, size, r, stride", [(4, 64, 28, 3, 1), (4, 64, 28, 1, 1), (4, 64, 28, 3, 2),
-                                                  (2, 3, 32, 7, 2), (1, 64, 7, 3, 1)])
-def test_nvvm_products_on_matrix_cores(n, c, size, r, stride):
-    """ResNet's layers for sm_90, its stem (3 channels, padded to 8) and a batch-1 7 x 7 map (49 rows, padded
-    to 56) too: the GEMMs on wgmma, no reference or SIMT kernel."""
+@pytest.mark.parametrize("arch, n, c, size, r, stride, solvers", [
+    ("sm_90", 2, 3, 32, 7, 2, {"gemm_wgmma"}),     # the stem (3 channels, padded to 8): sm_90's own kernel needs 8
+    ("sm_80", 4, 64, 28, 3, 1, {"gemm_mma"}),
+    ("sm_80", 4, 64, 28, 3, 2, {"gemm_mma"}),
+    ("sm_80", 1, 64, 7, 3, 1, {"gemm_mma"}),       # batch 1, a 7 x 7 map: 49 rows, padded to 56
+])
+def test_nvvm_products_on_matrix_cores(arch, n, c, size, r, stride, solvers):
+    """Where the GPU has no filter-gradient kernel for the problem (sm_80; sm_90 below 8 channels), the
+    GEMMs go to the matrix cores, no reference or SIMT kernel; sm_90's own is test_wgmma_backward_weights.py's."""
     g = Graph(dtype="f16", layout="NHWC")
     oh = (size + 2 * (r // 2) - r) // stride + 1
     g.output(g.conv2d_backward_weights(g.input("x", (n, size, size, c)), g.input("dy", (n, oh, oh, 64)), (r, r),
                                        stride=stride, padding=r // 2, layout="NHWC", filter_layout="KCRS"))
-    assert _nvvm_solvers(g) == {"gemm_wgmma"}
+    assert _nvvm_solvers(g, arch) == solvers
 
 
 def test_nvvm_grouped_stays_reference():

@@ -1,0 +1,224 @@
+"""The filter gradient of a convolution on sm_90 warpgroup MMA: an implicit GEMM reducing over the batch and
+the map, both operands read in place by TMA, split over the reduction for small filters.
+
+With the forward convolution x [N, H, W, C] * w [K, R, S, C] -> dy [N, OH, OW, K] (NHWC, one group), stride
+(sh, sw), padding (pt, pl), dilation (dh, dw), the gradient in KRSC is one GEMM of K rows and R S C columns whose
+reduction runs over the output pixels m = (n, oh, ow):
+
+    dw[k, (r, s, c)] = sum over m of dy[m, k] x[n, oh sh - pt + r dh, ow sw - pl + s dw, c]
+
+A k tile is PIXELS (64) output pixels, a box of bi x bh x bw (wgmma.pixel_box, as the forward kernel's M
+tile). Both operands of the tile are TMA boxes of those pixels, 64 channels wide:
+
+    A (rows k)       dy box [bi, bh, bw, 64 k] at [i0, oh0, ow0, k0]: one box per warpgroup (64 rows each)
+    B (columns rsc)  x box [bi, bh, bw, 64 c] at [i0, oh0 sh - pt + r dh, ow0 sw - pl + s dw, c0], read every
+                     sh-th row and sw-th column (TMA element strides); column block j of the tile is tap
+                     (r, s) and channel block c0 = 64 cb, (r S + s) CB + cb = its index (CB = ceil(C / 64)).
+    Out of the tensors TMA reads zeros: the padding, and the box's pixels past the map (dy's zeros there
+    cancel whatever x holds).
+
+Both land in shared memory as 64 pixel rows of 128 bytes (64 channels, 128-byte swizzled): the reduction
+is the slow dimension of both, so wgmma reads both transposed (MN-major). The nvgpu lowering steps a
+transposed A by 32 bytes per k16 instead of the 2,048 (16 rows) it takes, so each k16 slice is its own
+warpgroup.mma on descriptors made at that slice (k = 0: no step taken), four per k tile.
+
+The grid is (column blocks of BN, row blocks of BM, splits); run z of the split reduces k tiles
+[z KT, (z + 1) KT) into its own f32 slice of a scratch [splits K, R S C], and a second launch adds the
+slices in order and casts them (deterministic). One run writes the cast result directly. The pipeline is
+wgmma.py's: STAGES slots on mbarriers, thread 0 issuing the TMA loads one tile ahead of the slot being
+multiplied, the accumulators through shared memory to 16-byte stores.
+
+Applies to f16/bf16 NHWC problems of one group whose C and K are multiples of 8 (TMA's 16-byte strides),
+strides up to 8. A tap's channels past C are multiplied as zeros (C = 96: 128 columns computed), so C of 64
+or more suits it; the RGB stem keeps passes/backward_weights_gemms.py's stacked GEMM.
+"""
+from __future__ import annotations
+
+from openprim.kernels.gpu.gemm import WG, Emitter, GemmSpec, store_vector
+
+from .wgmma import (ALIGN, accumulators_to_shared, close_launch, descriptor_map, host_function, pixel_box,
+                    shared_views, stage_barriers, tensor_map, vec_launch)
+
+BK = 64                    # channels per box: 128 bytes of f16, one swizzle row
+PIXELS = 64                # output pixels per k tile
+BOX_BYTES = PIXELS * BK * 2
+K16 = 16 * BK * 2          # bytes of 16 pixel rows: one wgmma k step
+# (BM, BN, stages): BM / 64 warpgroups (64 rows each), BN / 64 column blocks; indexed by the "tile" parameter
+CONFIGS = [(128, 128, 4), (128, 256, 3), (64, 128, 4), (64, 256, 3), (128, 192, 3), (64, 192, 4), (64, 64, 6)]
+
+
+def applicable(p) -> str | None:
+    if p.dtype not in ("f16", "bf16"):
+        return "wgmma kernel takes f16/bf16 inputs"
+    if p.layout != "NHWC":
+        return "needs NHWC"
+    if p.groups != 1:
+        return f"grouped convolution (groups={p.groups})"
+    if p.c % 8 or p.k % 8:
+        return "needs input and output channels in multiples of 8 (TMA strides)"
+    if max(p.strides) > 8:
+        return "stride above 8 (TMA element strides)"
+    return None
+
+
+def geometry(p) -> tuple:
+    """((bi, bh, bw), pixel tiles along (images, rows, columns), the k tiles: pixel boxes over N x OH x OW)."""
+    bi, bh, bw = pixel_box(PIXELS, p.n, p.oh, p.ow, *p.strides)
+    tiles = (-(-p.n // bi), -(-p.oh // bh), -(-p.ow // bw))
+    return (bi, bh, bw), tiles, tiles[0] * tiles[1] * tiles[2]
+
+
+def columns(p) -> int:
+    """The GEMM's columns as the kernel computes them: R S taps of C rounded up to 64."""
+    return p.r * p.s * -(-p.c // BK) * BK
+
+
+def smem_bytes(config, k_tiles: int) -> int:
+    bm, bn, stages = config
+    return ALIGN + max(min(stages, k_tiles) * (bm + bn) * BK * 2, bm * (bn + 4) * 4)
+
+
+def backward_weights_kernel(name: str, params_sig: list[tuple[str, str]], p, config: int, splits: int = 1, *,
+                            smem_limit: int) -> str:
+    """The host function: tensor maps, the GEMM launch and, split, the launch adding its runs (module
+    docstring). params_sig: x [N, H, W, C], dy [N, OH, OW, K], out [K, R, S, C]."""
+    BM, BN, STAGES = CONFIGS[config]
+    WGS, NB = BM // 64, BN // BK
+    dt, K, C, RS = p.dtype, p.k, p.c, p.r * p.s
+    CB = -(-C // BK)
+    (sh, sw), (dh, dw), (pt, pl) = p.strides, p.dilations, p.padding[:2]
+    (bi, bh, bw), (_, tiles_h, tiles_w), tiles = geometry(p)
+    assert tiles % splits == 0, "split into equal runs of k tiles"
+    KT = tiles // splits
+    STAGES = min(STAGES, KT)
+    A_BYTES, B_BYTES = WGS * BOX_BYTES, NB * BOX_BYTES
+    smem = smem_bytes(CONFIGS[config], KT)
+    if smem > smem_limit:
+        raise ValueError(f"wgmma filter-gradient config {CONFIGS[config]} needs {smem} bytes of shared memory "
+                         f"(limit {smem_limit})")
+    (x, x_t), (dy, dy_t), (out, out_t) = params_sig
+    e = Emitter()
+    tma_x, tma_x_t = tensor_map(e, x, x_t, [bi, bh, bw, BK], (1, sh, sw, 1))
+    tma_dy, tma_dy_t = tensor_map(e, dy, dy_t, [bi, bh, bw, BK])
+    out2, out2_t = e.fresh("v"), f"memref<{K}x{RS * C}x{dt}>"
+    e.emit(f"{out2} = memref.reinterpret_cast {out} to offset: [0], sizes: [{K}, {RS * C}], strides: [{RS * C}, 1] "
+           f": {out_t} to {out2_t}")
+    dest = (out2, out2_t)
+    if splits > 1:
+        dest = ("%wk", f"memref<{splits * K}x{RS * C}xf32>")
+        e.emit(f"%wk = memref.alloc() {{alignment = 64 : i64}} : {dest[1]}")
+    sm, one, zero = e.fresh("smem"), e.c(1), e.c(0)
+    e.emit(f"{sm} = arith.constant {smem} : i32")
+    e.open(f"gpu.launch blocks(%bx, %by, %bz) in (%gx = {e.c(-(-columns(p) // BN))}, %gy = {e.c(-(-K // BM))}, "
+           f"%gz = {e.c(splits)}) threads(%tx, %ty, %tz) in (%sx = {e.c(128 * WGS)}, %sy = {one}, %sz = {one}) "
+           f"dynamic_shared_memory_size {sm} {{")
+    desc_dy, desc_x = (descriptor_map(e, tm, tm_t, PIXELS, BK, dt)
+                       for tm, tm_t in ((tma_dy, tma_dy_t), (tma_x, tma_x_t)))
+    tid = "%tx"
+    leader = e.cmp("eq", tid, zero)
+    bars, mbar_t = stage_barriers(e, STAGES, leader)
+    view = shared_views(e, dt)
+    n0, k0 = e.mul("%bx", e.c(BN)), e.mul("%by", e.c(BM))
+    box_t = f"{bi}x{bh}x{bw}x{BK}"
+
+    def load_tile(kt: str, slot: str, pred: str) -> None:
+        """Thread `pred`: the dy and x boxes of k tile kt (of this block's run) into `slot`, on its barrier."""
+        e.emit(f"nvgpu.mbarrier.arrive.expect_tx {bars}[{slot}], {e.c(A_BYTES + B_BYTES)}, predicate = {pred} "
+               f": {mbar_t}")
+        t = e.add(kt, e.mul("%bz", e.c(KT))) if splits > 1 else kt
+        ow0 = e.mul(e.rem(t, e.c(tiles_w)), e.c(bw))
+        oh0 = e.mul(e.rem(e.div(t, e.c(tiles_w)), e.c(tiles_h)), e.c(bh))
+        i0 = e.mul(e.div(t, e.c(tiles_w * tiles_h)), e.c(bi))
+        for g in range(WGS):
+            dst = view(e.add(e.mul(slot, e.c(A_BYTES)), e.c(g * BOX_BYTES)), box_t)
+            e.emit(f"nvgpu.tma.async.load {tma_dy}[{e.add(k0, e.c(64 * g))}, {ow0}, {oh0}, {i0}], {bars}[{slot}] "
+                   f"to {dst}, predicate = {pred} : {tma_dy_t}, {mbar_t} -> memref<{box_t}x{dt}, {WG}>")
+        for j in range(NB):
+            # column block -> (tap, channel block); blocks past the last tap load its last one (not stored)
+            block = e.op("arith.minui", e.add(e.div(n0, e.c(BK)), e.c(j)), e.c(RS * CB - 1))
+            rs, c0 = e.div(block, e.c(CB)), e.mul(e.rem(block, e.c(CB)), e.c(BK))
+            h = e.op("arith.subi", e.add(e.mul(oh0, e.c(sh)), e.mul(e.div(rs, e.c(p.s)), e.c(dh))), e.c(pt))
+            w = e.op("arith.subi", e.add(e.mul(ow0, e.c(sw)), e.mul(e.rem(rs, e.c(p.s)), e.c(dw))), e.c(pl))
+            dst = view(e.add(e.c(STAGES * A_BYTES + j * BOX_BYTES), e.mul(slot, e.c(B_BYTES))), box_t)
+            e.emit(f"nvgpu.tma.async.load {tma_x}[{c0}, {w}, {h}, {i0}], {bars}[{slot}] to {dst}, "
+                   f"predicate = {pred} : {tma_x_t}, {mbar_t} -> memref<{box_t}x{dt}, {WG}>")
+
+    for s in range(KT if KT == STAGES else STAGES - 1):
+        load_tile(e.c(s), e.c(s), leader)
+    wg = e.div(tid, e.c(128))
+    acc_t = f"!nvgpu.warpgroup.accumulator<fragmented = vector<64x{BN}xf32>>"
+    da_t = f"!nvgpu.warpgroup.descriptor<tensor = memref<64x16x{dt}, {WG}>>"
+    db_t = f"!nvgpu.warpgroup.descriptor<tensor = memref<16x{BN}x{dt}, {WG}>>"
+    acc0, res, acc = e.fresh("acc"), e.fresh("res"), e.fresh("acc")
+    e.emit(f"{acc0} = nvgpu.warpgroup.mma.init.accumulator -> {acc_t}")
+    e.open(f"{res} = scf.for %kt = {zero} to {e.c(KT)} step {one} iter_args({acc} = {acc0}) -> ({acc_t}) {{")
+    slot = e.rem("%kt", e.c(STAGES))
+    parity = e.fresh("ph")
+    e.emit(f"{parity} = arith.index_cast {e.rem(e.div('%kt', e.c(STAGES)), e.c(2))} : index to i1")
+    e.emit(f"nvgpu.mbarrier.try_wait.parity {bars}[{slot}], {parity}, {e.c(10000000)} : {mbar_t}")
+    a_base = e.add(e.mul(slot, e.c(A_BYTES)), e.mul(wg, e.c(BOX_BYTES)))
+    b_base = e.add(e.c(STAGES * A_BYTES), e.mul(slot, e.c(B_BYTES)))
+    for step in range(PIXELS // 16):
+        a_view = view(e.add(a_base, e.c(step * K16)), "64x16")
+        b_view = view(e.add(b_base, e.c(step * K16)), f"16x{BN}")
+        da, db, nxt = e.fresh("da"), e.fresh("db"), e.fresh("acc")
+        e.emit(f"{da} = nvgpu.warpgroup.generate.descriptor {a_view}, {desc_dy[0]} : memref<64x16x{dt}, {WG}>, "
+               f"{desc_dy[1]} -> {da_t}")
+        e.emit(f"{db} = nvgpu.warpgroup.generate.descriptor {b_view}, {desc_x[0]} : memref<16x{BN}x{dt}, {WG}>, "
+               f"{desc_x[1]} -> {db_t}")
+        e.emit(f"{nxt} = nvgpu.warpgroup.mma {da}, {db}, {acc} {{transposeA, transposeB}} "
+               f": {da_t}, {db_t}, {acc_t} -> {acc_t}")
+        acc = nxt
+    # (each mma's lowering ends with wgmma.wait_group 1: tile kt-1's multiplies are done)
+    if KT > STAGES:
+        e.emit("gpu.barrier")
+        ahead = e.add("%kt", e.c(STAGES - 1))
+        load_tile(ahead, e.rem(ahead, e.c(STAGES)), e.both(leader, e.cmp("ult", ahead, e.c(KT))))
+    e.emit(f"scf.yield {acc} : {acc_t}")
+    e.close()
+    e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
+    e.emit("gpu.barrier")
+    tile, tile_t = accumulators_to_shared(e, view, res, acc_t, wg, BM, 64, BN)
+    # Thread: 8 columns of a row, BN / 8 threads a row. Column n of the GEMM is tap n / (64 CB), channel
+    # n % (64 CB): stored at rs C + c where c < C.
+    per_row = BN // 8
+    rows_per_pass = 128 * WGS // per_row
+    col = e.mul(e.rem(tid, e.c(per_row)), e.c(8))
+    n = e.add(n0, col)
+    rs, c = e.div(n, e.c(CB * BK)), e.rem(n, e.c(CB * BK))
+    e.open(f"scf.if {e.both(e.cmp('ult', rs, e.c(RS)), e.cmp('ult', c, e.c(C)))} {{")
+    oc = e.add(e.mul(rs, e.c(C)), c)
+    spec = GemmSpec(K, RS * C, p.n * p.oh * p.ow, dt)
+    for first in range(0, BM, rows_per_pass):
+        i = e.add(e.c(first), e.div(tid, e.c(per_row)))
+        k = e.add(k0, i)
+        ok = e.cmp("ult", k, e.c(K))
+        if BM % rows_per_pass:
+            ok = e.both(ok, e.cmp("ult", i, e.c(BM)))
+        if (128 * WGS) % per_row:                   # (BN = 192: 5 rows of 24 threads a pass, 8 idle)
+            ok = e.both(ok, e.cmp("ult", tid, e.c(rows_per_pass * per_row)))
+        e.open(f"scf.if {ok} {{")
+        halves = []
+        for h in range(2):
+            v = e.fresh("x")
+            e.emit(f"{v} = vector.load {tile}[{i}, {e.add(col, e.c(4 * h))}] : {tile_t}, vector<4xf32>")
+            halves.append(v)
+        v = e.fresh("x")
+        e.emit(f"{v} = vector.shuffle {halves[0]}, {halves[1]} [0, 1, 2, 3, 4, 5, 6, 7] "
+               f": vector<4xf32>, vector<4xf32>")
+        row = e.add(k, e.mul("%bz", e.c(K))) if splits > 1 else k
+        store_vector(e, spec, v, None, (dest[0], [row, oc], dest[1]))
+        e.close()
+    e.close()
+    e.emit("gpu.terminator")
+    e.close("}")
+    if splits > 1:
+        k, oc = vec_launch(e, K, RS * C)
+        total = None
+        for z in range(splits):
+            v = e.fresh("p")
+            e.emit(f"{v} = vector.load %wk[{e.add(k, e.c(z * K))}, {oc}] : {dest[1]}, vector<8xf32>")
+            total = v if total is None else e.op("arith.addf", total, v, "vector<8xf32>")
+        store_vector(e, spec, total, None, (out2, [k, oc], out2_t))
+        close_launch(e)
+    return host_function(e, name, params_sig)
