@@ -189,18 +189,19 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
 
     od = "f32" if out_f32 else dt
     if batch > 1:
-        tma_a, tma_a_t = tensor_map(e, a, types[a], [1, BM, BK])
+        tma_a, tma_a_t = tensor_map(e, a, types[a], dt, [1, BM, BK])
     elif flat:
         a2 = collapse(e, a, types[a], rank(a), M, C, dt)
-        tma_a, tma_a_t = tensor_map(e, a2, f"memref<{M}x{C}x{dt}>", [BM, BK])
+        tma_a, tma_a_t = tensor_map(e, a2, f"memref<{M}x{C}x{dt}>", dt, [BM, BK])
     else:
-        tma_a, tma_a_t = tensor_map(e, a, types[a], [bi, bh, bw, BK], (1, sh, sw, 1))
+        tma_a, tma_a_t = tensor_map(e, a, types[a], dt, [bi, bh, bw, BK], (1, sh, sw, 1))
     if spec.conv:
-        tma_b, tma_b_t = tensor_map(e, b, types[b], [1, 1, BK, 64])
+        tma_b, tma_b_t = tensor_map(e, b, types[b], dt, [1, 1, BK, 64])
     elif batch > 1:
-        tma_b, tma_b_t = tensor_map(e, b, types[b], [1, BK, 64])
+        tma_b, tma_b_t = tensor_map(e, b, types[b], dt, [1, BK, 64])
     else:                                   # [K, N] (an RSCK filter of an im2col GEMM: [R*S*C, K])
-        tma_b, tma_b_t = tensor_map(e, collapse(e, b, types[b], rank(b), C, NO, dt), f"memref<{C}x{NO}x{dt}>", [BK, 64])
+        b2 = collapse(e, b, types[b], rank(b), C, NO, dt)
+        tma_b, tma_b_t = tensor_map(e, b2, f"memref<{C}x{NO}x{dt}>", dt, [BK, 64])
     smem = smem_bytes(CONFIGS[config], KT)
     if smem > smem_limit:
         raise ValueError(f"wgmma config {CONFIGS[config]} needs {smem} bytes of shared memory (limit {smem_limit})")
@@ -356,11 +357,10 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
 
 
 # ---- pieces of the sm_90 kernels (this GEMM, the filter gradient of wgmma_backward_weights.py)
-def tensor_map(e: Emitter, value: str, mtype: str, box: list[int], strides: tuple = ()) -> tuple[str, str]:
+def tensor_map(e: Emitter, value: str, mtype: str, dt: str, box: list[int], strides: tuple = ()) -> tuple[str, str]:
     """A tensor map (host) whose loads land as `box` in shared memory, 128-byte swizzled; with element
     strides, TMA steps over the tensor (a strided convolution: box[i] * strides[i] elements read every
     strides[i]-th)."""
-    dt = mtype.rsplit("x", 1)[1][:-1]
     cast = e.fresh("u")
     e.emit(f"{cast} = memref.cast {value} : {mtype} to memref<*x{dt}>")
     tm_t = f"!nvgpu.tensormap.descriptor<tensor = memref<{'x'.join(map(str, box))}x{dt}, 3>, {SWZ}>"

@@ -98,8 +98,8 @@ def backward_weights_kernel(name: str, params_sig: list[tuple[str, str]], p, con
                          f"(limit {smem_limit})")
     (x, x_t), (dy, dy_t), (out, out_t) = params_sig
     e = Emitter()
-    tma_x, tma_x_t = tensor_map(e, x, x_t, [bi, bh, bw, BK], (1, sh, sw, 1))
-    tma_dy, tma_dy_t = tensor_map(e, dy, dy_t, [bi, bh, bw, BK])
+    tma_x, tma_x_t = tensor_map(e, x, x_t, dt, [bi, bh, bw, BK], (1, sh, sw, 1))
+    tma_dy, tma_dy_t = tensor_map(e, dy, dy_t, dt, [bi, bh, bw, BK])
     out2, out2_t = e.fresh("v"), f"memref<{K}x{RS * C}x{dt}>"
     e.emit(f"{out2} = memref.reinterpret_cast {out} to offset: [0], sizes: [{K}, {RS * C}], strides: [{RS * C}, 1] "
            f": {out_t} to {out2_t}")
