@@ -28,12 +28,14 @@ at batch 8 on 2 AVX2 cores, 41 ms stacked (transpose, pad, 49 slices, concat, GE
 """
 from __future__ import annotations
 
+import dataclasses
+
 from mlir import ir
 
 from openprim import dialect
 from openprim.solvers.problem import problem_of
 
-from .rewrite import create, filter_perm, reshape, transpose
+from .rewrite import create, filter_perm, rebuild, reshape, transpose
 
 MATMUL = {"transpose_rhs": 0, "activation": "none", "activation_params": []}
 ALIGN = 8     # the matrix-core GEMMs' K and N granule (16-byte rows of f16: TMA strides, ldmatrix)
@@ -50,6 +52,10 @@ def backward_weights_as_gemms(op: ir.Operation, target, reference_only) -> bool:
     if p.groups != 1 or not reference_only(p):
         return False
     x, dy = dialect.operand_groups(op)
+    c = -(-p.c // ALIGN) * ALIGN
+    if target.kind != "cpu" and c != p.c and not reference_only(dataclasses.replace(p, c=c)):
+        _padded_channels(op, x, dy, p, c)
+        return True
     m, loc = p.n * p.oh * p.ow, op.location
     stacked, align = p.c < FEW_CHANNELS, 1 if target.kind == "cpu" else ALIGN
     c, mp = -(-p.c // align) * align, -(-m // align) * align
@@ -65,6 +71,22 @@ def backward_weights_as_gemms(op: ir.Operation, target, reference_only) -> bool:
     op.result.replace_all_uses_with(grad)
     op.erase()
     return True
+
+
+def _padded_channels(op: ir.Operation, x, dy, p, c: int) -> None:
+    """The filter gradient of x padded with zero channels to c, which the target's own kernel takes, cut back
+    to the op's C channels."""
+    loc, layout = op.location, p.filter_layout
+    axis = layout.index("C")
+    shape = [{"K": p.k, "C": c, "R": p.r, "S": p.s}[d] for d in layout]
+    with ir.InsertionPoint(op), loc:
+        xp = create("pad", [x], [p.n, p.h, p.w, c], x, {"pads": [0, 0, 0, 0, 0, 0, 0, c - p.c], "value": 0.0}, loc)
+        grad = rebuild(op, [xp, dy], {}, loc, ir.RankedTensorType.get(shape, op.result.type.element_type))
+        ends = list(shape)
+        ends[axis] = p.c
+        cut = create("slice", [grad.result], ends, x, {"starts": [0] * 4, "ends": ends, "steps": [1] * 4}, loc)
+    op.result.replace_all_uses_with(cut)
+    op.erase()
 
 
 def _tap_slices(x, p, c: int, loc) -> list:

@@ -2,6 +2,8 @@
 kernels: implicit GEMM, im2col, Winograd and space-to-depth convolutions, GEMMs, and flash attention."""
 from __future__ import annotations
 
+import math
+
 from openprim.base.settings import ALLOW_TF32, setting
 from openprim.kernels.nvidia import depthwise_pointwise, flash_attention, flash_attention_wgmma, gemv_mma
 from openprim.kernels.nvidia import mma as gpu_mma
@@ -426,7 +428,7 @@ class ConvBwdWeightsWgmma(Solver):
     targets = ("nvvm",)
     efficiency = 6.0
     CLOCK_HZ = 1.8e9            # the model's per-multiprocessor rates below are per clock
-    MMA_PER_CLOCK = 32          # tile elements (BM x BN) a k tile of 64 pixels adds per clock: 4,096 flop/clock
+    MMA_PER_CLOCK = 32          # tile elements (BM x BN) 64 pixels add per clock: 4,096 flop/clock
     LOAD_PER_CLOCK = 64         # bytes of TMA boxes landing per clock per multiprocessor, from L2
     TILE_CLOCKS = 150           # a k tile's barrier, mbarrier wait and issue
     SCRATCH_LIMIT = 64 << 20    # bytes of split partial sums
@@ -440,21 +442,27 @@ class ConvBwdWeightsWgmma(Solver):
         return "KRSC"
 
     def _fits(self, p, target, tile: int, splits: int) -> bool:
+        """Equal runs of 2+ k tiles, 2+ stage slots in shared memory, and the runs' partial sums in bounds."""
         tiles = gpu_wgmma_bwd_weights.geometry(p)[2]
+        config = gpu_wgmma_bwd_weights.CONFIGS[tile]
         return tiles % splits == 0 and (splits == 1 or tiles // splits >= 2) and \
-            gpu_wgmma_bwd_weights.smem_bytes(gpu_wgmma_bwd_weights.CONFIGS[tile], tiles // splits) <= \
-            target.chip.shared_per_block and \
+            (gpu_wgmma_bwd_weights.stages(config, p, target.chip.shared_per_block) >= 2 or tiles == splits) and \
             (splits == 1 or splits * p.k * p.r * p.s * p.c * 4 <= self.SCRATCH_LIMIT)
 
     def predicted(self, p, target, tile: int, splits: int) -> float:
         """Seconds: waves of blocks, each (tiles / splits) k tiles bound by the tensor cores or by the boxes'
-        loads, plus the split's partial sums written and read back."""
+        loads, plus the split's partial sums written and read back and the patches of few channels."""
         bm, bn, _ = gpu_wgmma_bwd_weights.CONFIGS[tile]
-        tiles = gpu_wgmma_bwd_weights.geometry(p)[2]
+        box, _, tiles = gpu_wgmma_bwd_weights.geometry(p)
+        pixels = math.prod(box)
         blocks = -(-p.k // bm) * -(-gpu_wgmma_bwd_weights.columns(p) // bn) * splits
-        per_tile = max(bm * bn / self.MMA_PER_CLOCK, (bm + bn) * 128 / self.LOAD_PER_CLOCK) + self.TILE_CLOCKS
+        per_tile = max(bm * bn * pixels / 64 / self.MMA_PER_CLOCK, (bm + bn) * pixels * 2 / self.LOAD_PER_CLOCK) + \
+            self.TILE_CLOCKS
         waves = -(-blocks // target.chip.units)
         partials = 2 * splits * p.k * p.r * p.s * p.c * 4 if splits > 1 else 0
+        patches = gpu_wgmma_bwd_weights.kernel_problem(p)
+        if patches is not p:                             # written once, read by each row block
+            partials += patches.n * patches.h * patches.w * patches.c * 2 * (1 + -(-p.k // bm))
         return waves * (tiles // splits) * per_tile / self.CLOCK_HZ + partials / (target.rates[1] * 1e9)
 
     def tunables(self, p):

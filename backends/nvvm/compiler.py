@@ -97,9 +97,79 @@ def lowering(target: Target, threads: bool, nested) -> list:
     """prim-lower's steps after the kernels are mapped onto the grid."""
     return [("prim-gpu-merge", merge), nested([
         f"nvvm-attach-target{{chip={target.ptx_arch} O=3}}",
-        "gpu.module(fold-memref-alias-ops,expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm,convert-scf-to-cf,"
-        "convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true},convert-nvvm-to-llvm)",
+        "gpu.module(fold-memref-alias-ops,expand-strided-metadata,lower-affine,convert-nvgpu-to-nvvm)"]),
+        ("wgmma-chains", chain_wgmma), nested([
+        "gpu.module(convert-scf-to-cf,convert-gpu-to-nvvm{use-bare-ptr-memref-call-conv=true},convert-nvvm-to-llvm)",
         "reconcile-unrealized-casts", "gpu-module-to-binary{format=isa}"])]
+
+
+# Ops that may sit between two chained wgmmas: index and descriptor arithmetic, views, the accumulator's
+# struct shuffles; nothing that reads or writes memory or synchronizes.
+_CHAIN_OPS = re.compile(r"(arith\.|llvm\.(mlir\.|extractvalue|insertvalue|ptrtoint|add|sub|mul|shl|lshr|or|and"
+                        r"|zext|trunc|getelementptr)|memref\.(view|subview|reinterpret_cast|extract)|"
+                        r"builtin\.unrealized_conversion_cast)")
+_WGMMA_SYNC = ("nvvm.wgmma.commit.group.sync.aligned", "nvvm.wgmma.wait.group.sync.aligned", "nvvm.wgmma.fence.aligned")
+
+
+def chain_wgmma(module: ir.Operation) -> int:
+    """Issue chained warpgroup MMAs as one group: where a wgmma's accumulator is an earlier wgmma's result
+    (through the accumulator struct's insert/extract and casts only) and what lies between them is the
+    earlier op's commit + wait_group + the later op's fence and index arithmetic, those three go. Each
+    nvgpu.warpgroup.mma lowers to fence, its k steps, commit, wait_group 1, so a kernel that issues one op
+    per k step (a transposed A: kernels/nvidia/wgmma_backward_weights.py) would wait on every k16 product;
+    within one op the lowering chains its k steps the same way. Returns how many waits it removed."""
+    removed = 0
+
+    def position(op) -> list[int]:
+        return list(ir.DenseI64ArrayAttr(op.attributes["position"]))
+
+    def producer(value) -> ir.Operation | None:
+        """The wgmma whose result `value` is, through struct shuffles and casts; None otherwise."""
+        path = []                                # the positions still to extract, outermost first
+        while isinstance(value.owner, (ir.Operation, ir.OpView)):
+            op = value.owner.operation
+            if op.name == "nvvm.wgmma.mma_async":
+                return op if not path else None
+            if op.name == "builtin.unrealized_conversion_cast" and len(op.operands) == 1:
+                value = op.operands[0]
+            elif op.name == "llvm.extractvalue":
+                path, value = position(op) + path, op.operands[0]
+            elif op.name == "llvm.insertvalue":  # operands (container, value)
+                at = position(op)
+                if path[:len(at)] == at:
+                    path, value = path[len(at):], op.operands[1]
+                else:
+                    value = op.operands[0]
+            else:
+                return None
+        return None
+
+    chained = []
+
+    def visit(op):
+        if op.name == "nvvm.wgmma.mma_async":
+            chained.append(op)
+        return ir.WalkResult.ADVANCE
+
+    kernels_module(module).walk(visit)
+    for second in chained:
+        first = producer(second.operands[0])        # (accumulator, descriptor A, descriptor B)
+        if first is None:
+            continue
+        ops = [o.operation for o in second.block.operations]
+        at = next(i for i, o in enumerate(ops) if o == second)
+        start = next((i for i in range(at - 1, -1, -1) if ops[i] == first), None)
+        if start is None:
+            continue
+        between = ops[start + 1:at]
+        sync = [o for o in between if o.name in _WGMMA_SYNC]
+        if sorted(o.name for o in sync) != sorted(_WGMMA_SYNC) or \
+                any(o.name not in _WGMMA_SYNC and not _CHAIN_OPS.match(o.name) for o in between):
+            continue
+        for o in sync:
+            o.erase()
+        removed += 1
+    return removed
 
 
 def _tensor_map(op: ir.Operation, where: dict) -> list:

@@ -7,8 +7,10 @@ reduction runs over the output pixels m = (n, oh, ow):
 
     dw[k, (r, s, c)] = sum over m of dy[m, k] x[n, oh sh - pt + r dh, ow sw - pl + s dw, c]
 
-A k tile is PIXELS (64) output pixels, a box of bi x bh x bw (wgmma.pixel_box, as the forward kernel's M
-tile). Both operands of the tile are TMA boxes of those pixels, 64 channels wide:
+A k tile is a box of bi x bh x bw output pixels (reduction_box: a multiple of 16 pixels, a wgmma k step, up to
+MAX_PIXELS; the fewest computed in vain: 2 x 7 x 8 on a 7 x 7 map, 7 x 16 on 14 x 14, 4 x 28 on 28 x 28, 8 x 8
+on 56 x 56). Both
+operands of the tile are TMA boxes of those pixels, 64 channels wide:
 
     A (rows k)       dy box [bi, bh, bw, 64 k] at [i0, oh0, ow0, k0]: one box per warpgroup (64 rows each)
     B (columns rsc)  x box [bi, bh, bw, 64 c] at [i0, oh0 sh - pt + r dh, ow0 sw - pl + s dw, c0], read every
@@ -17,10 +19,11 @@ tile). Both operands of the tile are TMA boxes of those pixels, 64 channels wide
     Out of the tensors TMA reads zeros: the padding, and the box's pixels past the map (dy's zeros there
     cancel whatever x holds).
 
-Both land in shared memory as 64 pixel rows of 128 bytes (64 channels, 128-byte swizzled): the reduction
+Both land in shared memory as pixel rows of 128 bytes (64 channels, 128-byte swizzled): the reduction
 is the slow dimension of both, so wgmma reads both transposed (MN-major). The nvgpu lowering steps a
 transposed A by 32 bytes per k16 instead of the 2,048 (16 rows) it takes, so each k16 slice is its own
-warpgroup.mma on descriptors made at that slice (k = 0: no step taken), four per k tile.
+warpgroup.mma on descriptors made at that slice (k = 0: no step taken), issued as one group (the nvvm
+backend's chain_wgmma drops the per-op commit, wait and fence between them).
 
 The grid is (column blocks of BN, row blocks of BM, splits); run z of the split reduces k tiles
 [z KT, (z + 1) KT) into its own f32 slice of a scratch [splits K, R S C], and a second launch adds the
@@ -28,21 +31,30 @@ slices in order and casts them (deterministic). One run writes the cast result d
 wgmma.py's: STAGES slots on mbarriers, thread 0 issuing the TMA loads one tile ahead of the slot being
 multiplied, the accumulators through shared memory to 16-byte stores.
 
+Few channels (C < IM2COL_CHANNELS): a tap's channels past C would be multiplied as zeros (an RGB stem padded
+to 8 channels: 8x the work). There a first launch copies the windows into patches [N OH OW, R S C] (the
+im2col of wgmma_im2col.py, 16 bytes a thread) and the kernel above computes the 1x1 filter gradient of the
+patches, R S C columns side by side, which is the KRSC gradient itself (kernel_problem).
+
 Applies to f16/bf16 NHWC problems of one group whose C and K are multiples of 8 (TMA's 16-byte strides),
-strides up to 8. A tap's channels past C are multiplied as zeros (C = 96: 128 columns computed), so C of 64
-or more suits it; the RGB stem keeps passes/backward_weights_gemms.py's stacked GEMM.
+strides up to 8; passes/backward_weights_gemms.py pads other channel counts to 8 first.
 """
 from __future__ import annotations
 
+import dataclasses
+import math
+
 from openprim.kernels.gpu.gemm import WG, Emitter, GemmSpec, store_vector
 
-from .wgmma import (ALIGN, accumulators_to_shared, close_launch, descriptor_map, host_function, pixel_box,
-                    shared_views, stage_barriers, tensor_map, vec_launch)
+from .wgmma_im2col import im2col_launch
+from .wgmma import (ALIGN, accumulators_to_shared, close_launch, descriptor_map, host_function, shared_views,
+                    stage_barriers, tensor_map, vec_launch)
 
 BK = 64                    # channels per box: 128 bytes of f16, one swizzle row
-PIXELS = 64                # output pixels per k tile
-BOX_BYTES = PIXELS * BK * 2
-K16 = 16 * BK * 2          # bytes of 16 pixel rows: one wgmma k step
+ROW_BYTES = BK * 2
+IM2COL_CHANNELS = 32       # fewer input channels: patches first (module docstring)
+MAX_PIXELS = 128           # pixels per k tile at most (a stage of 128 x 256 tiles: 96 KB)
+K16 = 16 * ROW_BYTES       # bytes of 16 pixel rows: one wgmma k step
 # (BM, BN, stages): BM / 64 warpgroups (64 rows each), BN / 64 column blocks; indexed by the "tile" parameter
 CONFIGS = [(128, 128, 4), (128, 256, 3), (64, 128, 4), (64, 256, 3), (128, 192, 3), (64, 192, 4), (64, 64, 6)]
 
@@ -61,43 +73,88 @@ def applicable(p) -> str | None:
     return None
 
 
+def kernel_problem(p):
+    """The problem the GEMM launch computes: p, or with few channels the 1x1 filter gradient of p's patches
+    (geometry, columns, stages and smem_bytes all take the original problem and answer for this one)."""
+    if p.c >= IM2COL_CHANNELS or p.r * p.s == 1:
+        return p
+    return dataclasses.replace(p, c=p.r * p.s * p.c, h=p.oh, w=p.ow, r=1, s=1, strides=(1, 1), padding=(0, 0, 0, 0),
+                               dilations=(1, 1))
+
+
+def reduction_box(n: int, oh: int, ow: int, sh: int = 1, sw: int = 1) -> tuple[int, int, int]:
+    """(bi, bh, bw): the k tile's box of output pixels, a multiple of 16 pixels and at most MAX_PIXELS (the x
+    box it reads spans bh sh x bw sw pixels: at most 256 each, TMA's limit), covering N x OH x OW with the
+    fewest pixels computed in vain, then 64 pixels or the fewest above (a shorter tile pays its barrier and
+    mbarrier wait every k16 step or two; a longer one leaves fewer stages)."""
+    best = None
+    for bh in range(1, min(MAX_PIXELS, 256 // sh) + 1):
+        for bw in range(1, min(MAX_PIXELS // bh, 256 // sw) + 1):
+            for bi in range(1, MAX_PIXELS // (bh * bw) + 1):
+                rows = bi * bh * bw
+                if rows % 16 or (bi > 1 and (bh < oh or bw < ow)):
+                    continue
+                waste = -(-n // bi) * -(-oh // bh) * -(-ow // bw) * rows
+                key = (waste, rows < 64, abs(rows - 64), -bw)
+                if best is None or key < best[0]:
+                    best = (key, (bi, bh, bw))
+    return best[1]
+
+
 def geometry(p) -> tuple:
-    """((bi, bh, bw), pixel tiles along (images, rows, columns), the k tiles: pixel boxes over N x OH x OW)."""
-    bi, bh, bw = pixel_box(PIXELS, p.n, p.oh, p.ow, *p.strides)
+    """((bi, bh, bw), k tiles along (images, rows, columns), the k tiles: pixel boxes over N x OH x OW)."""
+    p = kernel_problem(p)
+    bi, bh, bw = reduction_box(p.n, p.oh, p.ow, *p.strides)
     tiles = (-(-p.n // bi), -(-p.oh // bh), -(-p.ow // bw))
     return (bi, bh, bw), tiles, tiles[0] * tiles[1] * tiles[2]
 
 
 def columns(p) -> int:
     """The GEMM's columns as the kernel computes them: R S taps of C rounded up to 64."""
+    p = kernel_problem(p)
     return p.r * p.s * -(-p.c // BK) * BK
 
 
-def smem_bytes(config, k_tiles: int) -> int:
-    bm, bn, stages = config
-    return ALIGN + max(min(stages, k_tiles) * (bm + bn) * BK * 2, bm * (bn + 4) * 4)
+def stages(config, p, smem_limit: int) -> int:
+    """Stage slots: the config's, or as many as fit beside ALIGN (0: none fit)."""
+    bm, bn, most = config
+    pixels = math.prod(geometry(p)[0])
+    return min(most, (smem_limit - ALIGN) // ((bm + bn) * pixels * 2))
+
+
+def smem_bytes(config, p, stage_count: int) -> int:
+    bm, bn, _ = config
+    return ALIGN + max(stage_count * (bm + bn) * math.prod(geometry(p)[0]) * 2, bm * (bn + 4) * 4)
 
 
 def backward_weights_kernel(name: str, params_sig: list[tuple[str, str]], p, config: int, splits: int = 1, *,
                             smem_limit: int) -> str:
     """The host function: tensor maps, the GEMM launch and, split, the launch adding its runs (module
     docstring). params_sig: x [N, H, W, C], dy [N, OH, OW, K], out [K, R, S, C]."""
-    BM, BN, STAGES = CONFIGS[config]
+    e = Emitter()
+    (x, x_t), (dy, dy_t), (out, out_t) = params_sig
+    if kernel_problem(p) is not p:
+        conv = (p.n, p.h, p.w, p.c, p.oh, p.ow, p.r, p.s, *p.strides, *p.padding[:2], *p.dilations)
+        col_t = im2col_launch(e, (x, x_t), conv, p.dtype, "%col")
+        p = kernel_problem(p)
+        x, x_t = e.fresh("v"), f"memref<{p.n}x{p.h}x{p.w}x{p.c}x{p.dtype}>"
+        e.emit(f"{x} = memref.reinterpret_cast %col to offset: [0], sizes: [{p.n}, {p.h}, {p.w}, {p.c}], strides: "
+               f"[{p.h * p.w * p.c}, {p.w * p.c}, {p.c}, 1] : {col_t} to {x_t}")
+    BM, BN, _ = CONFIGS[config]
     WGS, NB = BM // 64, BN // BK
     dt, K, C, RS = p.dtype, p.k, p.c, p.r * p.s
     CB = -(-C // BK)
     (sh, sw), (dh, dw), (pt, pl) = p.strides, p.dilations, p.padding[:2]
     (bi, bh, bw), (_, tiles_h, tiles_w), tiles = geometry(p)
     assert tiles % splits == 0, "split into equal runs of k tiles"
-    KT = tiles // splits
-    STAGES = min(STAGES, KT)
+    KT, PIXELS = tiles // splits, bi * bh * bw
+    STAGES = min(stages(CONFIGS[config], p, smem_limit), KT)
+    BOX_BYTES = PIXELS * ROW_BYTES
     A_BYTES, B_BYTES = WGS * BOX_BYTES, NB * BOX_BYTES
-    smem = smem_bytes(CONFIGS[config], KT)
-    if smem > smem_limit:
-        raise ValueError(f"wgmma filter-gradient config {CONFIGS[config]} needs {smem} bytes of shared memory "
-                         f"(limit {smem_limit})")
-    (x, x_t), (dy, dy_t), (out, out_t) = params_sig
-    e = Emitter()
+    smem = smem_bytes(CONFIGS[config], p, STAGES)
+    if STAGES < 2 and KT > 1 or smem > smem_limit:
+        raise ValueError(f"wgmma filter-gradient config {CONFIGS[config]} with {PIXELS}-pixel k tiles needs "
+                         f"{smem} bytes of shared memory (limit {smem_limit})")
     tma_x, tma_x_t = tensor_map(e, x, x_t, dt, [bi, bh, bw, BK], (1, sh, sw, 1))
     tma_dy, tma_dy_t = tensor_map(e, dy, dy_t, dt, [bi, bh, bw, BK])
     out2, out2_t = e.fresh("v"), f"memref<{K}x{RS * C}x{dt}>"

@@ -5,7 +5,7 @@ asymmetric padding, dilation, strides (1, 2), NCHW activations and the three fil
 counts that are not multiples of 8 (padded), f32 and f16; on
 the CPU, which has conv_bwd_weights_gemm, the rewrite is forced by making the reference look like the only
 solver. For nvvm (compiled, not run here): every product on the matrix cores where sm_90's filter-gradient
-kernel does not apply (sm_80, fewer than 8 channels), grouped convolutions left to the reference. Under OPENPRIM_TEST_TARGET=nvvm:sm_90 the numerics cases record and replay on the
+kernel does not apply (sm_80), grouped convolutions left to the reference. Under OPENPRIM_TEST_TARGET=nvvm:sm_90 the numerics cases record and replay on the
 GPU (helpers.run_on_gpu) without forcing anything."""
 from __future__ import annotations
 
@@ -84,14 +84,14 @@ def _nvvm_solvers(graph, arch: str = "sm_90") -> set[str]:
 
 
 @pytest.mark.parametrize("arch, n, c, size, r, stride, solvers", [
-    ("sm_90", 2, 3, 32, 7, 2, {"gemm_wgmma"}),     # the stem (3 channels, padded to 8): sm_90's own kernel needs 8
+    ("sm_80", 2, 3, 32, 7, 2, {"gemm_mma"}),       # the stem (3 channels, padded to 8): one GEMM of the taps
     ("sm_80", 4, 64, 28, 3, 1, {"gemm_mma"}),
     ("sm_80", 4, 64, 28, 3, 2, {"gemm_mma"}),
     ("sm_80", 1, 64, 7, 3, 1, {"gemm_mma"}),       # batch 1, a 7 x 7 map: 49 rows, padded to 56
 ])
 def test_nvvm_products_on_matrix_cores(arch, n, c, size, r, stride, solvers):
-    """Where the GPU has no filter-gradient kernel for the problem (sm_80; sm_90 below 8 channels), the
-    GEMMs go to the matrix cores, no reference or SIMT kernel; sm_90's own is test_wgmma_backward_weights.py's."""
+    """Where the GPU has no filter-gradient kernel for the problem (sm_80), the GEMMs go to the matrix cores, no
+    reference or SIMT kernel; sm_90's own is test_wgmma_backward_weights.py's."""
     g = Graph(dtype="f16", layout="NHWC")
     oh = (size + 2 * (r // 2) - r) // stride + 1
     g.output(g.conv2d_backward_weights(g.input("x", (n, size, size, c)), g.input("dy", (n, oh, oh, 64)), (r, r),

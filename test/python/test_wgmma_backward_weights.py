@@ -2,11 +2,13 @@
 an implicit GEMM over the batch and the map, dy and x read in place by TMA, transposed wgmma operands.
 
 1. Selection and plan, compile-only (any machine): ResNet-50's filter gradients take the solver (no per-tap
-   GEMMs, no transposed copy of dy), the RGB stem (3 channels), f32 and grouped problems do not; the plan's
-   launches (grid = column blocks x row blocks x runs, then the runs' sum) and the split heuristic.
+   GEMMs, no transposed copy of dy), the RGB stem too (padded to 8 channels, patches first), f32 and grouped
+   problems do not; the k tile's pixel box; the plan's launches (grid = column blocks x row blocks x runs,
+   then the runs' sum) and the split heuristic.
 2. Numerics against float64 numpy on an sm_90 GPU (recorded and replayed through helpers.py, or on a GPU
    machine with MLIR): odd maps, stride 2, asymmetric padding, dilation, a 5x5 filter, K and C that are not
-   multiples of 64 (40, 72, 96, 136), every tile config and forced runs, f16 and bf16.
+   multiples of 64 (40, 72, 96, 136), every tile config and forced runs, the patches form (3, 5 and 16
+   channels), f16 and bf16.
 
     python -m pytest test/python/test_wgmma_backward_weights.py -q
     bash scripts/gpu_check.sh local /tmp/gc nvvm:sm_90 test/python/test_wgmma_backward_weights.py
@@ -51,13 +53,30 @@ def test_resnet_layers_take_the_kernel(c, size, k, r, stride):
     assert _solvers(g) == {"conv_bwd_weights_wgmma"}
 
 
-@pytest.mark.parametrize("what, kw, solvers", [
-    ("RGB stem: 3 channels", dict(c=3, k=64, rs=(7, 7), stride=(2, 2), pad=(3, 3, 3, 3)), {"gemm_wgmma"}),
-    ("f32: no wgmma", dict(c=64, k=64, rs=(3, 3), pad=(1, 1, 1, 1), dtype="f32"), {"gemm_mma", "gemm_gpu"}),
-])
-def test_other_problems_keep_their_path(what, kw, solvers):
-    g, _, _ = _graph(2, kw.pop("c"), 16, 16, kw.pop("k"), **kw)
-    assert _solvers(g) & solvers and "conv_bwd_weights_wgmma" not in _solvers(g), what
+def test_f32_keeps_the_gemms():
+    g, _, _ = _graph(2, 64, 16, 16, 64, (3, 3), pad=(1, 1, 1, 1), dtype="f32")
+    assert _solvers(g) & {"gemm_mma", "gemm_gpu"} and "conv_bwd_weights_wgmma" not in _solvers(g)
+
+
+def test_rgb_stem_padded_to_8_channels():
+    """3 channels: x padded with zero channels to 8 (TMA strides), the kernel in its patches form (fewer than
+    IM2COL_CHANNELS: 49 taps x 8 channels side by side, a 1x1 gradient of them), the gradient cut back."""
+    g, _, _ = _graph(2, 3, 32, 32, 64, (7, 7), (2, 2), (3, 3, 3, 3))
+    info = kernel_info(compiler.lower(g, "nvvm:sm_90"))
+    assert [op for op, _ in info.values()][:2] == ["pad", "conv2d_backward_weights"], info
+    assert {solver for _, solver in info.values() if solver} == {"conv_bwd_weights_wgmma"}
+    p = ConvProblem(2, 8, 32, 32, 64, 7, 7, 16, 16, (2, 2), (3,) * 4, (1, 1), 1, "NHWC", "KRSC", "f16", "none",
+                    "bwd_weights")
+    patches = kernel.kernel_problem(p)
+    assert (patches.c, patches.h, patches.r, patches.strides) == (392, 16, 1, (1, 1))
+    assert kernel.columns(p) == 448 and kernel.kernel_problem(patches) is patches
+
+
+@pytest.mark.parametrize("n, oh, ow, box", [(32, 7, 7, (2, 7, 8)), (32, 14, 14, (1, 7, 16)), (32, 28, 28, (1, 4, 28)),
+                                            (32, 56, 56, (1, 8, 8)), (1, 7, 7, (1, 8, 8))])
+def test_reduction_box(n, oh, ow, box):
+    """The k tile's pixel box: the fewest pixels computed in vain (7 x 7: 98 of 112; 28 x 28: none), 64 or more."""
+    assert kernel.reduction_box(n, oh, ow) == box
 
 
 def test_not_applicable():
@@ -108,6 +127,10 @@ CASES = [
     ("c72_k136_tile5", 1, 72, 7, 7, 136, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 5, 1, "KCRS"),
     ("5x5_s2_tile3", 2, 64, 10, 10, 64, (5, 5), (2, 2), (2, 2, 2, 2), (1, 1), 3, 1, "KCRS"),
     ("1x1_s2_tile6_runs2", 2, 256, 14, 14, 64, (1, 1), (2, 2), (0, 0, 0, 0), (1, 1), 6, 2, "KCRS"),
+    # fewer than 32 channels: patches first; C not a multiple of 8: padded to 8 by the pass
+    ("stem_c3_7x7_s2", 2, 3, 20, 18, 64, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 6, 2, "KCRS"),
+    ("c16_3x3_patches", 3, 16, 9, 10, 32, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 2, 1, "KRSC"),
+    ("c5_5x5_s2_patches", 2, 5, 11, 12, 24, (5, 5), (2, 2), (2, 1, 2, 1), (1, 1), 6, 1, "RSCK"),
 ]
 
 
@@ -118,6 +141,9 @@ def test_filter_gradient(case, dtype, monkeypatch):
     what, n, c, h, w, k, rs, stride, pad, dil, tile, runs, fl = case
     monkeypatch.setattr(SOLVER, "default_params", lambda p, target: {"tile": tile, "splits": runs})
     g, xs, ys = _graph(n, c, h, w, k, rs, stride, pad, dil, dtype, fl)
+    if c % 8:        # (the pass pads x to 8 channels: the runs must divide that problem's k tiles too)
+        assert kernel.geometry(ConvProblem(n, 8, h, w, k, *rs, ys[1], ys[2], stride, pad, dil, 1, "NHWC", "KRSC",
+                                           dtype, "none", "bwd_weights"))[2] % runs == 0
     rng = np.random.default_rng(n * h + k + c)
     x, dy = rounded(rng.standard_normal(xs), dtype), rounded(rng.standard_normal(ys), dtype)
     want = ref.conv2d_backward_weights(x, dy, rs, stride, pad, dil, 1, layout="NHWC", filter_layout=fl)
@@ -132,8 +158,8 @@ def test_kernel_text_reads_operands_transposed():
     p = ConvProblem(4, 64, 14, 14, 128, 3, 3, 7, 7, (2, 2), (1,) * 4, (1, 1), 1, "NHWC", "KRSC", "f16", "none",
                     "bwd_weights")
     sig = [("%x", "memref<4x14x14x64xf16>"), ("%dy", "memref<4x7x7x128xf16>"), ("%o", "memref<128x3x3x64xf16>")]
-    text = kernel.backward_weights_kernel("k", sig, p, 0, 1, smem_limit=SM90.chip.shared_per_block)
-    assert text.count("{transposeA, transposeB}") == 4
+    text = kernel.backward_weights_kernel("k", sig, p, 0, 1, smem_limit=SM90.chip.shared_per_block)  # 4 x 7 x 4: 112 pixels
+    assert text.count("{transposeA, transposeB}") == 7
     assert "element_strides = array<i64: 1, 2, 2, 1>" in text
     with pytest.raises(ValueError, match="shared memory"):
         kernel.backward_weights_kernel("k", sig, p, 1, 1, smem_limit=64 * 1024)
