@@ -35,6 +35,7 @@ from openprim.solvers.problem import ConvProblem, GemmProblem
 NO_EPILOGUE = {"activation": "none", "activation_params": []}
 GATHER_NS = (1.5, 0.6)   # col2im's ns per input-gradient element: a base and per filter tap (ConvBwdDataGemm.cost)
 REFERENCE_TARGETS = ("cpu", "nvvm", "rocdl")
+GPU_STEP_S = 10e-9      # a step of a GPU thread's serial reduction (a load and an FMA, latency-bound)
 
 
 def _filter_tile(k: int, most: int) -> int:
@@ -56,6 +57,16 @@ class ConvBwdReference(Solver):
     def __init__(self, direction: str):
         self.name, self.directions = f"conv_{direction}_reference", (direction,)
         self.kind = {"bwd_data": "conv2d_backward_data", "bwd_weights": "conv2d_backward_weights"}[direction]
+
+    def cost(self, p, target):
+        """The roofline, and on GPUs at least the serial reduction each output element's thread makes (the
+        batch and map for a filter gradient, the filters and taps for an input gradient) at
+        GPU_STEP_S a step: the loop nest maps its outputs onto the grid, not its reduction."""
+        base = super().cost(p, target)
+        if not target.is_gpu:
+            return base
+        steps = p.n * p.oh * p.ow if self.directions == ("bwd_weights",) else p.k // p.groups * p.r * p.s
+        return max(base, steps * GPU_STEP_S)
 
     def build(self, kt, operands, attrs, shape, dtype, params):
         return EMITTERS[self.kind](kt, self.kind, operands, attrs, shape, dtype)
