@@ -11,7 +11,8 @@ across blocks and the channels across lanes, as global_avg_pool does (pool.py), 
         for each group of UNROLL rows of lane ty in the split (UNROLL loads in flight, the last split's
         ragged end read at a clamped row and zeroed):  acc_t += term_t(row, c)       T f32 sums
         tree over ty in shared memory; row 0 writes part[split, t, c:c+V]           (scratch, f32)
-    launch 2  the same kernel over part as [S, T*C]: one split, then `finish` per channel vector
+    launch 2  the same kernel over part [S, T, C]: one split, FINAL_LANES vectors a block, then `finish` per
+              channel vector
 
     batch_norm_statistics  terms d = x - x[0, c] and d^2 (shifted sums: no cancellation where |mean| >>
                            std); mean = x[0, c] + sum(d) / M, inv_std = rsqrt(sum(d^2) / M - (sum(d) / M)^2
@@ -36,6 +37,12 @@ from .pool import ITEM, THREADS, UNROLL, GlobalPoolPlan, halvings
 from .rows import warp_sum
 
 DTYPES = tuple(ITEM)
+# The first launch's splits aim at SUM_BLOCKS blocks (2-4 a multiprocessor), the second launch's blocks take
+# FINAL_LANES channel vectors each: the second reads every split's partials, and with global_avg_pool's
+# 1024 splits and 128 lanes a block it was one block reading megabytes (ResNet-50's training step on the
+# H100: 2.0 ms of batch_norm_backward_sums and 2.8 of batch_norm_backward, 15-27% of the bandwidth).
+SUM_BLOCKS = 512
+FINAL_LANES = 8
 
 
 def _dtype(mtype: str) -> str:
@@ -158,7 +165,7 @@ class _Sums:
             for t, total in enumerate(totals):
                 e.emit(f"vector.store {total}, {part}[{split}, {e.c(t)}, {c}] : {part_t}, vector<{plan.vec}xf32>")
         self.launch(plan, terms, load_terms, partial)
-        final = GlobalPoolPlan(1, plan.splits, plan.c, "f32", split=False)
+        final = GlobalPoolPlan(1, plan.splits, plan.c, "f32", split=False, most_lanes=FINAL_LANES)
 
         def load_partials(row, c):
             return [self.load(part, part_t, [row, e.c(t), c], final.vec) for t in range(terms)]
@@ -175,7 +182,7 @@ def statistics_kernel(name: str, signature: list[tuple[str, str]], epsilon: floa
     e = Emitter()
     s = _Sums(e)
     flat, flat_t = collapse_at(e, x, x_t, [len(dims) - 1])
-    plan = GlobalPoolPlan(1, M, C, _dtype(x_t))
+    plan = GlobalPoolPlan(1, M, C, _dtype(x_t), blocks=SUM_BLOCKS)
     V = plan.vec
 
     def terms(row, c):
@@ -227,7 +234,7 @@ def reduce_kernel(name: str, signature: list[tuple[str, str]], kind: str, axes) 
         total = s.vop("arith.mulf", w, totals[0], s.const(1.0 / (A * B), w)) if kind == "mean" else totals[0]
         s.store(total, y, y_t, [c], w)
 
-    plan = GlobalPoolPlan(1, A, C, _dtype(rows_t))
+    plan = GlobalPoolPlan(1, A, C, _dtype(rows_t), blocks=SUM_BLOCKS)
     s.reduce(plan, 1, lambda row, c: [s.load(rows, rows_t, [row, c], plan.vec)], finish)
     return _function(name, signature, e)
 
@@ -284,7 +291,7 @@ def backward_sums_kernel(name: str, signature: list[tuple[str, str]]) -> str | N
     e = Emitter()
     s = _Sums(e)
     cut = [len(dims) - 1]
-    plan = GlobalPoolPlan(1, math.prod(dims[:-1]), dims[-1], _dtype(x_t))
+    plan = GlobalPoolPlan(1, math.prod(dims[:-1]), dims[-1], _dtype(x_t), blocks=SUM_BLOCKS)
 
     def finish(totals, c, w):
         for t, total in enumerate(totals):
@@ -307,7 +314,7 @@ def backward_kernel(name: str, signature: list[tuple[str, str]]) -> str | None:
     s = _Sums(e)
     cut = [len(dims) - 1]
     (dyf, dyf_t), (xf, xf_t), (dxf, dxf_t) = (collapse_at(e, a, t, cut) for a, t in ((dy, dy_t), (x, x_t), (dx, dx_t)))
-    plan = GlobalPoolPlan(1, M, C, _dtype(x_t))
+    plan = GlobalPoolPlan(1, M, C, _dtype(x_t), blocks=SUM_BLOCKS)
     V = plan.vec
     coef_t = f"memref<3x{C}xf32>"
     e.emit(f"%coef = memref.alloc() {{alignment = 64 : i64}} : {coef_t}")

@@ -105,6 +105,8 @@ class GlobalPoolPlan:
     c: int
     dtype: str
     split: bool = True
+    blocks: int = BLOCKS       # the blocks the pixel splits aim for
+    most_lanes: int = LANES    # the most channel vectors one block covers
 
     @property
     def vec(self) -> int:
@@ -112,7 +114,7 @@ class GlobalPoolPlan:
 
     @property
     def chunks(self) -> int:
-        return -(-(self.c // self.vec) // LANES)
+        return -(-(self.c // self.vec) // self.most_lanes)
 
     @property
     def lanes(self) -> int:
@@ -130,7 +132,7 @@ class GlobalPoolPlan:
         steps = -(-self.p // (UNROLL * self.rows))
         if not self.split:
             return steps
-        want = -(-BLOCKS // (self.n * self.chunks))
+        want = -(-self.blocks // (self.n * self.chunks))
         return -(-steps // want)
 
     @property
