@@ -126,7 +126,7 @@ CASES = [
     ("k192_runs4_tile4", 4, 64, 16, 16, 192, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 4, 4, "KCRS"),
     ("c72_k136_tile5", 1, 72, 7, 7, 136, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 5, 1, "KCRS"),
     ("5x5_s2_tile3", 2, 64, 10, 10, 64, (5, 5), (2, 2), (2, 2, 2, 2), (1, 1), 3, 1, "KCRS"),
-    ("1x1_s2_tile6_runs2", 2, 256, 14, 14, 64, (1, 1), (2, 2), (0, 0, 0, 0), (1, 1), 6, 2, "KCRS"),
+    ("1x1_s2_tile6_runs2", 4, 256, 14, 14, 64, (1, 1), (2, 2), (0, 0, 0, 0), (1, 1), 6, 2, "KCRS"),
     # fewer than 32 channels: patches first; C not a multiple of 8: padded to 8 by the pass
     ("stem_c3_7x7_s2", 2, 3, 20, 18, 64, (7, 7), (2, 2), (3, 3, 3, 3), (1, 1), 6, 2, "KCRS"),
     ("c16_3x3_patches", 3, 16, 9, 10, 32, (3, 3), (1, 1), (1, 1, 1, 1), (1, 1), 2, 1, "KRSC"),
@@ -141,9 +141,9 @@ def test_filter_gradient(case, dtype, monkeypatch):
     what, n, c, h, w, k, rs, stride, pad, dil, tile, runs, fl = case
     monkeypatch.setattr(SOLVER, "default_params", lambda p, target: {"tile": tile, "splits": runs})
     g, xs, ys = _graph(n, c, h, w, k, rs, stride, pad, dil, dtype, fl)
-    if c % 8:        # (the pass pads x to 8 channels: the runs must divide that problem's k tiles too)
-        assert kernel.geometry(ConvProblem(n, 8, h, w, k, *rs, ys[1], ys[2], stride, pad, dil, 1, "NHWC", "KRSC",
-                                           dtype, "none", "bwd_weights"))[2] % runs == 0
+    # the forced runs divide the k tiles of the problem the kernel gets (C padded to 8 by the pass)
+    assert kernel.geometry(ConvProblem(n, -(-c // 8) * 8, h, w, k, *rs, ys[1], ys[2], stride, pad, dil, 1, "NHWC",
+                                       "KRSC", dtype, "none", "bwd_weights"))[2] % runs == 0, "bad case"
     rng = np.random.default_rng(n * h + k + c)
     x, dy = rounded(rng.standard_normal(xs), dtype), rounded(rng.standard_normal(ys), dtype)
     want = ref.conv2d_backward_weights(x, dy, rs, stride, pad, dil, 1, layout="NHWC", filter_layout=fl)
