@@ -250,31 +250,17 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
             h = e.op("arith.subi", e.add(e.mul(oh0, e.c(sh)), e.mul(r, e.c(dh))), e.c(pt))
             w = e.op("arith.subi", e.add(e.mul(ow0, e.c(sw)), e.mul(s, e.c(dw))), e.c(pl))
             coords = [c0, w, h, i0]
-        e.emit(f"nvgpu.tma.async.load {tma_a}[{', '.join(coords)}], {bars}[{slot}] to {a_dst}, predicate = {pred} "
-               f": {tma_a_t}, {mbar_t} -> memref<{a_box_t}x{dt}, {WG}>")
+        tma_load(e, (tma_a, tma_a_t), coords, (bars, mbar_t, slot), a_dst, f"{a_box_t}x{dt}", pred)
         for j in range(BN // 64):
             b_dst = view(e.add(e.c(STAGES * A_BYTES + j * BK * 64 * 2), e.mul(slot, e.c(B_BYTES))), b_box_t)
             n = e.add(n0, e.c(64 * j))
             bc = [n, zero if grouped else c0, e.rem(rs, e.c(S)), e.div(rs, e.c(S))] if spec.conv else \
                 [n, e.mul(kt, e.c(BK))] + (["%bz"] if batch > 1 else [])
-            e.emit(f"nvgpu.tma.async.load {tma_b}[{', '.join(bc)}], {bars}[{slot}] to {b_dst}, predicate = {pred} "
-                   f": {tma_b_t}, {mbar_t} -> memref<{b_box_t}x{dt}, {WG}>")
+            tma_load(e, (tma_b, tma_b_t), bc, (bars, mbar_t, slot), b_dst, f"{b_box_t}x{dt}", pred)
 
-    # all the tiles when they fit in the slots, else STAGES - 1 (the loop refills one ahead)
-    for s in range(KT if KT == STAGES else STAGES - 1):
-        load_tile(e.c(s), e.c(s), leader)
     wg = e.div(tid, e.c(128))
-    acc_t = f"!nvgpu.warpgroup.accumulator<fragmented = vector<{BMW}x{BN}xf32>>"
-    da_t = f"!nvgpu.warpgroup.descriptor<tensor = memref<{BMW}x{BK}x{dt}, {WG}>>"
-    db_t = f"!nvgpu.warpgroup.descriptor<tensor = memref<{BK}x{BN}x{dt}, {WG}>>"
-    acc0, res = e.fresh("acc"), e.fresh("res")
-    e.emit(f"{acc0} = nvgpu.warpgroup.mma.init.accumulator -> {acc_t}")
-    acc = e.fresh("acc")
-    e.open(f"{res} = scf.for %kt = {zero} to {e.c(KT)} step {one} iter_args({acc} = {acc0}) -> ({acc_t}) {{")
-    slot = e.rem("%kt", e.c(STAGES))
-    parity = e.fresh("ph")
-    e.emit(f"{parity} = arith.index_cast {e.rem(e.div('%kt', e.c(STAGES)), e.c(2))} : index to i1")
-    e.emit(f"nvgpu.mbarrier.try_wait.parity {bars}[{slot}], {parity}, {e.c(10000000)} : {mbar_t}")
+    acc_t, da_t, db_t = wgmma_types(BMW, BK, BN, dt)
+    res, acc, slot = open_k_loop(e, load_tile, leader, KT, STAGES, bars, mbar_t, acc_t)
     a_view = view(e.add(e.mul(slot, e.c(A_BYTES)), e.mul(wg, e.c(BMW * BK * 2))), f"{BMW}x{BK}")
     b_view = view(e.add(e.c(STAGES * A_BYTES), e.mul(slot, e.c(B_BYTES))), f"{BK}x{BN}")
     da, db, nxt = e.fresh("da"), e.fresh("db"), e.fresh("acc")
@@ -282,15 +268,7 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
     e.emit(f"{da} = nvgpu.warpgroup.generate.descriptor {a_view}, {ta2} : memref<{BMW}x{BK}x{dt}, {WG}>, {ta2_t} -> {da_t}")
     e.emit(f"{db} = nvgpu.warpgroup.generate.descriptor {b_view}, {tb2} : memref<{BK}x{BN}x{dt}, {WG}>, {tb2_t} -> {db_t}")
     e.emit(f"{nxt} = nvgpu.warpgroup.mma {da}, {db}, {acc} {{transposeB}} : {da_t}, {db_t}, {acc_t} -> {acc_t}")
-    # (the op's lowering ends with wgmma.wait_group 1: tile kt-1's multiply is done)
-    if KT > STAGES:     # else the prologue loaded every tile (and a constant predicate is bad PTX)
-        e.emit("gpu.barrier")
-        ahead = e.add("%kt", e.c(STAGES - 1))
-        load_tile(ahead, e.rem(ahead, e.c(STAGES)), e.both(leader, e.cmp("ult", ahead, e.c(KT))))
-    e.emit(f"scf.yield {nxt} : {acc_t}")
-    e.close()
-    e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
-    e.emit("gpu.barrier")
+    close_k_loop(e, load_tile, leader, KT, STAGES, nxt, acc_t)
     # Epilogue: accumulators -> shared (f32) -> act(acc + bias + residual) -> global.
     tile, tile_t = accumulators_to_shared(e, view, res, acc_t, wg, BM, BMW, BN)
     per_row = BN // 8
@@ -339,13 +317,7 @@ def emit_wgmma(e: Emitter, params_sig: list[tuple[str, str]], spec: GemmSpec, co
         fetched = [residual_row(clamped) if res2 else None for _, _, clamped, _ in rows]
         for (i, m, _, ok), r8 in zip(rows, fetched):
             e.open(f"scf.if {ok} {{")
-            halves = []
-            for h in range(2):
-                x = e.fresh("x")
-                e.emit(f"{x} = vector.load {tile}[{i}, {e.add(col, e.c(4 * h))}] : {tile_t}, vector<4xf32>")
-                halves.append(x)
-            v = e.fresh("x")
-            e.emit(f"{v} = vector.shuffle {halves[0]}, {halves[1]} [0, 1, 2, 3, 4, 5, 6, 7] : vector<4xf32>, vector<4xf32>")
+            v = tile_row8(e, tile, tile_t, i, col)
             if batch > 1 or splits > 1:                     # rows of GEMM (k run) %bz follow those of %bz - 1
                 m = e.add(m, e.mul("%bz", e.c(M)))
             store_vector(e, spec, v, bias_f if bias else None, (out2, [m, n], f"memref<{M * batch * splits}x{NO}x{od}>"),
@@ -394,6 +366,68 @@ def stage_barriers(e: Emitter, stages: int, leader: str) -> tuple[str, str]:
     e.close()
     e.emit("gpu.barrier")
     return bars, mbar_t
+
+
+def tma_load(e: Emitter, tm: tuple[str, str], coords: list[str], barrier: tuple[str, str, str], dst: str, box: str,
+             pred: str) -> None:
+    """Thread `pred` asks for the box of tensor map tm = (value, type) at coords (innermost first) into shared
+    view dst (of memref<box, workgroup>), completing on barrier = (group, type, slot)."""
+    bars, mbar_t, slot = barrier
+    e.emit(f"nvgpu.tma.async.load {tm[0]}[{', '.join(coords)}], {bars}[{slot}] to {dst}, predicate = {pred} "
+           f": {tm[1]}, {mbar_t} -> memref<{box}, {WG}>")
+
+
+def wgmma_types(m: int, k: int, n: int, dt: str) -> tuple[str, str, str]:
+    """The accumulator type of a warpgroup's m x n tile and the descriptor types of its m x k and k x n operands."""
+    return (f"!nvgpu.warpgroup.accumulator<fragmented = vector<{m}x{n}xf32>>",
+            f"!nvgpu.warpgroup.descriptor<tensor = memref<{m}x{k}x{dt}, {WG}>>",
+            f"!nvgpu.warpgroup.descriptor<tensor = memref<{k}x{n}x{dt}, {WG}>>")
+
+
+def tile_row8(e: Emitter, tile: str, tile_t: str, row: str, col: str) -> str:
+    """vector<8xf32> of the f32 epilogue tile at [row, col..col+8) (two 16-byte loads: rows are padded by 4
+    floats, so 32-byte alignment is not given)."""
+    halves = []
+    for h in range(2):
+        x = e.fresh("x")
+        e.emit(f"{x} = vector.load {tile}[{row}, {e.add(col, e.c(4 * h))}] : {tile_t}, vector<4xf32>")
+        halves.append(x)
+    v = e.fresh("x")
+    e.emit(f"{v} = vector.shuffle {halves[0]}, {halves[1]} [0, 1, 2, 3, 4, 5, 6, 7] : vector<4xf32>, vector<4xf32>")
+    return v
+
+
+def open_k_loop(e: Emitter, load_tile, leader: str, k_tiles: int, stages: int, bars: str, mbar_t: str,
+                acc_t: str) -> tuple[str, str, str]:
+    """The mbarrier pipeline's head: thread `leader` loads all the k tiles when they fit in the slots, else
+    stages - 1 (the loop refills one ahead; load_tile(k tile, slot, predicate)); the accumulator is zeroed and
+    the loop over the k tiles opened, waiting on its slot's barrier. Returns (the loop's result, the
+    accumulator inside it, the slot)."""
+    for s in range(k_tiles if k_tiles == stages else stages - 1):
+        load_tile(e.c(s), e.c(s), leader)
+    acc0, res, acc = e.fresh("acc"), e.fresh("res"), e.fresh("acc")
+    e.emit(f"{acc0} = nvgpu.warpgroup.mma.init.accumulator -> {acc_t}")
+    e.open(f"{res} = scf.for %kt = {e.c(0)} to {e.c(k_tiles)} step {e.c(1)} iter_args({acc} = {acc0}) "
+           f"-> ({acc_t}) {{")
+    slot = e.rem("%kt", e.c(stages))
+    parity = e.fresh("ph")
+    e.emit(f"{parity} = arith.index_cast {e.rem(e.div('%kt', e.c(stages)), e.c(2))} : index to i1")
+    e.emit(f"nvgpu.mbarrier.try_wait.parity {bars}[{slot}], {parity}, {e.c(10000000)} : {mbar_t}")
+    return res, acc, slot
+
+
+def close_k_loop(e: Emitter, load_tile, leader: str, k_tiles: int, stages: int, acc: str, acc_t: str) -> None:
+    """The loop's tail, after this tile's wgmmas (whose lowering ends with wgmma.wait_group 1: tile kt-1's
+    products are done): a block barrier and the refill of kt-1's slot with tile kt + stages - 1; then, past
+    the loop, the last products waited for and a barrier (the slots become the epilogue's)."""
+    if k_tiles > stages:     # else the head loaded every tile (and a constant predicate is bad PTX)
+        e.emit("gpu.barrier")
+        ahead = e.add("%kt", e.c(stages - 1))
+        load_tile(ahead, e.rem(ahead, e.c(stages)), e.both(leader, e.cmp("ult", ahead, e.c(k_tiles))))
+    e.emit(f"scf.yield {acc} : {acc_t}")
+    e.close()
+    e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
+    e.emit("gpu.barrier")
 
 
 def accumulators_to_shared(e: Emitter, view, res: str, acc_t: str, wg: str, bm: int, bmw: int, bn: int):

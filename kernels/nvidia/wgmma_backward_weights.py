@@ -46,9 +46,10 @@ import math
 
 from openprim.kernels.gpu.gemm import WG, Emitter, GemmSpec, store_vector
 
+from .wgmma import (ALIGN, accumulators_to_shared, close_k_loop, close_launch, descriptor_map, host_function,
+                    open_k_loop, shared_views, stage_barriers, tensor_map, tile_row8, tma_load, vec_launch,
+                    wgmma_types)
 from .wgmma_im2col import im2col_launch
-from .wgmma import (ALIGN, accumulators_to_shared, close_launch, descriptor_map, host_function, shared_views,
-                    stage_barriers, tensor_map, vec_launch)
 
 BK = 64                    # channels per box: 128 bytes of f16, one swizzle row
 ROW_BYTES = BK * 2
@@ -188,8 +189,8 @@ def backward_weights_kernel(name: str, params_sig: list[tuple[str, str]], p, con
         i0 = e.mul(e.div(t, e.c(tiles_w * tiles_h)), e.c(bi))
         for g in range(WGS):
             dst = view(e.add(e.mul(slot, e.c(A_BYTES)), e.c(g * BOX_BYTES)), box_t)
-            e.emit(f"nvgpu.tma.async.load {tma_dy}[{e.add(k0, e.c(64 * g))}, {ow0}, {oh0}, {i0}], {bars}[{slot}] "
-                   f"to {dst}, predicate = {pred} : {tma_dy_t}, {mbar_t} -> memref<{box_t}x{dt}, {WG}>")
+            tma_load(e, (tma_dy, tma_dy_t), [e.add(k0, e.c(64 * g)), ow0, oh0, i0], (bars, mbar_t, slot), dst,
+                     f"{box_t}x{dt}", pred)
         for j in range(NB):
             # column block -> (tap, channel block); blocks past the last tap load its last one (not stored)
             block = e.op("arith.minui", e.add(e.div(n0, e.c(BK)), e.c(j)), e.c(RS * CB - 1))
@@ -197,22 +198,11 @@ def backward_weights_kernel(name: str, params_sig: list[tuple[str, str]], p, con
             h = e.op("arith.subi", e.add(e.mul(oh0, e.c(sh)), e.mul(e.div(rs, e.c(p.s)), e.c(dh))), e.c(pt))
             w = e.op("arith.subi", e.add(e.mul(ow0, e.c(sw)), e.mul(e.rem(rs, e.c(p.s)), e.c(dw))), e.c(pl))
             dst = view(e.add(e.c(STAGES * A_BYTES + j * BOX_BYTES), e.mul(slot, e.c(B_BYTES))), box_t)
-            e.emit(f"nvgpu.tma.async.load {tma_x}[{c0}, {w}, {h}, {i0}], {bars}[{slot}] to {dst}, "
-                   f"predicate = {pred} : {tma_x_t}, {mbar_t} -> memref<{box_t}x{dt}, {WG}>")
+            tma_load(e, (tma_x, tma_x_t), [c0, w, h, i0], (bars, mbar_t, slot), dst, f"{box_t}x{dt}", pred)
 
-    for s in range(KT if KT == STAGES else STAGES - 1):
-        load_tile(e.c(s), e.c(s), leader)
     wg = e.div(tid, e.c(128))
-    acc_t = f"!nvgpu.warpgroup.accumulator<fragmented = vector<64x{BN}xf32>>"
-    da_t = f"!nvgpu.warpgroup.descriptor<tensor = memref<64x16x{dt}, {WG}>>"
-    db_t = f"!nvgpu.warpgroup.descriptor<tensor = memref<16x{BN}x{dt}, {WG}>>"
-    acc0, res, acc = e.fresh("acc"), e.fresh("res"), e.fresh("acc")
-    e.emit(f"{acc0} = nvgpu.warpgroup.mma.init.accumulator -> {acc_t}")
-    e.open(f"{res} = scf.for %kt = {zero} to {e.c(KT)} step {one} iter_args({acc} = {acc0}) -> ({acc_t}) {{")
-    slot = e.rem("%kt", e.c(STAGES))
-    parity = e.fresh("ph")
-    e.emit(f"{parity} = arith.index_cast {e.rem(e.div('%kt', e.c(STAGES)), e.c(2))} : index to i1")
-    e.emit(f"nvgpu.mbarrier.try_wait.parity {bars}[{slot}], {parity}, {e.c(10000000)} : {mbar_t}")
+    acc_t, da_t, db_t = wgmma_types(64, 16, BN, dt)
+    res, acc, slot = open_k_loop(e, load_tile, leader, KT, STAGES, bars, mbar_t, acc_t)
     a_base = e.add(e.mul(slot, e.c(A_BYTES)), e.mul(wg, e.c(BOX_BYTES)))
     b_base = e.add(e.c(STAGES * A_BYTES), e.mul(slot, e.c(B_BYTES)))
     for step in range(PIXELS // 16):
@@ -226,15 +216,7 @@ def backward_weights_kernel(name: str, params_sig: list[tuple[str, str]], p, con
         e.emit(f"{nxt} = nvgpu.warpgroup.mma {da}, {db}, {acc} {{transposeA, transposeB}} "
                f": {da_t}, {db_t}, {acc_t} -> {acc_t}")
         acc = nxt
-    # (each mma's lowering ends with wgmma.wait_group 1: tile kt-1's multiplies are done)
-    if KT > STAGES:
-        e.emit("gpu.barrier")
-        ahead = e.add("%kt", e.c(STAGES - 1))
-        load_tile(ahead, e.rem(ahead, e.c(STAGES)), e.both(leader, e.cmp("ult", ahead, e.c(KT))))
-    e.emit(f"scf.yield {acc} : {acc_t}")
-    e.close()
-    e.emit("nvvm.wgmma.wait.group.sync.aligned 0")
-    e.emit("gpu.barrier")
+    close_k_loop(e, load_tile, leader, KT, STAGES, acc, acc_t)
     tile, tile_t = accumulators_to_shared(e, view, res, acc_t, wg, BM, 64, BN)
     # Thread: 8 columns of a row, BN / 8 threads a row. Column n of the GEMM is tap n / (64 CB), channel
     # n % (64 CB): stored at rs C + c where c < C.
@@ -255,14 +237,7 @@ def backward_weights_kernel(name: str, params_sig: list[tuple[str, str]], p, con
         if (128 * WGS) % per_row:                   # (BN = 192: 5 rows of 24 threads a pass, 8 idle)
             ok = e.both(ok, e.cmp("ult", tid, e.c(rows_per_pass * per_row)))
         e.open(f"scf.if {ok} {{")
-        halves = []
-        for h in range(2):
-            v = e.fresh("x")
-            e.emit(f"{v} = vector.load {tile}[{i}, {e.add(col, e.c(4 * h))}] : {tile_t}, vector<4xf32>")
-            halves.append(v)
-        v = e.fresh("x")
-        e.emit(f"{v} = vector.shuffle {halves[0]}, {halves[1]} [0, 1, 2, 3, 4, 5, 6, 7] "
-               f": vector<4xf32>, vector<4xf32>")
+        v = tile_row8(e, tile, tile_t, i, col)
         row = e.add(k, e.mul("%bz", e.c(K))) if splits > 1 else k
         store_vector(e, spec, v, None, (dest[0], [row, oc], dest[1]))
         e.close()
