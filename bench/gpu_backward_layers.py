@@ -84,7 +84,7 @@ def sweep(g, layer, dtype, feeds, want, target, torch_ms) -> list[dict]:
     splits = solver.tunables(problem)["splits"]
     out = []
     for tile in solver.tunables(problem)["tile"]:
-        fits = [d for d in splits if solver._fits(problem, chip, tile, d)]
+        fits = [d for d in splits if solver.fits(problem, chip, tile, d)]
         if not fits:
             continue
         best = min(fits, key=lambda d: solver.predicted(problem, chip, tile, d))

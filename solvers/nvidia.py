@@ -441,7 +441,7 @@ class ConvBwdWeightsWgmma(Solver):
     def filter_layout(self):
         return "KRSC"
 
-    def _fits(self, p, target, tile: int, splits: int) -> bool:
+    def fits(self, p, target, tile: int, splits: int) -> bool:
         """Equal runs of 2+ k tiles, 2+ stage slots in shared memory, and the runs' partial sums in bounds."""
         tiles = gpu_wgmma_bwd_weights.geometry(p)[2]
         config = gpu_wgmma_bwd_weights.CONFIGS[tile]
@@ -459,11 +459,11 @@ class ConvBwdWeightsWgmma(Solver):
         per_tile = max(bm * bn * pixels / 64 / self.MMA_PER_CLOCK, (bm + bn) * pixels * 2 / self.LOAD_PER_CLOCK) + \
             self.TILE_CLOCKS
         waves = -(-blocks // target.chip.units)
-        partials = 2 * splits * p.k * p.r * p.s * p.c * 4 if splits > 1 else 0
+        extra = 2 * splits * p.k * p.r * p.s * p.c * 4 if splits > 1 else 0      # bytes beyond the boxes
         patches = gpu_wgmma_bwd_weights.kernel_problem(p)
         if patches is not p:                             # written once, read by each row block
-            partials += patches.n * patches.h * patches.w * patches.c * 2 * (1 + -(-p.k // bm))
-        return waves * (tiles // splits) * per_tile / self.CLOCK_HZ + partials / (target.rates[1] * 1e9)
+            extra += patches.n * patches.h * patches.w * patches.c * 2 * (1 + -(-p.k // bm))
+        return waves * (tiles // splits) * per_tile / self.CLOCK_HZ + extra / (target.rates[1] * 1e9)
 
     def tunables(self, p):
         tiles = gpu_wgmma_bwd_weights.geometry(p)[2]
@@ -475,8 +475,9 @@ class ConvBwdWeightsWgmma(Solver):
 
     def default_params(self, p, target):
         """The (tile, splits) of the least predicted time."""
-        choices = [(self.predicted(p, target, t, d), t, d) for t in self.tunables(p)["tile"]
-                   for d in self.tunables(p)["splits"] if self._fits(p, target, t, d)]
+        options = self.tunables(p)
+        choices = [(self.predicted(p, target, t, d), t, d) for t in options["tile"] for d in options["splits"]
+                   if self.fits(p, target, t, d)]
         _, tile, splits = min(choices)
         return {"tile": tile, "splits": splits}
 
