@@ -52,9 +52,9 @@ def backward_weights_as_gemms(op: ir.Operation, target, reference_only) -> bool:
     if p.groups != 1 or not reference_only(p):
         return False
     x, dy = dialect.operand_groups(op)
-    c = -(-p.c // ALIGN) * ALIGN
-    if target.kind != "cpu" and c != p.c and not reference_only(dataclasses.replace(p, c=c)):
-        _padded_channels(op, x, dy, p, c)
+    padded = -(-p.c // ALIGN) * ALIGN
+    if target.kind != "cpu" and padded != p.c and not reference_only(dataclasses.replace(p, c=padded)):
+        _padded_channels(op, x, dy, p, padded)
         return True
     m, loc = p.n * p.oh * p.ow, op.location
     stacked, align = p.c < FEW_CHANNELS, 1 if target.kind == "cpu" else ALIGN

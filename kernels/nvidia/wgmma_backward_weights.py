@@ -42,6 +42,7 @@ strides up to 8; passes/backward_weights_gemms.py pads other channel counts to 8
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 
 from openprim.kernels.gpu.gemm import WG, Emitter, GemmSpec, store_vector
@@ -83,6 +84,7 @@ def kernel_problem(p):
                                dilations=(1, 1))
 
 
+@functools.lru_cache(maxsize=None)       # (a search of ~3,000 boxes, asked for every tile and run a solver weighs)
 def reduction_box(n: int, oh: int, ow: int, sh: int = 1, sw: int = 1) -> tuple[int, int, int]:
     """(bi, bh, bw): the k tile's box of output pixels, a multiple of 16 pixels and at most MAX_PIXELS (the x
     box it reads spans bh sh x bw sw pixels: at most 256 each, TMA's limit), covering N x OH x OW with the
