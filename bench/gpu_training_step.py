@@ -1,5 +1,6 @@
-"""Benchmark: one ResNet-50 training step on the GPU, torch.compile(backend="openprim") against eager PyTorch and
-torch.compile's Inductor (default mode, and mode="reduce-overhead": CUDA graphs), in the same run.
+"""Benchmark: one ResNet-50 training step on the GPU, torch.compile(backend="openprim") (default mode, and
+mode="reduce-overhead": the graphs recorded by CUDA-graph trees) against eager PyTorch and torch.compile's
+Inductor (default mode, and mode="reduce-overhead"), in the same run.
 
     . scripts/device_env.sh && python bench/gpu_training_step.py --out DIR       # on the GPU machine
 
@@ -36,15 +37,16 @@ sys.path.insert(0, os.path.join(HERE, "..", "examples"))
 from runtime_path import use_checkout  # noqa: E402 - scripts/: openprim from this checkout when not installed
 from timing import medians, peers_environment, time_rounds  # noqa: E402
 
-VARIANTS = ("eager", "openprim", "inductor", "inductor-cudagraphs")
+VARIANTS = ("eager", "openprim", "openprim-cudagraphs", "inductor", "inductor-cudagraphs")
 
 
 def wrapped(name: str, model):
     import torch
     if name == "eager":
         return model
-    if name == "openprim":
-        return torch.compile(model, backend="openprim", dynamic=False)
+    if name.startswith("openprim"):
+        mode = "reduce-overhead" if name == "openprim-cudagraphs" else None
+        return torch.compile(model, backend="openprim", dynamic=False, mode=mode)
     return torch.compile(model, dynamic=False, mode="reduce-overhead" if name == "inductor-cudagraphs" else None)
 
 
@@ -173,7 +175,7 @@ def main():
             for _ in range(2):
                 step()
         row["warnings"] = sorted({str(w.message)[:300] for w in caught if "openprim" in str(w.message)})
-        if name == "openprim":
+        if name.startswith("openprim"):
             row["aot_counts"] = dict(torch_backend.AOT_COUNTS)
         steps[name] = step
         print(f"{name:20s} first step {row['first_step_s']:7.1f} s, loss error {row['loss_error']:.1e}, "

@@ -83,10 +83,11 @@ class _OutputSlots:
     shape and dtype asked for, and it was last written on this stream (like the caching allocator, which
     hands a freed block only to its own stream); else a new tensor takes the slot. Threads share the slots
     under a lock. The slots keep their last outputs' memory until the compiled model is freed, as CUDA-graph
-    trees keep their pool."""
+    trees keep their pool. reuse=False (a call recorded by CUDA-graph trees, whose pool owns what the call
+    allocates), or a call inside any stream capture, takes new tensors every time."""
 
-    def __init__(self, device):
-        self.device = device
+    def __init__(self, device, reuse: bool = True):
+        self.device, self.reuse = device, reuse
         # per slot: (tensor, its storage's cdata, the stream it was written on, the storage's use count with no
         # other user: the slot's tensor, and the storage's Python object where torch keeps it once made)
         self.held: list = []
@@ -94,7 +95,10 @@ class _OutputSlots:
 
     def take(self, specs) -> list:
         """Tensors of each (shape, torch dtype) of `specs`, for this call to write."""
-        stream = torch.cuda.current_stream(self.device).cuda_stream if self.device.type == "cuda" else None
+        on_gpu = self.device.type == "cuda"
+        if not self.reuse or (on_gpu and torch.cuda.is_current_stream_capturing()):
+            return [torch.empty(shape, dtype=dtype, device=self.device) for shape, dtype in specs]
+        stream = torch.cuda.current_stream(self.device).cuda_stream if on_gpu else None
         out = []
         with self.lock:
             self.held += [None] * (len(specs) - len(self.held))
@@ -543,7 +547,12 @@ def _needs_grad(args):
     return torch.is_grad_enabled() and any(isinstance(a, torch.Tensor) and a.requires_grad for a in args)
 
 
-def openprim_backend(gm, example_inputs, options=None):
+# torch.compile's modes, and those that record the training graphs with CUDA-graph trees (as Inductor's do).
+MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+
+
+def openprim_backend(gm, example_inputs, options=None, mode=None):
     """A torch.compile backend: torch.compile(model, backend=openprim_backend, options={...}).
 
     options: "target" (default: the inputs' GPU, else the CPU) and keyword arguments of
@@ -561,10 +570,17 @@ def openprim_backend(gm, example_inputs, options=None):
     AOTAutograd instead (`_training_backend`, for the tensors' device): its forward and its backward graph are each imported
     (pyfrontend/torch/aot.py, the training ops in backward.py) and compiled, parameters and buffers as inputs
     (the optimizer updates them in place), and loss.backward() runs the backward executable. Each of the two
-    that does not import or compile warns once, naming the unmapped ops, and runs eagerly."""
+    that does not import or compile warns once, naming the unmapped ops, and runs eagerly.
+
+    mode (torch.compile's): "reduce-overhead" (or "max-autotune") on a GPU also records the training
+    graphs with PyTorch's CUDA-graph trees, as Inductor's mode does (_CudaGraphTrees): a step then costs
+    the host a replay per graph, and each step's outputs are overwritten by the next replay's, as with
+    Inductor. Inference plans replay their own CUDA graph in every mode."""
+    if mode not in (None, *MODES):
+        raise OpenPrimError(f"openprim_backend: unknown mode {mode!r}: torch.compile's modes are {', '.join(MODES)}")
     inputs = list(example_inputs)
     if _needs_grad(inputs):
-        return _training_backend(gm, inputs, options)
+        return _training_backend(gm, inputs, options, cuda_graphs=mode in CUDA_GRAPH_MODES)
     options = dict(options or {})
     batch_range = BatchRange.of(options.pop("dynamic_batch", True))
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -785,9 +801,9 @@ def _training_decompositions() -> dict:
     return table
 
 
-def _training_backend(gm, inputs, options):
+def _training_backend(gm, inputs, options, cuda_graphs: bool = False):
     """AOTAutograd with OpenPrim compiling its forward and its backward graph for the inputs' device (the
-    CPU, or their GPU): see openprim_backend."""
+    CPU, or their GPU), recorded by CUDA-graph trees on a GPU where `cuda_graphs`: see openprim_backend."""
     options = dict(options or {})
     target, index = _default_target(inputs)
     wanted = options.pop("target", None)
@@ -799,8 +815,9 @@ def _training_backend(gm, inputs, options):
     from torch._functorch.partitioners import default_partition
     state = aot.AotState()
     calls = _Calls()
+    trees = _CudaGraphTrees(len(inputs), calls) if cuda_graphs and target != "cpu" else None
     compile_graph = functools.partial(_compile_aot, state=state, calls=calls, options=options, target=target,
-                                      device=index)
+                                      device=index, trees=trees)
     backend = aot_autograd(fw_compiler=functools.partial(compile_graph, kind="forward"),
                            bw_compiler=functools.partial(compile_graph, kind="backward"),
                            decompositions=_training_decompositions(), partition_fn=default_partition)
@@ -819,10 +836,17 @@ def _visible_outputs():
     return getattr(meta, "num_forward_returns", None)
 
 
-def _compile_aot(gm, example_inputs, kind, state, calls, options, target="cpu", device=0):
+def _compile_aot(gm, example_inputs, kind, state, calls, options, target="cpu", device=0, trees=None):
     """fw_compiler / bw_compiler: the graph imported (pyfrontend/torch/aot.py) and compiled for `target` (GPU
     `device`) through the compile cache, as a boxed callable (AOTAutograd's convention: one list of arguments); a graph that
-    does not import or compile warns once and runs eagerly."""
+    does not import or compile warns once and runs eagerly. With `trees` (_CudaGraphTrees) either is
+    recorded and replayed by CUDA-graph trees."""
+    compiled = _compiled_aot(gm, kind, state, calls, options, target, device, graphed=trees is not None)
+    return compiled if trees is None else trees.wrap(compiled, gm, example_inputs, kind)
+
+
+def _compiled_aot(gm, kind, state, calls, options, target, device, graphed):
+    """_compile_aot's callable before CUDA-graph trees: an _AotRunner, or the graph run eagerly."""
     from torch._subclasses.fake_tensor import unset_fake_temporarily
     eager = _eager_aot(gm, kind, state)
     visible = _visible_outputs() if kind == "forward" else None
@@ -845,7 +869,68 @@ def _compile_aot(gm, example_inputs, kind, state, calls, options, target="cpu", 
     if precision:
         AOT_COUNTS[f"{kind} compiled in {precision}"] += 1
     with unset_fake_temporarily():         # it moves the values known at import to the GPU
-        return _AotRunner(exe, imported, eager, kind, calls)
+        return _AotRunner(exe, imported, eager, kind, calls, graphed)
+
+
+class _CudaGraphTrees:
+    """mode="reduce-overhead" with gradients: AOTAutograd's forward and backward graphs, as OpenPrim runs
+    them (or eagerly, where one fell back), recorded and replayed by PyTorch's CUDA-graph trees, as
+    Inductor's mode="reduce-overhead" and Dynamo's "cudagraphs" backend record theirs. A step then costs
+    the host AOTAutograd's wrapper and one replay per graph: the runner (its conversions, the executable's
+    bindings) runs only to warm up and to record, and the executable's launches become nodes of the
+    trees' graph (runtime/gpu.py launches them one by one inside a capture). The trees skip what they
+    cannot record (a CPU tensor, an input mutated by the graph) as for Inductor, warned once; a forward not
+    recorded leaves its backward unrecorded too. The run-time checks are counted inside the graphs and
+    read around each replay (_DeviceChecks), since a capture may not query an event."""
+
+    def __init__(self, dynamo_inputs: int, calls: _Calls):
+        self.dynamo_inputs, self.calls = dynamo_inputs, calls
+        self.device = None      # the forward's GPU once it is recorded
+
+    def wrap(self, compiled, gm, inputs, kind):
+        """compiled (a boxed callable of gm) under CUDA-graph trees, boxed."""
+        from torch._dynamo.backends.cudagraphs import (check_for_skip, find_input_mutations, get_device_index,
+                                                       get_stack_traces)
+        from torch._inductor import cudagraph_trees
+        from torch._inductor.cudagraph_utils import get_placeholder_info
+        from torch._inductor.utils import count_tangents, num_fw_fixed_arguments
+        if kind == "backward" and self.device is None:
+            return compiled
+        fixed = num_fw_fixed_arguments(self.dynamo_inputs, len(inputs)) if kind == "forward" else count_tangents(gm)
+        skip = check_for_skip(gm, fixed)
+        if skip:
+            _warn_once(f"openprim_backend: mode='reduce-overhead': the {kind} graph runs without CUDA graphs ({skip})")
+            if kind == "forward":
+                return compiled
+            manager = cudagraph_trees.get_manager(self.device, create_if_none_exists=False)
+
+            def unrecorded(args):
+                manager.set_to_running_backward()
+                return compiled(args)
+            unrecorded._boxed_call = True
+            return unrecorded
+        device = get_device_index(gm)
+        if kind == "forward":
+            self.device = device
+
+        def cleared(args):         # the trees' convention: the callee empties the argument list it takes
+            mine = list(args)
+            args.clear()
+            return compiled(mine)
+        replay = cudagraph_trees.cudagraphify_impl(
+            cleared, inputs, range(fixed), device_index=device, is_backward=kind == "backward", is_inference=False,
+            stack_traces=get_stack_traces(gm), placeholders=get_placeholder_info(gm.graph),
+            mutated_input_idxs=find_input_mutations(gm.graph))
+        checks = getattr(compiled, "checks", None)
+
+        def run(args):
+            self.calls.raise_failed_checks()
+            outs = replay(args)
+            if checks is not None:
+                checks.publish()
+            return outs
+        run._boxed_call = True
+        return run
 
 
 def _autocast_precision(gm) -> str | None:
@@ -913,50 +998,64 @@ def _array(t):
     return (t if t.is_contiguous() else t.contiguous()).numpy()
 
 
-class _PendingChecks:
-    """The run-time checks of one GPU run (plan["checks"]: gather's index bounds), copied out on the run's
-    stream behind it, so that reading them does not wait for the run: their counts land in pinned host
-    memory, and an event says when."""
+class _DeviceChecks:
+    """The run-time checks (plan["checks"]: gather's index bounds) of one GPU executable's runs, read without
+    waiting for the runs: each run adds its counts into totals on the device (`count`: a copy and an add,
+    which a CUDA graph around the run may capture), and each call copies the totals into pinned host memory
+    behind its work with an event (`publish`, never captured). A failed count stays in the totals until it
+    is reported, so a run whose copy was overtaken by later ones is not lost."""
 
     def __init__(self, exe, where):
         checks = exe.plan["checks"]
-        stream = torch.cuda.current_stream(where)
-        counts = torch.empty(len(checks), dtype=torch.int32, device=where)
-        for k, c in enumerate(checks):
-            exe.device.copy_device_to_device(counts.data_ptr() + 4 * k, exe.pointers[c["value"]], 4,
-                                             stream.cuda_stream)
-        self.host = torch.empty(len(checks), dtype=torch.int32, pin_memory=True)
-        self.host.copy_(counts, non_blocking=True)
-        self.done = torch.cuda.Event()
-        self.done.record(stream)
+        self.device = exe.device
+        self.sources = [exe.pointers[c["value"]] for c in checks]
         self.messages = [c["message"] for c in checks]
+        self.run = torch.zeros(len(checks), dtype=torch.int32, device=where)
+        self.totals = torch.zeros_like(self.run)
+        self.host = torch.zeros(len(checks), dtype=torch.int32, pin_memory=True)
+        self.pending: collections.deque = collections.deque()    # the events of copies not known done
 
-    def failed(self) -> list[str] | None:
-        """The failed checks' messages ([] for none) once the run is done, else None."""
-        if not self.done.query():
-            return None
-        return [f"{m} ({int(n)} of them)" for m, n in zip(self.messages, self.host.tolist()) if n]
+    def count(self) -> None:
+        """Add the counts of the run just enqueued on the current stream to the totals."""
+        stream = torch.cuda.current_stream(self.run.device).cuda_stream
+        for k, source in enumerate(self.sources):
+            self.device.copy_device_to_device(self.run.data_ptr() + 4 * k, source, 4, stream)
+        self.totals.add_(self.run)
+
+    def publish(self) -> None:
+        """Copy the totals to the host behind the work enqueued so far."""
+        self.host.copy_(self.totals, non_blocking=True)
+        done = torch.cuda.Event()
+        done.record()
+        self.pending.append(done)
+
+    def failed(self) -> list[str]:
+        """The failed checks' messages as of the last copy known done ([] for none), each reported once."""
+        done = False
+        while self.pending and self.pending[0].query():
+            self.pending.popleft()
+            done = True
+        counts = self.host.tolist() if done else ()
+        failed = [f"{m} ({int(n)} of them)" for m, n in zip(self.messages, counts) if n]
+        if failed:
+            self.totals.zero_()
+            self.host.zero_()
+            self.pending.clear()
+        return failed
 
 
 class _Calls:
     """What the calls of one compiled model share: whether a failed run-time check was warned about (the CPU:
-    that call runs eagerly), and the GPU runs whose checks are not read yet. A GPU call does not wait for its
-    run to read them; the next call raises what a finished earlier one failed, as CUDA's device-side asserts
-    surface at a later call (meanwhile the kernels read within bounds: the nearest index)."""
+    that call runs eagerly), and its GPU executables' checks (_DeviceChecks). A GPU call does not wait for
+    its run to read them; a later call raises what a finished earlier one failed, as CUDA's device-side
+    asserts surface at a later call (meanwhile the kernels read within bounds: the nearest index)."""
 
     def __init__(self):
         self.check_failed = False
-        self.checks: list[_PendingChecks] = []
+        self.checks: list[_DeviceChecks] = []
 
     def raise_failed_checks(self) -> None:
-        pending, failed = [], []
-        for c in self.checks:
-            got = c.failed()
-            if got is None:
-                pending.append(c)
-            else:
-                failed += got
-        self.checks = pending
+        failed = [m for c in self.checks for m in c.failed()]
         if failed:
             raise OpenPrimError("a run-time check failed in an earlier call: " + "; ".join(dict.fromkeys(failed)))
 
@@ -968,19 +1067,28 @@ class _AotRunner:
     maps saved for the backward as the NHWC arrays they are, seen as NCHW), the arguments it passes through,
     and the values known at import (on the GPU moved there once). On the CPU a run whose run-time checks fail
     (a target outside the classes) warns once and runs this call eagerly; on a GPU its checks are read
-    without waiting for the run, and a later call raises what failed (_Calls)."""
+    without waiting for the run, and a later call raises what failed (_Calls).
 
-    def __init__(self, exe, imported, eager, kind, calls):
+    graphed: the calls are recorded and replayed by CUDA-graph trees (_CudaGraphTrees): nothing of a call
+    is kept for the next (no slots, the known values copied out), the checks are only counted (the trees'
+    caller reads them), and no call queries an event (a capture forbids it)."""
+
+    def __init__(self, exe, imported, eager, kind, calls, graphed: bool = False):
         self.exe, self.imported, self.eager, self.kind, self.calls = exe, imported, eager, kind, calls
+        self.graphed = graphed
         self._boxed_call = True    # on the instance: Dynamo's wrapper of the backward copies its __dict__
         self.on_gpu = isinstance(exe, GpuExecutable)
-        self.values = {}
-        self.result_slots = _OutputSlots(torch.device("cuda", exe.device.index) if self.on_gpu else torch.device("cpu"))
+        self.values, self.checks = {}, None
+        self.result_slots = _OutputSlots(torch.device("cuda", exe.device.index) if self.on_gpu else torch.device("cpu"),
+                                         reuse=not graphed)
         if self.on_gpu:
             self.plan_in, self.plan_out = _plan_tensors(exe)
             self.where = torch.device("cuda", exe.device.index)
-            self.in_slots, self.out_slots = _OutputSlots(self.where), _OutputSlots(self.where)
+            self.in_slots, self.out_slots = _OutputSlots(self.where, not graphed), _OutputSlots(self.where, not graphed)
             self.values = {k: v[0].to(self.where) for k, (kind, *v) in enumerate(imported.outputs) if kind == "value"}
+            if exe.plan.get("checks"):
+                self.checks = _DeviceChecks(exe, self.where)
+                calls.checks.append(self.checks)
 
     def _run(self, args) -> tuple[list, dict]:
         """The executable's outputs for gm's arguments `args` (torch tensors; OpenPrimError where a
@@ -998,13 +1106,16 @@ class _AotRunner:
             ins[k] = t
         outs = self.out_slots.take(self.plan_out)
         _run_on_stream(self.exe, ins, outs)
-        if self.exe.plan.get("checks"):
-            self.calls.checks.append(_PendingChecks(self.exe, self.where))
+        if self.checks is not None:
+            self.checks.count()
+            if not self.graphed:
+                self.checks.publish()
         return outs, {imp.feeds[k]: ins[k] for k in todo if imp.feeds[k] not in imp.channels_last_feeds}
 
     def __call__(self, *args):
         args = _unboxed(args)
-        self.calls.raise_failed_checks()
+        if not self.graphed:
+            self.calls.raise_failed_checks()
         imp = self.imported
         outs, converted = (), {}
         if self.exe is not None:
@@ -1037,7 +1148,8 @@ class _AotRunner:
                         t = t.reshape(meta[0])
                 result.append(t)
             elif kind == "value":
-                result.append(self.values.get(k, v[0]))
+                value = self.values.get(k, v[0])
+                result.append(value.clone() if self.graphed else value)
             else:
                 result.append(None)
         if todo:

@@ -183,6 +183,10 @@ class CudaDevice(Device):
             self.cu.cuGraphDestroy(graph)
             raise
 
+    def is_capturing(self, stream) -> bool:
+        status = self._check("cuStreamIsCapturing", self.cu.cuStreamIsCapturing(self._s(stream)))
+        return status != self.cu.CUstreamCaptureStatus.CU_STREAM_CAPTURE_STATUS_NONE
+
     def graph_launch(self, graph_exec, stream) -> None:
         self._check("cuGraphLaunch", self.cu.cuGraphLaunch(graph_exec, self._s(stream)))
 

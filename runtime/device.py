@@ -135,6 +135,10 @@ class Device:
         """Replay an instantiated graph on `stream`."""
         raise NotImplementedError
 
+    def is_capturing(self, stream: int | None) -> bool:
+        """Whether `stream` is being captured into a graph now (by this runtime or by a framework around it)."""
+        raise NotImplementedError
+
     def destroy_graph(self, graph, graph_exec) -> None:
         raise NotImplementedError
 

@@ -446,8 +446,10 @@ class GpuExecutable:
 
     def _follow(self, stream) -> None:
         """Order what is enqueued on `stream` next after the previous call's work, which may still use the
-        arena (on another stream); under the lock."""
-        if stream != self.last_stream:
+        arena (on another stream); under the lock. Not inside a framework's capture (see _enqueue): a
+        captured stream cannot wait for an event of another one, and the capture began after the device
+        synchronized (torch.cuda.graph does so first)."""
+        if stream != self.last_stream and not self.device.is_capturing(stream):
             self.device.wait(stream, self.last_stream)
             self.last_stream = stream
 
@@ -470,8 +472,11 @@ class GpuExecutable:
 
     def _enqueue(self, stream, targets: list[int]) -> None:
         """The plan's launches on `stream`, the bindings addressing `targets`: one graph launch (its nodes
-        updated where a target changed), or every kernel launch when graphs are off."""
-        if not self.graphs:
+        updated where a target changed), or every kernel launch when graphs are off or when the caller is
+        capturing `stream` into its own graph (torch.compile's mode="reduce-overhead" records the training
+        step's graphs so): then the launches become nodes of the caller's graph, addressing the buffers
+        bound in this call, which its replays keep."""
+        if not self.graphs or self.device.is_capturing(stream):
             self._launch_all(stream, targets)
             return
         if self.graph is None:

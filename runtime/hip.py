@@ -152,6 +152,10 @@ class HipDevice(Device):
             self._hip.hipGraphDestroy(graph)
             raise
 
+    def is_capturing(self, stream) -> bool:
+        return bool(stream) and self._call("hipStreamIsCapturing", stream) != \
+            self._hip.hipStreamCaptureStatus.hipStreamCaptureStatusNone
+
     def graph_launch(self, graph_exec, stream) -> None:
         self._call("hipGraphLaunch", graph_exec, stream)
 

@@ -45,6 +45,10 @@ class FakeCuda:
     class CUstreamCaptureMode(enum.Enum):
         CU_STREAM_CAPTURE_MODE_THREAD_LOCAL = 1
 
+    class CUstreamCaptureStatus(enum.Enum):
+        CU_STREAM_CAPTURE_STATUS_NONE = 0
+        CU_STREAM_CAPTURE_STATUS_ACTIVE = 1
+
     class CUpointer_attribute(enum.Enum):
         CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
 
@@ -209,6 +213,11 @@ class FakeCuda:
         self.log.append(("begin_capture", stream))
         self.capturing[stream] = []
         return (self.ok,)
+
+    def cuStreamIsCapturing(self, stream):
+        status = self.CUstreamCaptureStatus
+        return self.ok, status.CU_STREAM_CAPTURE_STATUS_ACTIVE if stream in self.capturing else \
+            status.CU_STREAM_CAPTURE_STATUS_NONE
 
     def cuStreamEndCapture(self, stream):
         graph = next(self.handles)
@@ -400,6 +409,28 @@ def test_run_into_caller_buffers_and_stream(fake, data):
     exe.run_into({"s": CaiArray(fake, s), "x": CaiArray(fake, 2 * x)}, out, stream=stream)
     assert not fake.calls("wait")
     np.testing.assert_allclose(out.numpy(), _want(2 * x, s, w), rtol=1e-5, atol=1e-6)
+
+
+def test_a_framework_capture_records_the_kernels(fake, data, rng):
+    """Called while the caller captures its stream (torch.compile's mode="reduce-overhead"), the plan's
+    kernels go into the caller's graph one by one, addressing this call's buffers: no graph of ours is
+    launched inside the capture, and the captured stream waits for no event of another stream."""
+    x, s, w = data
+    exe = _exe(fake, w)
+    exe(CaiArray(fake, x), CaiArray(fake, s))              # an eager call first: our own graph, on our stream
+    stream = fake.cuStreamCreate(0)[1]
+    dx, ds, out = CaiArray(fake, x), CaiArray(fake, s), CaiArray(fake, np.zeros(SHAPE, np.float32))
+    fake.cuStreamBeginCapture(stream, None)
+    fake.log.clear()
+    exe.run_into([dx, ds], [out], stream=stream)
+    assert not fake.calls("graph_launch") and not fake.calls("wait") and not fake.calls("launch")
+    graph = fake.cuStreamEndCapture(stream)[1]
+    assert [(f, a[:3]) for f, a in fake.graphs[graph]] == \
+        [("mul", [dx.pointer, exe.pointers[2], exe.pointers[3]]), ("relu_bias", [exe.pointers[3], ds.pointer, out.pointer])]
+    x2 = rng.standard_normal(SHAPE).astype(np.float32)        # the caller's replay: new data, same buffers
+    ctypes.memmove(dx.pointer, x2.ctypes.data, x2.nbytes)
+    fake.cuGraphLaunch(fake.cuGraphInstantiate(graph, 0)[1], stream)
+    np.testing.assert_allclose(out.numpy(), _want(x2, s, w), rtol=1e-5, atol=1e-6)
 
 
 def test_producer_stream_is_waited_for(fake, data):

@@ -313,26 +313,87 @@ def test_target_out_of_range(device, bad):
     assert_grads_close(model, eager)
 
 
-def test_pending_checks_raise_once_done():
-    """The GPU's deferred run-time checks (torch_backend._Calls): a call raises what finished earlier runs
-    failed, each message once, and keeps the runs not finished yet for a later call."""
-    class Run:
+def test_failed_checks_raise_once_each():
+    """The GPU's deferred run-time checks (torch_backend._Calls): a call raises what the executables' checks
+    report failed (each message once, joined), and nothing when none failed."""
+    class Checks:
         def __init__(self, *results):
             self.results = list(results)
 
         def failed(self):
             return self.results.pop(0)
+    message = "prim.gather: an index is outside [-7, 7) (1 of them)"
     calls = torch_backend._Calls()
-    busy = Run(None, ["prim.gather: an index is outside [-7, 7) (1 of them)"])
-    calls.checks = [Run([]), busy, Run(["prim.gather: an index is outside [-7, 7) (1 of them)"])]
+    calls.checks = [Checks([], [message]), Checks([message], [])]
     with pytest.raises(OpenPrimError, match=r"^a run-time check failed in an earlier call: prim.gather: an index "
                                             r"is outside \[-7, 7\) \(1 of them\)$"):
         calls.raise_failed_checks()
-    assert calls.checks == [busy]
-    with pytest.raises(OpenPrimError):
+    with pytest.raises(OpenPrimError, match=r"\(1 of them\)$"):
         calls.raise_failed_checks()
-    assert not calls.checks
+    calls.checks = [Checks([])]
     calls.raise_failed_checks()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_reduce_overhead_training(device):
+    """mode="reduce-overhead" (torch.compile's, as for Inductor): on a GPU both graphs are recorded by
+    CUDA-graph trees with OpenPrim's kernels inside, so the steps after the first few replay the trees'
+    graphs and never call our runners (their run counts stop growing); the loss curve of 20 SGD steps and
+    the last gradients still match eager's. On the CPU the mode changes nothing."""
+    fresh()
+    model, eager, x, t = make("cnn", seed=6, device=device)
+    compiled = torch.compile(model, backend=openprim_backend, dynamic=False, mode="reduce-overhead")
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    opt_eager = torch.optim.SGD(eager.parameters(), lr=0.05, momentum=0.9)
+    curve, curve_eager = [], []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for step in range(20):
+            opt.zero_grad()
+            opt_eager.zero_grad()
+            xs = torch.randn(x.shape, generator=torch.Generator().manual_seed(step)).to(device)
+            loss, want = compiled(xs, t), eager(xs, t)
+            loss.backward()
+            want.backward()
+            curve.append(loss.item())
+            curve_eager.append(want.item())
+            if step < 19:
+                opt.step()
+                opt_eager.step()
+    assert not openprim_warnings(caught), openprim_warnings(caught)
+    torch.testing.assert_close(torch.tensor(curve), torch.tensor(curve_eager), rtol=CURVE_RTOL, atol=0)
+    assert_grads_close(model, eager)
+    counts = torch_backend.AOT_COUNTS
+    assert counts["forward compiled"] == counts["backward compiled"] == 1 and not counts["forward eager"]
+    if device == "cpu":
+        assert counts["forward runs"] == counts["backward runs"] == 20
+    else:   # warmed up and recorded, then replayed
+        assert 1 <= counts["forward runs"] <= 3 and 1 <= counts["backward runs"] <= 3, dict(counts)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA")
+def test_reduce_overhead_reports_a_bad_target():
+    """Under CUDA-graph trees the loss's bounds check is counted inside the replayed graph: a target out of
+    range in a replayed step is raised by a later call, as without the mode."""
+    fresh()
+    model, eager, x, t = make("mlp", seed=3, device="cuda")
+    compiled = torch.compile(model, backend=openprim_backend, dynamic=False, mode="reduce-overhead")
+    for _ in range(4):       # warm-up, recording, replays
+        compiled(x, t).backward()
+    wrong = t.clone()
+    wrong[2] = 7
+    loss = compiled(x, wrong)
+    torch.cuda.synchronize()
+    with pytest.raises(OpenPrimError, match=r"an earlier call.*outside \[-7, 7\)"):
+        loss.backward()
+    compiled(x, t).backward()      # reported once: the next steps run again
+
+
+def test_unknown_mode_is_refused():
+    fresh()
+    model, _, x, t = make("mlp")
+    with pytest.raises(Exception, match="unknown mode 'fastest'"):
+        torch.compile(model, backend=openprim_backend, mode="fastest")(x, t)
 
 
 def test_inference_keeps_its_path():
