@@ -179,9 +179,12 @@ OPS: dict[str, OpSpec] = {s.name: s for s in [
           doc="the batch's statistics per channel as one [2, C] tensor: row 0 the mean over N, H, W, row 1 the "
               "inverse standard deviation 1 / sqrt(biased var + eps) (what batch_norm_backward takes); one op for the "
               "two, as a prim op has one result and both come out of the same passes over the input"),
-    _spec("batch_norm_backward", ("grad_output", "input", "scale", "saved_mean", "saved_inv_std"), {"layout": "str"},
+    _spec("batch_norm_backward", ("grad_output", "input", "scale", "saved_mean", "saved_inv_std", ("sums", "optional")),
+          {"layout": "str"},
           doc="grad_input of batch_norm_training: dx = scale * inv_std / M * (M dy - sum(dy) - xhat sum(dy xhat)), "
-              "xhat = (x - saved_mean) * saved_inv_std, the sums over the M = N H W values of a channel"),
+              "xhat = (x - saved_mean) * saved_inv_std, the sums over the M = N H W values of a channel; with sums "
+              "(batch_norm_backward_sums of the same operands, made for the scale and shift gradients) they are "
+              "read from it, not summed again: one pass over dy and x"),
     _spec("batch_norm_backward_sums", ("grad_output", "input", "saved_mean"), {"layout": "str"},
           doc="the two sums per channel that batch norm's scale and shift gradients are, as one [2, C] tensor: row 0 "
               "sum(dy), row 1 sum(dy (x - saved_mean)) over N, H, W (times saved_inv_std: the scale's gradient); one "
@@ -628,7 +631,9 @@ def _batch_norm_statistics(shapes, attrs):
 def _batch_norm_backward(shapes, attrs):
     _same_as(shapes[:2], ("grad_output", "input"))
     n, c, h, w = _layout(attrs, shapes[1])
-    _channel_vec(shapes[2:], c, ("scale", "saved_mean", "saved_inv_std"))
+    _channel_vec(shapes[2:5], c, ("scale", "saved_mean", "saved_inv_std"))
+    if len(shapes) > 5 and shapes[5] is not None:
+        _need(tuple(shapes[5]) == (2, c), f"sums must have shape 2x{c}, got {fmt_shape(shapes[5])}")
     return tuple(shapes[1])
 
 

@@ -600,14 +600,15 @@ irdl.dialect @prim {
     %res = irdl.base "!builtin.tensor"
     irdl.results(result: %res)
   }
-  // grad_input of batch_norm_training: dx = scale * inv_std / M * (M dy - sum(dy) - xhat sum(dy xhat)), xhat = (x - saved_mean) * saved_inv_std, the sums over the M = N H W values of a channel
+  // grad_input of batch_norm_training: dx = scale * inv_std / M * (M dy - sum(dy) - xhat sum(dy xhat)), xhat = (x - saved_mean) * saved_inv_std, the sums over the M = N H W values of a channel; with sums (batch_norm_backward_sums of the same operands, made for the scale and shift gradients) they are read from it, not summed again: one pass over dy and x
   irdl.operation @batch_norm_backward {
     %t0 = irdl.base "!builtin.tensor"
     %t1 = irdl.base "!builtin.tensor"
     %t2 = irdl.base "!builtin.tensor"
     %t3 = irdl.base "!builtin.tensor"
     %t4 = irdl.base "!builtin.tensor"
-    irdl.operands(grad_output: %t0, input: %t1, scale: %t2, saved_mean: %t3, saved_inv_std: %t4)
+    %t5 = irdl.base "!builtin.tensor"
+    irdl.operands(grad_output: %t0, input: %t1, scale: %t2, saved_mean: %t3, saved_inv_std: %t4, sums: optional %t5)
     %a0 = irdl.base "#builtin.string"
     irdl.attributes {"layout" = %a0}
     %res = irdl.base "!builtin.tensor"

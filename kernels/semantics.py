@@ -1079,11 +1079,13 @@ def _backward_sums(kt, dyv: V, xv: V, mean: V) -> tuple[V, V]:
 
 
 def emit_batch_norm_backward(kt, op, operands, attrs, shape, dtype):
-    """dx = scale * inv_std / M * (M dy - sum(dy) - (x - mean) inv_std^2 sum(dy (x - mean))), sums per channel."""
-    dy, x, scale, mean, inv = operands
+    """dx = scale * inv_std / M * (M dy - sum(dy) - (x - mean) inv_std^2 sum(dy (x - mean))), sums per channel
+    (the rows of the sums operand where it is given)."""
+    dy, x, scale, mean, inv, *given = operands
     dyv, xv = (_channels_view(kt, v, attrs["layout"]) for v in (dy, x))
     M = math.prod(shape) // xv.shape[1]
-    s1, s2 = _backward_sums(kt, dyv, xv, mean)
+    sums = given[0] if given and given[0] is not None else None
+    s1, s2 = (sums, sums) if sums is not None else _backward_sums(kt, dyv, xv, mean)
 
     def body(kt, xs):
         g, xx, sc, mu, iv, a, b = xs
@@ -1092,8 +1094,9 @@ def emit_batch_norm_backward(kt, op, operands, attrs, shape, dtype):
         return _f(kt, "mul", t, _f(kt, "mul", _f(kt, "mul", sc, iv), kt.const(1 / M)))
     R = len(xv.shape)
     ident, cm = amap(R, [f"d{i}" for i in range(R)]), amap(R, ["d1"])
-    dx = _pointwise(kt, [(dyv, ident), (xv, ident), (scale, cm), (mean, cm), (inv, cm), (s1, cm), (s2, cm)],
-                    xv.shape, dtype, body)
+    rows = (amap(R, ["0", "d1"]), amap(R, ["1", "d1"])) if sums is not None else (cm, cm)
+    dx = _pointwise(kt, [(dyv, ident), (xv, ident), (scale, cm), (mean, cm), (inv, cm), (s1, rows[0]),
+                         (s2, rows[1])], xv.shape, dtype, body)
     return kt.reshape(dx, shape)
 
 

@@ -889,14 +889,18 @@ class Graph:
     def batch_norm_backward(self, grad, x, scale, mean, inv_std, layout=None, output_mask=(True, True, True)):
         """(grad_input, grad_scale, grad_shift) of batch_norm_training from the saved statistics
         (batch_norm_statistics): grad_shift = sum(grad), grad_scale = sum(grad * (x - mean)) * inv_std over N,
-        H, W, both sums from one batch_norm_backward_sums (one pass over grad and x); output_mask says which
-        to make (torch's native_batch_norm_backward's), the others are None."""
+        H, W, both sums from one batch_norm_backward_sums (one pass over grad and x), which grad_input then
+        reads instead of summing again; output_mask says which to make (torch's native_batch_norm_backward's),
+        the others are None."""
         layout = layout or self.layout
-        gx = self._emit("batch_norm_backward", [grad, x, scale, mean, inv_std], {"layout": layout}) \
-            if output_mask[0] else None
         if not (output_mask[1] or output_mask[2]):
+            gx = self._emit("batch_norm_backward", [grad, x, scale, mean, inv_std], {"layout": layout}) \
+                if output_mask[0] else None
             return gx, None, None
-        gshift, total = self._rows(self._emit("batch_norm_backward_sums", [grad, x, mean], {"layout": layout}))
+        sums = self._emit("batch_norm_backward_sums", [grad, x, mean], {"layout": layout})
+        gx = self._emit("batch_norm_backward", [grad, x, scale, mean, inv_std, sums], {"layout": layout}) \
+            if output_mask[0] else None
+        gshift, total = self._rows(sums)
         return gx, total * inv_std if output_mask[1] else None, gshift if output_mask[2] else None
 
     def layer_norm_backward(self, grad, x, scale=None, eps=1e-5, normalized_ndim=1, output_mask=(True, True, True)):

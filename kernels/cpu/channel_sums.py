@@ -17,9 +17,9 @@ two-level pairwise one (rows / CHUNK + CHUNK terms in a chain instead of rows).
 
     batch_norm_statistics  total(x) -> mean; total((x - mean)^2) -> rsqrt(var + eps); [2, C]
     batch_norm_training    the statistics, then y = (x - mean) inv_std scale + shift (a forall over chunks)
-    batch_norm_backward    total(dy) and total(dy (x - mean)) in one sweep (two accumulators); then per
-                           element dx = k1 dy - k2 - k3 (x - mean), k1 = scale inv_std, k2 = k1 total(dy) / M,
-                           k3 = k1 inv_std^2 total(dy (x - mean)) / M
+    batch_norm_backward    total(dy) and total(dy (x - mean)) in one sweep (two accumulators), or read from
+                           its sums operand; then per element dx = k1 dy - k2 - k3 (x - mean), k1 = scale
+                           inv_std, k2 = k1 total(dy) / M, k3 = k1 inv_std^2 total(dy (x - mean)) / M
     batch_norm_backward_sums  that sweep alone, its two totals as [2, C] (the shift's and scale's gradients)
     group_norm             per sample: chunks of one sample's rows, the channel totals added per group of C / G
                            channels in scalars; the mean, then the centered squares; y = x a + b with
@@ -244,14 +244,25 @@ class _Channels:
         return self.function(name)
 
     def backward(self, name: str) -> str:
-        dy, x, scale, mean, inv, out = self.args
+        """dx; the two sums swept from dy and x, or read from the sums operand [2, C] where it is given."""
+        dy, x, scale, mean, inv, *given, out = self.args
         b, M = self.b, float(self.rows)
-        partial, second, centered = self.backward_partials(dy, x, mean)
+        if given:
+            def centered(at, c, m):
+                return self.v("arith.subf", self.load(x, b.add(at, c), m), self.load(mean, c, m))
+
+            def sums(row):
+                return lambda each: self.each_vector(
+                    lambda c, m: each(self.load(given[0], b.add(c, row * self.C), m), c, m))
+            first, second = sums(0), sums(1)
+        else:
+            partial, rest, centered = self.backward_partials(dy, x, mean)
+            first, second = (lambda each, p=p: self.totals(p, "sum", each) for p in (partial, rest))
         coef = self.scratch(3 * self.C)
 
         def k1(c, m):
             return self.v("arith.mulf", self.load(scale, c, m), self.load(inv, c, m))
-        self.totals(partial, "sum", lambda t, c, m: self.store(
+        first(lambda t, c, m: self.store(
             self.v("arith.mulf", k1(c, m), self.v("arith.mulf", t, self.splat(1 / M))), coef, b.add(c, self.C), m))
 
         def k3(t, c, m):
@@ -260,7 +271,7 @@ class _Channels:
             self.store(self.v("arith.mulf", k, self.v("arith.mulf", t, self.splat(1 / M))), coef,
                        b.add(c, 2 * self.C), m)
             self.store(k1(c, m), coef, c, m)
-        self.totals(second, "sum", k3)
+        second(k3)
 
         def dx(at, c, m):
             y = self.v("arith.mulf", self.load(coef, c, m), self.load(dy, b.add(at, c), m))

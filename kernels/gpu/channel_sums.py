@@ -19,7 +19,8 @@ across blocks and the channels across lanes, as global_avg_pool does (pool.py), 
                            + eps); out [2, C] = (mean, inv_std)
     batch_norm_backward    terms dy and dy (x - mean); finish: k1 = scale inv_std, k2 = k1 sum(dy) / M,
                            k3 = k1 inv_std^2 sum(dy (x - mean)) / M into coef [3, C] (scratch); launch 3,
-                           elementwise over the map: dx = k1 dy - k2 - k3 (x - mean)
+                           elementwise over the map: dx = k1 dy - k2 - k3 (x - mean). Given its sums
+                           operand (batch_norm_backward_sums'), launch 3 alone, the k from the sums
     batch_norm_backward_sums  the same terms; finish: the two totals into out [2, C] (the shift's and the
                            scale's gradients, the latter before its inv_std factor)
     reduce                 sum or mean over every dim but the last (the scale, shift and bias gradients)
@@ -304,8 +305,10 @@ def backward_sums_kernel(name: str, signature: list[tuple[str, str]]) -> str | N
 
 def backward_kernel(name: str, signature: list[tuple[str, str]]) -> str | None:
     """batch_norm_backward of NHWC maps (signature: dy, x [N, H, W, C], scale, saved_mean, saved_inv_std [C],
-    dx [N, H, W, C])."""
-    (dy, dy_t), (x, x_t), (scale, scale_t), (mean, mean_t), (inv, inv_t), (dx, dx_t) = signature
+    optionally sums [2, C], dx [N, H, W, C]). With the sums given (batch_norm_backward_sums made them for
+    the scale and shift gradients) only the elementwise launch runs, its coefficients computed per thread
+    from them: one pass over dy and x, not two."""
+    (dy, dy_t), (x, x_t), (scale, scale_t), (mean, mean_t), (inv, inv_t), *given, (dx, dx_t) = signature
     if any(_dtype(t) not in DTYPES for _, t in signature):
         return None
     dims = _shape(x_t)
@@ -316,25 +319,34 @@ def backward_kernel(name: str, signature: list[tuple[str, str]]) -> str | None:
     (dyf, dyf_t), (xf, xf_t), (dxf, dxf_t) = (collapse_at(e, a, t, cut) for a, t in ((dy, dy_t), (x, x_t), (dx, dx_t)))
     plan = GlobalPoolPlan(1, M, C, _dtype(x_t), blocks=SUM_BLOCKS)
     V = plan.vec
-    coef_t = f"memref<3x{C}xf32>"
-    e.emit(f"%coef = memref.alloc() {{alignment = 64 : i64}} : {coef_t}")
 
-    def finish(totals, c, w):
+    def coefficients(totals, c, w):
+        """k1 = scale inv_std, k2 = k1 sum(dy) / M, k3 = k1 inv_std^2 sum(dy (x - mean)) / M."""
         inv_m = s.const(1.0 / M, w)
         istd = s.load(inv, inv_t, [c], w)
         k1 = s.vop("arith.mulf", w, s.load(scale, scale_t, [c], w), istd)
         k2 = s.vop("arith.mulf", w, k1, s.vop("arith.mulf", w, totals[0], inv_m))
         k3 = s.vop("arith.mulf", w, s.vop("arith.mulf", w, k1, s.vop("arith.mulf", w, istd, istd)),
                    s.vop("arith.mulf", w, totals[1], inv_m))
-        for t, k in enumerate((k1, k2, k3)):
-            s.store(k, "%coef", coef_t, [e.c(t), c], w)
+        return k1, k2, k3
 
-    s.reduce(plan, 2, _backward_terms(s, (dyf, dyf_t), (xf, xf_t), (mean, mean_t), V), finish)
-    # launch 3: dx = k1 dy - k2 - k3 (x - mean), a thread per V channels of a row
+    if not given:
+        coef_t = f"memref<3x{C}xf32>"
+        e.emit(f"%coef = memref.alloc() {{alignment = 64 : i64}} : {coef_t}")
+
+        def finish(totals, c, w):
+            for t, k in enumerate(coefficients(totals, c, w)):
+                s.store(k, "%coef", coef_t, [e.c(t), c], w)
+        s.reduce(plan, 2, _backward_terms(s, (dyf, dyf_t), (xf, xf_t), (mean, mean_t), V), finish)
+    # the elementwise launch: dx = k1 dy - k2 - k3 (x - mean), a thread per V channels of a row
     cv_count = C // V
     lin = e.open_elementwise_launch(M * cv_count, THREADS)
     row, c = e.div(lin, e.c(cv_count)), e.mul(e.rem(lin, e.c(cv_count)), e.c(V))
-    k1, k2, k3 = (s.load("%coef", coef_t, [e.c(t), c], V) for t in range(3))
+    if given:
+        sums, sums_t = given[0]
+        k1, k2, k3 = coefficients([s.load(sums, sums_t, [e.c(t), c], V) for t in range(2)], c, V)
+    else:
+        k1, k2, k3 = (s.load("%coef", coef_t, [e.c(t), c], V) for t in range(3))
     centred = s.vop("arith.subf", V, s.load(xf, xf_t, [row, c], V), s.load(mean, mean_t, [c], V))
     g = s.vop("arith.mulf", V, k1, s.load(dyf, dyf_t, [row, c], V))
     s.store(s.vop("arith.subf", V, s.vop("arith.subf", V, g, k2), s.vop("arith.mulf", V, k3, centred)),

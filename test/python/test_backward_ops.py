@@ -301,12 +301,14 @@ def test_batch_norm_many_rows(dtype, pipeline, rng):
     net.feeds[-1] = xv.astype(np.float32)
     (s, sv), (dy, dyv) = net.input((12,)), net.input((3, 37, 29, 12))
     mean, inv = net.g.batch_norm_statistics(x, 1e-5)
-    outs = [mean, inv, *net.g.batch_norm_backward(dy, x, s, mean, inv)]
+    outs = [mean, inv, *net.g.batch_norm_backward(dy, x, s, mean, inv),
+            net.g.batch_norm_backward(dy, x, s, mean, inv, output_mask=(True, False, False))[0]]
     want_stats = ref.batch_norm_statistics(xv, 1e-5, "NHWC")
     wants = [*want_stats, *ref.batch_norm_backward(dyv, xv, sv, *want_stats, "NHWC")]
+    wants.append(wants[2])
     rows = 3 * 37 * 29
     for out, want, what in zip(net.run(pipeline, *outs), wants, ("mean", "inv_std", "grad_input", "grad_scale",
-                                                                  "grad_shift")):
+                                                                  "grad_shift", "grad_input")):
         assert_close(out, want, dtype, reduction=1 if what == "grad_input" else rows, what=what)
 
 
@@ -647,7 +649,13 @@ def _bad_filter_size(g):
 
 def _bad_bn_channels(g):
     g.batch_norm_backward(g.input("dy", (2, 3, 4, 4)), g.input("x", (2, 3, 4, 4)), g.input("s", (3,)),
-                          g.input("m", (4,)), g.input("i", (3,)))
+                          g.input("m", (4,)), g.input("i", (3,)), output_mask=(True, False, False))
+
+
+def _bad_bn_sums(g):
+    x = g.input("x", (2, 3, 4, 4))
+    g._emit("batch_norm_backward", [x, x, g.input("s", (3,)), g.input("m", (3,)), g.input("i", (3,)),
+                                    g.input("sums", (3, 2))], {"layout": "NCHW"})
 
 
 def _bad_pool_grad(g):
@@ -667,6 +675,7 @@ ERRORS = [(_bad_input_size, r"prim\.conv2d_backward_data .*grad_output is 4x4 bu
           (_bad_filter_size, r"prim\.conv2d_backward_weights .*grad_output is 4x4 but the 9x9 input with a 1x1 filter "
                              r"\(filter_size\) gives a 5x5 output"),
           (_bad_bn_channels, r"prim\.batch_norm_backward .*saved_mean must have shape 3, got 4"),
+          (_bad_bn_sums, r"prim\.batch_norm_backward .*sums must have shape 2x3, got 3x2"),
           (_bad_pool_grad, r"prim\.max_pool2d_backward .*grad_output 1x2x4x4 must have the pool's output shape "
                            r"1x2x5x5"),
           (_bad_activation, r"prim\.activation_backward .*activation must not be 'none'"),
