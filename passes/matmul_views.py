@@ -163,10 +163,11 @@ def as_one_transpose(pos: np.ndarray):
 
 
 def emit_views(v: ir.Value, shape, perm, out_shape, loc) -> ir.Value:
+    if perm == sorted(perm):            # no move: one reshape
+        return v if list(v.type.shape) == list(out_shape) else reshape(v, out_shape, loc)
     if list(v.type.shape) != list(shape):
         v = reshape(v, shape, loc)
-    if perm != sorted(perm):
-        v = transpose(v, perm, loc)
+    v = transpose(v, perm, loc)
     if list(v.type.shape) != list(out_shape):
         v = reshape(v, out_shape, loc)
     return v

@@ -78,7 +78,8 @@ def collapse_moves(end: ir.Operation, movable=_movable, fits=lambda perm: True) 
     pos = positions(v.type.shape, ops)
     loc, width = end.location, v.type.shape[-1]
     views = as_one_transpose(pos) if pos.size == size else None
-    if views is not None and int(views[1] != sorted(views[1])) < before and fits(list(views[1])):
+    moved = views is not None and views[1] != sorted(views[1])     # else the chain is a reshape: always fits
+    if views is not None and int(moved) < before and (not moved or fits(list(views[1]))):
         with ir.InsertionPoint(end), loc:
             end.result.replace_all_uses_with(emit_views(v, views[0], views[1], end.result.type.shape, loc))
     elif (rows := as_row_gather(pos, width, size)) is not None:
