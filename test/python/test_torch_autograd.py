@@ -110,6 +110,32 @@ def backward_both(compiled, eager, x, t):
     return loss, want, caught
 
 
+def sgd_curves(model, compiled, eager, x, t, first_step: bool, steps: int = 20) -> tuple[list, list]:
+    """The losses of `steps` SGD steps (momentum 0.9) of the compiled model and its eager copy on the same
+    batches (x's shape, seeded per step; targets t), each step's gradients from its own backward; with
+    first_step the optimizers step first (on the gradients already there), else they step after each
+    backward but the last (the last gradients are left to compare)."""
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    opt_eager = torch.optim.SGD(eager.parameters(), lr=0.05, momentum=0.9)
+    curve, curve_eager = [], []
+    for step in range(steps):
+        if first_step:
+            opt.step()
+            opt_eager.step()
+        opt.zero_grad()
+        opt_eager.zero_grad()
+        xs = torch.randn(x.shape, generator=torch.Generator().manual_seed(step)).to(x.device)
+        loss, want = compiled(xs, t), eager(xs, t)
+        loss.backward()
+        want.backward()
+        curve.append(loss.item())
+        curve_eager.append(want.item())
+        if not first_step and step < steps - 1:
+            opt.step()
+            opt_eager.step()
+    return curve, curve_eager
+
+
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", list(MODELS))
 def test_training_matches_eager(name, device):
@@ -127,20 +153,7 @@ def test_training_matches_eager(name, device):
     assert_grads_close(model, eager)
     assert_buffers_close(model, eager)
 
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    opt_eager = torch.optim.SGD(eager.parameters(), lr=0.05, momentum=0.9)
-    curve, curve_eager = [], []
-    for step in range(20):
-        opt.step()
-        opt_eager.step()
-        opt.zero_grad()
-        opt_eager.zero_grad()
-        xs = torch.randn(x.shape, generator=torch.Generator().manual_seed(step)).to(device)
-        loss, want = compiled(xs, t), eager(xs, t)
-        loss.backward()
-        want.backward()
-        curve.append(loss.item())
-        curve_eager.append(want.item())
+    curve, curve_eager = sgd_curves(model, compiled, eager, x, t, first_step=True)
     torch.testing.assert_close(torch.tensor(curve), torch.tensor(curve_eager), rtol=CURVE_RTOL, atol=0)
     assert all(p.grad.device == x.device for p in model.parameters())
     assert curve[-1] < curve[0]
@@ -343,23 +356,9 @@ def test_reduce_overhead_training(device):
     fresh()
     model, eager, x, t = make("cnn", seed=6, device=device)
     compiled = torch.compile(model, backend=openprim_backend, dynamic=False, mode="reduce-overhead")
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
-    opt_eager = torch.optim.SGD(eager.parameters(), lr=0.05, momentum=0.9)
-    curve, curve_eager = [], []
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        for step in range(20):
-            opt.zero_grad()
-            opt_eager.zero_grad()
-            xs = torch.randn(x.shape, generator=torch.Generator().manual_seed(step)).to(device)
-            loss, want = compiled(xs, t), eager(xs, t)
-            loss.backward()
-            want.backward()
-            curve.append(loss.item())
-            curve_eager.append(want.item())
-            if step < 19:
-                opt.step()
-                opt_eager.step()
+        curve, curve_eager = sgd_curves(model, compiled, eager, x, t, first_step=False)
     assert not openprim_warnings(caught), openprim_warnings(caught)
     torch.testing.assert_close(torch.tensor(curve), torch.tensor(curve_eager), rtol=CURVE_RTOL, atol=0)
     assert_grads_close(model, eager)
