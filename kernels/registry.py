@@ -8,7 +8,8 @@ the table below, keyed by (op, target kind): on the CPU, vectorized row kernels 
 softmax / log_softmax / layer_norm, whose reference lowering calls libm's scalar expf per value, and
 pooling read in place (kernels/cpu/pool.py) instead of through a padded copy, index_copy writing only its
 rows into a buffer it shares with its input (kernels/cpu/index_copy.py: a KV cache), gathers of whole rows
-(kernels/cpu/gather.py), per-channel sums of
+(kernels/cpu/gather.py), slices with a step along the innermost dim read in contiguous runs
+(kernels/cpu/strided_slice.py), per-channel sums of
 channels-last maps swept row by row (kernels/cpu/channel_sums.py: batch norm training and its backward),
 max pooling's input gradient scattered per window (kernels/cpu/max_pool_backward.py), and transposes that
 read and write in runs (kernels/cpu/transpose.py); on GPUs, batch norm's training statistics and backward
@@ -31,6 +32,7 @@ from .cpu import max_pool_backward as cpu_max_pool_backward
 from .cpu import pool as cpu_pool
 from .cpu import transpose as cpu_transpose
 from .cpu import rows as cpu_rows
+from .cpu import strided_slice as cpu_strided_slice
 from .gpu import channel_sums as gpu_channel_sums
 from .gpu import index_copy as gpu_index_copy
 from .gpu import pool, rows, transpose
@@ -132,6 +134,11 @@ def _cpu_gather(r: KernelRequest) -> str | None:
     return cpu_gather.gather_kernel(r.name, r.signature, r.attrs["axis"])
 
 
+def _cpu_strided_slice(r: KernelRequest) -> str | None:
+    """A step along the innermost dim: contiguous reads, the lanes kept by a shuffle (cpu/strided_slice.py)."""
+    return cpu_strided_slice.strided_slice_kernel(r.name, r.signature, r.attrs["starts"], r.attrs["steps"])
+
+
 def _cpu_index_copy(r: KernelRequest) -> str:
     """Only the update rows written where the output has the input's buffer (cpu/index_copy.py)."""
     return cpu_index_copy.index_copy_kernel(r.name, r.signature, r.attrs["axis"])
@@ -164,6 +171,7 @@ OP_KERNELS: dict[tuple[str, str], Callable[[KernelRequest], str | None]] = {
     ("transpose", "cpu"): _cpu_transpose,
     ("index_copy", "cpu"): _cpu_index_copy,
     ("gather", "cpu"): _cpu_gather,
+    ("slice", "cpu"): _cpu_strided_slice,
     ("max_pool2d_backward", "cpu"): _cpu_max_pool_backward,
     **{(op, "cpu"): _cpu_channel_sums for op in ("batch_norm_statistics", "batch_norm_training", "batch_norm_backward",
                                                  "batch_norm_backward_sums", "group_norm", "reduce")},

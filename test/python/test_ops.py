@@ -491,6 +491,14 @@ def test_slice(dtype, pipeline, rng):
              ("clamped end, every axis", g.slice(x, [1, 0, 2, 6], [9, 5, 3, 7]), xv[1:9, 0:5, 2:3, 6:7]),
              ("1-d step 4", g.slice(y, [2], [11], steps=[4]), yv[2:11:4]),
              ("slice of relu", g.slice(g.relu(x), [0], [2], axes=[0]), np.maximum(xv, 0)[0:2])]
+    # innermost steps (CPU: kernels/cpu/strided_slice.py): rotary halves with a short last group, outer
+    # steps and offsets, threads over many rows, and a step above MAX_STEP (the generic copy)
+    r, rv = net.input((2, 3, 70))
+    w, wv = net.input((300, 2, 259))
+    cases += [("rotary odd lanes", g.slice(r, [1], [70], axes=[2], steps=[2]), rv[..., 1::2]),
+              ("outer steps, step 3", g.slice(w, [3, 1, 5], [300, 2, 259], steps=[7, 1, 3]), wv[3::7, 1:, 5::3]),
+              ("many rows", g.slice(w, [0], [259], axes=[2], steps=[2]), wv[..., ::2]),
+              ("step 11", g.slice(w, [2], [259], axes=[2], steps=[11]), wv[..., 2::11])]
     for out, (what, _, want) in zip(net.run(pipeline, *[c[1] for c in cases]), cases):
         assert_close(out, want, dtype, what=what)
 
