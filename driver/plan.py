@@ -1,7 +1,8 @@
 """From a lowered module to a launch plan: what runs in which order on which buffers.
 
 After prim-lower, a graph function is a list of `prim.constant`s, `prim.reshape`s (views, no
-kernel) and calls of kernel declarations. `build_plan` turns it into the runtime's JSON-able plan and
+kernel), `prim.slice`s of one contiguous aligned run (views at an offset into their source: outline's
+slice_view_offset) and calls of kernel declarations. `build_plan` turns it into the runtime's JSON-able plan and
 a weights blob (a GPU plan's launches come from the target's backend: backends/gpu_common.py); each step
 names its kernel and arguments, and for the profiler (runtime/profile.py) its op kind, layer location and,
 where prim-select chose one, the solver, parameters, problem descriptor and FLOPs;
@@ -34,10 +35,12 @@ from openprim.backends.registry import for_target
 from openprim.base.errors import OpenPrimError
 from openprim.base.target import Target
 from openprim.dialect import body, contract, graph_functions, kernels_module
+from openprim.passes.outline import slice_view_offset
 from openprim.base.dtypes import ITEMSIZE
 from openprim.solvers.problem import parse_descriptor
 
-PLAN_VERSION = 3  # 2: views name the value whose storage they share (`view_of`); 3: `batch_chunks`
+PLAN_VERSION = 3  # 2: views name the value whose storage they share (`view_of`); 3: `batch_chunks`, views
+#                   at an offset within their root (a slice's contiguous run)
 PARAMS_VERSION = 4  # a plan with "params" (weights as values): storage "param", "params_bytes"
 STATE_VERSION = 5  # a plan with "state" (carried between calls): storage "state", "state_bytes"
 
@@ -68,13 +71,15 @@ def build_plan(module: ir.Module, target: Target) -> tuple[dict, bytes]:
     fn = fns[0]
     block = fn.regions[0].blocks[0]
     ids, values, steps = {}, [], []
-    roots = []  # per value: the value whose storage it shares (itself, or a reshape's source)
+    roots = []   # per value: the value whose storage it shares (itself, or a reshape's or view slice's source)
+    starts = []  # per value: its first byte past its root's (a view slice's offset; 0 for the rest)
 
-    def new_value(v, storage, root=None):
+    def new_value(v, storage, root=None, offset=0):
         t = v.type
         ids[v] = len(values)
         values.append({"shape": list(t.shape), "dtype": dialect.dtype_name(t.element_type), "storage": storage})
         roots.append(ids[v] if root is None else roots[root])
+        starts.append(offset + (0 if root is None else starts[root]))
         return ids[v]
 
     param_names = contract.param_names(fn)
@@ -110,6 +115,9 @@ def build_plan(module: ir.Module, target: Target) -> tuple[dict, bytes]:
         elif op.name == "prim.reshape":
             src = ids[op.operands[0]]
             new_value(op.result, values[src]["storage"], src)
+        elif (offset := slice_view_offset(op)) is not None:     # a contiguous run of its source: a view
+            src = ids[op.operands[0]]
+            new_value(op.result, values[src]["storage"], src, offset * ITEMSIZE[values[src]["dtype"]])
         elif op.name == "func.call":
             args = [ids[a] for a in op.operands]
             out = new_value(op.result, "arena")
@@ -144,9 +152,9 @@ def build_plan(module: ir.Module, target: Target) -> tuple[dict, bytes]:
     where = dict(zip(arena_roots, offsets))
     for i, v in enumerate(values):
         if v["storage"] == "arena":
-            v["offset"] = where.get(roots[i], 0)
+            v["offset"] = where.get(roots[i], 0) + starts[i]
         elif roots[i] != i:
-            v["offset"] = values[roots[i]]["offset"]
+            v["offset"] = values[roots[i]]["offset"] + starts[i]
         if roots[i] != i:
             v["view_of"] = roots[i]   # the runtime binds a caller's buffer to a value and all its views
     checks = contract.checks(fn)   # the last results: read by the runtime after a run, not returned

@@ -17,6 +17,7 @@ from mlir import ir
 from mlir.dialects import func
 
 from openprim import dialect
+from openprim.base.dtypes import ITEMSIZE
 from openprim.base.ops import ELEMENTWISE
 from openprim.base.target import Target
 from openprim.dialect import body, contract, graph_functions, kernels_module
@@ -25,6 +26,29 @@ from openprim.kernels.semantics import EMITTERS, emit_fused
 from openprim.solvers import SOLVERS
 
 NOT_KERNELS = ("prim.constant", "prim.reshape")
+VIEW_ALIGN = 64     # a slice viewed in place starts at a multiple of these bytes (runtime.executor.ALIGN)
+
+
+def slice_view_offset(op: ir.Operation) -> int | None:
+    """The element offset in its source at which a prim.slice's result lies as one contiguous run (every
+    dim before some dim k of size 1 in the result, every dim after k whole, no step where the result has
+    more than one element), starting at a multiple of VIEW_ALIGN bytes: such a slice is a view of its
+    source in the plan, no kernel (driver/plan.py). Else None."""
+    if op.name != "prim.slice":
+        return None
+    src, out = list(op.operands[0].type.shape), list(op.result.type.shape)
+    attrs = dialect.op_attrs(op)
+    if any(st != 1 and n > 1 for st, n in zip(attrs["steps"], out)) or 0 in out:
+        return None
+    k = next((d for d, n in enumerate(out) if n > 1), len(out) - 1)
+    if any(out[d] != src[d] for d in range(k + 1, len(out))):
+        return None
+    offset, stride = 0, 1
+    for d in range(len(src) - 1, -1, -1):
+        offset += attrs["starts"][d] * stride
+        stride *= src[d]
+    itemsize = ITEMSIZE[dialect.dtype_name(op.result.type.element_type)]
+    return offset if offset * itemsize % VIEW_ALIGN == 0 else None
 
 
 def _symbols(module):
@@ -82,7 +106,7 @@ def kernel_units(module):
     syms = _symbols(module)
     for fn in graph_functions(module):
         for op in [o.operation for o in fn.regions[0].blocks[0].operations]:
-            if op.name.startswith("prim.") and op.name not in NOT_KERNELS:
+            if op.name.startswith("prim.") and op.name not in NOT_KERNELS and slice_view_offset(op) is None:
                 yield op, [op], [v for v in dialect.operand_groups(op) if v is not None], op.result, None
             elif op.name == "func.call":
                 callee = syms[ir.FlatSymbolRefAttr(op.attributes["callee"]).value]

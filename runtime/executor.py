@@ -31,6 +31,7 @@ executables of the same state (a prefill and a decode step) work on one region.
 from __future__ import annotations
 
 import contextlib
+import math
 import ctypes
 import os
 import threading
@@ -40,7 +41,7 @@ import numpy as np
 
 from openprim.base.errors import OpenPrimError
 
-from openprim.base.dtypes import FLOATS, STORAGE, from_storage, host_to_storage
+from openprim.base.dtypes import FLOATS, ITEMSIZE, STORAGE, from_storage, host_to_storage
 
 ALIGN = 64
 _UNLOCKED = contextlib.nullcontext()
@@ -230,13 +231,15 @@ class _Arena:
         regions = {"arena": arena, "param": params, "state": self.state}
         self.views = [_view(v, regions.get(v["storage"], exe.weights)) for v in exe.plan["values"]]
         self.steps = []
-        # an input's or an output's root value -> the step pointers that read or write it
+        # an input's or an output's root value -> the step pointers that read or write it, each with its
+        # value's bytes past the root's (a view slice's offset)
         self.bindings = {v: [] for v in exe.bindable | set(exe.bound_outputs.values())}
         for fn, step in zip(exe.kernels, exe.plan["steps"]):
             ptrs = [ctypes.c_void_p(self.views[a].ctypes.data) for a in step["args"]]
             for a, p in zip(step["args"], ptrs):
-                if exe.roots[a] in self.bindings:
-                    self.bindings[exe.roots[a]].append(p)
+                root = exe.roots[a]
+                if root in self.bindings:
+                    self.bindings[root].append((p, self.views[a].ctypes.data - self.views[root].ctypes.data))
             if exe.packed:
                 ptrs = [(ctypes.c_void_p * len(ptrs))(*[ctypes.addressof(p) for p in ptrs]), ptrs]
             self.steps.append((fn, ptrs))
@@ -244,8 +247,8 @@ class _Arena:
     def bind(self, value: int, address: int) -> None:
         """Point every step that reads input `value` (or writes output `value`) at `address` (the caller's
         array, this call's output array, or back home)."""
-        for p in self.bindings[value]:
-            p.value = address
+        for p, past in self.bindings[value]:
+            p.value = address + past
 
 
 def _root(values: list[dict], v: int) -> int:
@@ -277,7 +280,15 @@ def bound_outputs(plan: dict, roots: list[int]) -> dict[int, int]:
     read_back = {roots[c["value"]] for c in plan.get("checks", ())}
     read_back |= {roots[e[k]] for e in plan.get("state", ()) for k in ("value", "next")}
     return {k: roots[o] for k, o in enumerate(plan["outputs"])
-            if values[roots[o]]["storage"] == "arena" and taken.count(roots[o]) == 1 and roots[o] not in read_back}
+            if values[roots[o]]["storage"] == "arena" and taken.count(roots[o]) == 1 and roots[o] not in read_back
+            and whole_root(values, o, roots[o])}
+
+
+def whole_root(values: list[dict], v: int, root: int) -> bool:
+    """Whether value v spans all of its root's bytes (itself, or a reshape of it; not a slice's run)."""
+    return values[v]["offset"] == values[root]["offset"] and \
+        math.prod(values[v]["shape"]) * ITEMSIZE[values[v]["dtype"]] == \
+        math.prod(values[root]["shape"]) * ITEMSIZE[values[root]["dtype"]]
 
 
 INPUT_ALIGN = 16   # what numpy's allocator gives; the kernels assume no more than their element's alignment

@@ -55,7 +55,7 @@ from .arrays import DeviceArray, check_bound, describe, is_device_array
 from .cuda import CudaDevice
 from .device import Device, DeviceError
 from .executor import (ALIGN, checked_inputs, checked_params, checked_state, ordered_inputs, param_names,
-                       raise_failed_checks, same_state_layout, state_names, stored_param)
+                       raise_failed_checks, same_state_layout, state_names, stored_param, whole_root)
 from .hip import HipDevice
 
 
@@ -167,12 +167,15 @@ class GpuExecutable:
         regions = {"arena": self.arena, "param": self.params, "state": self.state}
         self.pointers = [regions.get(v["storage"], self.weights) + v["offset"] for v in plan["values"]]
         roots = [v.get("view_of", i) for i, v in enumerate(plan["values"])]
-        bound_roots = [roots[i["value"]] for i in plan["inputs"]] + [roots[o] for o in plan["outputs"]]
+        bound = [i["value"] for i in plan["inputs"]] + list(plan["outputs"])
+        bound_roots = [roots[v] for v in bound]
         slots = {r: b for b, r in enumerate(bound_roots)}     # root -> its binding (inputs, then outputs)
         functions = {}
         self.tensor_maps = {}  # (address, spec) -> device address of the encoded map
         self.launches = []  # (function, grid, block, args, shared, step index)
-        self.bound_args = {}   # launch index -> [(argument position, binding)]: what a bound buffer replaces
+        # launch index -> [(argument position, binding, bytes from the bound value to the argument's)]: what
+        # a bound buffer replaces (a view slice of it lies past its start)
+        self.bound_args = {}
         mapped = set()         # bindings a tensor map addresses: never bound in place
         for i, step in enumerate(plan["steps"]):
             buffers = [self.pointers[a] for a in step["args"]]
@@ -189,7 +192,8 @@ class GpuExecutable:
                         slots.get(roots[step["args"][v["memory"][1]]]) if kind == "tensormap" and v["memory"][0] == "arg" \
                         else None
                     if binding is not None and kind == "arg":
-                        self.bound_args.setdefault(len(self.launches), []).append((pos, binding))
+                        past = self.pointers[step["args"][v]] - self.pointers[bound[binding]]
+                        self.bound_args.setdefault(len(self.launches), []).append((pos, binding, past))
                     elif binding is not None:
                         mapped.add(binding)
                 if launch["shared"] >= device.DEFAULT_SHARED:   # (at 48 KB, static shared memory would not fit)
@@ -201,7 +205,8 @@ class GpuExecutable:
         self.output_specs = [self._spec(f"output {k}", o) for k, o in enumerate(plan["outputs"])]
         self.arena_targets = [spec[1] for spec in self.input_specs + self.output_specs]
         self.bindable = [plan.get("version", 1) >= 2 and plan["values"][r]["storage"] == "arena"
-                         and bound_roots.count(r) == 1 and b not in mapped for b, r in enumerate(bound_roots)]
+                         and bound_roots.count(r) == 1 and b not in mapped and whole_root(plan["values"], bound[b], r)
+                         for b, r in enumerate(bound_roots)]
 
     def _spec(self, name: str, value: int) -> tuple:
         """(name, device pointer, shape, dtype, bytes) of a plan input or output."""
@@ -486,7 +491,7 @@ class GpuExecutable:
         elif targets != self.graph_targets:
             changed = {b for b, (new, old) in enumerate(zip(targets, self.graph_targets)) if new != old}
             for k, subs in self.bound_args.items():
-                if any(b in changed for _, b in subs):
+                if any(b in changed for _, b, _ in subs):
                     fn, grid, block, _, shared, _ = self.launches[k]
                     self.device.set_graph_kernel_args(self.graph[1], self.graph[2][k], fn, grid, block,
                                                       self._args(k, targets), shared)
@@ -496,8 +501,8 @@ class GpuExecutable:
     def _args(self, k: int, targets: list[int]) -> list[int]:
         """Launch k's arguments with the bound buffers at `targets`."""
         args = list(self.launches[k][3])
-        for pos, b in self.bound_args.get(k, ()):
-            args[pos] = targets[b]
+        for pos, b, past in self.bound_args.get(k, ()):
+            args[pos] = targets[b] + past
         return args
 
     def _launch_all(self, stream, targets: list[int]) -> None:

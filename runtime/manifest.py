@@ -117,8 +117,9 @@ def _check_plan(plan: dict, weights_len: int, params_len: int = 0) -> None:
         if "view_of" in v:
             root = v["view_of"]
             _need(_int(root) and root < i and "view_of" not in values[root]
-                  and (values[root]["storage"], values[root]["offset"]) == (v["storage"], v["offset"]),
-                  f"value {i}: view_of {root!r} is not an earlier value with the same storage and offset")
+                  and values[root]["storage"] == v["storage"] and values[root]["offset"] <= v["offset"]
+                  and end <= values[root]["offset"] + _value_bytes(values[root], root, storages),
+                  f"value {i}: view_of {root!r} is not an earlier value of the same storage whose bytes hold it")
 
     def is_value(a):
         return _int(a) and a < len(values)

@@ -433,6 +433,29 @@ def test_a_framework_capture_records_the_kernels(fake, data, rng):
     np.testing.assert_allclose(out.numpy(), _want(x2, s, w), rtol=1e-5, atol=1e-6)
 
 
+def test_view_at_an_offset_is_bound_past_the_callers_pointer(fake, data, rng):
+    """A value viewing its root at an offset (a slice's contiguous run: x[1] of x [2, 3, 5, 7]) is read at
+    the caller's pointer plus that offset, in the first call's captured graph and after a new caller
+    buffer updates the graph's nodes."""
+    _, s, w = data
+    plan = _plan()
+    values = plan["values"]
+    values[0]["shape"] = [2, *SHAPE]
+    for v, offset in zip(values[1:], (1024, 0, 1536, 2048)):
+        if v["storage"] == "arena":
+            v["offset"] = offset
+    values.append({"shape": list(SHAPE), "dtype": "f32", "storage": "arena", "offset": N * 4, "view_of": 0})
+    plan["steps"][0]["args"] = [5, 2, 3]
+    plan["arena_bytes"] = 2560
+    exe = GpuExecutable(plan, b"image", w.tobytes(), CudaDevice(0))
+    for _ in range(2):
+        x = rng.standard_normal((2, *SHAPE)).astype(np.float32)
+        dx = CaiArray(fake, x)
+        y = exe(dx, CaiArray(fake, s))
+        assert fake.execs[exe.graph[1]][0][1][0] == dx.pointer + N * 4
+        np.testing.assert_allclose(y.numpy(), _want(x[1], s, w), rtol=1e-5, atol=1e-6)
+
+
 def test_producer_stream_is_waited_for(fake, data):
     x, s, w = data
     exe = _exe(fake, w)

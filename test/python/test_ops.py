@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 
 import reference as ref
-from helpers import DTYPES, Net, assert_close, rounded
+from helpers import DTYPES, TARGET, Net, assert_close, rounded
 import openprim.compiler
 from openprim.base.errors import OpenPrimError
 from openprim.pyfrontend import Graph
@@ -501,6 +501,33 @@ def test_slice(dtype, pipeline, rng):
               ("step 11", g.slice(w, [2], [259], axes=[2], steps=[11]), wv[..., 2::11])]
     for out, (what, _, want) in zip(net.run(pipeline, *[c[1] for c in cases]), cases):
         assert_close(out, want, dtype, what=what)
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_slice_views(dtype, rng):
+    """Slices that are one contiguous run of their source starting at an aligned byte (q, k, v taken
+    from [3, B, H, S, D]; a batch norm's [2, C] sums cut into rows) are views in the plan, no kernel: read
+    by a later kernel, returned as outputs (copied out, as they are not their buffer's whole), and cut
+    from an input read in place; a run at an unaligned byte, or over a partial outer dim, keeps a kernel."""
+    net = Net(rng, dtype)
+    g = net.g
+    qkv, qkvv = net.input((3, 2, 4, 5, 16))
+    sums, sumsv = net.input((2, 64))
+    relu_q = g.relu(g.reshape(g.slice(qkv, [0], [1], axes=[0]), [2, 4, 5, 16]))
+    k = g.slice(qkv, [1], [2], axes=[0])
+    rows = [g.slice(sums, [i], [i + 1], axes=[0]) for i in (0, 1)]
+    unaligned = g.slice(sums, [1, 3], [2, 64], axes=[0, 1])
+    partial = g.slice(qkv, [0, 1], [3, 2], axes=[0, 1])
+    outs = net.run(None, relu_q, k, *rows, g.add(rows[0], rows[1]), unaligned, partial)
+    wants = [np.maximum(qkvv[0], 0), qkvv[1:2], sumsv[0:1], sumsv[1:2], sumsv[0:1] + sumsv[1:2], sumsv[1:2, 3:],
+             qkvv[:, 1:2]]
+    for out, want in zip(outs, wants):
+        assert_close(out, want, dtype)
+    if TARGET == "cpu":
+        kernels = [st["kernel"] for st in net.exe.plan["steps"]]
+        assert sum(k.startswith("slice") for k in kernels) == 2, kernels      # the unaligned and partial ones
+        values = net.exe.plan["values"]
+        assert sum("view_of" in v and v["offset"] != values[v["view_of"]]["offset"] for v in values) == 2   # k, row 1
 
 
 REDUCE_NUMPY = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min}
