@@ -130,8 +130,10 @@ def build_plan(module: ir.Module, target: Target) -> tuple[dict, bytes]:
     for entry in state:
         entry["next"] = outputs[entry.pop("result")]
     in_place = _in_place_args(module)
-    _state_in_place(steps, values, roots, in_place, state)
-    _outputs_in_place(steps, values, roots, in_place, inputs, outputs)
+    # a step may write into an argument's buffer only where the argument is that whole buffer (no slice view)
+    whole = [starts[v] == 0 and _nbytes(values[v]) == _nbytes(values[roots[v]]) for v in range(len(values))]
+    _state_in_place(steps, values, roots, in_place, state, whole)
+    _outputs_in_place(steps, values, roots, in_place, inputs, outputs, whole)
     # Lifetimes of arena roots, in step indices: inputs from -1, outputs to the end.
     n = len(steps)
     life = {}
@@ -233,7 +235,11 @@ def _in_place_args(module: ir.Module) -> dict[str, tuple[int, ...]]:
             for f in ([] if km is None else body(km).operations) if (at := contract.in_place(f))}
 
 
-def _state_in_place(steps, values, roots, in_place: dict[str, tuple[int, ...]], state) -> None:
+def _nbytes(v: dict) -> int:
+    return int(np.prod(v["shape"])) * ITEMSIZE[v["dtype"]]
+
+
+def _state_in_place(steps, values, roots, in_place: dict[str, tuple[int, ...]], state, whole: list[bool]) -> None:
     """Give each state's next value the state's buffer where the step computing it may write into its
     input's (`in_place` names the state there) and no later step reads the old state; mark the others
     "copy" (the runtime copies them in after a run)."""
@@ -249,7 +255,7 @@ def _state_in_place(steps, values, roots, in_place: dict[str, tuple[int, ...]], 
         i = producer.get(nxt)
         s = steps[i] if i is not None else None
         at = next((j for j in in_place.get(s["kernel"], ()) if roots[s["args"][j]] == root), None) if s else None
-        if at is None or last.get(root) != i or s["args"][-1] != nxt or \
+        if at is None or not whole[s["args"][at]] or last.get(root) != i or s["args"][-1] != nxt or \
                 any(roots[a] == root for j, a in enumerate(s["args"][:-1]) if j != at):
             entry["copy"] = True
             continue
@@ -259,7 +265,8 @@ def _state_in_place(steps, values, roots, in_place: dict[str, tuple[int, ...]], 
                 values[v]["storage"] = "state"
 
 
-def _outputs_in_place(steps, values, roots, in_place: dict[str, tuple[int, ...]], inputs, outputs) -> None:
+def _outputs_in_place(steps, values, roots, in_place: dict[str, tuple[int, ...]], inputs, outputs,
+                      whole: list[bool]) -> None:
     """Give a step's output the buffer of its residual where the kernel allows it (`in_place`) and the
     residual dies there: no later step reads it, no other argument of the step shares its buffer, it is
     neither a graph input nor output, and it has the output's size. A residual convolution then reads and
@@ -275,7 +282,8 @@ def _outputs_in_place(steps, values, roots, in_place: dict[str, tuple[int, ...]]
             res, out = roots[s["args"][at]], roots[s["args"][-1]]
             others = {roots[a] for j, a in enumerate(s["args"][:-1]) if j != at}
             nbytes = [int(np.prod(values[r]["shape"])) * ITEMSIZE[values[r]["dtype"]] for r in (res, out)]
-            if last[res] != i or res in others or res in fixed or out in fixed or nbytes[0] != nbytes[1] or \
+            if not whole[s["args"][at]] or last[res] != i or res in others or res in fixed or out in fixed or \
+                    nbytes[0] != nbytes[1] or \
                     values[res]["storage"] != "arena" or out != s["args"][-1]:
                 continue
             for v, r in enumerate(roots):
