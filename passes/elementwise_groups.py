@@ -68,7 +68,7 @@ def hoist_reshapes_of_small_ops(fn) -> int:
         with ir.InsertionPoint(view), view.location:
             operands = [v if not v.type.shape else reshape(v, new, view.location) for v in op.operands]
             hoisted = ir.Operation.create(op.name, results=[view.result.type], operands=operands,
-                                          attributes={a.name: a.attr for a in op.attributes}, loc=op.location)
+                                          attributes={k: op.attributes[k] for k in op.attributes}, loc=op.location)
         view.result.replace_all_uses_with(hoisted.result)
         view.erase()
         op.erase()

@@ -21,6 +21,19 @@ func.func @affine(%x: tensor<2x16x5x5xf32>, %mean: tensor<16x1x1xf32>, %scale: t
   return %y : tensor<2x16x5x5xf32>
 }
 
+// An op with attributes keeps them when it moves.
+// CHECK-LABEL: func.func private @fused_1
+// CHECK:         "prim.clamp"({{.*}}) {max = 6.000000e+00 : f64, min = 0.000000e+00 : f64} : (tensor<16x1x1xf32>) -> tensor<16x1x1xf32>
+// CHECK:         "prim.add"
+// CHECK-LABEL: func.func @clamped
+// CHECK:         call @fused_1(
+func.func @clamped(%x: tensor<2x16x5x5xf32>, %s: tensor<16xf32>) -> tensor<2x16x5x5xf32> {
+  %k = "prim.clamp"(%s) {min = 0.0 : f64, max = 6.0 : f64} : (tensor<16xf32>) -> tensor<16xf32>
+  %kv = "prim.reshape"(%k) : (tensor<16xf32>) -> tensor<16x1x1xf32>
+  %y = "prim.add"(%x, %kv) : (tensor<2x16x5x5xf32>, tensor<16x1x1xf32>) -> tensor<2x16x5x5xf32>
+  return %y : tensor<2x16x5x5xf32>
+}
+
 // CHECK-LABEL: func.func @used_twice
 // CHECK:         %[[K:.+]] = "prim.mul"(%arg2, %arg3) : (tensor<16xf32>, tensor<16xf32>) -> tensor<16xf32>
 // CHECK:         "prim.reshape"(%[[K]])
