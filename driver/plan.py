@@ -36,6 +36,7 @@ from openprim.base.errors import OpenPrimError
 from openprim.base.target import Target
 from openprim.dialect import body, contract, graph_functions, kernels_module
 from openprim.passes.outline import slice_view_offset
+from openprim.runtime.executor import value_nbytes
 from openprim.base.dtypes import ITEMSIZE
 from openprim.solvers.problem import parse_descriptor
 
@@ -94,13 +95,13 @@ def build_plan(module: ir.Module, target: Target) -> tuple[dict, bytes]:
             continue
         i = new_value(a, "state")
         values[i]["offset"] = state_off
-        state_off = aligned(state_off + int(np.prod(values[i]["shape"])) * ITEMSIZE[values[i]["dtype"]])
+        state_off = aligned(state_off + value_nbytes(values[i]))
         state.append({"name": n, "value": i, "result": carried[k]})
     params, params_off = [], 0
     for name, perm, a in zip(param_names, contract.param_perms(fn), args[n_inputs:]):
         i = new_value(a, "param")
         values[i]["offset"] = params_off
-        params_off = aligned(params_off + int(np.prod(values[i]["shape"])) * ITEMSIZE[values[i]["dtype"]])
+        params_off = aligned(params_off + value_nbytes(values[i]))
         params.append({"name": name, "value": i, **({"perm": perm} if perm else {})})
     weight_off = 0
     chunks = []  # the weights blob: each constant's bytes, padded to the next aligned offset
@@ -131,7 +132,8 @@ def build_plan(module: ir.Module, target: Target) -> tuple[dict, bytes]:
         entry["next"] = outputs[entry.pop("result")]
     in_place = _in_place_args(module)
     # a step may write into an argument's buffer only where the argument is that whole buffer (no slice view)
-    whole = [starts[v] == 0 and _nbytes(values[v]) == _nbytes(values[roots[v]]) for v in range(len(values))]
+    whole = [starts[v] == 0 and value_nbytes(values[v]) == value_nbytes(values[roots[v]])
+             for v in range(len(values))]
     _state_in_place(steps, values, roots, in_place, state, whole)
     _outputs_in_place(steps, values, roots, in_place, inputs, outputs, whole)
     # Lifetimes of arena roots, in step indices: inputs from -1, outputs to the end.
@@ -149,7 +151,7 @@ def build_plan(module: ir.Module, target: Target) -> tuple[dict, bytes]:
         r = roots[o]
         life[r] = (life.get(r, (n, n))[0], n)
     arena_roots = [r for r in life if values[r]["storage"] == "arena"]
-    sizes = [aligned(int(np.prod(values[r]["shape"])) * ITEMSIZE[values[r]["dtype"]]) for r in arena_roots]
+    sizes = [aligned(value_nbytes(values[r])) for r in arena_roots]
     offsets, arena = assign_offsets(sizes, [life[r] for r in arena_roots])
     where = dict(zip(arena_roots, offsets))
     for i, v in enumerate(values):
@@ -235,10 +237,6 @@ def _in_place_args(module: ir.Module) -> dict[str, tuple[int, ...]]:
             for f in ([] if km is None else body(km).operations) if (at := contract.in_place(f))}
 
 
-def _nbytes(v: dict) -> int:
-    return int(np.prod(v["shape"])) * ITEMSIZE[v["dtype"]]
-
-
 def _state_in_place(steps, values, roots, in_place: dict[str, tuple[int, ...]], state, whole: list[bool]) -> None:
     """Give each state's next value the state's buffer where the step computing it may write into its
     input's (`in_place` names the state there) and no later step reads the old state; mark the others
@@ -281,9 +279,8 @@ def _outputs_in_place(steps, values, roots, in_place: dict[str, tuple[int, ...]]
         for at in in_place.get(s["kernel"], ()):
             res, out = roots[s["args"][at]], roots[s["args"][-1]]
             others = {roots[a] for j, a in enumerate(s["args"][:-1]) if j != at}
-            nbytes = [int(np.prod(values[r]["shape"])) * ITEMSIZE[values[r]["dtype"]] for r in (res, out)]
             if not whole[s["args"][at]] or last[res] != i or res in others or res in fixed or out in fixed or \
-                    nbytes[0] != nbytes[1] or \
+                    value_nbytes(values[res]) != value_nbytes(values[out]) or \
                     values[res]["storage"] != "arena" or out != s["args"][-1]:
                 continue
             for v, r in enumerate(roots):

@@ -31,8 +31,8 @@ executables of the same state (a prefill and a decode step) work on one region.
 from __future__ import annotations
 
 import contextlib
-import math
 import ctypes
+import math
 import os
 import threading
 import time
@@ -284,11 +284,14 @@ def bound_outputs(plan: dict, roots: list[int]) -> dict[int, int]:
             and whole_root(values, o, roots[o])}
 
 
+def value_nbytes(value: dict) -> int:
+    """The bytes of a plan value."""
+    return math.prod(value["shape"]) * ITEMSIZE[value["dtype"]]
+
+
 def whole_root(values: list[dict], v: int, root: int) -> bool:
     """Whether value v spans all of its root's bytes (itself, or a reshape of it; not a slice's run)."""
-    return values[v]["offset"] == values[root]["offset"] and \
-        math.prod(values[v]["shape"]) * ITEMSIZE[values[v]["dtype"]] == \
-        math.prod(values[root]["shape"]) * ITEMSIZE[values[root]["dtype"]]
+    return values[v]["offset"] == values[root]["offset"] and value_nbytes(values[v]) == value_nbytes(values[root])
 
 
 INPUT_ALIGN = 16   # what numpy's allocator gives; the kernels assume no more than their element's alignment

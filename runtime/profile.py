@@ -28,17 +28,16 @@ the cost model's ranking constants, not this machine's peak; the table has no f1
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from openprim.base.dtypes import FLOATS, HOST, ITEMSIZE
+from openprim.base.dtypes import FLOATS, HOST
 from openprim.base.errors import OpenPrimError
 from openprim.base.target import host_cpu, parse_target
 
-from .executor import host_shape
+from .executor import host_shape, value_nbytes
 
 
 @dataclass
@@ -123,10 +122,6 @@ def random_inputs(plan: dict, seed: int = 0, integers: int = 0) -> list[np.ndarr
     return out
 
 
-def _nbytes(value: dict) -> int:
-    return math.prod(value["shape"]) * ITEMSIZE[value["dtype"]]
-
-
 def profile(exe, inputs=None, runs: int = 20, warmup: int = 3) -> Profile:
     """Profile an executable (CpuExecutable or GpuExecutable: a loaded artifact, or openprim.compile's) on
     `inputs` (a list in plan order; None: random_inputs), `runs` profiled runs after `warmup` others."""
@@ -187,7 +182,7 @@ def step_stats(plan: dict, sums: dict, launches, peak_gflops, peak_gbps) -> list
         seconds = t * 1e-6
         flops = step.get("flops")
         flops = None if flops is None else int(flops) * chunks
-        nbytes = int(step.get("bytes") or sum(_nbytes(values[a]) for a in step["args"])) * chunks
+        nbytes = int(step.get("bytes") or sum(value_nbytes(values[a]) for a in step["args"])) * chunks
         tflops = flops / seconds / 1e12 if flops is not None and seconds > 0 else None
         gbps = nbytes / seconds / 1e9 if seconds > 0 else None
         out_value = values[step["args"][-1]]
